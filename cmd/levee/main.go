@@ -1,0 +1,173 @@
+// Command levee is the levee API gateway. It only parses the command line,
+// wires signals and maps results to exit codes; everything else lives in
+// internal/gateway.
+//
+//	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGTERM drains
+//	levee validate -config FILE  print every problem as path: message; exit 1 if any
+//	levee demo                   serve a built-in demo with its own upstreams
+//	levee version                print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/demo"
+	"github.com/levee-gw/levee/internal/gateway"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `levee: an API gateway and layer-7 load balancer that stays up.
+
+Usage:
+  levee run -config FILE       serve; SIGHUP reloads the file, SIGTERM drains and stops
+  levee validate -config FILE  check FILE; print every problem as path: message
+  levee demo [-listen ADDR] [-admin ADDR]
+                               serve a built-in demo with its own upstreams
+  levee version                print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the process exit code: 0 success,
+// 1 invalid configuration or runtime failure, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "demo":
+		return cmdDemo(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "levee", version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "levee: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func configFlag(name string, args []string, stderr io.Writer) (string, int) {
+	fs := flag.NewFlagSet("levee "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return "", 2
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "levee %s: -config FILE is required\n", name)
+		return "", 2
+	}
+	return *path, 0
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	path, code := configFlag("validate", args, stderr)
+	if code != 0 {
+		return code
+	}
+	if _, err := config.Load(path); err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid\n", path)
+	return 0
+}
+
+// printConfigError prints one line per problem.
+func printConfigError(w io.Writer, err error) {
+	var errs *config.Errors
+	if errors.As(err, &errs) {
+		for _, fe := range *errs {
+			fmt.Fprintln(w, fe.Error())
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	path, code := configFlag("run", args, stderr)
+	if code != 0 {
+		return code
+	}
+	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }})
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	return serve(g, stderr, func() {})
+}
+
+// serve starts g, calls started, and serves until SIGTERM or SIGINT,
+// reloading on SIGHUP; then it drains.
+func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
+	if err := g.Start(); err != nil {
+		fmt.Fprintln(stderr, "levee:", err)
+		return 1
+	}
+	started()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_ = g.Reload() // logged and counted by the gateway
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if err := g.Wait(ctx); err != nil {
+		fmt.Fprintln(stderr, "levee:", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("levee demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
+	adminListen := fs.String("admin", "127.0.0.1:9901", "admin API address")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	backends, err := demo.StartBackends()
+	if err != nil {
+		fmt.Fprintln(stderr, "levee demo:", err)
+		return 1
+	}
+	defer backends.Close()
+	yaml := demo.Config(*listen, *adminListen, filepath.Join(os.TempDir(), "levee-demo-state"), backends)
+	load := func() (*config.Config, error) { return config.Parse(yaml) }
+	g, err := gateway.New(gateway.Options{Load: load})
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String()) })
+}

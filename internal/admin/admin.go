@@ -1,0 +1,126 @@
+// Package admin serves levee's control plane on its own listener: liveness,
+// readiness, Prometheus metrics, pprof profiles and the JSON API under
+// /api/v1/. It runs on its own http.Server and goroutines and sits behind
+// none of the data plane's limits, so an operator can still see and act
+// while the data plane is saturated. It reads and acts on the gateway only
+// through the small interfaces below.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// EndpointView is one endpoint as the API shows it.
+type EndpointView struct {
+	Address  string `json:"address"`
+	Weight   uint32 `json:"weight"`
+	Zone     string `json:"zone,omitempty"`
+	State    string `json:"state"` // "active" or "drained"
+	Inflight int64  `json:"inflight"`
+	Requests uint64 `json:"requests"`
+	Failures uint64 `json:"failures"`
+}
+
+// UpstreamView is one upstream as the API shows it.
+type UpstreamView struct {
+	Name      string         `json:"name"`
+	Balancer  string         `json:"balancer"`
+	Endpoints []EndpointView `json:"endpoints"`
+}
+
+// Gateway is what the admin API reads from and acts on.
+type Gateway interface {
+	// Ready reports whether the data plane is serving, and if not, why.
+	Ready() (bool, string)
+	// Upstreams returns the serving snapshot's upstreams.
+	Upstreams() []UpstreamView
+	// Reload re-reads the configuration; on error the old one keeps serving
+	// and the error's lines (one per problem) are shown to the caller.
+	Reload() error
+}
+
+// Options configure the admin handler.
+type Options struct {
+	Gateway  Gateway
+	Gatherer prometheus.Gatherer
+}
+
+// NewHandler returns the admin API's handler.
+func NewHandler(o Options) (http.Handler, error) {
+	if o.Gateway == nil || o.Gatherer == nil {
+		return nil, errors.New("admin: Gateway and Gatherer are required")
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := o.Gateway.Ready(); !ok {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "reason": why})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+
+	mux.HandleFunc("GET /api/v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"upstreams": o.Gateway.Upstreams()})
+	})
+	mux.HandleFunc("GET /api/v1/upstreams/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		for _, u := range o.Gateway.Upstreams() {
+			if u.Name == name {
+				writeJSON(w, http.StatusOK, u)
+				return
+			}
+		}
+		writeError(w, http.StatusNotFound, "not_found", "no upstream named "+name)
+	})
+	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		if err := o.Gateway.Reload(); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
+				"error":    "the new configuration was refused; the previous one keeps serving",
+				"reason":   "invalid_config",
+				"problems": strings.Split(err.Error(), "\n"),
+			})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"result": "applied"})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)
+	})
+	return mux, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, reason, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg, "reason": reason})
+}

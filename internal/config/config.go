@@ -1,0 +1,248 @@
+// Package config reads levee's configuration file into typed values.
+//
+// Parsing is strict: the YAML is decoded into a node tree and walked by hand,
+// so every problem is reported with the path of the field it concerns
+// ("upstreams.video.endpoints[1].weight") and the value that was found.
+// Unknown keys, duplicate keys, aliases, wrong types and out-of-range values
+// are errors; nothing is coerced or replaced by a default silently. Parse
+// keeps going after a problem and reports all of them at once as *Errors.
+//
+// A field that is omitted or null ("key: ~", or "key:" with nothing after
+// it) takes its default. Every default is declared in defaults.go and named
+// in the doc comment of the field it applies to.
+//
+// Packages below the composition root (internal/gateway) do not import this
+// package; the gateway turns a validated *Config into their own options.
+package config
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Config is a whole, validated levee configuration. Parse returns it only
+// when every field is valid, with every default applied; a *Config is not
+// modified afterwards and may be shared between goroutines for reading.
+type Config struct {
+	// Listen is the data-plane address, "host:port" (`listen`, required).
+	// An empty host (":8080") listens on all interfaces. Port 0 asks the
+	// OS for a free port (for tests and the demo).
+	Listen string
+	// TLS, when not nil, makes Listen serve HTTPS (`tls`, optional). nil
+	// means plain HTTP.
+	TLS *TLS
+	// Admin is the isolated admin listener (`admin`, required).
+	Admin Admin
+	// StateDir is where levee keeps state on disk, such as last-known-good
+	// snapshots (`state_dir`). Default DefaultStateDir. A relative path is
+	// relative to the process's working directory. May not be empty.
+	StateDir string
+	// Server holds the limits for client-facing connections (`server`).
+	Server Server
+	// Log configures logging (`log`).
+	Log Log
+	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
+	// least one required). Every value is non-nil and its Name equals its
+	// key.
+	Upstreams map[string]*Upstream
+	// UpstreamOrder lists the keys of Upstreams in the order they appear in
+	// the file. It is filled by the parser, not read from YAML.
+	UpstreamOrder []string
+	// Routes are the routing rules in file order (`routes`, at least one
+	// required). Every route's Upstream is a key of Upstreams, route names
+	// are unique, and no two routes have the same host, path prefix and an
+	// overlapping method set.
+	Routes []Route
+}
+
+// TLS names the certificate and key that the data-plane listener serves
+// (`tls`). Both files must exist and be readable regular files when the
+// configuration is parsed; their contents are not checked here.
+type TLS struct {
+	// CertFile is the PEM certificate chain path (`cert_file`, required).
+	// A relative path is relative to the process's working directory.
+	CertFile string
+	// KeyFile is the PEM private key path (`key_file`, required). A
+	// relative path is relative to the process's working directory.
+	KeyFile string
+}
+
+// Admin configures the admin listener, which serves health, metrics and
+// the admin API apart from the data plane (`admin`).
+type Admin struct {
+	// Listen is the admin address, "host:port" (`admin.listen`, required).
+	// An empty host listens on all interfaces; port 0 asks the OS for a
+	// free port. It must not bind the same non-zero port as Config.Listen
+	// on an overlapping host.
+	Listen string
+}
+
+// Server holds limits for downstream (client-facing) connections
+// (`server`). Every field is optional.
+type Server struct {
+	// MaxHeaderBytes caps the size of a request's header block, in bytes
+	// (`max_header_bytes`, a size). Default DefaultMaxHeaderBytes (64KiB);
+	// allowed 1KiB to 16MiB. Zero is not allowed.
+	MaxHeaderBytes int64
+	// ReadHeaderTimeout is how long a client may take to send the request
+	// headers (`read_header_timeout`, a duration). Default
+	// DefaultReadHeaderTimeout (10s); must be greater than 0.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a keep-alive client connection may sit idle
+	// between requests (`idle_timeout`, a duration). Default
+	// DefaultIdleTimeout (60s); must be greater than 0.
+	IdleTimeout time.Duration
+	// ShutdownTimeout is how long a SIGTERM waits for in-flight requests
+	// to finish before connections are closed (`shutdown_timeout`, a
+	// duration). Default DefaultShutdownTimeout (15s); must be greater
+	// than 0.
+	ShutdownTimeout time.Duration
+	// MaxConnections caps concurrent client connections
+	// (`max_connections`, a whole number). Default 0, which means
+	// unlimited; must be 0 or more. Reserved: parsed and validated, not yet
+	// enforced.
+	MaxConnections int
+}
+
+// Log configures logging (`log`).
+type Log struct {
+	// Level is the lowest level logged: "debug", "info", "warn" or "error"
+	// (`level`). Default DefaultLogLevel ("info").
+	Level string
+	// Access turns the per-request access log on (`access`, true or
+	// false). Default DefaultLogAccess (true).
+	Access bool
+}
+
+// Upstream is a named group of endpoints that routes send requests to
+// (`upstreams.<name>`).
+type Upstream struct {
+	// Name is the upstream's key in `upstreams`: 1 to 64 characters from
+	// a-z, 0-9, "_", "." and "-".
+	Name string
+	// Balancer is the endpoint-picking algorithm (`balancer`). The only
+	// value, and the default, is DefaultBalancer ("weighted_round_robin").
+	Balancer string
+	// Endpoints are the servers of this upstream in file order
+	// (`endpoints`, at least one required). Addresses are unique within
+	// the upstream (compared case-insensitively). Every endpoint may have
+	// weight 0: the upstream is then drained and its routes are refused.
+	Endpoints []Endpoint
+	// Timeouts bound each phase of a request to an endpoint (`timeouts`).
+	Timeouts Timeouts
+	// MaxIdleConnsPerEndpoint caps the idle keep-alive connections pooled
+	// per endpoint (`max_idle_conns_per_endpoint`, a whole number).
+	// Default DefaultMaxIdleConnsPerEndpoint (256); allowed 1 to 100000.
+	MaxIdleConnsPerEndpoint int
+}
+
+// Endpoint is one server of an upstream (`{address: host:port, weight: N}`).
+type Endpoint struct {
+	// Address is "host:port" (`address`, required). The host is an IP
+	// address (IPv6 in brackets: "[::1]:80") or a DNS name; it may not be
+	// empty. The port is 1 to 65535.
+	Address string
+	// Weight is the endpoint's relative share of requests (`weight`, a
+	// whole number 0 to 10000, endpoint.MaxWeight). Default
+	// DefaultWeight (1). 0 means drained: the endpoint gets no new
+	// requests.
+	Weight uint32
+}
+
+// Timeouts bound the phases of a request to an upstream endpoint
+// (`timeouts`). Every field is a duration, optional, and greater than 0.
+type Timeouts struct {
+	// Connect bounds establishing a connection to an endpoint
+	// (`connect`). Default DefaultConnectTimeout (1s).
+	Connect time.Duration
+	// ResponseHeader bounds the wait for the response headers after the
+	// request has been written (`response_header`). Default
+	// DefaultResponseHeaderTimeout (10s).
+	ResponseHeader time.Duration
+	// Idle is how long an idle pooled connection to an endpoint is kept
+	// (`idle`). Default DefaultUpstreamIdleTimeout (90s).
+	Idle time.Duration
+}
+
+// Route sends the requests it matches to an upstream (`routes[i]`).
+type Route struct {
+	// Name identifies the route in logs, metrics and the admin API
+	// (`name`, required, unique): 1 to 64 characters from a-z, 0-9, "_",
+	// "." and "-".
+	Name string
+	// Match selects the requests this route takes (`match`). Omitted, it
+	// matches every request.
+	Match Match
+	// Upstream is the name of the upstream that serves this route
+	// (`upstream`, required); it is a key of Config.Upstreams.
+	Upstream string
+	// MaxBodyBytes caps the request body, in bytes (`max_body_bytes`, a
+	// size). Default DefaultMaxBodyBytes (0), which means no limit:
+	// bodies are streamed.
+	MaxBodyBytes int64
+}
+
+// Match is the condition under which a route takes a request (`match`).
+// All given conditions must hold.
+type Match struct {
+	// Host is the request host to match, without a port (`host`): an
+	// exact name ("api.example.com") or a name whose whole leftmost label
+	// is the wildcard ("*.example.com"); "*" appears nowhere else. Stored
+	// lower-case. Empty, the default, matches any host.
+	Host string
+	// PathPrefix is the prefix the request path must start with
+	// (`path_prefix`). It starts with "/". Default DefaultPathPrefix ("/"),
+	// which matches every path.
+	PathPrefix string
+	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
+	// token stored upper-case, no duplicates. nil, the default, matches any
+	// method. An explicit empty list is an error.
+	Methods []string
+}
+
+// Load reads the file at path and parses it with Parse. Files larger than
+// 4 MiB are refused without being read whole. Every error, including a
+// failure to read the file, is an *Errors.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(fmt.Sprintf("reading config: %v", err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fileError(fmt.Sprintf("reading config: %v", err))
+	}
+	return Parse(data)
+}
+
+// Parse decodes one YAML document, applies defaults and validates the
+// result. It returns either a complete *Config and a nil error, or a nil
+// *Config and an *Errors listing every problem found, in file order where
+// the problem has a position.
+//
+// Input over 4 MiB, nesting deeper than 64 levels, aliases (*name), merge
+// keys (<<) and more than one document are refused. Parse reads the file
+// system only to check that TLS files exist and are readable; relative
+// paths are resolved against the working directory. It is safe to call
+// concurrently.
+func Parse(data []byte) (*Config, error) {
+	if len(data) > maxFileBytes {
+		return nil, fileError(fmt.Sprintf("file is larger than the %s limit", formatSize(maxFileBytes)))
+	}
+	root, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{}
+	if !p.scan(root, "", 0) {
+		return nil, p.result() // scan only fails after adding an error
+	}
+	cfg := p.config(root)
+	if errs := p.result(); errs != nil {
+		return nil, errs
+	}
+	return cfg, nil
+}

@@ -1,0 +1,838 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// Fragments of a valid config, so that each bad case below shows only what
+// it breaks.
+const (
+	head      = "listen: \":8080\"\nadmin: {listen: \":9090\"}\n"
+	upstreams = "upstreams:\n  video:\n    endpoints:\n      - address: 10.0.0.1:80\n"
+	routes    = "routes:\n  - name: api\n    upstream: video\n"
+)
+
+// errorLines returns the lines of an *Errors, failing the test if err is
+// anything else.
+func errorLines(t *testing.T, err error) []string {
+	t.Helper()
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error is %T (%v), want *Errors", err, err)
+	}
+	if len(*errs) == 0 {
+		t.Fatal("*Errors is empty")
+	}
+	lines := make([]string, len(*errs))
+	for i, fe := range *errs {
+		lines[i] = fe.Error()
+	}
+	if got := strings.Join(lines, "\n"); got != errs.Error() {
+		t.Errorf("Errors.Error() = %q, want the lines joined: %q", errs.Error(), got)
+	}
+	return lines
+}
+
+func TestParseRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"empty file", "", []string{
+			"listen: required",
+			"admin.listen: required",
+			"upstreams: required",
+			"routes: required",
+		}},
+		{"only comments", "# nothing here\n", []string{
+			"listen: required",
+			"admin.listen: required",
+			"upstreams: required",
+			"routes: required",
+		}},
+		{"root is a sequence", "- listen: \":80\"\n", []string{
+			"(file): must be a mapping, got a sequence",
+		}},
+		{"yaml syntax error", "listen: \":8080\"\nadmin: [\n", []string{
+			"(file): yaml: line 2: did not find expected node content",
+		}},
+		{"two documents", head + upstreams + routes + "---\nlisten: \":1\"\n", []string{
+			"(file): found a second YAML document at line 10; a config file holds exactly one",
+		}},
+		{"unknown top-level key", head + "extra: 1\n" + upstreams + routes, []string{
+			"extra: unknown field",
+		}},
+		{"misspelt top-level key", "listn: \":8080\"\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+			`listn: unknown field (did you mean "listen"?)`,
+			"listen: required",
+		}},
+		{"unknown nested key", head + upstreams + "    timeouts:\n      conect: 1s\n" + routes, []string{
+			`upstreams.video.timeouts.conect: unknown field (did you mean "connect"?)`,
+		}},
+		{"duplicate key", head + upstreams + `routes:
+  - name: api
+    match:
+      host: a.example.com
+      host: b.example.com
+    upstream: video
+`, []string{
+			"routes[0].match.host: duplicate key (first at line 10)",
+		}},
+		{"duplicate top-level key", head + "listen: \":8081\"\n" + upstreams + routes, []string{
+			"listen: duplicate key (first at line 1)",
+		}},
+		{"weight abc", head + upstreams + "        weight: abc\n" + routes, []string{
+			`upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got "abc"`,
+		}},
+		{"weight float", head + upstreams + "        weight: 2.5\n" + routes, []string{
+			"upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got 2.5",
+		}},
+		{"weight negative", head + upstreams + "        weight: -1\n" + routes, []string{
+			"upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got -1",
+		}},
+		{"weight too large", head + upstreams + "        weight: 10001\n" + routes, []string{
+			"upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got 10001",
+		}},
+		{"weight quoted number", head + upstreams + "        weight: \"0\"\n" + routes, []string{
+			`upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got "0"`,
+		}},
+		{"weight overflows int64", head + upstreams + "        weight: 99999999999999999999\n" + routes, []string{
+			"upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got 99999999999999999999",
+		}},
+		{"weight is a sequence", head + upstreams + "        weight: [1]\n" + routes, []string{
+			"upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got a sequence",
+		}},
+		{"duration with words", head + "server:\n  idle_timeout: 5 seconds\n" + upstreams + routes, []string{
+			`server.idle_timeout: must be a duration such as "1s", got "5 seconds"`,
+		}},
+		{"duration bare integer", head + upstreams + "    timeouts:\n      connect: 5\n" + routes, []string{
+			`upstreams.video.timeouts.connect: must be a duration such as "1s", got 5`,
+		}},
+		{"duration negative", head + "server:\n  shutdown_timeout: -1s\n" + upstreams + routes, []string{
+			`server.shutdown_timeout: must be greater than 0, got "-1s"`,
+		}},
+		{"duration zero", head + upstreams + "    timeouts:\n      idle: 0s\n" + routes, []string{
+			`upstreams.video.timeouts.idle: must be greater than 0, got "0s"`,
+		}},
+		{"endpoint without port", head + "upstreams:\n  video:\n    endpoints:\n      - address: 10.0.0.1\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address "10.0.0.1": missing port in address`,
+		}},
+		{"endpoint port 0", head + "upstreams:\n  video:\n    endpoints:\n      - address: 10.0.0.1:0\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address "10.0.0.1:0": port must be a number from 1 to 65535`,
+		}},
+		{"endpoint port 70000", head + "upstreams:\n  video:\n    endpoints:\n      - address: 10.0.0.1:70000\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address "10.0.0.1:70000": port must be a number from 1 to 65535`,
+		}},
+		{"endpoint named port", head + "upstreams:\n  video:\n    endpoints:\n      - address: example.com:http\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address "example.com:http": port must be a number from 1 to 65535`,
+		}},
+		{"endpoint empty host", head + "upstreams:\n  video:\n    endpoints:\n      - address: \":80\"\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address ":80": host is required`,
+		}},
+		{"endpoint bad host", head + "upstreams:\n  video:\n    endpoints:\n      - address: bad_host:80\n      - address: 10.0.0.256:80\n      - address: \"[example.com]:80\"\n" + routes, []string{
+			`upstreams.video.endpoints[0].address: invalid address "bad_host:80": host must be an IP address or a DNS name`,
+			`upstreams.video.endpoints[1].address: invalid address "10.0.0.256:80": host must be an IP address or a DNS name`,
+			`upstreams.video.endpoints[2].address: invalid address "[example.com]:80": brackets must hold an IPv6 address`,
+		}},
+		{"endpoint address missing", head + "upstreams:\n  video:\n    endpoints:\n      - weight: 2\n" + routes, []string{
+			"upstreams.video.endpoints[0].address: required",
+		}},
+		{"endpoint is a string", head + "upstreams:\n  video:\n    endpoints:\n      - 10.0.0.1:80\n" + routes, []string{
+			`upstreams.video.endpoints[0]: must be a mapping such as {address: "10.0.0.1:8080", weight: 1}, got "10.0.0.1:80"`,
+		}},
+		{"duplicate endpoint", head + upstreams + "      - address: 10.0.0.1:80\n" + routes, []string{
+			`upstreams.video.endpoints[1].address: duplicate endpoint "10.0.0.1:80" (first at endpoints[0])`,
+		}},
+		{"empty endpoints", head + "upstreams:\n  video:\n    endpoints: []\n" + routes, []string{
+			"upstreams.video.endpoints: at least one endpoint is required",
+		}},
+		{"missing endpoints", head + "upstreams:\n  video:\n    balancer: weighted_round_robin\n" + routes, []string{
+			"upstreams.video.endpoints: required",
+		}},
+		{"unknown balancer", head + upstreams + "    balancer: random\n" + routes, []string{
+			`upstreams.video.balancer: must be one of "weighted_round_robin", got "random"`,
+		}},
+		{"max idle conns zero", head + upstreams + "    max_idle_conns_per_endpoint: 0\n" + routes, []string{
+			"upstreams.video.max_idle_conns_per_endpoint: must be a number from 1 to 100000, got 0",
+		}},
+		{"bad upstream name", head + "upstreams:\n  Video:\n    endpoints: [{address: 10.0.0.1:80}]\n  my video:\n    endpoints: [{address: 10.0.0.1:80}]\n" + "routes:\n  - {name: api, upstream: Video}\n", []string{
+			`upstreams.Video: name must be 1 to 64 characters from a-z, 0-9, "_", "." and "-", got "Video"`,
+			`upstreams["my video"]: name must be 1 to 64 characters from a-z, 0-9, "_", "." and "-", got "my video"`,
+		}},
+		{"empty upstreams", head + "upstreams: {}\n" + routes, []string{
+			"upstreams: at least one upstream is required",
+		}},
+		{"missing listen", "admin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+			"listen: required",
+		}},
+		{"listen is a number", "listen: 8080\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+			"listen: must be a string, got 8080",
+		}},
+		{"listen without port", "listen: \"0.0.0.0\"\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+			`listen: invalid address "0.0.0.0": missing port in address`,
+		}},
+		{"missing admin", "listen: \":8080\"\n" + upstreams + routes, []string{
+			"admin.listen: required",
+		}},
+		{"admin listen equals listen", "listen: \":8080\"\nadmin: {listen: \":8080\"}\n" + upstreams + routes, []string{
+			`admin.listen: must not bind the same port as listen (":8080"), got ":8080"`,
+		}},
+		{"listener port out of range", "listen: \":65536\"\nadmin: {listen: \"127.0.0.1:x\"}\n" + upstreams + routes, []string{
+			`listen: invalid address ":65536": port must be a number from 0 to 65535`,
+			`admin.listen: invalid address "127.0.0.1:x": port must be a number from 0 to 65535`,
+		}},
+		{"admin listen overlaps listen", "listen: \":8080\"\nadmin: {listen: \"127.0.0.1:8080\"}\n" + upstreams + routes, []string{
+			`admin.listen: must not bind the same port as listen (":8080"), got "127.0.0.1:8080"`,
+		}},
+		{"route naming a missing upstream", head + upstreams + "routes:\n  - name: api\n    upstream: vidoe\n", []string{
+			`routes[0].upstream: unknown upstream "vidoe" (did you mean "video"?)`,
+		}},
+		{"duplicate route name", head + upstreams + routes + "  - name: api\n    match: {path_prefix: /v2}\n    upstream: video\n", []string{
+			`routes[1].name: duplicate route name "api" (first at routes[0])`,
+		}},
+		{"bad route name", head + upstreams + "routes:\n  - name: API v1\n    upstream: video\n", []string{
+			`routes[0].name: must be 1 to 64 characters from a-z, 0-9, "_", "." and "-", got "API v1"`,
+		}},
+		{"route name too long", head + upstreams + "routes:\n  - name: " + strings.Repeat("a", 65) + "\n    upstream: video\n", []string{
+			`routes[0].name: must be 1 to 64 characters from a-z, 0-9, "_", "." and "-", got "` + strings.Repeat("a", 64) + `…"`,
+		}},
+		{"route missing name and upstream", head + upstreams + routes + "  - match: {path_prefix: /v2}\n", []string{
+			"routes[1].name: required",
+			"routes[1].upstream: required",
+		}},
+		{"null route", head + upstreams + routes + "  - ~\n", []string{
+			"routes[1]: must be a mapping with name, match and upstream, got null",
+		}},
+		{"empty routes", head + upstreams + "routes: []\n", []string{
+			"routes: at least one route is required",
+		}},
+		{"mapping where a sequence is expected", head + upstreams + "routes:\n  api:\n    upstream: video\n", []string{
+			"routes: must be a sequence, got a mapping",
+		}},
+		{"sequence where a mapping is expected", head + "server: [1, 2]\n" + upstreams + routes, []string{
+			"server: must be a mapping, got a sequence",
+		}},
+		{"path_prefix without slash", head + upstreams + "routes:\n  - name: api\n    match: {path_prefix: api}\n    upstream: video\n", []string{
+			`routes[0].match.path_prefix: must start with "/", got "api"`,
+		}},
+		{"path_prefix with query", head + upstreams + "routes:\n  - name: api\n    match: {path_prefix: \"/api?x=1\"}\n    upstream: video\n", []string{
+			`routes[0].match.path_prefix: must not contain "?" or "#", got "/api?x=1"`,
+		}},
+		{"bad method token", head + upstreams + "routes:\n  - name: api\n    match: {methods: [GET, \"GE T\", \"\"]}\n    upstream: video\n", []string{
+			`routes[0].match.methods[1]: must be an HTTP method such as "GET", got "GE T"`,
+			`routes[0].match.methods[2]: must be an HTTP method such as "GET", got ""`,
+		}},
+		{"duplicate method", head + upstreams + "routes:\n  - name: api\n    match:\n      methods: [get, POST, GET]\n    upstream: video\n", []string{
+			`routes[0].match.methods[2]: duplicate method "GET" (first at methods[0])`,
+		}},
+		{"empty methods", head + upstreams + "routes:\n  - name: api\n    match: {methods: []}\n    upstream: video\n", []string{
+			"routes[0].match.methods: must list at least one method; omit it to match any method",
+		}},
+		{"wildcard in the middle", head + upstreams + "routes:\n  - name: api\n    match: {host: a.*.com}\n    upstream: video\n", []string{
+			`routes[0].match.host: wildcard must be the whole leftmost label, as in "*.example.com", got "a.*.com"`,
+		}},
+		{"bad hosts", head + upstreams + `routes:
+  - {name: a, match: {host: "*"}, upstream: video}
+  - {name: b, match: {host: "*.*.example.com"}, upstream: video}
+  - {name: c, match: {host: "api.example.com:443"}, upstream: video}
+  - {name: d, match: {host: "api..example.com"}, upstream: video}
+  - {name: e, match: {host: "*a.example.com"}, upstream: video}
+`, []string{
+			`routes[0].match.host: wildcard must be the whole leftmost label, as in "*.example.com", got "*"`,
+			`routes[1].match.host: wildcard must be the whole leftmost label, as in "*.example.com", got "*.*.example.com"`,
+			`routes[2].match.host: must be a host name or IPv4 address without a port, got "api.example.com:443"`,
+			`routes[3].match.host: must be a host name such as "api.example.com" or "*.example.com", got "api..example.com"`,
+			`routes[4].match.host: wildcard must be the whole leftmost label, as in "*.example.com", got "*a.example.com"`,
+		}},
+		{"duplicate route match", head + upstreams + `routes:
+  - {name: a, match: {host: x.example.com, path_prefix: /v1}, upstream: video}
+  - {name: b, match: {host: y.example.com, path_prefix: /v1}, upstream: video}
+  - {name: c, match: {host: X.example.com, path_prefix: /v1}, upstream: video}
+  - {name: d, upstream: video}
+  - {name: e, match: {path_prefix: /}, upstream: video}
+`, []string{
+			"routes[2].match: duplicates routes[0] (same host and path_prefix)",
+			"routes[4].match: duplicates routes[3] (same host and path_prefix)",
+		}},
+		{"overlapping methods", head + upstreams + `routes:
+  - {name: a, match: {path_prefix: /v1, methods: [GET, HEAD]}, upstream: video}
+  - {name: b, match: {path_prefix: /v1, methods: [POST]}, upstream: video}
+  - {name: c, match: {path_prefix: /v1, methods: [put, post, head]}, upstream: video}
+`, []string{
+			`routes[2].match: duplicates routes[0] (same host, path_prefix and method "HEAD")`,
+		}},
+		{"tls missing key_file", head + "tls:\n  cert_file: testdata/tls/cert.pem\n" + upstreams + routes, []string{
+			"tls.key_file: required",
+		}},
+		{"tls cert file does not exist", head + "tls:\n  cert_file: testdata/tls/missing.pem\n  key_file: testdata/tls/key.pem\n" + upstreams + routes, []string{
+			`tls.cert_file: file not found: "testdata/tls/missing.pem"`,
+		}},
+		{"tls key is a directory", head + "tls:\n  cert_file: testdata/tls/cert.pem\n  key_file: testdata/tls\n" + upstreams + routes, []string{
+			`tls.key_file: not a regular file: "testdata/tls"`,
+		}},
+		{"tls empty", head + "tls: {}\n" + upstreams + routes, []string{
+			"tls.cert_file: required",
+			"tls.key_file: required",
+		}},
+		{"size with unknown unit", head + upstreams + "routes:\n  - name: api\n    upstream: video\n    max_body_bytes: 10 parsecs\n", []string{
+			`routes[0].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "10 parsecs"`,
+		}},
+		{"size forms refused", head + upstreams + `routes:
+  - {name: a, upstream: video, match: {path_prefix: /a}, max_body_bytes: -1}
+  - {name: b, upstream: video, match: {path_prefix: /b}, max_body_bytes: "1.5MiB"}
+  - {name: c, upstream: video, match: {path_prefix: /c}, max_body_bytes: "100"}
+  - {name: d, upstream: video, match: {path_prefix: /d}, max_body_bytes: 1.5}
+  - {name: e, upstream: video, match: {path_prefix: /e}, max_body_bytes: "9999999TiB"}
+  - {name: f, upstream: video, match: {path_prefix: /f}, max_body_bytes: "10mib"}
+`, []string{
+			`routes[0].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got -1`,
+			`routes[1].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "1.5MiB"`,
+			`routes[2].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "100"`,
+			`routes[3].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got 1.5`,
+			`routes[4].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "9999999TiB"`,
+			`routes[5].max_body_bytes: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "10mib"`,
+		}},
+		{"max_header_bytes out of range", head + "server:\n  max_header_bytes: 512B\n" + upstreams + routes, []string{
+			`server.max_header_bytes: must be from 1KiB to 16MiB, got "512B"`,
+		}},
+		{"max_header_bytes too large", head + "server:\n  max_header_bytes: 16777217\n" + upstreams + routes, []string{
+			"server.max_header_bytes: must be from 1KiB to 16MiB, got 16777217",
+		}},
+		{"max_connections negative", head + "server:\n  max_connections: -1\n" + upstreams + routes, []string{
+			"server.max_connections: must be a number from 0 up, got -1",
+		}},
+		{"log level and access", head + "log:\n  level: verbose\n  access: yes\n" + upstreams + routes, []string{
+			`log.level: must be one of "debug", "info", "warn", "error", got "verbose"`,
+			`log.access: must be true or false, got "yes"`,
+		}},
+		{"state_dir empty", head + "state_dir: \"\"\n" + upstreams + routes, []string{
+			`state_dir: must not be empty (omit it for the default "./levee-state")`,
+		}},
+		{"alias", head + `upstreams:
+  video:
+    endpoints: &eps
+      - address: 10.0.0.1:80
+  audio:
+    endpoints: *eps
+` + routes, []string{
+			"upstreams.audio.endpoints: aliases are not allowed (*eps)",
+		}},
+		{"alias as a key and in a sequence", head + upstreams + "    timeouts: {&k connect: 1s, *k : 2s}\n" + "routes:\n  - &r {name: api, upstream: video}\n  - *r\n", []string{
+			"upstreams.video.timeouts: aliases are not allowed (*k)",
+			"routes[1]: aliases are not allowed (*r)",
+		}},
+		{"merge key", head + upstreams + "    timeouts:\n      <<: {connect: 1s}\n" + routes, []string{
+			"upstreams.video.timeouts: merge keys (<<) are not allowed",
+		}},
+		{"custom tag", head + "state_dir: !env STATE\n" + upstreams + routes, []string{
+			`state_dir: must be a string, got !env "STATE"`,
+		}},
+		{"complex key", head + "? [a, b]\n: 1\n" + upstreams + routes, []string{
+			"(file): keys must be strings, got a sequence",
+		}},
+		{"several errors in one file", `listen: ":8080"
+admin:
+  listen: ":8080"
+server:
+  idle_timeout: 30
+  max_header_bytes: 64 KiB
+upstreams:
+  video:
+    endpoints:
+      - address: 10.0.0.1
+        weight: "3"
+      - address: 10.0.0.2:80
+    timeouts:
+      conect: 1s
+routes:
+  - name: Video
+    match:
+      host: a.*.com
+      path_prefix: video
+      methods: [GET, get]
+    upstream: vidoe
+  - match: {}
+    upstream: video
+unknown: true
+`, []string{
+			`admin.listen: must not bind the same port as listen (":8080"), got ":8080"`,
+			`server.idle_timeout: must be a duration such as "1s", got 30`,
+			`upstreams.video.endpoints[0].address: invalid address "10.0.0.1": missing port in address`,
+			`upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got "3"`,
+			`upstreams.video.timeouts.conect: unknown field (did you mean "connect"?)`,
+			`routes[0].name: must be 1 to 64 characters from a-z, 0-9, "_", "." and "-", got "Video"`,
+			`routes[0].match.host: wildcard must be the whole leftmost label, as in "*.example.com", got "a.*.com"`,
+			`routes[0].match.path_prefix: must start with "/", got "video"`,
+			`routes[0].match.methods[1]: duplicate method "GET" (first at methods[0])`,
+			`routes[0].upstream: unknown upstream "vidoe" (did you mean "video"?)`,
+			"routes[1].name: required",
+			"unknown: unknown field",
+		}},
+	}
+	if len(tests) < 25 {
+		t.Fatalf("only %d cases; the brief asks for at least 25", len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.yaml))
+			if cfg != nil {
+				t.Errorf("Parse returned a Config as well as an error")
+			}
+			if err == nil {
+				t.Fatalf("Parse succeeded, want errors:\n%s", strings.Join(tt.want, "\n"))
+			}
+			got := errorLines(t, err)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestParseValidGolden parses each testdata/valid/*.yaml, and ExampleYAML,
+// and compares the normalised Config with the JSON file next to it. Run
+// with -update to rewrite the golden files after an intended change.
+func TestParseValidGolden(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/valid/*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no inputs under testdata/valid: %v", err)
+	}
+	type input struct{ name, golden string }
+	var cases []input
+	for _, in := range inputs {
+		cases = append(cases, input{in, strings.TrimSuffix(in, ".yaml") + ".json"})
+	}
+	cases = append(cases, input{"ExampleYAML", "testdata/example.json"})
+	for _, c := range cases {
+		t.Run(filepath.Base(c.name), func(t *testing.T) {
+			var cfg *Config
+			var err error
+			if c.name == "ExampleYAML" {
+				cfg, err = Parse([]byte(ExampleYAML))
+			} else {
+				cfg, err = Load(c.name)
+			}
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			checkInvariants(t, cfg)
+			got, err := json.MarshalIndent(normalise(reflect.ValueOf(cfg)), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			if *update {
+				if err := os.WriteFile(c.golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(c.golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s differs from the parsed config (run with -update if the change is intended):\n%s", c.golden, got)
+			}
+		})
+	}
+}
+
+// normalise turns a Config into plain values for a readable golden file:
+// durations as strings ("1m30s"), nil pointers and slices as null.
+func normalise(v reflect.Value) any {
+	if v.Type() == reflect.TypeFor[time.Duration]() {
+		return time.Duration(v.Int()).String()
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		return normalise(v.Elem())
+	case reflect.Struct:
+		m := make(map[string]any, v.NumField())
+		for i := range v.NumField() {
+			m[v.Type().Field(i).Name] = normalise(v.Field(i))
+		}
+		return m
+	case reflect.Map:
+		m := make(map[string]any, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			m[it.Key().String()] = normalise(it.Value())
+		}
+		return m
+	case reflect.Slice:
+		if v.IsNil() {
+			return nil
+		}
+		s := make([]any, v.Len())
+		for i := range s {
+			s[i] = normalise(v.Index(i))
+		}
+		return s
+	}
+	return v.Interface()
+}
+
+// TestDefaults pins every default: a minimal file must produce exactly
+// this Config, built here from literals rather than the constants, so that
+// a changed default is a visible change to this test.
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(head + upstreams + routes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Listen:   ":8080",
+		Admin:    Admin{Listen: ":9090"},
+		StateDir: "./levee-state",
+		Server: Server{
+			MaxHeaderBytes:    65536,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			ShutdownTimeout:   15 * time.Second,
+		},
+		Log: Log{Level: "info", Access: true},
+		Upstreams: map[string]*Upstream{"video": {
+			Name:      "video",
+			Balancer:  "weighted_round_robin",
+			Endpoints: []Endpoint{{Address: "10.0.0.1:80", Weight: 1}},
+			Timeouts: Timeouts{
+				Connect:        time.Second,
+				ResponseHeader: 10 * time.Second,
+				Idle:           90 * time.Second,
+			},
+			MaxIdleConnsPerEndpoint: 256,
+		}},
+		UpstreamOrder: []string{"video"},
+		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video"}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("got  %+v\nwant %+v", cfg, want)
+	}
+}
+
+// TestExampleYAML checks that the documented example parses as documented:
+// it is the config most operators will start from.
+func TestExampleYAML(t *testing.T) {
+	cfg, err := Parse([]byte(ExampleYAML))
+	if err != nil {
+		t.Fatalf("ExampleYAML does not parse:\n%v", err)
+	}
+	if cfg.TLS != nil || len(cfg.Upstreams) != 2 || len(cfg.Routes) != 3 {
+		t.Errorf("ExampleYAML parsed to %d upstreams, %d routes, TLS %v", len(cfg.Upstreams), len(cfg.Routes), cfg.TLS)
+	}
+	if w := cfg.Upstreams["video"].Endpoints[2].Weight; w != 0 {
+		t.Errorf("drained example endpoint has weight %d", w)
+	}
+}
+
+// TestEphemeralListeners pins that port 0 ("any free port") is accepted
+// for both listeners and is not a conflict: the gateway's and the
+// command's tests run levee on ephemeral loopback ports this way.
+func TestEphemeralListeners(t *testing.T) {
+	cfg, err := Parse([]byte("listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\n" + upstreams + routes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:0" || cfg.Admin.Listen != "127.0.0.1:0" {
+		t.Errorf("listen %q, admin.listen %q", cfg.Listen, cfg.Admin.Listen)
+	}
+}
+
+// TestDrainedUpstream pins that an upstream whose endpoints all have
+// weight 0 is valid: it is how an operator takes an upstream out of
+// service (its routes are refused), and the gateway tests rely on it.
+func TestDrainedUpstream(t *testing.T) {
+	cfg, err := Parse([]byte(head + "upstreams:\n  video:\n    endpoints:\n      - {address: 10.0.0.1:80, weight: 0}\n      - {address: 10.0.0.2:80, weight: 0}\n" + routes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range cfg.Upstreams["video"].Endpoints {
+		if e.Weight != 0 {
+			t.Errorf("endpoint %s has weight %d, want 0", e.Address, e.Weight)
+		}
+	}
+}
+
+func TestUpstreamOrderIsFileOrder(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(head + "upstreams:\n")
+	names := []string{"zeta", "alpha", "mid", "beta.2", "a-1"}
+	for _, n := range names {
+		b.WriteString("  " + n + ": {endpoints: [{address: \"10.0.0.1:80\"}]}\n")
+	}
+	b.WriteString("routes:\n  - {name: r, upstream: mid}\n")
+	cfg, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.UpstreamOrder, names) {
+		t.Errorf("UpstreamOrder = %v, want %v", cfg.UpstreamOrder, names)
+	}
+	for _, n := range names {
+		if cfg.Upstreams[n] == nil || cfg.Upstreams[n].Name != n {
+			t.Errorf("Upstreams[%q] = %+v, want Name %q", n, cfg.Upstreams[n], n)
+		}
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	t.Run("file over 4MiB", func(t *testing.T) {
+		data := []byte(head + upstreams + routes + "# " + strings.Repeat("x", 4<<20) + "\n")
+		_, err := Parse(data)
+		want := []string{"(file): file is larger than the 4MiB limit"}
+		if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("nesting at the limit is walked", func(t *testing.T) {
+		// Root mapping (1) + state_dir value nested 63 deep = 64 levels.
+		data := head + "state_dir: " + strings.Repeat("[", 63) + strings.Repeat("]", 63) + "\n" + upstreams + routes
+		_, err := Parse([]byte(data))
+		want := []string{"state_dir: must be a string, got a sequence"}
+		if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("nesting over 64 levels", func(t *testing.T) {
+		data := head + "state_dir: " + strings.Repeat("[", 64) + strings.Repeat("]", 64) + "\n" + upstreams + routes
+		_, err := Parse([]byte(data))
+		want := []string{"state_dir" + strings.Repeat("[0]", 63) + ": nesting deeper than 64 levels is not allowed"}
+		if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("billion laughs", func(t *testing.T) {
+		data := head + upstreams + routes + `x: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+y: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+z: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+w: [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+`
+		_, err := Parse([]byte(data))
+		got := errorLines(t, err)
+		// 4 unknown fields plus 27 aliases, and nothing expanded.
+		if len(got) != 31 || got[0] != "x: unknown field" || got[2] != "y[0]: aliases are not allowed (*a)" {
+			t.Errorf("got %d errors:\n%s", len(got), strings.Join(got, "\n"))
+		}
+	})
+	t.Run("error count is capped", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString(head + upstreams + routes)
+		for i := range maxErrors + 5 {
+			b.WriteString("unknown" + strconv.Itoa(i) + ": 1\n")
+		}
+		_, err := Parse([]byte(b.String()))
+		got := errorLines(t, err)
+		if len(got) != maxErrors+1 || got[maxErrors] != "(file): too many errors: 5 more not shown" {
+			t.Errorf("got %d errors, last %q", len(got), got[len(got)-1])
+		}
+	})
+}
+
+func TestLoad(t *testing.T) {
+	t.Run("valid", func(t *testing.T) {
+		cfg, err := Load("testdata/valid/minimal.yaml")
+		if err != nil || cfg.Listen != ":8080" {
+			t.Fatalf("Load = %+v, %v", cfg, err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		cfg, err := Load("testdata/does-not-exist.yaml")
+		want := []string{"(file): reading config: open testdata/does-not-exist.yaml: no such file or directory"}
+		if got := errorLines(t, err); cfg != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v %q, want nil %q", cfg, got, want)
+		}
+	})
+	t.Run("file over 4MiB is not read whole", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "big.yaml")
+		if err := os.WriteFile(path, bytes.Repeat([]byte("#\n"), 3<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		want := []string{"(file): file is larger than the 4MiB limit"}
+		if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	})
+}
+
+func TestErrorFormat(t *testing.T) {
+	errs := &Errors{
+		{Path: "routes[0].upstream", Message: `unknown upstream "x"`},
+		{Path: "", Message: "yaml: line 3: bad"},
+	}
+	want := "routes[0].upstream: unknown upstream \"x\"\n(file): yaml: line 3: bad"
+	if got := errs.Error(); got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	var err error = errs
+	var target *Errors
+	if !errors.As(err, &target) || target != errs {
+		t.Error("errors.As does not find *Errors")
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0B", 0, true},
+		{"512B", 512, true},
+		{"1KB", 1000, true},
+		{"10MB", 10_000_000, true},
+		{"2GB", 2_000_000_000, true},
+		{"1TB", 1_000_000_000_000, true},
+		{"64KiB", 65536, true},
+		{"10MiB", 10 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"3TiB", 3 << 40, true},
+		{"64 KiB", 65536, true},
+		{"8388607TiB", 8388607 << 40, true},
+		{"8388608TiB", 0, false}, // 2^63: overflows int64
+		{"99999999999999999999B", 0, false},
+		{"", 0, false},
+		{"KiB", 0, false},
+		{"64", 0, false},
+		{"64kib", 0, false},
+		{"64Kib", 0, false},
+		{"-1KiB", 0, false},
+		{"+1KiB", 0, false},
+		{"1.5KiB", 0, false},
+		{"64KiB ", 0, false},
+		{" 64KiB", 0, false},
+		{"10 parsecs", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseSize(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestCheckAddress(t *testing.T) {
+	const endpoint, listener = false, true
+	tests := []struct {
+		in       string
+		listener bool
+		want     string
+	}{
+		{"10.0.0.1:80", endpoint, ""},
+		{"[::1]:80", endpoint, ""},
+		{"[fe80::1%eth0]:443", endpoint, ""},
+		{"example.com:65535", endpoint, ""},
+		{"example.com.:1", endpoint, ""},
+		{"localhost:8080", endpoint, ""},
+		{"a-b.c-d.example:80", endpoint, ""},
+		{":8080", listener, ""},
+		{"0.0.0.0:8080", listener, ""},
+		{"127.0.0.1:0", listener, ""},
+		{":0", listener, ""},
+		{"[::]:443", listener, ""},
+		{":8080", endpoint, "host is required"},
+		{"10.0.0.1", endpoint, "missing port in address"},
+		{"10.0.0.1", listener, "missing port in address"},
+		{"::1:80", endpoint, "too many colons in address"},
+		{"[::1]", endpoint, "missing port in address"},
+		{"10.0.0.1:", endpoint, "port must be a number from 1 to 65535"},
+		{"10.0.0.1:0", endpoint, "port must be a number from 1 to 65535"},
+		{"10.0.0.1:65536", endpoint, "port must be a number from 1 to 65535"},
+		{"10.0.0.1:65536", listener, "port must be a number from 0 to 65535"},
+		{"10.0.0.1:+80", endpoint, "port must be a number from 1 to 65535"},
+		{"10.0.0.1:-1", listener, "port must be a number from 0 to 65535"},
+		{"10.0.0.1:123456", endpoint, "port must be a number from 1 to 65535"},
+		{"[1.2.3.4]:80", endpoint, "brackets are only for IPv6 addresses"},
+		{"-bad.example:80", endpoint, "host must be an IP address or a DNS name"},
+		{"bad-.example:80", endpoint, "host must be an IP address or a DNS name"},
+		{"a..b:80", endpoint, "host must be an IP address or a DNS name"},
+		{"1.2.3:80", endpoint, "host must be an IP address or a DNS name"},
+		{strings.Repeat("a", 64) + ".example:80", endpoint, "host must be an IP address or a DNS name"},
+		{strings.Repeat("abcdefg.", 32) + "com:80", endpoint, "host must be an IP address or a DNS name"},
+		{"exa mple.com:80", endpoint, "host must be an IP address or a DNS name"},
+		{"bad_host:80", listener, "host must be an IP address or a DNS name"},
+	}
+	for _, tt := range tests {
+		if got := checkAddress(tt.in, tt.listener); got != tt.want {
+			t.Errorf("checkAddress(%q, listener=%v) = %q, want %q", tt.in, tt.listener, got, tt.want)
+		}
+	}
+}
+
+func TestSameBinding(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{":8080", ":8080", true},
+		{":8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "10.0.0.1:8080", true},
+		{"[::]:8080", "127.0.0.1:8080", true},
+		{"LocalHost:8080", "localhost:8080", true},
+		{":8080", ":8081", false},
+		{"127.0.0.1:8080", "127.0.0.2:8080", false},
+		{"127.0.0.1:080", "127.0.0.1:80", true},
+		{"127.0.0.1:0", "127.0.0.1:0", false}, // each gets its own free port
+		{":0", ":0", false},
+	}
+	for _, tt := range tests {
+		if got := sameBinding(tt.a, tt.b); got != tt.want {
+			t.Errorf("sameBinding(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestNormalizeMatchHost(t *testing.T) {
+	tests := []struct{ in, want, problem string }{
+		{"API.Example.com", "api.example.com", ""},
+		{"*.Example.COM", "*.example.com", ""},
+		{"*.com", "*.com", ""},
+		{"192.0.2.1", "192.0.2.1", ""},
+		{"", "", ""},
+		{"*", "*", `wildcard must be the whole leftmost label, as in "*.example.com"`},
+		{"*.192.0.2.1", "*.192.0.2.1", `must be a host name such as "api.example.com" or "*.example.com"`},
+		{"example.com.", "example.com.", `must be a host name such as "api.example.com" or "*.example.com"`},
+		{"[::1]", "[::1]", "must be a host name or IPv4 address without a port"},
+	}
+	for _, tt := range tests {
+		got, problem := normalizeMatchHost(tt.in)
+		if got != tt.want || problem != tt.problem {
+			t.Errorf("normalizeMatchHost(%q) = %q, %q; want %q, %q", tt.in, got, problem, tt.want, tt.problem)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1: "1B", 1000: "1000B", 1024: "1KiB", 1536: "1536B", 16 << 20: "16MiB", 4 << 30: "4GiB", 1 << 40: "1TiB"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"conect", "connect", 1}, {"lsiten", "listen", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
+)
+
+// Defaults applied to omitted or null fields. This block and the default*
+// constructors below are the only places a default value is written; the
+// parser starts from those constructors and overwrites what the file sets.
+const (
+	// DefaultStateDir is Config.StateDir when `state_dir` is omitted.
+	DefaultStateDir = "./levee-state"
+	// DefaultMaxHeaderBytes is Server.MaxHeaderBytes when omitted: 64KiB.
+	DefaultMaxHeaderBytes int64 = 64 << 10
+	// DefaultReadHeaderTimeout is Server.ReadHeaderTimeout when omitted.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultIdleTimeout is Server.IdleTimeout when omitted.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultShutdownTimeout is Server.ShutdownTimeout when omitted.
+	DefaultShutdownTimeout = 15 * time.Second
+	// DefaultMaxConnections is Server.MaxConnections when omitted: 0,
+	// unlimited.
+	DefaultMaxConnections = 0
+	// DefaultLogLevel is Log.Level when omitted.
+	DefaultLogLevel = "info"
+	// DefaultLogAccess is Log.Access when omitted.
+	DefaultLogAccess = true
+	// DefaultBalancer is Upstream.Balancer when omitted, and for now the
+	// only balancer.
+	DefaultBalancer = "weighted_round_robin"
+	// DefaultMaxIdleConnsPerEndpoint is Upstream.MaxIdleConnsPerEndpoint
+	// when omitted.
+	DefaultMaxIdleConnsPerEndpoint = 256
+	// DefaultWeight is Endpoint.Weight when omitted.
+	DefaultWeight uint32 = 1
+	// DefaultConnectTimeout is Timeouts.Connect when omitted.
+	DefaultConnectTimeout = 1 * time.Second
+	// DefaultResponseHeaderTimeout is Timeouts.ResponseHeader when omitted.
+	DefaultResponseHeaderTimeout = 10 * time.Second
+	// DefaultUpstreamIdleTimeout is Timeouts.Idle when omitted.
+	DefaultUpstreamIdleTimeout = 90 * time.Second
+	// DefaultPathPrefix is Match.PathPrefix when omitted: every path.
+	DefaultPathPrefix = "/"
+	// DefaultMaxBodyBytes is Route.MaxBodyBytes when omitted: 0, no limit.
+	DefaultMaxBodyBytes int64 = 0
+)
+
+// Bounds that validation enforces.
+const (
+	minMaxHeaderBytes          = 1 << 10
+	maxMaxHeaderBytes          = 16 << 20
+	maxWeight                  = endpoint.MaxWeight
+	maxIdleConnsPerEndpointCap = 100000
+	maxMaxConnections          = 1<<31 - 1 // fits an int on every platform
+	maxNameLen                 = 64
+
+	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
+	// hostile input.
+	maxFileBytes = 4 << 20
+	maxDepth     = 64
+	maxErrors    = 1000
+)
+
+// logLevels are the accepted values of Log.Level, lowest first.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// balancers are the accepted values of Upstream.Balancer.
+var balancers = []string{DefaultBalancer}
+
+func defaultConfig() *Config {
+	return &Config{
+		StateDir: DefaultStateDir,
+		Server: Server{
+			MaxHeaderBytes:    DefaultMaxHeaderBytes,
+			ReadHeaderTimeout: DefaultReadHeaderTimeout,
+			IdleTimeout:       DefaultIdleTimeout,
+			ShutdownTimeout:   DefaultShutdownTimeout,
+			MaxConnections:    DefaultMaxConnections,
+		},
+		Log: Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
+	}
+}
+
+func defaultUpstream(name string) *Upstream {
+	return &Upstream{
+		Name:     name,
+		Balancer: DefaultBalancer,
+		Timeouts: Timeouts{
+			Connect:        DefaultConnectTimeout,
+			ResponseHeader: DefaultResponseHeaderTimeout,
+			Idle:           DefaultUpstreamIdleTimeout,
+		},
+		MaxIdleConnsPerEndpoint: DefaultMaxIdleConnsPerEndpoint,
+	}
+}
+
+func defaultEndpoint() Endpoint {
+	return Endpoint{Weight: DefaultWeight}
+}
+
+func defaultRoute() Route {
+	return Route{
+		Match:        Match{PathPrefix: DefaultPathPrefix},
+		MaxBodyBytes: DefaultMaxBodyBytes,
+	}
+}

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// FieldError is one problem in a configuration: the path of the field it
+// concerns and what is wrong with it.
+type FieldError struct {
+	// Path locates the field: mapping keys joined with "." and sequence
+	// items as "[i]", as in "routes[2].match.methods[0]". A key that is not
+	// made of letters, digits, "_", "." and "-" is written quoted in
+	// brackets: `upstreams["my video"]`. Path is empty for a problem with
+	// the file as a whole, such as a YAML syntax error.
+	Path string
+	// Message says what is wrong and shows the offending value, strings
+	// quoted and numbers bare.
+	Message string
+}
+
+// Error returns "Path: Message", or "(file): Message" when Path is empty.
+func (e FieldError) Error() string {
+	path := e.Path
+	if path == "" {
+		path = "(file)"
+	}
+	return path + ": " + e.Message
+}
+
+// Errors is every problem found in one configuration, in the order they
+// appear in the file; problems without a position in the file (a required
+// field that is missing from an empty file) keep the order they were found.
+// Parse and Load return it as *Errors, never empty.
+type Errors []FieldError
+
+// Error returns one line per problem, each formatted by FieldError.Error.
+func (e *Errors) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	lines := make([]string, len(*e))
+	for i, fe := range *e {
+		lines[i] = fe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fileError returns an *Errors holding one problem with the whole file.
+func fileError(msg string) *Errors {
+	return &Errors{{Message: msg}}
+}
+
+// posError is a FieldError with the position used to sort it.
+type posError struct {
+	line, col int
+	FieldError
+}
+
+// result returns the collected problems sorted by position, or nil if
+// there are none. Beyond maxErrors, the rest are summarised in one line.
+func (p *parser) result() *Errors {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.errs, func(a, b posError) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
+	})
+	n := min(len(p.errs), maxErrors)
+	out := make(Errors, 0, n+1)
+	for _, pe := range p.errs[:n] {
+		out = append(out, pe.FieldError)
+	}
+	if extra := len(p.errs) - n; extra > 0 {
+		out = append(out, FieldError{Message: fmt.Sprintf("too many errors: %d more not shown", extra)})
+	}
+	return &out
+}

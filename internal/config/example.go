@@ -1,0 +1,86 @@
+package config
+
+// ExampleYAML is a complete, commented, valid configuration that sets
+// every field (most to its default) and explains it. The documentation
+// embeds it and a test parses it, so it cannot drift from the parser.
+const ExampleYAML = `# levee configuration. Every key is snake_case; unknown keys, duplicate
+# keys, aliases (*name) and values of the wrong type are errors, and
+# "levee validate -config FILE" lists every problem with its path.
+# A key that is omitted or set to null (~) takes the default shown.
+
+# Data-plane address, host:port. Required. An empty host (":8080") listens
+# on all interfaces.
+listen: ":8080"
+
+# Serve HTTPS on listen. Both files must exist and be readable; relative
+# paths are relative to the working directory. Omit for plain HTTP.
+# tls:
+#   cert_file: /etc/levee/tls/cert.pem
+#   key_file: /etc/levee/tls/key.pem
+
+# The admin listener (health, metrics, admin API), kept apart from the
+# data plane. Required, and must not bind the same port as listen.
+admin:
+  listen: "127.0.0.1:9090"
+
+# Where levee keeps state on disk, such as last-known-good snapshots.
+state_dir: ./levee-state            # default
+
+# Limits on client (downstream) connections.
+server:
+  # Largest request header block: bytes, or a size with a unit (B, KB, MB,
+  # GB, TB are powers of 1000; KiB, MiB, GiB, TiB of 1024). 1KiB to 16MiB.
+  max_header_bytes: 64KiB           # default
+  # Durations are strings in Go syntax: "250ms", "10s", "1m30s". All > 0.
+  read_header_timeout: 10s          # default: time to receive the headers
+  idle_timeout: 60s                 # default: keep-alive idle time
+  shutdown_timeout: 15s             # default: how long SIGTERM waits for in-flight requests
+  max_connections: 0                # default: 0 = unlimited (reserved, not yet enforced)
+
+log:
+  level: info                       # default; one of debug, info, warn, error
+  access: true                      # default; one line per request
+
+# Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
+upstreams:
+  video:
+    balancer: weighted_round_robin  # default, and the only balancer for now
+    endpoints:
+      # host:port; the host is an IP address ([::1] for IPv6) or a DNS name.
+      # weight: a whole number 0 to 10000, default 1; 0 drains the endpoint.
+      - address: "10.0.0.1:8080"
+        weight: 3
+      - address: "10.0.0.2:8080"
+      - address: "video-3.internal:8080"
+        weight: 0                   # drained: gets no new requests
+    timeouts:
+      connect: 1s                   # default
+      response_header: 10s          # default: wait for response headers
+      idle: 90s                     # default: idle pooled connection lifetime
+    max_idle_conns_per_endpoint: 256  # default; 1 to 100000
+  api:
+    endpoints:
+      - address: "[fd00::10]:9000"
+
+# Routing rules. Names: 1 to 64 of a-z, 0-9, "_", ".", "-", unique. Two
+# routes may not have the same host and path_prefix with overlapping
+# methods (or both without methods).
+routes:
+  - name: video-upload
+    match:
+      host: video.example.com       # exact host, no port; "*.example.com" for one leading wildcard label
+      path_prefix: /upload          # must start with "/"; default "/"
+      methods: [POST, PUT]          # HTTP method tokens; omit to match any method
+    upstream: video                 # a key of upstreams
+    max_body_bytes: 1GiB            # default 0 = no limit (bodies are streamed)
+  - name: video
+    match:
+      host: video.example.com
+    upstream: video
+  - name: api
+    match:
+      host: "*.api.example.com"
+      path_prefix: /v1/
+    upstream: api
+    max_body_bytes: 10MB
+`

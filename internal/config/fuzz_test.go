@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse feeds Parse arbitrary bytes. Parse must not panic, must return
+// exactly one of a Config and an *Errors, and a Config it returns must
+// hold the invariants its doc comments promise. Crashers found are kept
+// under testdata/fuzz/FuzzParse/ and replayed by plain "go test".
+func FuzzParse(f *testing.F) {
+	inputs, _ := filepath.Glob("testdata/valid/*.yaml")
+	for _, in := range inputs {
+		data, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(ExampleYAML))
+	for _, s := range []string{
+		"",
+		"~",
+		"[]",
+		"listen: 8080",
+		"a: [\n",
+		"a: 1\n---\nb: 2\n",
+		"x: &a [1,2]\ny: [*a,*a]\n",
+		"<<: {listen: ':80'}\n",
+		"? [a]\n: 1\n",
+		head + upstreams + "        weight: \"0\"\n" + routes,
+		head + upstreams + "        weight: 2.5\n" + routes,
+		head + upstreams + "    timeouts: {connect: 5, idle: -1s, response_header: \"5 seconds\"}\n" + routes,
+		head + upstreams + "routes:\n  - {name: a, upstream: video, match: {host: 'a.*.com', methods: [get, GET, 'G T']}}\n  - {name: a, upstream: vidoe}\n",
+		head + "tls: {cert_file: /nonexistent, key_file: testdata/tls}\nserver: {max_header_bytes: 10 parsecs}\n" + upstreams + routes,
+		"listen: \":80\"\nadmin: {listen: \":80\"}\nupstreams: {v: {endpoints: [{address: \"[::1]:0\", weight: 0}]}}\nroutes: [~, 5, {name: r}]\n",
+	} {
+		f.Add([]byte(s))
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			var errs *Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error is %T, want *Errors: %v", err, err)
+			}
+			if cfg != nil {
+				t.Fatal("Parse returned both a Config and an error")
+			}
+			if len(*errs) == 0 {
+				t.Fatal("empty *Errors")
+			}
+			for _, fe := range *errs {
+				if fe.Message == "" {
+					t.Fatalf("FieldError with no message at %q", fe.Path)
+				}
+			}
+			return
+		}
+		if cfg == nil {
+			t.Fatal("Parse returned neither a Config nor an error")
+		}
+		checkInvariants(t, cfg)
+	})
+}
+
+// checkInvariants fails t if cfg breaks a promise of the Config docs.
+func checkInvariants(t *testing.T, cfg *Config) {
+	t.Helper()
+	if cfg.Listen == "" || cfg.Admin.Listen == "" || cfg.StateDir == "" {
+		t.Fatalf("empty required address or state_dir: %+v", cfg)
+	}
+	if checkAddress(cfg.Listen, true) != "" || checkAddress(cfg.Admin.Listen, true) != "" {
+		t.Fatalf("invalid listen address accepted: %q, %q", cfg.Listen, cfg.Admin.Listen)
+	}
+	if len(cfg.Upstreams) == 0 || len(cfg.UpstreamOrder) != len(cfg.Upstreams) || len(cfg.Routes) == 0 {
+		t.Fatalf("%d upstreams, %d in order, %d routes", len(cfg.Upstreams), len(cfg.UpstreamOrder), len(cfg.Routes))
+	}
+	for _, name := range cfg.UpstreamOrder {
+		u := cfg.Upstreams[name]
+		if u == nil || u.Name != name || !validName(name) || len(u.Endpoints) == 0 {
+			t.Fatalf("bad upstream %q: %+v", name, u)
+		}
+		if u.Timeouts.Connect <= 0 || u.Timeouts.ResponseHeader <= 0 || u.Timeouts.Idle <= 0 {
+			t.Fatalf("upstream %q has a non-positive timeout: %+v", name, u.Timeouts)
+		}
+		for _, e := range u.Endpoints {
+			if e.Weight > maxWeight || checkAddress(e.Address, false) != "" {
+				t.Fatalf("upstream %q has a bad endpoint %+v", name, e)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, r := range cfg.Routes {
+		if names[r.Name] || !validName(r.Name) || cfg.Upstreams[r.Upstream] == nil {
+			t.Fatalf("bad route %+v", r)
+		}
+		names[r.Name] = true
+		if r.Match.PathPrefix == "" || r.Match.PathPrefix[0] != '/' || r.MaxBodyBytes < 0 {
+			t.Fatalf("bad route %+v", r)
+		}
+		if h, problem := normalizeMatchHost(r.Match.Host); problem != "" || h != r.Match.Host {
+			t.Fatalf("route %q has host %q not normalised", r.Name, r.Match.Host)
+		}
+	}
+	s := cfg.Server
+	if s.MaxHeaderBytes < minMaxHeaderBytes || s.MaxHeaderBytes > maxMaxHeaderBytes || s.ReadHeaderTimeout <= 0 ||
+		s.IdleTimeout <= 0 || s.ShutdownTimeout <= 0 || s.MaxConnections < 0 {
+		t.Fatalf("bad server limits %+v", s)
+	}
+}

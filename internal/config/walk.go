@@ -1,0 +1,499 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file maps the YAML tree onto the Config types, one method per type.
+// Each method starts from the defaults, overwrites what the file sets, and
+// reports what is wrong; cross-field checks run once the parts they
+// compare have been read.
+
+// config reads the root mapping. root is nil for an empty file.
+func (p *parser) config(root *yaml.Node) *Config {
+	c := defaultConfig()
+	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "log", "upstreams", "routes")
+	if !ok {
+		return c
+	}
+
+	listen, listenNode, listenOK := p.required(f, root, "", "listen")
+	if listenOK {
+		listenOK = p.address("listen", listenNode, listen, true)
+		c.Listen = listen
+	}
+	if v := f["tls"]; v != nil {
+		c.TLS = p.tls("tls", v)
+	}
+	p.admin(c, f["admin"], root, listenOK)
+	if v := f["state_dir"]; v != nil {
+		if s, ok := p.str("state_dir", v); ok {
+			if s == "" {
+				p.add(v, "state_dir", "must not be empty (omit it for the default %q)", DefaultStateDir)
+			}
+			c.StateDir = s
+		}
+	}
+	if v := f["server"]; v != nil {
+		p.server(&c.Server, "server", v)
+	}
+	if v := f["log"]; v != nil {
+		p.log(&c.Log, "log", v)
+	}
+	declared, upstreamsOK := p.upstreams(c, f["upstreams"], root)
+	p.routes(c, f["routes"], root, declared, upstreamsOK)
+	return c
+}
+
+// tls reads `tls`; both files are required and must be readable.
+func (p *parser) tls(path string, n *yaml.Node) *TLS {
+	t := &TLS{}
+	f, ok := p.fields(path, n, "cert_file", "key_file")
+	if !ok {
+		return t
+	}
+	for _, file := range []struct {
+		name string
+		dst  *string
+	}{{"cert_file", &t.CertFile}, {"key_file", &t.KeyFile}} {
+		s, v, ok := p.required(f, n, path, file.name)
+		if !ok {
+			continue
+		}
+		if problem := checkReadableFile(s); problem != "" {
+			p.add(v, key(path, file.name), "%s", problem)
+		}
+		*file.dst = s
+	}
+	return t
+}
+
+// admin reads `admin`, whose listen address is required and must not
+// collide with the data-plane listener (checked when listenOK).
+func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
+	parent := n
+	if parent == nil {
+		parent = root
+	}
+	f, ok := p.fields("admin", n, "listen")
+	if !ok {
+		return
+	}
+	s, v, ok := p.required(f, parent, "admin", "listen")
+	if !ok || !p.address("admin.listen", v, s, true) {
+		return
+	}
+	c.Admin.Listen = s
+	if listenOK && sameBinding(s, c.Listen) {
+		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
+	}
+}
+
+// server reads `server`.
+func (p *parser) server(s *Server, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections")
+	if !ok {
+		return
+	}
+	if v := f["max_header_bytes"]; v != nil {
+		if b, ok := p.size(key(path, "max_header_bytes"), v, minMaxHeaderBytes, maxMaxHeaderBytes); ok {
+			s.MaxHeaderBytes = b
+		}
+	}
+	p.durationField(f, path, "read_header_timeout", &s.ReadHeaderTimeout)
+	p.durationField(f, path, "idle_timeout", &s.IdleTimeout)
+	p.durationField(f, path, "shutdown_timeout", &s.ShutdownTimeout)
+	if v := f["max_connections"]; v != nil {
+		if i, ok := p.integer(key(path, "max_connections"), v, 0, maxMaxConnections); ok {
+			s.MaxConnections = int(i)
+		}
+	}
+}
+
+// durationField sets *dst from f[name] when the file sets it.
+func (p *parser) durationField(f map[string]*yaml.Node, path, name string, dst *time.Duration) {
+	if v := f[name]; v != nil {
+		if d, ok := p.duration(key(path, name), v); ok {
+			*dst = d
+		}
+	}
+}
+
+// log reads `log`.
+func (p *parser) log(l *Log, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "level", "access")
+	if !ok {
+		return
+	}
+	if v := f["level"]; v != nil {
+		if s, ok := p.oneOf(key(path, "level"), v, logLevels); ok {
+			l.Level = s
+		}
+	}
+	if v := f["access"]; v != nil {
+		if b, ok := p.boolean(key(path, "access"), v); ok {
+			l.Access = b
+		}
+	}
+}
+
+// upstreams reads `upstreams` into c. It returns every name declared,
+// valid or not, so that routes are checked against what the file meant;
+// and false when `upstreams` is missing or not a mapping, in which case
+// routes' upstream names cannot be checked.
+func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool) {
+	const path = "upstreams"
+	if isNull(n) {
+		p.add(root, path, "required")
+		return nil, false
+	}
+	if n.Kind == yaml.AliasNode {
+		return nil, false
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping of upstream names to upstreams, got %s", describe(n))
+		return nil, false
+	}
+	entries := p.pairs(path, n)
+	if len(entries) == 0 {
+		p.add(n, path, "at least one upstream is required")
+		return nil, false
+	}
+	declared := make(map[string]bool, len(entries))
+	c.Upstreams = make(map[string]*Upstream, len(entries))
+	for _, e := range entries {
+		up := key(path, e.key)
+		declared[e.key] = true
+		if !validName(e.key) {
+			p.add(e.k, up, "name %s, got %s", nameRule, quote(e.key))
+		}
+		c.Upstreams[e.key] = p.upstream(up, e.key, e.v)
+		c.UpstreamOrder = append(c.UpstreamOrder, e.key)
+	}
+	return declared, true
+}
+
+// upstream reads one `upstreams.<name>`; null reads as an empty mapping.
+func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
+	u := defaultUpstream(name)
+	f, ok := p.fields(path, n, "balancer", "endpoints", "timeouts", "max_idle_conns_per_endpoint")
+	if !ok {
+		return u
+	}
+	if v := f["balancer"]; v != nil {
+		if s, ok := p.oneOf(key(path, "balancer"), v, balancers); ok {
+			u.Balancer = s
+		}
+	}
+	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n)
+	if v := f["timeouts"]; v != nil {
+		p.timeouts(&u.Timeouts, key(path, "timeouts"), v)
+	}
+	if v := f["max_idle_conns_per_endpoint"]; v != nil {
+		if i, ok := p.integer(key(path, "max_idle_conns_per_endpoint"), v, 1, maxIdleConnsPerEndpointCap); ok {
+			u.MaxIdleConnsPerEndpoint = int(i)
+		}
+	}
+	return u
+}
+
+// endpoints reads an upstream's `endpoints`: at least one, addresses
+// unique (compared case-insensitively). All of them may be drained
+// (weight 0): the upstream then refuses requests, which is how an
+// operator takes a whole upstream out of service.
+func (p *parser) endpoints(path string, n, parent *yaml.Node) []Endpoint {
+	if isNull(n) {
+		p.add(parent, path, "required")
+		return nil
+	}
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.add(n, path, "at least one endpoint is required")
+		return nil
+	}
+	out := make([]Endpoint, 0, len(items))
+	first := make(map[string]int, len(items))
+	for i, item := range items {
+		ip := index(path, i)
+		e, addrNode, ok := p.endpoint(ip, item)
+		if !ok {
+			continue
+		}
+		norm := strings.ToLower(e.Address)
+		if j, dup := first[norm]; dup {
+			p.add(addrNode, key(ip, "address"), "duplicate endpoint %s (first at endpoints[%d])", quote(e.Address), j)
+			continue
+		}
+		first[norm] = i
+		out = append(out, e)
+	}
+	return out
+}
+
+// endpoint reads one `{address, weight}` item. It returns the address
+// node for later reports, and false if anything was wrong.
+func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool) {
+	e := defaultEndpoint()
+	if n.Kind == yaml.AliasNode {
+		return e, nil, false
+	}
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", describe(n))
+		return e, nil, false
+	}
+	f, ok := p.fields(path, n, "address", "weight")
+	if !ok {
+		return e, nil, false
+	}
+	s, v, ok := p.required(f, n, path, "address")
+	if ok {
+		ok = p.address(key(path, "address"), v, s, false)
+		e.Address = s
+	}
+	if w := f["weight"]; w != nil {
+		weight, wok := p.integer(key(path, "weight"), w, 0, maxWeight)
+		ok = ok && wok
+		e.Weight = uint32(weight)
+	}
+	return e, v, ok
+}
+
+// timeouts reads an upstream's `timeouts`.
+func (p *parser) timeouts(t *Timeouts, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "connect", "response_header", "idle")
+	if !ok {
+		return
+	}
+	p.durationField(f, path, "connect", &t.Connect)
+	p.durationField(f, path, "response_header", &t.ResponseHeader)
+	p.durationField(f, path, "idle", &t.Idle)
+}
+
+// routeSeen is what the cross-route checks need to know about one route.
+type routeSeen struct {
+	node    *yaml.Node // the match node, or the route's own if match is unset
+	matchOK bool       // host, path_prefix and methods all valid
+}
+
+// routes reads `routes` into c, then checks names are unique, upstreams
+// are declared (when upstreamsOK) and no two routes match the same
+// requests.
+func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool, upstreamsOK bool) {
+	const path = "routes"
+	if isNull(n) {
+		p.add(root, path, "required")
+		return
+	}
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		p.add(n, path, "at least one route is required")
+		return
+	}
+	var names []string
+	if len(declared) <= maxSuggest {
+		for name := range declared {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	byName := make(map[string]int, len(items))
+	seen := make([]routeSeen, len(items))
+	c.Routes = make([]Route, len(items))
+	for i, item := range items {
+		rp := index(path, i)
+		r, s, nameNode, upNode := p.route(rp, item)
+		c.Routes[i], seen[i] = r, s
+		if nameNode != nil {
+			if j, dup := byName[r.Name]; dup {
+				p.add(nameNode, key(rp, "name"), "duplicate route name %s (first at routes[%d])", quote(r.Name), j)
+			} else {
+				byName[r.Name] = i
+			}
+		}
+		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
+			p.add(upNode, key(rp, "upstream"), "unknown upstream %s%s", quote(r.Upstream), suggest(r.Upstream, names))
+		}
+	}
+	p.overlaps(c.Routes, seen)
+}
+
+// overlaps reports each route whose host and path prefix equal an earlier
+// route's while the method sets overlap (or both are empty, meaning any
+// method). A route with methods does not overlap one without: the more
+// specific route is a deliberate exception. Linear in the total number of
+// methods.
+func (p *parser) overlaps(routes []Route, seen []routeSeen) {
+	type target struct{ host, prefix string }
+	type group struct {
+		any      int            // index of the first route without methods, or -1
+		byMethod map[string]int // method -> first route listing it
+	}
+	groups := make(map[target]*group)
+	for i, r := range routes {
+		if !seen[i].matchOK {
+			continue
+		}
+		t := target{r.Match.Host, r.Match.PathPrefix}
+		g := groups[t]
+		if g == nil {
+			g = &group{any: -1, byMethod: map[string]int{}}
+			groups[t] = g
+		}
+		path := key(index("routes", i), "match")
+		if len(r.Match.Methods) == 0 {
+			if g.any >= 0 {
+				p.add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", g.any)
+			} else {
+				g.any = i
+			}
+			continue
+		}
+		dup, dupMethod := -1, ""
+		for _, m := range r.Match.Methods {
+			if j, ok := g.byMethod[m]; ok && (dup < 0 || j < dup) {
+				dup, dupMethod = j, m
+			}
+		}
+		if dup >= 0 {
+			p.add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", dup, quote(dupMethod))
+			continue
+		}
+		for _, m := range r.Match.Methods {
+			g.byMethod[m] = i
+		}
+	}
+}
+
+// route reads one item of `routes`. It returns the nodes of the name and
+// upstream when they are valid, for the cross-route checks.
+func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNode, upNode *yaml.Node) {
+	r = defaultRoute()
+	s.node = n
+	if n.Kind == yaml.AliasNode {
+		return r, s, nil, nil
+	}
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
+		return r, s, nil, nil
+	}
+	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes")
+	if !ok {
+		return r, s, nil, nil
+	}
+	if name, v, ok := p.required(f, n, path, "name"); ok {
+		r.Name = name
+		if validName(name) {
+			nameNode = v
+		} else {
+			p.add(v, key(path, "name"), "%s, got %s", nameRule, quote(name))
+		}
+	}
+	if m := f["match"]; m != nil {
+		s.node = m
+		s.matchOK = p.match(&r.Match, key(path, "match"), m)
+	} else {
+		s.matchOK = true
+	}
+	if up, v, ok := p.required(f, n, path, "upstream"); ok {
+		r.Upstream = up
+		upNode = v
+	}
+	if v := f["max_body_bytes"]; v != nil {
+		if b, ok := p.size(key(path, "max_body_bytes"), v, 0, maxSize); ok {
+			r.MaxBodyBytes = b
+		}
+	}
+	return r, s, nameNode, upNode
+}
+
+// match reads a route's `match` and reports whether it was all valid.
+func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
+	f, ok := p.fields(path, n, "host", "path_prefix", "methods")
+	if !ok {
+		return false
+	}
+	if v := f["host"]; v != nil {
+		hp := key(path, "host")
+		s, sok := p.str(hp, v)
+		if sok {
+			host, problem := normalizeMatchHost(s)
+			if problem != "" {
+				p.add(v, hp, "%s, got %s", problem, quote(s))
+				sok = false
+			}
+			m.Host = host
+		}
+		ok = ok && sok
+	}
+	if v := f["path_prefix"]; v != nil {
+		pp := key(path, "path_prefix")
+		s, sok := p.str(pp, v)
+		if sok {
+			if problem := checkPathPrefix(s); problem != "" {
+				p.add(v, pp, "%s, got %s", problem, quote(s))
+				sok = false
+			}
+			m.PathPrefix = s
+		}
+		ok = ok && sok
+	}
+	if v := f["methods"]; v != nil {
+		ok = p.methods(m, key(path, "methods"), v) && ok
+	}
+	return ok
+}
+
+// methods reads `methods`: a non-empty list of distinct method tokens.
+func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return false
+	}
+	if len(items) == 0 {
+		p.add(n, path, "must list at least one method; omit it to match any method")
+		return false
+	}
+	first := make(map[string]int, len(items))
+	for i, item := range items {
+		ip := index(path, i)
+		s, sok := p.str(ip, item)
+		if !sok {
+			ok = false
+			continue
+		}
+		if !validToken(s) {
+			p.add(item, ip, "must be an HTTP method such as \"GET\", got %s", quote(s))
+			ok = false
+			continue
+		}
+		up := strings.ToUpper(s)
+		if j, dup := first[up]; dup {
+			p.add(item, ip, "duplicate method %s (first at methods[%d])", quote(up), j)
+			ok = false
+			continue
+		}
+		first[up] = i
+		m.Methods = append(m.Methods, up)
+	}
+	return ok
+}
+
+// address reports whether s is a valid host:port for a listener or an
+// endpoint (see checkAddress), reporting it if not.
+func (p *parser) address(path string, n *yaml.Node, s string, listener bool) bool {
+	if problem := checkAddress(s, listener); problem != "" {
+		p.add(n, path, "invalid address %s: %s", quote(s), problem)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/balance"
+	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/proxy"
+)
+
+// pools keeps what must outlive one snapshot: each upstream's transport
+// (its pooled connections) while the upstream's connection settings do not
+// change, and each endpoint's live counters while the endpoint exists.
+// Guarded by Gateway.mu.
+type pools struct {
+	transports map[string]pooledTransport
+	stats      map[statsKey]*endpoint.Stats
+}
+
+type pooledTransport struct {
+	opts      proxy.TransportOptions
+	transport *http.Transport
+}
+
+type statsKey struct{ upstream, address string }
+
+func newPools() *pools {
+	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}}
+}
+
+// transport returns the upstream's transport, reusing the current one when
+// its options are unchanged.
+func (p *pools) transport(name string, o proxy.TransportOptions) *http.Transport {
+	if cur, ok := p.transports[name]; ok && cur.opts == o {
+		return cur.transport
+	}
+	t := proxy.NewTransport(o)
+	if old, ok := p.transports[name]; ok {
+		// Requests in flight on the old transport finish; its idle
+		// connections are of no further use.
+		old.transport.CloseIdleConnections()
+	}
+	p.transports[name] = pooledTransport{opts: o, transport: t}
+	return t
+}
+
+// retain drops transports and counters that the configuration no longer
+// references.
+func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
+	for name, t := range p.transports {
+		if !upstreams[name] {
+			t.transport.CloseIdleConnections()
+			delete(p.transports, name)
+		}
+	}
+	for k := range p.stats {
+		if !stats[k] {
+			delete(p.stats, k)
+		}
+	}
+}
+
+func (p *pools) closeAll() {
+	for _, t := range p.transports {
+		t.transport.CloseIdleConnections()
+	}
+}
+
+// buildTable turns a validated configuration into the proxy's routing
+// snapshot. Called with g.mu held (or before Start).
+func (g *Gateway) buildTable(cfg *config.Config) *proxy.Table {
+	liveUpstreams := map[string]bool{}
+	liveStats := map[statsKey]bool{}
+	upstreams := make(map[string]*proxy.Upstream, len(cfg.Upstreams))
+	ordered := make([]*proxy.Upstream, 0, len(cfg.Upstreams))
+	for _, name := range cfg.UpstreamOrder {
+		uc := cfg.Upstreams[name]
+		eps := make([]*endpoint.Endpoint, 0, len(uc.Endpoints))
+		for _, ec := range uc.Endpoints {
+			key := statsKey{name, ec.Address}
+			st := g.pools.stats[key]
+			if st == nil {
+				st = &endpoint.Stats{}
+				g.pools.stats[key] = st
+			}
+			liveStats[key] = true
+			eps = append(eps, &endpoint.Endpoint{Address: ec.Address, Weight: ec.Weight, Stats: st})
+		}
+		up := &proxy.Upstream{
+			Name:      name,
+			Endpoints: eps,
+			Picker:    balance.NewSmoothWeighted(eps),
+			Transport: g.pools.transport(name, proxy.TransportOptions{
+				Connect:            uc.Timeouts.Connect,
+				ResponseHeader:     uc.Timeouts.ResponseHeader,
+				Idle:               uc.Timeouts.Idle,
+				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
+			}),
+		}
+		liveUpstreams[name] = true
+		upstreams[name] = up
+		ordered = append(ordered, up)
+	}
+	routes := make([]*proxy.Route, 0, len(cfg.Routes))
+	for _, rc := range cfg.Routes {
+		routes = append(routes, &proxy.Route{
+			Name:         rc.Name,
+			Host:         rc.Match.Host,
+			PathPrefix:   rc.Match.PathPrefix,
+			Methods:      rc.Match.Methods,
+			Upstream:     upstreams[rc.Upstream],
+			MaxBodyBytes: rc.MaxBodyBytes,
+		})
+	}
+	g.pools.retain(liveUpstreams, liveStats)
+	return proxy.NewTable(routes, ordered, g.metrics)
+}
+
+// adminView adapts the gateway to the admin package's Gateway interface.
+type adminView struct{ g *Gateway }
+
+func (v adminView) Ready() (bool, string) { return v.g.Ready() }
+func (v adminView) Reload() error         { return v.g.Reload() }
+
+func (v adminView) Upstreams() []admin.UpstreamView {
+	t := v.g.handler.Table()
+	g := v.g
+	g.mu.Lock()
+	cfg := g.cfg
+	g.mu.Unlock()
+	out := make([]admin.UpstreamView, 0, len(t.Upstreams()))
+	for _, up := range t.Upstreams() {
+		uv := admin.UpstreamView{Name: up.Name, Endpoints: make([]admin.EndpointView, 0, len(up.Endpoints))}
+		if uc := cfg.Upstreams[up.Name]; uc != nil {
+			uv.Balancer = uc.Balancer
+		}
+		for _, ep := range up.Endpoints {
+			state := "active"
+			if ep.Weight == 0 {
+				state = "drained"
+			}
+			uv.Endpoints = append(uv.Endpoints, admin.EndpointView{
+				Address: ep.Address, Weight: ep.Weight, Zone: ep.Zone, State: state,
+				Inflight: ep.Stats.Inflight.Load(), Requests: ep.Stats.Requests.Load(), Failures: ep.Stats.Failures.Load(),
+			})
+		}
+		out = append(out, uv)
+	}
+	return out
+}

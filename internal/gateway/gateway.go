@@ -1,0 +1,354 @@
+// Package gateway is levee's composition root. It turns a validated
+// config.Config into the typed options of the packages below it, builds the
+// routing snapshot and swaps it atomically on reload, and owns the lifecycle
+// of every listener and goroutine: New builds without side effects, Start
+// listens, Shutdown drains. Nothing imports gateway except cmd/levee.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Load returns the configuration; it is called once by New and again on
+	// every reload. Required.
+	Load func() (*config.Config, error)
+	// LogOutput receives the structured log and the access log
+	// (default os.Stderr).
+	LogOutput io.Writer
+}
+
+// Gateway is one running levee: the data listener, the admin listener and
+// the snapshot they serve. Safe for concurrent use.
+type Gateway struct {
+	load      func() (*config.Config, error)
+	logger    *slog.Logger
+	registry  *prometheus.Registry
+	accessLog *telemetry.AccessLog
+	metrics   *proxy.Metrics
+	handler   *proxy.Handler
+	reloads   *prometheus.CounterVec
+
+	// mu serialises reloads and guards the fields below it.
+	mu    sync.Mutex
+	cfg   *config.Config // the configuration serving now
+	pools *pools
+	cert  atomic.Pointer[tls.Certificate]
+
+	dataSrv, adminSrv *http.Server
+	dataLn, adminLn   net.Listener
+	started           bool
+	ready             atomic.Bool
+	serveErr          chan error
+	accessLogDone     chan struct{}
+}
+
+// New validates what it is given and builds the gateway without listening
+// or starting goroutines.
+func New(o Options) (*Gateway, error) {
+	if o.Load == nil {
+		return nil, errors.New("gateway: Options.Load is required")
+	}
+	cfg, err := o.Load()
+	if err != nil {
+		return nil, err
+	}
+	out := o.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	logger, err := telemetry.NewLogger(out, cfg.Log.Level)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		load:     o.Load,
+		logger:   logger,
+		registry: telemetry.NewRegistry(),
+		cfg:      cfg,
+		pools:    newPools(),
+		serveErr: make(chan error, 2),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_config_reloads_total",
+			Help: "Configuration reloads, by result (success or error). On error the previous configuration keeps serving.",
+		}, []string{"result"}),
+	}
+	if err := g.registry.Register(g.reloads); err != nil {
+		return nil, err
+	}
+	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
+		return nil, err
+	}
+	if cfg.Log.Access {
+		if g.accessLog, err = telemetry.NewAccessLog(out, g.registry); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TLS != nil {
+		if err := g.loadCertificate(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
+	table := g.buildTable(cfg)
+	g.handler, err = proxy.NewHandler(table, proxy.Options{
+		Metrics:        g.metrics,
+		AccessLog:      g.accessLog,
+		Logger:         logger,
+		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Registry returns the gateway's metrics registry.
+func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
+
+// Start opens both listeners and serves them on their own goroutines. It
+// returns once both listen. A partial start is undone before returning an
+// error.
+func (g *Gateway) Start() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started {
+		return errors.New("gateway: already started")
+	}
+	cfg := g.cfg
+	dataLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		dataLn.Close()
+		return fmt.Errorf("admin.listen on %s: %w", cfg.Admin.Listen, err)
+	}
+	adminHandler, err := admin.NewHandler(admin.Options{Gateway: adminView{g}, Gatherer: g.registry})
+	if err != nil {
+		dataLn.Close()
+		adminLn.Close()
+		return err
+	}
+	g.dataLn, g.adminLn = dataLn, adminLn
+	g.dataSrv = g.newDataServer(cfg)
+	g.adminSrv = &http.Server{
+		Handler:           adminHandler,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	if g.accessLog != nil {
+		g.accessLogDone = make(chan struct{})
+		go func() {
+			defer close(g.accessLogDone)
+			g.accessLog.Run()
+		}()
+	}
+	go g.serve(g.dataSrv, dataLn, cfg.TLS != nil)
+	go g.serve(g.adminSrv, adminLn, false)
+	g.started = true
+	g.ready.Store(true)
+	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
+	return nil
+}
+
+func (g *Gateway) serve(srv *http.Server, ln net.Listener, useTLS bool) {
+	var err error
+	if useTLS {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		g.ready.Store(false)
+		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
+		g.serveErr <- err
+	}
+}
+
+// newDataServer builds the client-facing server: HTTP/1.1 and HTTP/2 (over
+// TLS, or h2c in clear text), with the downstream timeouts that stop
+// slowloris clients.
+func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	if cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		// The handler answers header_too_large (431, JSON) above the
+		// configured limit; the server's own cut-off sits at twice that, so
+		// only absurd requests get net/http's plain-text 431.
+		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
+		Protocols:      protocols,
+		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: 250},
+		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
+	}
+	if cfg.TLS != nil {
+		srv.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return g.cert.Load(), nil
+			},
+		}
+	}
+	return srv
+}
+
+func (g *Gateway) loadCertificate(t *config.TLS) error {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return fmt.Errorf("tls: loading %s and %s: %w", t.CertFile, t.KeyFile, err)
+	}
+	g.cert.Store(&cert)
+	return nil
+}
+
+// Addr returns the data listener's address (after Start).
+func (g *Gateway) Addr() net.Addr { return g.dataLn.Addr() }
+
+// AdminAddr returns the admin listener's address (after Start).
+func (g *Gateway) AdminAddr() net.Addr { return g.adminLn.Addr() }
+
+// Errors delivers an error when a listener stops unexpectedly.
+func (g *Gateway) Errors() <-chan error { return g.serveErr }
+
+// Reload loads the configuration again and, if it is valid, makes it serve
+// every request that starts from now on. On error nothing changes: the
+// previous configuration keeps serving, and the error lists every problem.
+// Listener addresses and TLS on/off cannot change without a restart; such a
+// change is refused.
+func (g *Gateway) Reload() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cfg, err := g.load()
+	if err == nil {
+		err = g.checkReloadable(cfg)
+	}
+	if err == nil && cfg.TLS != nil {
+		err = g.loadCertificate(cfg.TLS)
+	}
+	if err != nil {
+		g.reloads.WithLabelValues("error").Inc()
+		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
+		return err
+	}
+	g.handler.Swap(g.buildTable(cfg))
+	g.cfg = cfg
+	g.reloads.WithLabelValues("success").Inc()
+	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
+	return nil
+}
+
+func (g *Gateway) checkReloadable(next *config.Config) error {
+	var errs config.Errors
+	if next.Listen != g.cfg.Listen {
+		errs = append(errs, config.FieldError{Path: "listen", Message: "cannot change on reload (restart levee)"})
+	}
+	if next.Admin.Listen != g.cfg.Admin.Listen {
+		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
+	}
+	if (next.TLS == nil) != (g.cfg.TLS == nil) {
+		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
+	}
+	if len(errs) > 0 {
+		return &errs
+	}
+	return nil
+}
+
+// Ready reports whether the gateway serves traffic.
+func (g *Gateway) Ready() (bool, string) {
+	if !g.ready.Load() {
+		return false, "not_serving"
+	}
+	return true, ""
+}
+
+// Shutdown drains: the data listener closes at once (new connections are
+// refused), requests in flight finish until ctx ends, then what remains is
+// closed. The admin listener stops last.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	started := g.started
+	g.started = false
+	g.mu.Unlock()
+	if !started {
+		return nil
+	}
+	g.ready.Store(false)
+	g.logger.Info("draining", "data", g.dataLn.Addr().String())
+	err := g.dataSrv.Shutdown(ctx)
+	if err != nil {
+		g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
+		_ = g.dataSrv.Close()
+	}
+	g.handler.CloseUpgrades()
+	g.mu.Lock()
+	g.pools.closeAll()
+	g.mu.Unlock()
+	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if aerr := g.adminSrv.Shutdown(adminCtx); aerr != nil {
+		_ = g.adminSrv.Close()
+	}
+	if g.accessLog != nil {
+		g.accessLog.Close()
+		<-g.accessLogDone
+	}
+	g.logger.Info("stopped")
+	return err
+}
+
+// Run starts the gateway and then Waits.
+func (g *Gateway) Run(ctx context.Context) error {
+	if err := g.Start(); err != nil {
+		return err
+	}
+	return g.Wait(ctx)
+}
+
+// Wait serves (after Start) until ctx is done or a listener fails, then
+// drains within the configured shutdown timeout.
+func (g *Gateway) Wait(ctx context.Context) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-g.serveErr:
+	}
+	g.mu.Lock()
+	timeout := g.cfg.Server.ShutdownTimeout
+	g.mu.Unlock()
+	drainCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := g.Shutdown(drainCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}

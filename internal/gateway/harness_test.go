@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/levee-gw/levee/internal/config"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// harness is one levee started from a config file on disk, with its
+// listeners on ephemeral loopback ports.
+type harness struct {
+	t       *testing.T
+	g       *Gateway
+	cfgPath string
+	base    string // http://data-addr
+	admin   string // http://admin-addr
+	client  *http.Client
+	logs    *lockedBuffer
+}
+
+// start writes yaml (which must use listen/admin.listen 127.0.0.1:0) and
+// starts levee on it; Cleanup drains it.
+func start(t *testing.T, yaml string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, cfgPath: filepath.Join(dir, "levee.yaml"), logs: &lockedBuffer{}}
+	h.writeConfig(yaml)
+	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(h.cfgPath) }, LogOutput: h.logs})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	h.g = g
+	h.base = "http://" + g.Addr().String()
+	h.admin = "http://" + g.AdminAddr().String()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	h.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return h
+}
+
+func (h *harness) writeConfig(yaml string) {
+	h.t.Helper()
+	tmp := h.cfgPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, h.cfgPath); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) get(path string, hdr ...string) *http.Response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+// metric returns the value of the sample whose line starts with prefix on
+// the admin /metrics page, or 0 when there is none.
+func (h *harness) metric(prefix string) float64 {
+	h.t.Helper()
+	resp, err := h.client.Get(h.admin + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, prefix+" ") {
+			var v float64
+			fmt.Sscanf(strings.TrimPrefix(line, prefix+" "), "%g", &v)
+			return v
+		}
+	}
+	return 0
+}
+
+// refusal is levee's JSON refusal body.
+type refusal struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+}
+
+// expectRefusal asserts status, JSON content type and reason, and closes
+// the body.
+func expectRefusal(t *testing.T, resp *http.Response, status int, reason string) {
+	t.Helper()
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d (body %q)", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
+	}
+	var r refusal
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("body %q is not JSON: %v", body, err)
+	}
+	if r.Reason != reason || r.Error == "" {
+		t.Errorf("body = %+v, want reason %q and an error sentence", r, reason)
+	}
+	if (status == 503 || status == 429) && resp.Header.Get("Retry-After") == "" {
+		t.Errorf("status %d without Retry-After", status)
+	}
+}
+
+// backend is a real upstream server on loopback that names itself.
+func backend(t *testing.T, name string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Backend", name)
+		_, _ = io.WriteString(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func hostPort(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// lockedBuffer collects levee's log output; safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

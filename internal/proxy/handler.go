@@ -1,0 +1,444 @@
+// Package proxy is levee's request path: it matches a request to a route,
+// picks an endpoint of the route's upstream, forwards the request with its
+// body streamed both ways, and streams the answer back. Every answer levee
+// writes itself (no route, no endpoint, upstream failures, limits) goes
+// through Refuse, the one place that maps a Reason to HTTP.
+//
+// The path reads an immutable Table from an atomic pointer once per
+// request; reloads swap the pointer and never block a request.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-gw/levee/internal/balance"
+	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/telemetry"
+)
+
+// Options configure a Handler. Metrics is required; the rest may be zero.
+type Options struct {
+	Metrics *Metrics
+	// AccessLog receives one entry per request; nil disables the access log.
+	AccessLog *telemetry.AccessLog
+	// Logger receives errors that are not a request's own (nil: discard).
+	Logger *slog.Logger
+	// MaxHeaderBytes bounds the request line plus headers, counted as on
+	// the wire; larger requests get 431 header_too_large. 0: no check here
+	// (the http.Server's own limit still applies).
+	MaxHeaderBytes int
+}
+
+// Handler is the data plane's http.Handler. Safe for concurrent use.
+type Handler struct {
+	table     atomic.Pointer[Table]
+	metrics   *Metrics
+	accessLog *telemetry.AccessLog
+	logger    *slog.Logger
+	maxHeader int
+
+	upgrades upgradeSet
+}
+
+// NewHandler returns a Handler serving t.
+func NewHandler(t *Table, o Options) (*Handler, error) {
+	if o.Metrics == nil {
+		return nil, errors.New("proxy: Options.Metrics is required")
+	}
+	if t == nil {
+		return nil, errors.New("proxy: nil table")
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes}
+	h.upgrades.conns = make(map[io.Closer]struct{})
+	h.table.Store(t)
+	return h, nil
+}
+
+// Swap makes t the table for every request that starts from now on.
+// Requests in flight finish on the table they started with.
+func (h *Handler) Swap(t *Table) { h.table.Store(t) }
+
+// Table returns the table currently serving.
+func (h *Handler) Table() *Table { return h.table.Load() }
+
+// exchange is what one request accumulates for its metrics and access log.
+type exchange struct {
+	start    time.Time
+	route    *Route
+	endpoint string
+	status   int
+	reason   Reason
+	bytesOut int64
+	reqID    string
+}
+
+// ServeHTTP serves one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := exchange{start: time.Now()}
+	h.metrics.inflight.Inc()
+	defer h.finish(&x, r)
+
+	x.reqID = requestID(r.Header)
+	w.Header()["X-Request-Id"] = []string{x.reqID}
+
+	t := h.table.Load()
+	x.route = t.noRoute
+	if h.maxHeader > 0 && headerSize(r) > h.maxHeader {
+		h.refuse(w, &x, ReasonHeaderTooLarge)
+		return
+	}
+	rt, ok, wrongMethod := t.router.Lookup(r.Host, r.URL.Path, r.Method)
+	if !ok {
+		if wrongMethod {
+			h.refuse(w, &x, ReasonMethodNotAllowed)
+		} else {
+			h.refuse(w, &x, ReasonNoRoute)
+		}
+		return
+	}
+	x.route = rt
+	if rt.MaxBodyBytes > 0 {
+		if r.ContentLength > rt.MaxBodyBytes {
+			h.refuse(w, &x, ReasonBodyTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
+	}
+	up := rt.Upstream
+	ep, err := up.Picker.Pick()
+	if err != nil {
+		if !errors.Is(err, balance.ErrNoEndpoint) {
+			h.logger.Error("picker failed", "upstream", up.Name, "error", err)
+		}
+		h.refuse(w, &x, ReasonNoAvailableEndpoint)
+		return
+	}
+	x.endpoint = ep.Address
+	h.forward(w, r, &x, up, ep)
+}
+
+func (h *Handler) finish(x *exchange, r *http.Request) {
+	h.metrics.inflight.Dec()
+	d := time.Since(x.start)
+	rm := x.route.metrics
+	rm.count(x.status)
+	rm.duration.Observe(d.Seconds())
+	if h.accessLog != nil {
+		e := telemetry.AccessEntry{
+			Time: x.start, RequestID: x.reqID, Client: r.RemoteAddr, Method: r.Method,
+			Host: r.Host, Path: r.URL.Path, Proto: r.Proto, Status: x.status,
+			Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
+			Reason: string(x.reason), BytesOut: x.bytesOut, Duration: d,
+		}
+		h.accessLog.Log(&e)
+	}
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
+	x.reason = reason
+	x.status = Refuse(w, reason)
+	x.route.metrics.refused(reason)
+}
+
+// statusClientClosed is recorded (never sent) when the client went away
+// before the answer was ready, following NGINX's convention.
+const statusClientClosed = 499
+
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream, ep *endpoint.Endpoint) {
+	out := r.WithContext(r.Context())
+	out.URL = &url.URL{Scheme: "http", Host: ep.Address, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.RequestURI = ""
+	out.Close = false
+	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
+	out.Header = outboundHeader(r, x.reqID)
+	if r.ContentLength == 0 {
+		out.Body = nil // nothing to send: spare the transport a body copy
+	}
+
+	sent := time.Now()
+	ep.Begin()
+	resp, err := up.Transport.RoundTrip(out)
+	if err != nil {
+		outcome, reason := classify(r.Context(), err)
+		ep.End(outcome)
+		up.duration.Observe(time.Since(sent).Seconds())
+		if outcome == endpoint.Abandoned {
+			x.status = statusClientClosed
+			return
+		}
+		h.refuse(w, x, reason)
+		return
+	}
+
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		ep.End(endpoint.Success)
+		up.duration.Observe(time.Since(sent).Seconds())
+		x.status = http.StatusSwitchingProtocols
+		h.serveUpgrade(w, r, resp)
+		return
+	}
+
+	dst := w.Header()
+	copyResponseHeader(dst, resp.Header)
+	announceTrailers(dst, resp.Trailer)
+	x.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+
+	n, copyErr := copyBody(w, resp.Body, streaming(resp))
+	x.bytesOut = n
+	resp.Body.Close()
+	up.duration.Observe(time.Since(sent).Seconds())
+	if copyErr != nil {
+		if r.Context().Err() != nil || copyErr.side == sideClient {
+			ep.End(endpoint.Success)
+			return
+		}
+		// The endpoint broke off mid-body. The status is already sent, so the
+		// only honest signal left is to abort the client's connection (or
+		// stream) so that the truncation cannot pass for a complete answer.
+		ep.End(endpoint.Failure)
+		x.reason = ReasonUpstreamUnavailable
+		panic(http.ErrAbortHandler)
+	}
+	ep.End(endpoint.Success)
+	copyTrailers(dst, resp.Trailer)
+}
+
+// classify maps a RoundTrip error to how the endpoint fared and the reason
+// levee answers with.
+func classify(ctx context.Context, err error) (endpoint.Outcome, Reason) {
+	if ctx.Err() != nil {
+		return endpoint.Abandoned, ""
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return endpoint.Success, ReasonBodyTooLarge
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return endpoint.Failure, ReasonUpstreamTimeout
+	}
+	return endpoint.Failure, ReasonUpstreamUnavailable
+}
+
+// requestID returns the client's X-Request-Id when it is a sane token, or a
+// new random one.
+func requestID(h http.Header) string {
+	if v := h["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
+		return v[0]
+	}
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	n := rand.Uint64()
+	for i := range b {
+		b[i] = hex[n&0xf]
+		n >>= 4
+	}
+	return string(b[:])
+}
+
+// validRequestID accepts 1..128 bytes of visible ASCII without spaces, so a
+// client's id is safe to log and to pass on.
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// headerSize counts the request line and headers as they were on the wire
+// (HTTP/1 framing; HTTP/2 requests are counted the same way).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vv := range r.Header {
+		for _, v := range vv {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// hopHeaders are meaningful for one connection only (RFC 9110 section
+// 7.6.1) and are never forwarded. Headers named in Connection are removed
+// too.
+var hopHeaders = [...]string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func isHopHeader(k string) bool {
+	for _, h := range hopHeaders {
+		if k == h {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionListed reports whether the comma-separated header values list
+// the token k (case-insensitively), as Connection lists header names.
+func connectionListed(conn []string, k string) bool {
+	for _, v := range conn {
+		for v != "" {
+			var tok string
+			tok, v, _ = strings.Cut(v, ",")
+			if strings.EqualFold(strings.TrimSpace(tok), k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isUpgrade(h http.Header) bool {
+	return len(h["Upgrade"]) > 0 && connectionListed(h["Connection"], "upgrade")
+}
+
+// outboundHeader builds the headers sent upstream: the client's, less
+// hop-by-hop ones, plus X-Forwarded-For/-Proto/-Host and X-Request-Id.
+// Values are shared with the inbound header (never mutated), not copied.
+func outboundHeader(r *http.Request, reqID string) http.Header {
+	in := r.Header
+	out := make(http.Header, len(in)+4)
+	conn := in["Connection"]
+	for k, vv := range in {
+		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
+			continue
+		}
+		out[k] = vv
+	}
+	if te := in["Te"]; len(te) > 0 && connectionListed(te, "trailers") {
+		out["Te"] = []string{"trailers"}
+	}
+	if isUpgrade(in) {
+		out["Connection"] = []string{"Upgrade"}
+		out["Upgrade"] = in["Upgrade"]
+	}
+	clientIP, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err == nil {
+		if prior := in["X-Forwarded-For"]; len(prior) > 0 {
+			clientIP = strings.Join(prior, ", ") + ", " + clientIP
+		}
+		out["X-Forwarded-For"] = []string{clientIP}
+	}
+	if r.TLS != nil {
+		out["X-Forwarded-Proto"] = protoHTTPS
+	} else {
+		out["X-Forwarded-Proto"] = protoHTTP
+	}
+	if r.Host != "" {
+		out["X-Forwarded-Host"] = []string{r.Host}
+	}
+	out["X-Request-Id"] = []string{reqID}
+	return out
+}
+
+var (
+	protoHTTP  = []string{"http"}
+	protoHTTPS = []string{"https"}
+)
+
+// copyResponseHeader copies an upstream's response headers, less hop-by-hop
+// ones, into dst.
+func copyResponseHeader(dst, src http.Header) {
+	conn := src["Connection"]
+	for k, vv := range src {
+		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
+			continue
+		}
+		dst[k] = vv
+	}
+}
+
+func announceTrailers(dst, trailer http.Header) {
+	if len(trailer) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(trailer))
+	for k := range trailer {
+		keys = append(keys, k)
+	}
+	dst["Trailer"] = []string{strings.Join(keys, ", ")}
+}
+
+func copyTrailers(dst, trailer http.Header) {
+	for k, vv := range trailer {
+		dst[k] = vv
+	}
+}
+
+// streaming reports whether a response must be flushed as it arrives rather
+// than buffered: bodies of unknown length (chunked, server-sent events,
+// long polls).
+func streaming(resp *http.Response) bool {
+	return resp.ContentLength == -1
+}
+
+type copySide uint8
+
+const (
+	sideUpstream copySide = iota
+	sideClient
+)
+
+type copyError struct {
+	side copySide
+	err  error
+}
+
+// copyBufSize is the chunk in which bodies are streamed.
+const copyBufSize = 32 << 10
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// copyBody streams src to w, flushing after each chunk when flush is set.
+// It returns the bytes written and, on failure, which side failed.
+func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, *copyError) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	var flusher http.Flusher
+	if flush {
+		flusher, _ = w.(http.Flusher)
+	}
+	for {
+		nr, rerr := src.Read(buf)
+		if nr > 0 {
+			nw, werr := w.Write(buf[:nr])
+			n += int64(nw)
+			if werr != nil {
+				return n, &copyError{side: sideClient, err: werr}
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, &copyError{side: sideUpstream, err: rerr}
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the request path's Prometheus series. Build one per process
+// with NewMetrics; every Table built with it shares the series.
+type Metrics struct {
+	requests         *prometheus.CounterVec   // route, upstream, code
+	refusals         *prometheus.CounterVec   // route, reason
+	duration         *prometheus.HistogramVec // route
+	upstreamDuration *prometheus.HistogramVec // upstream
+	inflight         prometheus.Gauge
+}
+
+// NewMetrics declares the request path's metrics in reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_requests_total",
+			Help: "Requests answered, by route, upstream and status code. route and upstream are empty when no route matched; code 499 means the client went away first.",
+		}, []string{"route", "upstream", "code"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_refusals_total",
+			Help: "Answers levee wrote itself instead of an upstream's, by route and stable reason.",
+		}, []string{"route", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "levee_request_duration_seconds",
+			Help:    "Time from receiving a request's headers to the end of its response, by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+		upstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "levee_upstream_request_duration_seconds",
+			Help:    "Time from sending a request to an upstream endpoint to the end of its response body, by upstream.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"upstream"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "levee_inflight_requests",
+			Help: "Requests currently being served on the data listener.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// routeMetrics are one route's series, resolved once so that the request
+// path does no label lookups: counters per status code are resolved on first
+// use and cached in an array indexed by code.
+type routeMetrics struct {
+	m        *Metrics
+	route    string
+	upstream string
+	duration prometheus.Observer
+	codes    [600]atomic.Pointer[prometheus.Counter] // index 0 holds codes outside 100..599
+}
+
+func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
+	return &routeMetrics{m: m, route: route, upstream: upstream, duration: m.duration.WithLabelValues(route)}
+}
+
+func (rm *routeMetrics) count(code int) {
+	i := code
+	if i < 100 || i >= len(rm.codes) {
+		i = 0
+	}
+	c := rm.codes[i].Load()
+	if c == nil {
+		label := "other"
+		if i != 0 {
+			label = strconv.Itoa(i)
+		}
+		counter := rm.m.requests.WithLabelValues(rm.route, rm.upstream, label)
+		c = &counter
+		rm.codes[i].Store(c)
+	}
+	(*c).Inc()
+}
+
+func (rm *routeMetrics) refused(reason Reason) {
+	rm.m.refusals.WithLabelValues(rm.route, string(reason)).Inc()
+}

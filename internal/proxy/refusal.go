@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+)
+
+// Reason is the stable snake_case code in every refusal levee writes itself.
+// Clients and dashboards key on it; never rename one (add new ones instead).
+type Reason string
+
+// The reasons the request path can give. Each has exactly one status code
+// and one human sentence, kept in refusals below.
+const (
+	ReasonNoRoute             Reason = "no_route"
+	ReasonMethodNotAllowed    Reason = "method_not_allowed"
+	ReasonNoAvailableEndpoint Reason = "no_available_endpoint"
+	ReasonUpstreamUnavailable Reason = "upstream_unavailable"
+	ReasonUpstreamTimeout     Reason = "upstream_timeout"
+	ReasonBodyTooLarge        Reason = "body_too_large"
+	ReasonHeaderTooLarge      Reason = "header_too_large"
+	ReasonBadRequest          Reason = "bad_request"
+	ReasonShuttingDown        Reason = "shutting_down"
+)
+
+// refusal is a pre-rendered answer: the status, whether it carries
+// Retry-After, and the JSON body. Rendering once at start keeps a refusal
+// to a couple of header writes and one body write.
+type refusal struct {
+	status        int
+	retryAfter    bool
+	body          []byte
+	contentLength []string
+}
+
+// refusals is read-only after package initialisation.
+var refusals = renderRefusals()
+
+func renderRefusals() map[Reason]*refusal {
+	refusals := map[Reason]*refusal{}
+	add := func(r Reason, status int, retryAfter bool, sentence string) {
+		body := []byte(`{"error":` + strconv.Quote(sentence) + `,"reason":"` + string(r) + `"}` + "\n")
+		refusals[r] = &refusal{status: status, retryAfter: retryAfter, body: body,
+			contentLength: []string{strconv.Itoa(len(body))}}
+	}
+	add(ReasonNoRoute, http.StatusNotFound, false, "no route matches this host and path")
+	add(ReasonMethodNotAllowed, http.StatusMethodNotAllowed, false, "the route does not accept this method")
+	add(ReasonNoAvailableEndpoint, http.StatusServiceUnavailable, true, "the upstream has no endpoint available to take this request")
+	add(ReasonUpstreamUnavailable, http.StatusBadGateway, false, "the upstream endpoint could not be reached or broke the connection")
+	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
+	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
+	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
+	add(ReasonBadRequest, http.StatusBadRequest, false, "the request is malformed")
+	add(ReasonShuttingDown, http.StatusServiceUnavailable, true, "levee is shutting down; retry on another instance")
+	return refusals
+}
+
+// retryAfterSeconds is the Retry-After value on refusals that carry one.
+// One second: a short, honest "come back soon" (later admission control
+// issues jitter it).
+const retryAfterSeconds = "1"
+
+var (
+	jsonContentType = []string{"application/json"}
+	retryAfterValue = []string{retryAfterSeconds}
+	noSniff         = []string{"nosniff"}
+)
+
+// Refuse writes levee's own refusal for reason and returns its status. It is
+// the one place that maps a Reason to HTTP. An unknown reason is a
+// programming error and is answered as 500 with reason "internal".
+func Refuse(w http.ResponseWriter, reason Reason) int {
+	rf := refusals[reason]
+	if rf == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":"internal error","reason":"internal"}` + "\n"))
+		return http.StatusInternalServerError
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = rf.contentLength
+	if rf.retryAfter {
+		h["Retry-After"] = retryAfterValue
+	}
+	w.WriteHeader(rf.status)
+	_, _ = w.Write(rf.body)
+	return rf.status
+}
+
+// StatusOf returns the HTTP status a reason is answered with (0 if unknown).
+func StatusOf(reason Reason) int {
+	if rf := refusals[reason]; rf != nil {
+		return rf.status
+	}
+	return 0
+}
