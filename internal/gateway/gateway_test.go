@@ -222,7 +222,8 @@ routes:
 		"X-Drop-Me", "1",
 		"Proxy-Authorization", "secret",
 		"Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"X-Request-Id", "client-id-42")
+		"X-Request-Id", "client-id-42",
+		"User-Agent", "levee-test/1")
 	resp.Body.Close()
 	got := <-seen
 	checks := map[string]string{
@@ -234,6 +235,7 @@ routes:
 		"X-Drop-Me":           "",
 		"Proxy-Authorization": "",
 		"Host":                strings.TrimPrefix(h.base, "http://"),
+		"User-Agent":          "levee-test/1",
 	}
 	for k, want := range checks {
 		if v := got.Get(k); v != want {
@@ -247,10 +249,19 @@ routes:
 		t.Errorf("response X-Request-Id = %q", resp.Header.Get("X-Request-Id"))
 	}
 
-	// Without a client id levee makes one, passes it on and returns it.
-	resp = h.get("/y")
+	// Without a client id levee makes one, passes it on and returns it; a
+	// request without User-Agent gets none added.
+	req, _ := http.NewRequest(http.MethodGet, h.base+"/y", nil)
+	req.Header["User-Agent"] = []string{""} // net/http then sends no User-Agent
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	got = <-seen
+	if ua, ok := got["User-Agent"]; ok {
+		t.Errorf("upstream saw User-Agent %q for a request without one", ua)
+	}
 	id := got.Get("X-Request-Id")
 	if len(id) != 16 || resp.Header.Get("X-Request-Id") != id {
 		t.Errorf("generated id %q, response id %q", id, resp.Header.Get("X-Request-Id"))

@@ -350,10 +350,16 @@ func outboundHeader(r *http.Request, reqID string) http.Header {
 		out["X-Forwarded-Host"] = []string{r.Host}
 	}
 	out["X-Request-Id"] = []string{reqID}
+	if _, ok := in["User-Agent"]; !ok {
+		// An empty value tells net/http to send none, instead of adding
+		// its own "Go-http-client/1.1" to a request that had no agent.
+		out["User-Agent"] = emptyValue
+	}
 	return out
 }
 
 var (
+	emptyValue = []string{""}
 	protoHTTP  = []string{"http"}
 	protoHTTPS = []string{"https"}
 )
