@@ -10,7 +10,8 @@ FUZZTIME ?= 5s
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/balance:FuzzSmoothWeighted \
-	./internal/route:FuzzMatch
+	./internal/route:FuzzMatch \
+	./internal/telemetry:FuzzAppendJSONString
 
 .PHONY: all build demo test vet unit fuzz bench clean
 

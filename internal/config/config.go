@@ -101,8 +101,8 @@ type Server struct {
 	ShutdownTimeout time.Duration
 	// MaxConnections caps concurrent client connections
 	// (`max_connections`, a whole number). Default 0, which means
-	// unlimited; must be 0 or more. Reserved: parsed and validated, not yet
-	// enforced.
+	// unlimited; must be 0 or more. A connection over the cap is answered
+	// 503 with reason connection_limit and closed.
 	MaxConnections int
 }
 

@@ -35,7 +35,7 @@ server:
   read_header_timeout: 10s          # default: time to receive the headers
   idle_timeout: 60s                 # default: keep-alive idle time
   shutdown_timeout: 15s             # default: how long SIGTERM waits for in-flight requests
-  max_connections: 0                # default: 0 = unlimited (reserved, not yet enforced)
+  max_connections: 0                # default: 0 = unlimited; above the cap a connection gets 503 connection_limit
 
 log:
   level: info                       # default; one of debug, info, warn, error

@@ -22,6 +22,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,6 +149,9 @@ func (g *Gateway) Start() error {
 		dataLn.Close()
 		adminLn.Close()
 		return err
+	}
+	if max := cfg.Server.MaxConnections; max > 0 {
+		dataLn = netlimit.Limit(dataLn, max, func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
 	}
 	g.dataLn, g.adminLn = dataLn, adminLn
 	g.dataSrv = g.newDataServer(cfg)

@@ -427,3 +427,32 @@ routes:
 		}
 	}
 }
+
+// TestMaxConnections: server.max_connections caps the data listener; the
+// excess connection gets 503 connection_limit and is counted.
+func TestMaxConnections(t *testing.T) {
+	a, _ := backend(t, "a")
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+server: {max_connections: 1}
+upstreams:
+  a: {endpoints: [{address: %s}]}
+routes:
+  - {name: all, match: {path_prefix: /}, upstream: a}
+`, hostPort(a)))
+	// The harness client holds one keep-alive connection open (its body
+	// read to the end, or net/http would close the connection).
+	first := h.get("/")
+	io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	other := &http.Client{Transport: &http.Transport{}}
+	resp, err := other.Get(h.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRefusal(t, resp, 503, "connection_limit")
+	if got := h.metric(`levee_refusals_total{reason="connection_limit",route=""}`); got != 1 {
+		t.Errorf("connection_limit refusals = %v, want 1", got)
+	}
+}

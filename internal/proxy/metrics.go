@@ -87,3 +87,9 @@ func (rm *routeMetrics) count(code int) {
 func (rm *routeMetrics) refused(reason Reason) {
 	rm.m.refusals.WithLabelValues(rm.route, string(reason)).Inc()
 }
+
+// CountRefusal counts a refusal made outside the handler (for example by a
+// listener cap) under route and reason.
+func (m *Metrics) CountRefusal(route string, reason Reason) {
+	m.refusals.WithLabelValues(route, string(reason)).Inc()
+}

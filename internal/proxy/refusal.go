@@ -21,6 +21,9 @@ const (
 	ReasonHeaderTooLarge      Reason = "header_too_large"
 	ReasonBadRequest          Reason = "bad_request"
 	ReasonShuttingDown        Reason = "shutting_down"
+	// ReasonConnectionLimit is written by the data listener's connection
+	// cap (package netlimit), not by the handler.
+	ReasonConnectionLimit Reason = "connection_limit"
 )
 
 // refusal is a pre-rendered answer: the status, whether it carries

@@ -1,0 +1,100 @@
+// Package netlimit caps the connections a listener holds open at once. A
+// connection beyond the cap is not left waiting in the kernel's backlog
+// (where a client only sees a timeout): it is accepted, answered with a
+// short HTTP/1.1 503 carrying levee's JSON refusal body, and closed.
+package netlimit
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// refusal is written to a connection over the cap. Reason connection_limit
+// is part of levee's stable refusal vocabulary.
+var refusal = func() string {
+	body := `{"error":"levee holds as many connections as it is allowed","reason":"connection_limit"}` + "\n"
+	return "HTTP/1.1 503 Service Unavailable\r\n" +
+		"Content-Type: application/json\r\n" +
+		"Retry-After: 1\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}()
+
+// lingerTimeout bounds writing the refusal and then reading what the client
+// sent, so a client that neither reads nor closes cannot hold a goroutine.
+const lingerTimeout = 250 * time.Millisecond
+
+// lingerBytes bounds how much of the client's request is read and thrown
+// away before closing.
+const lingerBytes = 64 << 10
+
+// Listener wraps a net.Listener, allowing at most Max open connections.
+// Safe for concurrent use.
+type Listener struct {
+	net.Listener
+	max      int64
+	open     atomic.Int64
+	onRefuse func()
+}
+
+// Limit returns ln capped at max open connections (max > 0). onRefuse, if
+// not nil, is called for each refused connection (for a metric).
+func Limit(ln net.Listener, max int, onRefuse func()) *Listener {
+	return &Listener{Listener: ln, max: int64(max), onRefuse: onRefuse}
+}
+
+// Open returns the number of connections currently open through l.
+func (l *Listener) Open() int64 { return l.open.Load() }
+
+// Accept returns the next connection within the cap; connections over it
+// are refused and closed without being returned.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &conn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+		// Refuse off the accept loop: the write may take up to its timeout.
+		go refuse(c)
+	}
+}
+
+// refuse writes the refusal and closes c. It half-closes first and reads
+// (bounded) what the client already sent: closing a socket with unread
+// input makes the kernel send a reset, which can destroy the refusal
+// before the client reads it.
+func refuse(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(lingerTimeout))
+	if _, err := c.Write([]byte(refusal)); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, lingerBytes))
+}
+
+// conn gives its slot back exactly once, on the first Close.
+type conn struct {
+	net.Conn
+	l    *Listener
+	once sync.Once
+}
+
+func (c *conn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return err
+}

@@ -1,0 +1,85 @@
+package netlimit
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestRefusalBodyLengthMatches(t *testing.T) {
+	_, body, _ := strings.Cut(refusal, "\r\n\r\n")
+	if !strings.Contains(refusal, "Content-Length: "+itoa(len(body))+"\r\n") {
+		t.Fatalf("Content-Length does not match the %d-byte body", len(body))
+	}
+	var doc struct{ Error, Reason string }
+	if err := json.Unmarshal([]byte(body), &doc); err != nil || doc.Reason != "connection_limit" || doc.Error == "" {
+		t.Fatalf("body %q: %+v %v", body, doc, err)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestLimit: with a cap of 2, a third concurrent connection gets the 503
+// refusal; once one closes, a new connection is served again.
+func TestLimit(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	ln := Limit(raw, 2, func() { refused.Add(1) })
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	get := func(c net.Conn, br *bufio.Reader) *http.Response {
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	c1, b1 := dial()
+	c2, b2 := dial()
+	if get(c1, b1).StatusCode != 200 || get(c2, b2).StatusCode != 200 {
+		t.Fatal("connections within the cap not served")
+	}
+	c3, b3 := dial()
+	if resp := get(c3, b3); resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third connection: %d", resp.StatusCode)
+	}
+	c3.Close()
+	if refused.Load() != 1 || ln.Open() != 2 {
+		t.Fatalf("refused %d, open %d", refused.Load(), ln.Open())
+	}
+	c1.Close()
+	// The server notices the close asynchronously: poll, bounded.
+	for deadline := time.Now().Add(5 * time.Second); ln.Open() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("open = %d after a close, want 1", ln.Open())
+		}
+	}
+	c4, b4 := dial()
+	defer c4.Close()
+	defer c2.Close()
+	if get(c4, b4).StatusCode != 200 {
+		t.Fatal("a slot freed by a close was not reused")
+	}
+}
