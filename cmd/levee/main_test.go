@@ -284,3 +284,59 @@ func TestDemo(t *testing.T) {
 		t.Fatal("demo did not stop")
 	}
 }
+
+// TestSIGHUPReloads: SIGHUP re-reads the file; a valid change serves at
+// once, an invalid one is refused and the previous configuration keeps
+// serving.
+func TestSIGHUPReloads(t *testing.T) {
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a") }))
+	defer a.Close()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "b") }))
+	defer b.Close()
+	conf := func(addr string) string {
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  u: {endpoints: [{address: %s}]}
+routes:
+  - {name: all, match: {path_prefix: /}, upstream: u}
+`, strings.TrimPrefix(addr, "http://"))
+	}
+	cfg := writeFile(t, conf(a.URL))
+	p := startProcess(t, "run", "-config", cfg)
+	body := func() string {
+		resp, err := http.Get("http://" + p.data + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := body(); got != "a" {
+		t.Fatalf("before reload: %q", got)
+	}
+	// waitFor polls (bounded) for a log line: the reload is asynchronous to
+	// the signal.
+	waitFor := func(msg string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.log(), msg); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log:\n%s", msg, p.log())
+			}
+		}
+	}
+	os.WriteFile(cfg, []byte(conf(b.URL)), 0o600)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor("configuration reloaded")
+	if got := body(); got != "b" {
+		t.Fatalf("after reload: %q, want b", got)
+	}
+	os.WriteFile(cfg, []byte("listen: [not, an, address]\n"), 0o600)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor("reload refused")
+	if got := body(); got != "b" {
+		t.Fatalf("after a refused reload: %q, want b (previous configuration)", got)
+	}
+}

@@ -19,8 +19,6 @@ const (
 	ReasonUpstreamTimeout     Reason = "upstream_timeout"
 	ReasonBodyTooLarge        Reason = "body_too_large"
 	ReasonHeaderTooLarge      Reason = "header_too_large"
-	ReasonBadRequest          Reason = "bad_request"
-	ReasonShuttingDown        Reason = "shutting_down"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -53,8 +51,6 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
-	add(ReasonBadRequest, http.StatusBadRequest, false, "the request is malformed")
-	add(ReasonShuttingDown, http.StatusServiceUnavailable, true, "levee is shutting down; retry on another instance")
 	return refusals
 }
 

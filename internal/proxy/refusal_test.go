@@ -18,8 +18,6 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonUpstreamTimeout:     504,
 		ReasonBodyTooLarge:        413,
 		ReasonHeaderTooLarge:      431,
-		ReasonBadRequest:          400,
-		ReasonShuttingDown:        503,
 	}
 	if len(want) != len(refusals) {
 		t.Fatalf("test covers %d reasons, package defines %d", len(want), len(refusals))
