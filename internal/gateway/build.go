@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"net/http"
+	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/balance"
@@ -21,7 +21,7 @@ type pools struct {
 
 type pooledTransport struct {
 	opts      proxy.TransportOptions
-	transport *http.Transport
+	transport *proxy.Transport
 }
 
 type statsKey struct{ upstream, address string }
@@ -32,7 +32,7 @@ func newPools() *pools {
 
 // transport returns the upstream's transport, reusing the current one when
 // its options are unchanged.
-func (p *pools) transport(name string, o proxy.TransportOptions) *http.Transport {
+func (p *pools) transport(name string, o proxy.TransportOptions) *proxy.Transport {
 	if cur, ok := p.transports[name]; ok && cur.opts == o {
 		return cur.transport
 	}
@@ -40,7 +40,7 @@ func (p *pools) transport(name string, o proxy.TransportOptions) *http.Transport
 	if old, ok := p.transports[name]; ok {
 		// Requests in flight on the old transport finish; its idle
 		// connections are of no further use.
-		old.transport.CloseIdleConnections()
+		old.transport.Close()
 	}
 	p.transports[name] = pooledTransport{opts: o, transport: t}
 	return t
@@ -51,7 +51,7 @@ func (p *pools) transport(name string, o proxy.TransportOptions) *http.Transport
 func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 	for name, t := range p.transports {
 		if !upstreams[name] {
-			t.transport.CloseIdleConnections()
+			t.transport.Close()
 			delete(p.transports, name)
 		}
 	}
@@ -64,8 +64,23 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 
 func (p *pools) closeAll() {
 	for _, t := range p.transports {
-		t.transport.CloseIdleConnections()
+		t.transport.Close()
 	}
+}
+
+// sweepIdle closes the idle upstream connections that have outlived their
+// upstream's idle timeout at now, and returns how long to wait before the
+// next sweep: a quarter of the shortest idle timeout, between 10ms and 1s,
+// so a connection lingers at most that long past its timeout.
+func (p *pools) sweepIdle(now time.Time) time.Duration {
+	next := time.Second
+	for _, t := range p.transports {
+		t.transport.SweepIdle(now)
+		if d := t.opts.Idle / 4; d > 0 && d < next {
+			next = d
+		}
+	}
+	return max(next, 10*time.Millisecond)
 }
 
 // buildTable turns a validated configuration into the proxy's routing

@@ -61,6 +61,8 @@ type Gateway struct {
 	ready             atomic.Bool
 	serveErr          chan error
 	accessLogDone     chan struct{}
+	sweepStop         chan struct{} // closed by Shutdown to stop sweepIdle
+	sweepDone         chan struct{} // closed when sweepIdle returns
 }
 
 // New validates what it is given and builds the gateway without listening
@@ -171,6 +173,8 @@ func (g *Gateway) Start() error {
 	}
 	go g.serve(g.dataSrv, dataLn, cfg.TLS != nil)
 	go g.serve(g.adminSrv, adminLn, false)
+	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
+	go g.sweepIdle(g.sweepStop, g.sweepDone)
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -314,6 +318,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = g.dataSrv.Close()
 	}
 	g.handler.CloseUpgrades()
+	close(g.sweepStop)
+	<-g.sweepDone
 	g.mu.Lock()
 	g.pools.closeAll()
 	g.mu.Unlock()
@@ -328,6 +334,32 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.logger.Info("stopped")
 	return err
+}
+
+// sweepIdle closes expired idle upstream connections until stop is closed,
+// so that without traffic none outlives its upstream's idle timeout by more
+// than the sweep interval. It is the one goroutine that does so.
+func (g *Gateway) sweepIdle(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	g.mu.Lock()
+	every := g.pools.sweepIdle(time.Now())
+	g.mu.Unlock()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			g.mu.Lock()
+			next := g.pools.sweepIdle(now)
+			g.mu.Unlock()
+			if next != every {
+				every = next
+				tick.Reset(every)
+			}
+		}
+	}
 }
 
 // Run starts the gateway and then Waits.

@@ -117,7 +117,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, &x, ReasonBodyTooLarge)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
+		}
 	}
 	up := rt.Upstream
 	ep, err := up.Picker.Pick()
@@ -160,19 +162,15 @@ func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 const statusClientClosed = 499
 
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream, ep *endpoint.Endpoint) {
-	out := r.WithContext(r.Context())
-	out.URL = &url.URL{Scheme: "http", Host: ep.Address, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	out.RequestURI = ""
-	out.Close = false
-	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
-	out.Header = outboundHeader(r, x.reqID)
-	if r.ContentLength == 0 {
-		out.Body = nil // nothing to send: spare the transport a body copy
-	}
-
 	sent := time.Now()
 	ep.Begin()
-	resp, err := up.Transport.RoundTrip(out)
+	var resp *http.Response
+	var err error
+	if t, ok := up.Transport.(*Transport); ok && fastPath(r) {
+		resp, err = t.h1.roundTrip(r, ep.Address, x.reqID)
+	} else {
+		resp, err = up.Transport.RoundTrip(outboundRequest(r, ep.Address, x.reqID))
+	}
 	if err != nil {
 		outcome, reason := classify(r.Context(), err)
 		ep.End(outcome)
@@ -217,6 +215,22 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, u
 	}
 	ep.End(endpoint.Success)
 	copyTrailers(dst, resp.Trailer)
+}
+
+// outboundRequest builds the request sent upstream through an
+// http.RoundTripper: r's method, path, query and body, addressed to the
+// endpoint at addr, with outboundHeader's headers.
+func outboundRequest(r *http.Request, addr, reqID string) *http.Request {
+	out := r.WithContext(r.Context())
+	out.URL = &url.URL{Scheme: "http", Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.RequestURI = ""
+	out.Close = false
+	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
+	out.Header = outboundHeader(r, reqID)
+	if r.ContentLength == 0 {
+		out.Body = nil // nothing to send: spare the transport a body copy
+	}
+	return out
 }
 
 // classify maps a RoundTrip error to how the endpoint fared and the reason

@@ -1,0 +1,622 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The HTTP/1.1 fast path.
+//
+// Most proxied requests are bodiless reads (GET, HEAD, ...). For those,
+// net/http.Transport's machinery (an outbound *http.Request, a reader and a
+// writer goroutine per connection, channels between them and the caller)
+// costs more CPU than the exchange itself. h1Pool forwards such a request
+// on a connection pool of its own, synchronously, in the handler's
+// goroutine: write the request head straight from the inbound request into
+// a buffered writer, flush (one write), read the response with
+// http.ReadResponse (which does the framing), and return the connection to
+// the pool when the handler has read the body to its end.
+//
+// Only requests that are safe to send twice take this path (idempotent
+// method, no body, not an upgrade; see fastPath), so a pooled connection
+// that the endpoint closed while it sat idle is retried once on a new
+// connection. Everything else goes through http.Transport unchanged.
+//
+// Pool: per endpoint address, a LIFO stack of idle connections (the most
+// recently used first, so surplus connections age out), at most
+// MaxIdlePerEndpoint long, guarded by a per-endpoint mutex held only to push
+// or pop. A connection idle for Idle or longer is closed, never reused:
+// when taken (LIFO order means everything beneath an expired entry has
+// expired too) and by SweepIdle, which a gateway goroutine calls
+// periodically. Work per request: one lock, one pop, one push.
+
+// Buffer sizes of a pooled connection. Request heads are small; the read
+// buffer holds the response head and, for small responses, the whole body.
+// Larger bodies are read straight into the copy buffer, past this one.
+const (
+	h1ReadBufSize  = 8 << 10
+	h1WriteBufSize = 4 << 10
+)
+
+// maxResponseHeaderBytes bounds a response's head, interim (1xx) heads
+// included, as http.Transport's MaxResponseHeaderBytes does.
+const maxResponseHeaderBytes = 1 << 20
+
+// defaultMaxIdlePerEndpoint applies when TransportOptions.MaxIdlePerEndpoint
+// is 0, as in http.Transport.
+const defaultMaxIdlePerEndpoint = http.DefaultMaxIdleConnsPerHost
+
+var (
+	errResponseHeaderTooLarge = errors.New("upstream response headers exceed 1 MiB")
+	errUnexpectedSwitch       = errors.New("upstream switched protocols without being asked to")
+	errInvalidHeader          = errors.New("request header value contains a line break")
+	errBadStatus              = errors.New("upstream sent a status code below 100")
+	errIdle408                = errors.New("upstream answered 408 on a pooled connection")
+
+	// pastDeadline makes every pending and future I/O on a connection fail
+	// at once.
+	pastDeadline = time.Unix(1, 0)
+)
+
+// fastPath reports whether r may take the h1 fast path: an idempotent
+// method (safe to retry on a stale connection), no body, no upgrade.
+func fastPath(r *http.Request) bool {
+	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodDelete, http.MethodPut:
+	default:
+		return false
+	}
+	return !isUpgrade(r.Header)
+}
+
+// h1Pool is one upstream's fast-path connection pool. Safe for concurrent
+// use.
+type h1Pool struct {
+	dialer         net.Dialer
+	responseHeader time.Duration // 0: no bound
+	idle           time.Duration // 0: idle connections never expire
+	maxIdle        int
+
+	closed atomic.Bool
+	// eps maps an endpoint address to its idle stack. It is copied on
+	// write (under mu) when an address is first seen or when sweep drops
+	// stacks that are empty, so lookups take no lock and do not allocate,
+	// and the map holds only addresses with idle connections or recent use
+	// (bounded by the endpoints seen within one sweep interval).
+	eps atomic.Pointer[map[string]*h1Idle]
+	mu  sync.Mutex
+}
+
+// h1Idle is one endpoint's stack of idle connections, newest last.
+type h1Idle struct {
+	mu    sync.Mutex
+	conns []*h1Conn
+	// lastUse is when a connection was last taken from or given back to
+	// the stack.
+	lastUse time.Time
+	// dropped is set (under mu) when sweep removed this stack from the
+	// map; connections coming back to it are closed instead of pooled.
+	dropped bool
+}
+
+func newH1Pool(o TransportOptions) *h1Pool {
+	p := &h1Pool{
+		dialer:         net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second},
+		responseHeader: o.ResponseHeader,
+		idle:           o.Idle,
+		maxIdle:        o.MaxIdlePerEndpoint,
+	}
+	if p.maxIdle <= 0 {
+		p.maxIdle = defaultMaxIdlePerEndpoint
+	}
+	m := map[string]*h1Idle{}
+	p.eps.Store(&m)
+	return p
+}
+
+// endpoint returns addr's idle stack, creating it on first use.
+func (p *h1Pool) endpoint(addr string) *h1Idle {
+	if e := (*p.eps.Load())[addr]; e != nil {
+		return e
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := *p.eps.Load()
+	if e := old[addr]; e != nil {
+		return e
+	}
+	m := make(map[string]*h1Idle, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e := &h1Idle{}
+	m[addr] = e
+	p.eps.Store(&m)
+	return e
+}
+
+// expired reports whether a connection idle since t is too old at now.
+func (p *h1Pool) expired(t, now time.Time) bool {
+	return p.idle > 0 && now.Sub(t) >= p.idle
+}
+
+// get pops e's most recently used connection that has not expired, or
+// returns nil. Expired connections found on the way are closed.
+func (p *h1Pool) get(e *h1Idle, now time.Time) *h1Conn {
+	e.mu.Lock()
+	e.lastUse = now
+	n := len(e.conns)
+	if n == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	c := e.conns[n-1]
+	if !p.expired(c.idleSince, now) {
+		e.conns[n-1] = nil
+		e.conns = e.conns[:n-1]
+		e.mu.Unlock()
+		return c
+	}
+	// The newest has expired, so all have.
+	dead := e.conns
+	e.conns = nil
+	e.mu.Unlock()
+	for _, c := range dead {
+		_ = c.nc.Close()
+	}
+	return nil
+}
+
+// put pushes c onto its endpoint's stack, or reports false when the stack is
+// full or the pool closed (the caller then closes c).
+func (p *h1Pool) put(c *h1Conn, now time.Time) bool {
+	e := c.home
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastUse = now
+	if p.closed.Load() || e.dropped || len(e.conns) >= p.maxIdle {
+		return false
+	}
+	c.idleSince = now
+	c.reused = true
+	e.conns = append(e.conns, c)
+	return true
+}
+
+// sweep closes the connections idle for Idle or longer at now and returns
+// how many it closed. Work: one pass over each endpoint's stack.
+func (p *h1Pool) sweep(now time.Time) int {
+	if p.idle <= 0 {
+		return 0
+	}
+	var dead []*h1Conn
+	for _, e := range *p.eps.Load() {
+		e.mu.Lock()
+		i := 0 // oldest first: conns[:i] have expired
+		for i < len(e.conns) && p.expired(e.conns[i].idleSince, now) {
+			i++
+		}
+		if i > 0 {
+			dead = append(dead, e.conns[:i]...)
+			k := copy(e.conns, e.conns[i:])
+			clear(e.conns[k:])
+			e.conns = e.conns[:k]
+		}
+		e.mu.Unlock()
+	}
+	for _, c := range dead {
+		_ = c.nc.Close()
+	}
+	p.dropUnused(now)
+	return len(dead)
+}
+
+// dropUnused removes from the map the stacks that hold no idle connection
+// and were not used for Idle, so addresses an upstream no longer has do not
+// accumulate. A connection in flight whose stack was dropped is closed when
+// it comes back.
+func (p *h1Pool) dropUnused(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := *p.eps.Load()
+	m := make(map[string]*h1Idle, len(old))
+	for addr, e := range old {
+		e.mu.Lock()
+		if len(e.conns) == 0 && p.expired(e.lastUse, now) {
+			e.dropped = true
+		} else {
+			m[addr] = e
+		}
+		e.mu.Unlock()
+	}
+	if len(m) != len(old) {
+		p.eps.Store(&m)
+	}
+}
+
+// closeIdle closes every idle connection.
+func (p *h1Pool) closeIdle() {
+	var dead []*h1Conn
+	for _, e := range *p.eps.Load() {
+		e.mu.Lock()
+		dead = append(dead, e.conns...)
+		e.conns = nil
+		e.mu.Unlock()
+	}
+	for _, c := range dead {
+		_ = c.nc.Close()
+	}
+}
+
+// close closes every idle connection and makes connections that requests in
+// flight give back later close instead of being pooled.
+func (p *h1Pool) close() {
+	p.closed.Store(true)
+	p.closeIdle()
+}
+
+// idleCount returns the number of idle connections to addr (for tests).
+func (p *h1Pool) idleCount(addr string) int {
+	e := (*p.eps.Load())[addr]
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.conns)
+}
+
+// roundTrip forwards r (which fastPath accepted) to the endpoint at addr and
+// returns the response with its head read. The caller must Close the body
+// exactly once and not touch it afterwards; reading it to EOF first lets
+// the connection be reused. On error no connection is held.
+//
+// A pooled connection that fails before any byte of the response arrived
+// (the endpoint closed it while idle) is closed and the request is sent
+// once more on a new connection; r is idempotent and bodiless, so that is
+// safe, and the first failure is not the endpoint's.
+func (p *h1Pool) roundTrip(r *http.Request, addr, reqID string) (*http.Response, error) {
+	ctx := r.Context()
+	e := p.endpoint(addr)
+	c := p.get(e, time.Now())
+	for {
+		if c == nil {
+			nc, err := p.dialer.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			c = newH1Conn(nc, e, p)
+		}
+		resp, err := c.exchange(ctx, r, addr, reqID, p.responseHeader)
+		if err == nil {
+			return resp, nil
+		}
+		_ = c.nc.Close()
+		if !c.reused || !errors.Is(err, errStale) || ctx.Err() != nil {
+			if errors.Is(err, errStale) {
+				err = errors.Unwrap(err)
+			}
+			return nil, err
+		}
+		c = nil
+	}
+}
+
+// errStale marks (wrapping the cause) a failure of a connection before any
+// byte of the response arrived, the sign of a connection the endpoint
+// closed while it was idle.
+var errStale = errors.New("connection closed before the response began")
+
+type staleError struct{ err error }
+
+func (e staleError) Error() string   { return "upstream " + errStale.Error() + ": " + e.err.Error() }
+func (e staleError) Unwrap() error   { return e.err }
+func (e staleError) Is(t error) bool { return t == errStale }
+
+// staleCause reports whether err, met writing a request or waiting for the
+// first byte of its response, says the peer had closed the connection.
+func staleCause(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// h1Conn is one upstream connection of the fast path. It is used by one
+// request at a time; between requests it sits in its endpoint's stack.
+type h1Conn struct {
+	nc   net.Conn
+	br   *bufio.Reader // reads through the h1Conn itself (header limit)
+	bw   *bufio.Writer
+	home *h1Idle
+	pool *h1Pool
+
+	idleSince time.Time // set when pooled
+	reused    bool      // served a request before
+	readLimit int64     // bytes the head may still take; MaxInt64 for bodies
+
+	abort func()      // c.setPastDeadline, bound once
+	stop  func() bool // stops the current request's abort hook
+	body  h1Body      // the current response's body
+}
+
+func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
+	c := &h1Conn{nc: nc, home: home, pool: p, readLimit: math.MaxInt64}
+	c.br = bufio.NewReaderSize(c, h1ReadBufSize)
+	c.bw = bufio.NewWriterSize(nc, h1WriteBufSize)
+	c.abort = c.setPastDeadline
+	return c
+}
+
+func (c *h1Conn) setPastDeadline() { _ = c.nc.SetDeadline(pastDeadline) }
+
+// Read reads from the connection, failing once the head has used up
+// readLimit.
+func (c *h1Conn) Read(p []byte) (int, error) {
+	if c.readLimit <= 0 {
+		return 0, errResponseHeaderTooLarge
+	}
+	if int64(len(p)) > c.readLimit {
+		p = p[:c.readLimit]
+	}
+	n, err := c.nc.Read(p)
+	c.readLimit -= int64(n)
+	return n, err
+}
+
+// exchange writes r's head and reads the response head. On success the
+// response body is c.body and the abort hook stays armed until the body is
+// closed; on error the hook is stopped and the caller closes c. Errors met
+// before the first response byte are wrapped as staleError when their cause
+// says the endpoint had closed the connection.
+func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+	// A client that goes away frees this connection's I/O at once: the
+	// pending write or read fails, and the caller (seeing ctx done)
+	// classifies the request as abandoned rather than as a timeout.
+	c.stop = context.AfterFunc(ctx, c.abort)
+	resp, err := c.exchangeHead(r, addr, reqID, headerTimeout)
+	if err == nil && ctx.Err() != nil {
+		// The hook may have fired before the header deadline was cleared.
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.stop()
+		return nil, err
+	}
+	c.body = h1Body{c: c, src: resp.Body, keep: !resp.Close}
+	resp.Body = &c.body
+	return resp, nil
+}
+
+func (c *h1Conn) exchangeHead(r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+	err := writeRequestHead(c.bw, r, addr, reqID)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		if !errors.Is(err, errInvalidHeader) && staleCause(err) {
+			err = staleError{err}
+		}
+		return nil, err
+	}
+	if headerTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+	}
+	c.readLimit = maxResponseHeaderBytes
+	if _, err := c.br.Peek(1); err != nil {
+		if staleCause(err) {
+			err = staleError{err}
+		}
+		return nil, err
+	}
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(c.br, r)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 {
+			break
+		}
+		if resp.StatusCode < 100 {
+			return nil, errBadStatus
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return nil, errUnexpectedSwitch
+		}
+		// An interim response (100 Continue, 103 Early Hints) has no
+		// body and the final response follows. The header limit spans
+		// them all, which bounds how many there can be.
+	}
+	if c.reused && resp.StatusCode == http.StatusRequestTimeout && resp.Close {
+		// A server that times out an idle keep-alive connection may say so
+		// with a 408 before closing; it answers no request of ours.
+		return nil, staleError{errIdle408}
+	}
+	c.readLimit = math.MaxInt64
+	if headerTimeout > 0 {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	return resp, nil
+}
+
+// release ends the current request on c: c goes back to the pool when
+// reuse is set and nothing spoils it, otherwise it is closed.
+func (c *h1Conn) release(reuse bool) {
+	if !c.stop() {
+		reuse = false // the abort hook ran: the deadline is in the past
+	}
+	c.stop = nil
+	c.body = h1Body{}
+	if reuse && c.br.Buffered() > 0 {
+		reuse = false // bytes beyond the response: the framing is off
+	}
+	if !reuse || !c.pool.put(c, time.Now()) {
+		_ = c.nc.Close()
+	}
+}
+
+// h1Body is a fast-path response body. It reads the stdlib body and never
+// closes it (whose Close would drain an unread remainder without bound):
+// Close gives the connection back when the body was read to EOF and the
+// response allows reuse, and closes the connection otherwise. It lives
+// inside its h1Conn, so it costs no allocation, and it must not be used
+// after Close.
+type h1Body struct {
+	c    *h1Conn
+	src  io.Reader
+	keep bool // the response leaves the connection open
+	eof  bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.eof {
+		return 0, io.EOF
+	}
+	n, err := b.src.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.c.release(b.eof && b.keep)
+	return nil
+}
+
+// writeRequestHead writes r's request head as sent upstream: the request
+// line with the origin-form target, Host, and the headers outboundHeader
+// would send (the client's less hop-by-hop ones, X-Forwarded-*,
+// X-Request-Id), in map order. It builds no header map and allocates
+// nothing. A value carrying CR or LF fails it with errInvalidHeader (the
+// server in front rejects those already; this keeps it so).
+func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID string) error {
+	target := r.RequestURI
+	if target == "*" && r.Method == http.MethodOptions {
+		// asterisk-form: OPTIONS for the server as a whole
+	} else if !validTarget(target) {
+		target = r.URL.RequestURI()
+		if !validTarget(target) {
+			return errInvalidHeader
+		}
+	}
+	host := r.Host
+	if host == "" {
+		host = addr
+	}
+	if !validValue(host) {
+		return errInvalidHeader
+	}
+	bw.WriteString(r.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(target)
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+
+	in := r.Header
+	conn := in["Connection"]
+	clientIP, _, ipErr := net.SplitHostPort(r.RemoteAddr)
+	for k, vv := range in {
+		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
+			continue
+		}
+		switch k {
+		case "Host", "Content-Length", "X-Forwarded-Proto", "X-Request-Id":
+			continue // written below, or not at all
+		case "X-Forwarded-For":
+			if ipErr == nil {
+				continue
+			}
+		case "X-Forwarded-Host":
+			if r.Host != "" {
+				continue
+			}
+		case "User-Agent":
+			// As http.Transport: the first value, and none when empty.
+			if len(vv) > 0 && vv[0] != "" {
+				vv = vv[:1]
+			} else {
+				continue
+			}
+		}
+		for _, v := range vv {
+			if !validValue(v) {
+				return errInvalidHeader
+			}
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if te := in["Te"]; len(te) > 0 && connectionListed(te, "trailers") {
+		bw.WriteString("Te: trailers\r\n")
+	}
+	if ipErr == nil {
+		bw.WriteString("X-Forwarded-For: ")
+		for _, v := range in["X-Forwarded-For"] {
+			if !validValue(v) {
+				return errInvalidHeader
+			}
+			bw.WriteString(v)
+			bw.WriteString(", ")
+		}
+		bw.WriteString(clientIP)
+		bw.WriteString("\r\n")
+	}
+	if r.TLS != nil {
+		bw.WriteString("X-Forwarded-Proto: https\r\n")
+	} else {
+		bw.WriteString("X-Forwarded-Proto: http\r\n")
+	}
+	if r.Host != "" {
+		bw.WriteString("X-Forwarded-Host: ")
+		bw.WriteString(r.Host)
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("X-Request-Id: ")
+	bw.WriteString(reqID)
+	bw.WriteString("\r\n")
+	if r.Method == http.MethodPut {
+		// As http.Transport: a bodiless PUT says so.
+		bw.WriteString("Content-Length: 0\r\n")
+	}
+	_, err := bw.WriteString("\r\n")
+	return err
+}
+
+// validTarget accepts an origin-form request target with no space or
+// control byte (so it cannot split the request line).
+func validTarget(s string) bool {
+	if s == "" || s[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b <= ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue rejects a header value that could end its line early.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b == '\r' || b == '\n' || b == 0 {
+			return false
+		}
+	}
+	return true
+}

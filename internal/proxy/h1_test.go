@@ -1,0 +1,932 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/levee-gw/levee/internal/balance"
+	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// rig is levee's handler serving a real loopback listener ("front") in
+// front of one upstream endpoint at addr, with a client of its own.
+type rig struct {
+	t      *testing.T
+	tr     *Transport
+	ep     *endpoint.Endpoint
+	reg    *prometheus.Registry
+	front  *httptest.Server
+	client *http.Client
+}
+
+func defaultOpts() TransportOptions {
+	return TransportOptions{Connect: time.Second, ResponseHeader: 5 * time.Second, Idle: time.Minute, MaxIdlePerEndpoint: 8}
+}
+
+// newRig builds the handler for the endpoint at addr. std routes every
+// request through the standard http.Transport instead of the fast path.
+func newRig(t testing.TB, addr string, o TransportOptions, std bool) *rig {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTransport(o)
+	ep := endpoint.New(addr, 1)
+	up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
+	if std {
+		up.Transport = tr.std
+	}
+	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
+	h, err := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(h)
+	ctr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	r := &rig{tr: tr, ep: ep, reg: reg, front: front, client: &http.Client{Transport: ctr, Timeout: 10 * time.Second}}
+	if tt, ok := t.(*testing.T); ok {
+		r.t = tt
+	}
+	t.Cleanup(func() {
+		ctr.CloseIdleConnections()
+		front.Close()
+		tr.Close()
+	})
+	return r
+}
+
+// get sends a request through levee and returns the status, the body and
+// the response (its body already read and closed).
+func (r *rig) do(req *http.Request) (int, string, *http.Response) {
+	r.t.Helper()
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		r.t.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
+	}
+	return resp.StatusCode, string(body), resp
+}
+
+func (r *rig) get(path string) (int, string, *http.Response) {
+	r.t.Helper()
+	return r.do(r.req(http.MethodGet, path))
+}
+
+func (r *rig) req(method, path string) *http.Request {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.front.URL+path, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return req
+}
+
+// requests returns levee_requests_total for code.
+func (r *rig) requests(code string) float64 {
+	r.t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "levee_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == code {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// countingServer is an httptest upstream that counts the TCP connections it
+// accepted and closed.
+type countingServer struct {
+	*httptest.Server
+	opened, closed atomic.Int64
+}
+
+func newCountingServer(t *testing.T, h http.Handler) *countingServer {
+	s := &countingServer{Server: httptest.NewUnstartedServer(h)}
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			s.opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			s.closed.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *countingServer) addr() string { return s.Listener.Addr().String() }
+
+// eventually polls cond every few milliseconds for up to 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Length", "5")
+	io.WriteString(w, "hello")
+})
+
+func TestFastPathTakes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   io.Reader
+		cl     int64
+		header http.Header
+		want   bool
+	}{
+		{"GET", "GET", nil, 0, nil, true},
+		{"HEAD", "HEAD", nil, 0, nil, true},
+		{"OPTIONS", "OPTIONS", nil, 0, nil, true},
+		{"TRACE", "TRACE", nil, 0, nil, true},
+		{"DELETE", "DELETE", nil, 0, nil, true},
+		{"bodiless PUT", "PUT", nil, 0, nil, true},
+		{"POST", "POST", nil, 0, nil, false},
+		{"PATCH", "PATCH", nil, 0, nil, false},
+		{"CONNECT", "CONNECT", nil, 0, nil, false},
+		{"GET with a body", "GET", strings.NewReader("x"), 1, nil, false},
+		{"PUT with a body", "PUT", strings.NewReader("x"), 1, nil, false},
+		{"chunked DELETE", "DELETE", strings.NewReader("x"), -1, nil, false},
+		{"websocket", "GET", nil, 0, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, false},
+		{"Upgrade not in Connection", "GET", nil, 0, http.Header{"Upgrade": {"h2c"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "/", tc.body)
+			r.ContentLength = tc.cl
+			if tc.body == nil {
+				r.Body = http.NoBody
+			}
+			for k, v := range tc.header {
+				r.Header[k] = v
+			}
+			if got := fastPath(r); got != tc.want {
+				t.Errorf("fastPath = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFastPathReusesOneConnection: sequential requests share one upstream
+// connection, and it is the fast path's pool that holds it.
+func TestFastPathReusesOneConnection(t *testing.T) {
+	up := newCountingServer(t, hello)
+	r := newRig(t, up.addr(), defaultOpts(), false)
+	for i := range 20 {
+		if code, body, _ := r.get(fmt.Sprintf("/n/%d", i)); code != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+	if n := up.opened.Load(); n != 1 {
+		t.Errorf("upstream accepted %d connections for 20 sequential requests, want 1", n)
+	}
+	if n := r.tr.h1.idleCount(up.addr()); n != 1 {
+		t.Errorf("fast-path pool holds %d idle connections, want 1", n)
+	}
+	if f := r.ep.Stats.Failures.Load(); f != 0 {
+		t.Errorf("%d endpoint failures", f)
+	}
+}
+
+// TestFastPathIdleBound: after a burst of concurrent requests, at most
+// MaxIdlePerEndpoint connections stay pooled and the rest are closed.
+func TestFastPathIdleBound(t *testing.T) {
+	const burst, maxIdle = 6, 2
+	var arrived sync.WaitGroup
+	arrived.Add(burst)
+	release := make(chan struct{})
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/burst" {
+			arrived.Done()
+			<-release
+		}
+		hello(w, r)
+	}))
+	o := defaultOpts()
+	o.MaxIdlePerEndpoint = maxIdle
+	r := newRig(t, up.addr(), o, false)
+	var done sync.WaitGroup
+	for range burst {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			resp, err := r.client.Get(r.front.URL + "/burst")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	arrived.Wait() // all six hold an upstream connection at once
+	close(release)
+	done.Wait()
+	if n := up.opened.Load(); n != burst {
+		t.Fatalf("upstream accepted %d connections, want %d", n, burst)
+	}
+	if n := r.tr.h1.idleCount(up.addr()); n != maxIdle {
+		t.Errorf("pool holds %d idle connections, want %d", n, maxIdle)
+	}
+	eventually(t, "surplus connections to close", func() bool { return up.closed.Load() == burst-maxIdle })
+}
+
+// TestFastPathIdleExpiry: a connection idle for Idle is never reused, and
+// SweepIdle closes it without any traffic.
+func TestFastPathIdleExpiry(t *testing.T) {
+	up := newCountingServer(t, hello)
+	o := defaultOpts()
+	o.Idle = 50 * time.Millisecond
+	r := newRig(t, up.addr(), o, false)
+
+	r.get("/")
+	if n := r.tr.SweepIdle(time.Now()); n != 0 {
+		t.Fatalf("sweep closed %d fresh connections", n)
+	}
+	if n := r.tr.SweepIdle(time.Now().Add(o.Idle)); n != 1 {
+		t.Fatalf("sweep after Idle closed %d connections, want 1", n)
+	}
+	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+		t.Fatalf("%d idle connections left after the sweep", n)
+	}
+	eventually(t, "the upstream to see the swept connection close", func() bool { return up.closed.Load() == 1 })
+
+	// Expired on take: age the pooled connection instead of waiting.
+	r.get("/")
+	e := r.tr.h1.endpoint(up.addr())
+	e.mu.Lock()
+	e.conns[0].idleSince = time.Now().Add(-o.Idle)
+	e.mu.Unlock()
+	if code, _, _ := r.get("/"); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if n := up.opened.Load(); n != 3 {
+		t.Errorf("upstream accepted %d connections, want 3 (the expired one not reused)", n)
+	}
+	eventually(t, "the expired connection to close", func() bool { return up.closed.Load() == 2 })
+}
+
+// TestFastPathRetriesStaleConnection: the upstream closes each connection
+// right after its response (without saying so); the next request, sent on
+// the dead pooled connection, is retried on a new one and succeeds, and
+// the endpoint is not blamed.
+func TestFastPathRetriesStaleConnection(t *testing.T) {
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		brw.Flush()
+		conn.Close()
+	}))
+	r := newRig(t, up.addr(), defaultOpts(), false)
+	for i := range 5 {
+		if code, body, _ := r.get("/"); code != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+		// Be sure the close reached levee's side before the next request
+		// on one round, and race it on the others.
+		if i == 1 {
+			eventually(t, "the upstream close", func() bool { return up.closed.Load() == 2 })
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if f := r.ep.Stats.Failures.Load(); f != 0 {
+		t.Errorf("%d endpoint failures counted for stale connections", f)
+	}
+	if n := up.opened.Load(); n != 5 {
+		t.Errorf("upstream accepted %d connections, want 5 (one per request)", n)
+	}
+}
+
+// rawUpstream is a scripted HTTP/1.1 origin: it answers each request with
+// the raw bytes scripted for its path, then closes the connection if
+// scripted so. It counts accepted connections.
+type rawUpstream struct {
+	ln       net.Listener
+	script   map[string]rawAnswer
+	accepted atomic.Int64
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+}
+
+type rawAnswer struct {
+	bytes string
+	close bool
+}
+
+func newRawUpstream(t *testing.T, script map[string]rawAnswer) *rawUpstream {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &rawUpstream{ln: ln, script: script, conns: map[net.Conn]struct{}{}}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.accepted.Add(1)
+			u.mu.Lock()
+			u.conns[c] = struct{}{}
+			u.mu.Unlock()
+			u.wg.Add(1)
+			go u.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		u.mu.Lock()
+		for c := range u.conns {
+			c.Close()
+		}
+		u.mu.Unlock()
+		u.wg.Wait()
+	})
+	return u
+}
+
+func (u *rawUpstream) serve(c net.Conn) {
+	defer u.wg.Done()
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		a, ok := u.script[req.URL.Path]
+		if !ok {
+			a = rawAnswer{bytes: "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"}
+		}
+		if _, err := io.WriteString(c, a.bytes); err != nil || a.close {
+			return
+		}
+	}
+}
+
+// TestFastPathFraming: each way an HTTP/1.x response can be framed reaches
+// the client intact, and the connection is pooled exactly when the framing
+// leaves it usable (a follow-up request then works on it).
+func TestFastPathFraming(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		method   string
+		answer   rawAnswer
+		status   int
+		body     string
+		header   map[string]string // expected response headers
+		trailer  map[string]string
+		reusable bool
+	}{
+		{name: "content-length", answer: rawAnswer{bytes: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"},
+			status: 200, body: "hello", reusable: true},
+		{name: "chunked with trailers", answer: rawAnswer{bytes: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n" +
+			"3\r\nhel\r\n2\r\nlo\r\n0\r\nX-Sum: 42\r\n\r\n"},
+			status: 200, body: "hello", trailer: map[string]string{"X-Sum": "42"}, reusable: true},
+		{name: "close-delimited HTTP/1.0", answer: rawAnswer{bytes: "HTTP/1.0 200 OK\r\n\r\nhello", close: true},
+			status: 200, body: "hello"},
+		{name: "no length, Connection: close", answer: rawAnswer{bytes: "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", close: true},
+			status: 200, body: "hello"},
+		{name: "HEAD with Content-Length", method: "HEAD", answer: rawAnswer{bytes: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"},
+			status: 200, header: map[string]string{"Content-Length": "5"}, reusable: true},
+		{name: "204", answer: rawAnswer{bytes: "HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"},
+			status: 204, header: map[string]string{"X-A": "1"}, reusable: true},
+		{name: "304", answer: rawAnswer{bytes: "HTTP/1.1 304 Not Modified\r\nEtag: \"v1\"\r\n\r\n"},
+			status: 304, header: map[string]string{"Etag": `"v1"`}, reusable: true},
+		{name: "bytes after the response", answer: rawAnswer{bytes: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"},
+			status: 200, body: "ok"},
+		{name: "103 Early Hints then 200", answer: rawAnswer{bytes: "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" +
+			"HTTP/1.1 100 Continue\r\n\r\n" +
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: yes\r\n\r\nok"},
+			status: 200, body: "ok", header: map[string]string{"X-Final": "yes"}, reusable: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newRawUpstream(t, map[string]rawAnswer{
+				"/case": tc.answer,
+				"/next": {bytes: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext"},
+			})
+			addr := up.ln.Addr().String()
+			r := newRig(t, addr, defaultOpts(), false)
+			method := tc.method
+			if method == "" {
+				method = http.MethodGet
+			}
+			code, body, resp := r.do(r.req(method, "/case"))
+			if code != tc.status || body != tc.body {
+				t.Fatalf("got %d %q, want %d %q", code, body, tc.status, tc.body)
+			}
+			for k, v := range tc.header {
+				if got := resp.Header.Get(k); got != v {
+					t.Errorf("header %s = %q, want %q", k, got, v)
+				}
+			}
+			for k, v := range tc.trailer {
+				if got := resp.Trailer.Get(k); got != v {
+					t.Errorf("trailer %s = %q, want %q (trailers %v)", k, got, v, resp.Trailer)
+				}
+			}
+			want := 0
+			if tc.reusable {
+				want = 1
+			}
+			if n := r.tr.h1.idleCount(addr); n != want {
+				t.Fatalf("%d pooled connections after the response, want %d", n, want)
+			}
+			if code, body, _ := r.get("/next"); code != 200 || body != "next" {
+				t.Fatalf("follow-up: %d %q", code, body)
+			}
+			wantConns := int64(2)
+			if tc.reusable {
+				wantConns = 1
+			}
+			if n := up.accepted.Load(); n != wantConns {
+				t.Errorf("upstream accepted %d connections, want %d", n, wantConns)
+			}
+		})
+	}
+}
+
+// TestFastPathUnsolicitedSwitchIs502: a 101 to a request that asked for no
+// upgrade is the endpoint's error, not a response to pass on.
+func TestFastPathUnsolicitedSwitchIs502(t *testing.T) {
+	up := newRawUpstream(t, map[string]rawAnswer{"/": {bytes: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n"}})
+	r := newRig(t, up.ln.Addr().String(), defaultOpts(), false)
+	if code, body, _ := r.get("/"); code != 502 || !strings.Contains(body, string(ReasonUpstreamUnavailable)) {
+		t.Fatalf("got %d %q, want 502 upstream_unavailable", code, body)
+	}
+}
+
+func TestFastPathResponseHeaderTimeoutIs504(t *testing.T) {
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // levee gives up and closes the connection
+	}))
+	o := defaultOpts()
+	o.ResponseHeader = 50 * time.Millisecond
+	r := newRig(t, up.addr(), o, false)
+	code, body, _ := r.get("/")
+	if code != 504 || !strings.Contains(body, string(ReasonUpstreamTimeout)) {
+		t.Fatalf("got %d %q, want 504 upstream_timeout", code, body)
+	}
+	if f := r.ep.Stats.Failures.Load(); f != 1 {
+		t.Errorf("%d endpoint failures, want 1", f)
+	}
+}
+
+func TestFastPathRefusedIs502(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := newRig(t, addr, defaultOpts(), false)
+	code, body, _ := r.get("/")
+	if code != 502 || !strings.Contains(body, string(ReasonUpstreamUnavailable)) {
+		t.Fatalf("got %d %q, want 502 upstream_unavailable", code, body)
+	}
+}
+
+// TestFastPathClientGoneCancelsUpstream: a client that gives up while levee
+// waits for the response headers frees the upstream request at once (the
+// endpoint sees its request context cancelled), and the request is
+// recorded as 499, never as a 504.
+func TestFastPathClientGoneCancelsUpstream(t *testing.T) {
+	arrived := make(chan struct{})
+	cancelled := make(chan struct{})
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	o := defaultOpts()
+	o.ResponseHeader = 30 * time.Second
+	r := newRig(t, up.addr(), o, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := r.req(http.MethodGet, "/").WithContext(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := r.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client error %v, want context.Canceled", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(2 * time.Second):
+		t.Fatal("upstream request context not cancelled within 2s of the client leaving")
+	}
+	eventually(t, "the request to be recorded as 499", func() bool { return r.requests("499") == 1 })
+	if n := r.requests("504"); n != 0 {
+		t.Errorf("%v requests recorded as 504", n)
+	}
+	if f := r.ep.Stats.Failures.Load(); f != 0 {
+		t.Errorf("%d endpoint failures for a client that left", f)
+	}
+}
+
+// TestFastPathClientGoneMidBody: a client that leaves while levee streams a
+// body frees the upstream read at once, and the connection, its response
+// unfinished, is closed rather than pooled.
+func TestFastPathClientGoneMidBody(t *testing.T) {
+	cancelled := make(chan struct{})
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first part")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	r := newRig(t, up.addr(), defaultOpts(), false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := r.client.Do(r.req(http.MethodGet, "/").WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(2 * time.Second):
+		t.Fatal("upstream request context not cancelled within 2s of the client leaving")
+	}
+	eventually(t, "the upstream connection to close", func() bool { return up.closed.Load() == 1 })
+	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+		t.Errorf("%d pooled connections after an unfinished body", n)
+	}
+}
+
+// TestFastPathRequestHead: what the endpoint receives on the fast path.
+func TestFastPathRequestHead(t *testing.T) {
+	type seen struct {
+		RequestURI, Host, Proto string
+		Header                  http.Header
+	}
+	got := make(chan seen, 1)
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.RequestURI, r.Host, r.Proto, r.Header.Clone()}
+		w.WriteHeader(204)
+	}))
+	r := newRig(t, up.addr(), defaultOpts(), false)
+	req := r.req(http.MethodGet, "/a%2Fb/c?x=1&y=%20&z")
+	req.Host = "shop.example"
+	req.Header["User-Agent"] = []string{""} // Go's client then sends none
+	req.Header.Set("Connection", "X-Hop")
+	req.Header.Set("X-Hop", "1")
+	req.Header.Set("Keep-Alive", "timeout=5")
+	req.Header.Set("Proxy-Authorization", "Basic eA==")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.Header.Set("X-Forwarded-Proto", "gopher")
+	req.Header.Set("X-Request-Id", "req-7")
+	req.Header.Add("Accept", "a/b")
+	req.Header.Add("Accept", "c/d")
+	if code, _, _ := r.do(req); code != 204 {
+		t.Fatalf("status %d", code)
+	}
+	s := <-got
+	if s.RequestURI != "/a%2Fb/c?x=1&y=%20&z" {
+		t.Errorf("request target %q", s.RequestURI)
+	}
+	if s.Host != "shop.example" || s.Proto != "HTTP/1.1" {
+		t.Errorf("Host %q, proto %q", s.Host, s.Proto)
+	}
+	for _, k := range []string{"Connection", "X-Hop", "Keep-Alive", "Proxy-Authorization", "User-Agent", "Content-Length"} {
+		if v, ok := s.Header[k]; ok {
+			t.Errorf("%s forwarded: %q", k, v)
+		}
+	}
+	want := map[string]string{
+		"X-Forwarded-For":   "203.0.113.9, 127.0.0.1",
+		"X-Forwarded-Proto": "http",
+		"X-Forwarded-Host":  "shop.example",
+		"X-Request-Id":      "req-7",
+		"Te":                "trailers",
+	}
+	for k, v := range want {
+		if got := s.Header.Values(k); len(got) != 1 || got[0] != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if got := s.Header.Values("Accept"); len(got) != 2 || got[0] != "a/b" || got[1] != "c/d" {
+		t.Errorf("Accept = %q", got)
+	}
+	if n := r.tr.h1.idleCount(up.addr()); n != 1 {
+		t.Errorf("request did not take the fast path (%d pooled)", n)
+	}
+}
+
+// TestWriteRequestHeadMatchesOutboundHeader pins the fast path's head to the
+// standard path's headers, so the two cannot drift apart.
+func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		host   string
+		remote string
+		header http.Header
+	}{
+		{"plain", "h.example", "192.0.2.1:5000", http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}}},
+		{"hop-by-hop and Connection-listed", "h.example", "192.0.2.1:5000", http.Header{
+			"Connection": {"close, X-A", "x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"},
+			"Keep-Alive": {"1"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"}, "Trailer": {"X"},
+			"Proxy-Connection": {"x"}, "Proxy-Authenticate": {"x"}}},
+		{"Te without trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip"}}},
+		{"Te with trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip, trailers"}}},
+		{"prior forwarding", "h.example", "[2001:db8::1]:443", http.Header{
+			"X-Forwarded-For": {"198.51.100.1", "198.51.100.2"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"}}},
+		{"no Host, no remote port", "", "pipe", http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Forwarded-Host": {"kept"}}},
+		{"several values", "h.example", "192.0.2.1:5000", http.Header{"Cookie": {"a=1", "b=2"}, "X-Request-Id": {"one", "two"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/p?q=1", nil)
+			r.Host, r.RemoteAddr, r.Header = tc.host, tc.remote, tc.header
+			var buf strings.Builder
+			bw := bufio.NewWriter(&buf)
+			if err := writeRequestHead(bw, r, "10.0.0.1:80", "rid"); err != nil {
+				t.Fatal(err)
+			}
+			bw.Flush()
+			sent, err := http.ReadRequest(bufio.NewReader(strings.NewReader(buf.String())))
+			if err != nil {
+				t.Fatalf("head does not parse: %v\n%s", err, buf.String())
+			}
+			want := outboundHeader(r, "rid")
+			if ua := want["User-Agent"]; len(ua) == 1 && ua[0] == "" {
+				delete(want, "User-Agent") // the transport sends none
+			}
+			if fmt.Sprint(sent.Header) != fmt.Sprint(want) {
+				t.Errorf("fast path sends\n%v\nstandard path sends\n%v", sent.Header, want)
+			}
+			wantHost := tc.host
+			if wantHost == "" {
+				wantHost = "10.0.0.1:80"
+			}
+			if sent.Host != wantHost || sent.RequestURI != "/p?q=1" {
+				t.Errorf("Host %q, target %q", sent.Host, sent.RequestURI)
+			}
+		})
+	}
+}
+
+func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
+	for _, h := range []http.Header{
+		{"X-A": {"v\r\nX-Injected: 1"}},
+		{"X-A": {"v\nX"}},
+		{"X-Forwarded-For": {"1.2.3.4\r\nX: y"}},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header = h
+		bw := bufio.NewWriter(io.Discard)
+		if err := writeRequestHead(bw, r, "a:1", "rid"); !errors.Is(err, errInvalidHeader) {
+			t.Errorf("%v: err %v, want errInvalidHeader", h, err)
+		}
+	}
+	// A request target that could split the request line falls back to
+	// the escaped form.
+	r := httptest.NewRequest("GET", "/", nil)
+	r.URL = &url.URL{Path: "/a b"}
+	r.RequestURI = "/a b HTTP/1.1\r\nX: y"
+	var buf strings.Builder
+	bw := bufio.NewWriter(&buf)
+	if err := writeRequestHead(bw, r, "a:1", "rid"); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	if line, _, _ := strings.Cut(buf.String(), "\r\n"); line != "GET /a%20b HTTP/1.1" {
+		t.Errorf("request line %q", line)
+	}
+}
+
+// TestBodiesAndUpgradesKeepTheStandardPath: a request with a body goes
+// through http.Transport (the fast-path pool stays empty) and arrives
+// whole.
+func TestBodiesAndUpgradesKeepTheStandardPath(t *testing.T) {
+	up := newCountingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "body": string(b)})
+	}))
+	r := newRig(t, up.addr(), defaultOpts(), false)
+	req, _ := http.NewRequest(http.MethodPost, r.front.URL+"/", strings.NewReader("payload"))
+	code, body, _ := r.do(req)
+	if code != 200 || !strings.Contains(body, `"body":"payload"`) {
+		t.Fatalf("got %d %q", code, body)
+	}
+	req, _ = http.NewRequest(http.MethodPut, r.front.URL+"/", strings.NewReader("payload"))
+	if code, body, _ = r.do(req); code != 200 || !strings.Contains(body, `"method":"PUT"`) {
+		t.Fatalf("got %d %q", code, body)
+	}
+	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+		t.Errorf("requests with a body used the fast-path pool (%d idle)", n)
+	}
+}
+
+// BenchmarkForward drives the handler through real loopback sockets (a
+// client, levee's listener, an httptest upstream): the fast path against
+// the standard http.Transport path, 64-byte bodies as in the wrk benchmark.
+func BenchmarkForward(b *testing.B) {
+	body := strings.Repeat("x", 64)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "64")
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, body)
+	}))
+	defer up.Close()
+	for _, bc := range []struct {
+		name string
+		std  bool
+	}{{"fast", false}, {"std", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := newRig(b, up.Listener.Addr().String(), defaultOpts(), bc.std)
+			req, _ := http.NewRequest(http.MethodGet, r.front.URL+"/bench?x=1", nil)
+			req.Header.Set("Accept", "*/*")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := r.client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandler isolates levee's own cost: ServeHTTP called directly
+// (no client, no front server) against a canned upstream that parses
+// nothing and allocates nothing per request, so allocs/op are the request
+// path's own.
+func BenchmarkHandler(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 64\r\nContent-Type: text/plain\r\nDate: Mon, 30 Nov 2026 20:00:00 GMT\r\n\r\n" +
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					// One read per request head: the client sends each
+					// head in one write and waits for the answer.
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	for _, bc := range []struct {
+		name string
+		std  bool
+	}{{"fast", false}, {"std", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			m, _ := NewMetrics(reg)
+			tr := NewTransport(defaultOpts())
+			defer tr.Close()
+			ep := endpoint.New(ln.Addr().String(), 1)
+			up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
+			if bc.std {
+				up.Transport = tr.std
+			}
+			rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
+			h, _ := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := httptest.NewRequest(http.MethodGet, "/bench?x=1", nil).WithContext(ctx)
+			req.Header.Set("Accept", "*/*")
+			req.Header.Set("User-Agent", "wrk")
+			w := &benchWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				h.ServeHTTP(w, req)
+				if w.code != 200 {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
+	}
+}
+
+type benchWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *benchWriter) Header() http.Header         { return w.h }
+func (w *benchWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *benchWriter) WriteHeader(code int)        { w.code = code }
+
+// TestPoolDropsAddressesNoLongerUsed: the per-address map does not keep
+// addresses whose stacks are empty and unused for Idle, and a connection
+// coming back to a dropped stack is closed, not pooled.
+func TestPoolDropsAddressesNoLongerUsed(t *testing.T) {
+	p := newH1Pool(TransportOptions{Idle: time.Minute, MaxIdlePerEndpoint: 4})
+	t0 := time.Now()
+	for i := range 100 {
+		e := p.endpoint(fmt.Sprintf("10.0.0.%d:80", i))
+		e.mu.Lock()
+		e.lastUse = t0
+		e.mu.Unlock()
+	}
+	if n := len(*p.eps.Load()); n != 100 {
+		t.Fatalf("map holds %d addresses, want 100", n)
+	}
+	p.sweep(t0.Add(30 * time.Second))
+	if n := len(*p.eps.Load()); n != 100 {
+		t.Fatalf("recently used addresses dropped: %d left", n)
+	}
+	kept := p.endpoint("10.0.0.7:80")
+	p.get(kept, t0.Add(50*time.Second)) // used again: stays
+	p.sweep(t0.Add(90 * time.Second))
+	m := *p.eps.Load()
+	if len(m) != 1 || m["10.0.0.7:80"] != kept {
+		t.Fatalf("after sweep the map holds %d addresses, want only the one used recently", len(m))
+	}
+	dropped := &h1Conn{home: &h1Idle{dropped: true}}
+	if p.put(dropped, t0.Add(91*time.Second)) {
+		t.Fatal("a connection was pooled on a dropped stack")
+	}
+}
