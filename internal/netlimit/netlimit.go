@@ -5,6 +5,7 @@
 package netlimit
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -70,13 +71,18 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse writes the refusal and closes c. It half-closes first and reads
-// (bounded) what the client already sent: closing a socket with unread
-// input makes the kernel send a reset, which can destroy the refusal
-// before the client reads it.
+// refuse answers c's first request with the refusal and closes c. It
+// waits (bounded) for the request head first: an HTTP client treats bytes
+// that arrive before it has sent a request as an unsolicited response and
+// drops them. Then it half-closes and reads (bounded) what else the client
+// sent, because closing a socket with unread input makes the kernel send a
+// reset, which can destroy the refusal before the client reads it.
 func refuse(c net.Conn) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(lingerTimeout))
+	if !awaitRequestHead(c) {
+		return
+	}
 	if _, err := c.Write([]byte(refusal)); err != nil {
 		return
 	}
@@ -84,6 +90,28 @@ func refuse(c net.Conn) {
 		_ = cw.CloseWrite()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(c, lingerBytes))
+}
+
+// awaitRequestHead reads until the blank line that ends an HTTP/1 request
+// head, at most lingerBytes. It reports false when the client sent nothing
+// usable before the deadline or closed.
+func awaitRequestHead(c net.Conn) bool {
+	var buf [4096]byte
+	var tail [4]byte // the last bytes seen, to find "\r\n\r\n" across reads
+	for total := 0; total < lingerBytes; {
+		n, err := c.Read(buf[:])
+		for _, b := range buf[:n] {
+			tail[0], tail[1], tail[2], tail[3] = tail[1], tail[2], tail[3], b
+			if tail == [4]byte{'\r', '\n', '\r', '\n'} {
+				return true
+			}
+		}
+		total += n
+		if err != nil {
+			return total > 0 && errors.Is(err, io.EOF)
+		}
+	}
+	return true
 }
 
 // conn gives its slot back exactly once, on the first Close.
