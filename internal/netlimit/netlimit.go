@@ -33,12 +33,19 @@ const lingerTimeout = 250 * time.Millisecond
 // away before closing.
 const lingerBytes = 64 << 10
 
+// maxRefusing bounds the refusals being written at once (each holds a
+// goroutine for at most lingerTimeout). Beyond it, excess connections are
+// closed without an answer: under a connection flood the cap must not
+// turn into a goroutine flood.
+const maxRefusing = 256
+
 // Listener wraps a net.Listener, allowing at most Max open connections.
 // Safe for concurrent use.
 type Listener struct {
 	net.Listener
 	max      int64
 	open     atomic.Int64
+	refusing atomic.Int64
 	onRefuse func()
 }
 
@@ -66,8 +73,16 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if l.onRefuse != nil {
 			l.onRefuse()
 		}
-		// Refuse off the accept loop: the write may take up to its timeout.
-		go refuse(c)
+		// Refuse off the accept loop: it may take up to lingerTimeout.
+		if l.refusing.Add(1) > maxRefusing {
+			l.refusing.Add(-1)
+			_ = c.Close()
+			continue
+		}
+		go func() {
+			defer l.refusing.Add(-1)
+			refuse(c)
+		}()
 	}
 }
 
