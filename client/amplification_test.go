@@ -3,7 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -88,14 +87,14 @@ func TestAmplificationAgainstFailingService(t *testing.T) {
 
 // TestRecoveryAfterOutage: after an outage like the one above, the service
 // answers 200 again while calls keep coming at a fixed rate of fake time.
-// The throttle's probability must fall to 0 as the refusals slide out of the
-// window, every call must then succeed, and the budget must refill.
+// The throttle's probability must fall to 0, every call must then succeed,
+// and the budget must refill.
 //
-// How long that takes follows from the formula: during the outage the
-// window holds R ≈ rate·W requests and no accepts, so one call in R+1 gets
-// through; after the service recovers, accepts grow as A' = rate·(2A+1)/(R+1)
-// ≈ (2A+1)/W, i.e. like e^(2t/W), and the throttle opens when A reaches R/2:
-// after about (W/2)·ln(rate·W). The test logs both figures.
+// Only attempts that reached the service are counted, so during the outage
+// the window holds about sqrt(rate·W) failures (p = R/(R+1)); once the
+// service is back those leave the window within W, and the successes that
+// still get through meanwhile outweigh them sooner. The throttle must open
+// within two windows.
 func TestRecoveryAfterOutage(t *testing.T) {
 	for _, tc := range []struct {
 		window time.Duration
@@ -103,7 +102,8 @@ func TestRecoveryAfterOutage(t *testing.T) {
 	}{
 		{DefaultWindow, 1},
 		{DefaultWindow, 20},
-		{10 * time.Second, 200},
+		{DefaultWindow, 200},
+		{2 * time.Second, 200},
 	} {
 		t.Run(fmt.Sprintf("window=%v,rate=%d/s", tc.window, tc.rate), func(t *testing.T) {
 			var healthy atomic.Bool
@@ -119,8 +119,8 @@ func TestRecoveryAfterOutage(t *testing.T) {
 			gap := time.Second / time.Duration(tc.rate)
 			offer(t, tr, clk, b.srv.URL, int(tc.window/gap), gap) // one window of outage
 			st := tr.Stats()
-			if st.ThrottleProbability < 0.9 || st.Tokens > DefaultMaxTokens/2 {
-				t.Fatalf("after the outage: %+v; want p near 1 and a budget that refuses retries", st)
+			if st.ThrottleProbability < 0.5 {
+				t.Fatalf("after the outage: %+v; want the throttle engaged (p >= 0.5)", st)
 			}
 			p0 := st.ThrottleProbability
 
@@ -137,12 +137,11 @@ func TestRecoveryAfterOutage(t *testing.T) {
 					break
 				}
 			}
-			if open < 0 {
-				t.Fatalf("throttle still refusing %v after recovery: %+v", limit, tr.Stats())
+			if open < 0 || open > 2*tc.window {
+				t.Fatalf("throttle opened after %v (-1: not within %v), want within 2 windows: %+v", open, limit, tr.Stats())
 			}
-			model := time.Duration(float64(tc.window) / 2 * math.Log(float64(tc.rate)*tc.window.Seconds()))
-			t.Logf("p %.4f → 0: first success after %v, throttle open after %v (model (W/2)·ln(rate·W) = %v)",
-				p0, firstOK.Round(time.Millisecond), open.Round(time.Millisecond), model.Round(time.Second))
+			t.Logf("p %.4f → 0: first success after %v, throttle open after %v (window %v)",
+				p0, firstOK.Round(time.Millisecond), open.Round(time.Millisecond), tc.window)
 
 			// Once open, it stays open and every call succeeds.
 			if ok := offer(t, tr, clk, b.srv.URL, 100, gap); ok != 100 {

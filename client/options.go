@@ -17,7 +17,7 @@ const (
 	DefaultMaxTokens     = 10
 	DefaultTokenRatio    = 0.1
 	DefaultThrottleK     = 2
-	DefaultWindow        = 2 * time.Minute
+	DefaultWindow        = 10 * time.Second
 	DefaultMaxRetryAfter = 30 * time.Second
 )
 
@@ -120,17 +120,18 @@ type Throttle struct {
 	// starts refusing locally. Zero means 2; it must be at least 1 (below 1
 	// a healthy service would be throttled). Larger is more permissive.
 	K float64
-	// Window is how long requests and accepts are remembered. Zero means 2
-	// minutes; at least 1s. It is kept in at most 120 buckets of whole
+	// Window is how long requests and accepts are remembered. Zero means
+	// 10 seconds; at least 1s. It is kept in at most 120 buckets of whole
 	// seconds, so it is rounded up to a whole number of buckets.
 	//
-	// The window also sets how fast the throttle reopens. During a total
-	// outage about one call per Window gets through; once the service is
-	// back, accepts grow like e^(2t/Window), so full traffic resumes after
-	// roughly (Window/2)·ln(rate·Window): minutes with the default (about
-	// 5 to 20 minutes in this package's tests at 1 to 20 calls per second),
-	// under two minutes with a 10s window at 200 calls per second. A shorter
-	// window recovers faster but reacts to shorter bursts of refusals.
+	// The window also sets how fast the throttle reopens: only attempts
+	// that reached the service are counted (not local refusals), so once
+	// the service is back its successes outweigh the outage's failures
+	// within about one Window. During a total outage at rate r, about
+	// sqrt(r·Window) attempts per Window still reach the service, which is
+	// how the client learns that it has recovered. The SRE book suggests 2
+	// minutes; levee defaults to 10 seconds so that recovery takes seconds,
+	// not minutes.
 	Window time.Duration
 	// Disabled turns adaptive throttling off.
 	Disabled bool

@@ -479,8 +479,8 @@ func TestThrottledFirstAttempt(t *testing.T) {
 	if resp, err := do(t, tr, newReq(t, "GET", b.srv.URL, nil)); err != nil || resp.StatusCode != 503 {
 		t.Fatalf("first call: %v %v", resp, err)
 	}
-	// Window: 2 requests (the attempt and the refused retry), 0 accepts.
-	if s := tr.Stats(); s.Attempts != 1 || s.Throttled != 1 || s.WindowRequests != 2 || s.ThrottleProbability != 2.0/3 {
+	// Window: 1 request (the attempt; the refused retry is not counted), 0 accepts.
+	if s := tr.Stats(); s.Attempts != 1 || s.Throttled != 1 || s.WindowRequests != 1 || s.ThrottleProbability != 1.0/2 {
 		t.Fatalf("stats %+v", s)
 	}
 	body := &trackedBody{Reader: strings.NewReader("x")}
@@ -492,7 +492,7 @@ func TestThrottledFirstAttempt(t *testing.T) {
 	if b.requests() != 1 || !body.closed.Load() {
 		t.Fatalf("server saw %d requests (want 1), body closed %v", b.requests(), body.closed.Load())
 	}
-	if s := tr.Stats(); s.Throttled != 2 || s.WindowRequests != 3 {
+	if s := tr.Stats(); s.Throttled != 2 || s.WindowRequests != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }

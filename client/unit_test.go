@@ -61,7 +61,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.maxAttempts != 3 || s.backoffMax != 5*time.Second || s.maxTokens != 10000 || s.tokenRatio != 100 ||
-		s.k != 2 || s.bucketWidth != time.Second || s.buckets != 120 || s.maxRetryAfter != 30*time.Second {
+		s.k != 2 || s.bucketWidth != time.Second || s.buckets != 10 || s.maxRetryAfter != 30*time.Second {
 		t.Fatalf("defaults: %+v", s)
 	}
 	for _, code := range []int{429, 502, 503, 504} {
