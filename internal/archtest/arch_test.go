@@ -43,7 +43,13 @@ func allowedImports(t *testing.T, root string) map[string]map[string]bool {
 			if dep == "" || dep == "(none)" {
 				continue
 			}
-			set["internal/"+dep] = true
+			// Short names are internal packages; a name that is a
+			// directory at the module root (the public client) is itself.
+			if st, err := os.Stat(filepath.Join(root, dep)); err == nil && st.IsDir() && dep != "internal" {
+				set[dep] = true
+			} else {
+				set["internal/"+dep] = true
+			}
 		}
 		allowed[pkg] = set
 	}

@@ -136,6 +136,23 @@ type Upstream struct {
 	// per endpoint (`max_idle_conns_per_endpoint`, a whole number).
 	// Default DefaultMaxIdleConnsPerEndpoint (256); allowed 1 to 100000.
 	MaxIdleConnsPerEndpoint int
+	// Retry is the retry policy of this upstream's routes (`retry`,
+	// optional). nil, the default (no `retry` block, or `retry: ~`),
+	// means no retries; `retry: {}` turns retries on with every default.
+	// A route may replace it with its own Route.Retry. Its Budget caps
+	// the retries of every route sending to this upstream.
+	Retry *Retry
+}
+
+// RetryBudget returns the budget that caps retries to this upstream: its
+// Retry.Budget, or the default budget (DefaultRetryBudgetRatio,
+// DefaultRetryBudgetMinPerSecond) when Retry is nil and only routes turn
+// retries on with their own Route.Retry.
+func (u *Upstream) RetryBudget() RetryBudget {
+	if u.Retry != nil {
+		return u.Retry.Budget
+	}
+	return defaultRetryBudget()
 }
 
 // Endpoint is one server of an upstream (`{address: host:port, weight: N}`).
@@ -182,6 +199,101 @@ type Route struct {
 	// size). Default DefaultMaxBodyBytes (0), which means no limit:
 	// bodies are streamed.
 	MaxBodyBytes int64
+	// Timeout is the overall deadline of a request on this route, from
+	// its arrival to the upstream's response headers, across every
+	// attempt and backoff (`timeout`, a duration greater than 0). Default
+	// DefaultRouteTimeout (0), which means none: only the upstream's
+	// per-phase Timeouts and Retry.PerTryTimeout apply. No retry starts
+	// once it has passed.
+	Timeout time.Duration
+	// Retry, when not nil, replaces the upstream's Retry for this route
+	// (`retry`, optional). It replaces the whole block: fields it does not
+	// set take their defaults, not the upstream's values. Its Budget is
+	// always zero, because the budget is per upstream (see
+	// Upstream.RetryBudget); `budget` here is an error. nil, the default,
+	// means the upstream's Retry applies; `retry: {attempts: 1}` turns
+	// retries off for this route only.
+	Retry *Retry
+}
+
+// Retry is a retry policy (`retry`), set per upstream and optionally
+// replaced per route. Which requests may be retried at all (idempotent
+// ones, bodies up to ReplayBodyLimit, within the budget and the route's
+// Timeout) is the proxy's rule, described in docs/configuration.md.
+type Retry struct {
+	// Attempts is the total number of tries, the first included
+	// (`attempts`, a whole number 1 to 10). Default DefaultRetryAttempts
+	// (3). 1 means no retries.
+	Attempts int
+	// On is the set of outcomes that are retried (`on`, a non-empty list
+	// of condition names and status codes). Default: connect_failure,
+	// refused_stream, reset_before_response, 502, 503 and 504.
+	On RetryOn
+	// PerTryTimeout bounds one attempt, from the start of its connect to
+	// the response headers (`per_try_timeout`, a duration greater than
+	// 0). Default DefaultRetryPerTryTimeout (0), which means none: only
+	// the upstream's Timeouts and the route's Timeout apply. An attempt
+	// that hits it counts as status 504 for On.
+	PerTryTimeout time.Duration
+	// Backoff is the wait between attempts (`backoff`).
+	Backoff Backoff
+	// Budget caps the retries to the upstream (`budget`). Set only in an
+	// upstream's Retry; always zero in a route's.
+	Budget RetryBudget
+	// ReplayBodyLimit is the largest request body, in bytes, that is
+	// buffered so that it can be sent again (`replay_body_limit`, a size
+	// from 0 to 16MiB). Default DefaultRetryReplayBodyLimit (64KiB). A
+	// request with a larger body is not retried once any of it was sent;
+	// 0 means only requests without a body are.
+	ReplayBodyLimit int64
+}
+
+// RetryOn is the set of outcomes a Retry retries (`on`). In YAML it is one
+// list mixing condition names and status codes, each at most once:
+// [connect_failure, 503].
+type RetryOn struct {
+	// ConnectFailure retries when a connection to the endpoint could not
+	// be established, so nothing of the request was sent
+	// (`connect_failure`).
+	ConnectFailure bool
+	// RefusedStream retries an HTTP/2 stream the upstream refused
+	// (REFUSED_STREAM) (`refused_stream`). levee does not speak HTTP/2 to
+	// upstreams yet, so for now it never applies.
+	RefusedStream bool
+	// ResetBeforeResponse retries when the connection was reset or closed
+	// after the request was sent but before any response header arrived
+	// (`reset_before_response`).
+	ResetBeforeResponse bool
+	// Statuses are the response status codes retried, sorted ascending,
+	// without duplicates, each 400 to 599 (written as YAML integers, not
+	// strings). nil when the list names none. A timeout levee itself
+	// hits counts as 504.
+	Statuses []int
+}
+
+// Backoff is the wait before each retry (`backoff`): it starts from Base,
+// grows with each retry and never exceeds Max. Both are durations greater
+// than 0, and Max is at least Base.
+type Backoff struct {
+	// Base is the starting wait (`base`). Default
+	// DefaultRetryBackoffBase (25ms).
+	Base time.Duration
+	// Max caps the wait (`max`). Default DefaultRetryBackoffMax (250ms).
+	Max time.Duration
+}
+
+// RetryBudget caps an upstream's retries (`budget`): over a sliding
+// 10-second window, retries may not exceed Ratio × first attempts +
+// MinPerSecond × 10. Both zero means no retries are ever allowed.
+type RetryBudget struct {
+	// Ratio is the share of requests that may be retried (`ratio`, a
+	// number from 0 to 1). Default DefaultRetryBudgetRatio (0.2).
+	Ratio float64
+	// MinPerSecond is the retry allowance per second that holds however
+	// little traffic there is (`min_per_second`, a number from 0 to
+	// 1000000, fractions allowed). Default DefaultRetryBudgetMinPerSecond
+	// (5).
+	MinPerSecond float64
 }
 
 // Match is the condition under which a route takes a request (`match`).

@@ -343,6 +343,88 @@ func TestParseRejects(t *testing.T) {
 		{"complex key", head + "? [a, b]\n: 1\n" + upstreams + routes, []string{
 			"(file): keys must be strings, got a sequence",
 		}},
+		{"retry unknown condition", head + upstreams + "    retry:\n      on: [connect_failure, 502, conect_failure, timeout]\n" + routes, []string{
+			`upstreams.video.retry.on[2]: unknown condition "conect_failure" (did you mean "connect_failure"?)`,
+			`upstreams.video.retry.on[3]: unknown condition "timeout"; must be one of "connect_failure", "refused_stream", "reset_before_response" or a status code from 400 to 599`,
+		}},
+		{"retry duplicate conditions", head + upstreams + "    retry:\n      on: [502, connect_failure, 503, 502, connect_failure]\n" + routes, []string{
+			"upstreams.video.retry.on[3]: duplicate status 502 (first at on[0])",
+			`upstreams.video.retry.on[4]: duplicate condition "connect_failure" (first at on[1])`,
+		}},
+		{"retry empty on", head + upstreams + "    retry: {on: []}\n" + routes, []string{
+			"upstreams.video.retry.on: must list at least one condition; omit retry to disable retries",
+		}},
+		{"route retry empty on", head + upstreams + routes + "    retry: {on: []}\n", []string{
+			"routes[0].retry.on: must list at least one condition; set attempts: 1 to disable retries on this route",
+		}},
+		{"retry status forms", head + upstreams + "    retry:\n      on: [\"502\", 302, 600, 503.0, true, [504], ~]\n" + routes, []string{
+			`upstreams.video.retry.on[0]: status codes must be unquoted numbers, got "502"`,
+			"upstreams.video.retry.on[1]: must be a status code from 400 to 599, got 302",
+			"upstreams.video.retry.on[2]: must be a status code from 400 to 599, got 600",
+			`upstreams.video.retry.on[3]: must be a condition such as "connect_failure" or a status code from 400 to 599, got 503.0`,
+			`upstreams.video.retry.on[4]: must be a condition such as "connect_failure" or a status code from 400 to 599, got true`,
+			`upstreams.video.retry.on[5]: must be a condition such as "connect_failure" or a status code from 400 to 599, got a sequence`,
+			`upstreams.video.retry.on[6]: must be a condition such as "connect_failure" or a status code from 400 to 599, got null`,
+		}},
+		{"retry on is not a list", head + upstreams + "    retry: {on: connect_failure}\n" + routes, []string{
+			`upstreams.video.retry.on: must be a sequence, got "connect_failure"`,
+		}},
+		{"retry attempts out of range", head + upstreams + "    retry: {attempts: 0}\n" + routes + "    retry: {attempts: 11}\n  - {name: b, match: {path_prefix: /b}, upstream: video, retry: {attempts: \"2\"}}\n", []string{
+			"upstreams.video.retry.attempts: must be a number from 1 to 10, got 0",
+			"routes[0].retry.attempts: must be a number from 1 to 10, got 11",
+			`routes[1].retry.attempts: must be a number from 1 to 10, got "2"`,
+		}},
+		{"retry durations", head + upstreams + "    retry: {per_try_timeout: 0s, backoff: {base: 5, max: -1ms}}\n" + routes + "    timeout: 0s\n  - {name: b, match: {path_prefix: /b}, upstream: video, timeout: 30}\n", []string{
+			`upstreams.video.retry.per_try_timeout: must be greater than 0, got "0s"`,
+			`upstreams.video.retry.backoff.base: must be a duration such as "1s", got 5`,
+			`upstreams.video.retry.backoff.max: must be greater than 0, got "-1ms"`,
+			`routes[0].timeout: must be greater than 0, got "0s"`,
+			`routes[1].timeout: must be a duration such as "1s", got 30`,
+		}},
+		{"retry backoff max below base", head + upstreams + "    retry: {backoff: {base: 1s, max: 500ms}}\n" + routes + "    retry: {backoff: {max: 10ms}}\n  - {name: b, match: {path_prefix: /b}, upstream: video, retry: {backoff: {base: 1s}}}\n", []string{
+			`upstreams.video.retry.backoff.max: must be at least base (1s), got "500ms"`,
+			`routes[0].retry.backoff.max: must be at least base (25ms, the default), got "10ms"`,
+			`routes[1].retry.backoff.base: must be at most max (250ms, the default), got "1s"`,
+		}},
+		{"retry budget values", head + upstreams + `    retry:
+      budget: {ratio: "0.2", min_per_second: .nan}
+  audio:
+    endpoints: [{address: 10.0.0.1:80}]
+    retry:
+      budget: {ratio: 1.5, min_per_second: -1}
+  music:
+    endpoints: [{address: 10.0.0.1:80}]
+    retry:
+      budget: {ratio: -.inf, min_per_second: .inf}
+  talk:
+    endpoints: [{address: 10.0.0.1:80}]
+    retry:
+      budget: {ratio: [0.2], min_per_second: 1000001, rate: 1}
+` + routes, []string{
+			`upstreams.video.retry.budget.ratio: must be a number from 0 to 1, got "0.2"`,
+			"upstreams.video.retry.budget.min_per_second: must be a number from 0 to 1000000, got .nan",
+			"upstreams.audio.retry.budget.ratio: must be a number from 0 to 1, got 1.5",
+			"upstreams.audio.retry.budget.min_per_second: must be a number from 0 to 1000000, got -1",
+			"upstreams.music.retry.budget.ratio: must be a number from 0 to 1, got -.inf",
+			"upstreams.music.retry.budget.min_per_second: must be a number from 0 to 1000000, got .inf",
+			"upstreams.talk.retry.budget.ratio: must be a number from 0 to 1, got a sequence",
+			"upstreams.talk.retry.budget.min_per_second: must be a number from 0 to 1000000, got 1000001",
+			`upstreams.talk.retry.budget.rate: unknown field (did you mean "ratio"?)`,
+		}},
+		{"route retry budget", head + upstreams + routes + "    retry:\n      budget: {ratio: 0.5}\n  - name: b\n    match: {path_prefix: /b}\n    upstream: Bad Name\n    retry: {budget: ~}\n", []string{
+			"routes[0].retry.budget: budget is per upstream; set it under upstreams.video.retry",
+			`routes[1].upstream: unknown upstream "Bad Name"`,
+			"routes[1].retry.budget: budget is per upstream; set it under upstreams.NAME.retry",
+		}},
+		{"retry replay_body_limit", head + upstreams + "    retry: {replay_body_limit: 17MiB}\n" + routes + "    retry: {replay_body_limit: -1}\n", []string{
+			`upstreams.video.retry.replay_body_limit: must be from 0B to 16MiB, got "17MiB"`,
+			`routes[0].retry.replay_body_limit: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got -1`,
+		}},
+		{"retry unknown field and wrong shape", head + upstreams + "    retry: {attempt: 2, backoff: 25ms}\n" + routes + "    retry: true\n", []string{
+			`upstreams.video.retry.attempt: unknown field (did you mean "attempts"?)`,
+			`upstreams.video.retry.backoff: must be a mapping, got "25ms"`,
+			"routes[0].retry: must be a mapping, got true",
+		}},
 		{"several errors in one file", `listen: ":8080"
 admin:
   listen: ":8080"
@@ -526,6 +608,64 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestRetryDefaults pins the defaults of a retry block, from literals: an
+// upstream's empty block gets them all, a route's override gets them too
+// (not the upstream's values) with a zero Budget, and no block means no
+// retries.
+func TestRetryDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(head + upstreams + "    retry: {attempts: 7, per_try_timeout: 1s, budget: {ratio: 0.5}}\n" +
+		"  audio:\n    endpoints: [{address: 10.0.0.1:80}]\n    retry: {}\n  plain:\n    endpoints: [{address: 10.0.0.1:80}]\n" +
+		routes + "    retry: {on: [503]}\n" +
+		"  - {name: b, match: {path_prefix: /b}, upstream: video}\n" +
+		"  - {name: c, match: {path_prefix: /c}, upstream: plain, retry: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := func() *Retry {
+		return &Retry{
+			Attempts: 3,
+			On: RetryOn{
+				ConnectFailure: true, RefusedStream: true, ResetBeforeResponse: true,
+				Statuses: []int{502, 503, 504},
+			},
+			Backoff:         Backoff{Base: 25 * time.Millisecond, Max: 250 * time.Millisecond},
+			Budget:          RetryBudget{Ratio: 0.2, MinPerSecond: 5},
+			ReplayBodyLimit: 65536,
+		}
+	}
+	if got := cfg.Upstreams["audio"].Retry; !reflect.DeepEqual(got, defaults()) {
+		t.Errorf("retry: {} = %+v, want %+v", got, defaults())
+	}
+	video := defaults()
+	video.Attempts, video.PerTryTimeout, video.Budget.Ratio = 7, time.Second, 0.5
+	if got := cfg.Upstreams["video"].Retry; !reflect.DeepEqual(got, video) {
+		t.Errorf("video retry = %+v, want %+v", got, video)
+	}
+	if cfg.Upstreams["plain"].Retry != nil {
+		t.Errorf("upstream without retry has %+v", cfg.Upstreams["plain"].Retry)
+	}
+	override := defaults()
+	override.On = RetryOn{Statuses: []int{503}}
+	override.Budget = RetryBudget{}
+	if got := cfg.Routes[0].Retry; !reflect.DeepEqual(got, override) {
+		t.Errorf("route override = %+v, want %+v (defaults, not the upstream's values)", got, override)
+	}
+	if cfg.Routes[1].Retry != nil || cfg.Routes[1].Timeout != 0 {
+		t.Errorf("route without retry: Retry %+v, Timeout %v", cfg.Routes[1].Retry, cfg.Routes[1].Timeout)
+	}
+	if got, want := cfg.Upstreams["video"].RetryBudget(), (RetryBudget{Ratio: 0.5, MinPerSecond: 5}); got != want {
+		t.Errorf("video RetryBudget() = %+v, want %+v", got, want)
+	}
+	if got, want := cfg.Upstreams["plain"].RetryBudget(), (RetryBudget{Ratio: 0.2, MinPerSecond: 5}); got != want {
+		t.Errorf("plain RetryBudget() = %+v, want %+v", got, want)
+	}
+	// Each Retry owns its Statuses: changing one must not change another.
+	cfg.Upstreams["audio"].Retry.On.Statuses[0] = 418
+	if DefaultRetryOn().Statuses[0] != 502 || cfg.Routes[2].Retry.On.Statuses[0] != 502 {
+		t.Error("default Statuses slice is shared")
+	}
+}
+
 // TestExampleYAML checks that the documented example parses as documented:
 // it is the config most operators will start from.
 func TestExampleYAML(t *testing.T) {
@@ -538,6 +678,9 @@ func TestExampleYAML(t *testing.T) {
 	}
 	if w := cfg.Upstreams["video"].Endpoints[2].Weight; w != 0 {
 		t.Errorf("drained example endpoint has weight %d", w)
+	}
+	if cfg.Upstreams["video"].Retry == nil || cfg.Routes[1].Retry == nil || cfg.Routes[1].Timeout == 0 {
+		t.Errorf("ExampleYAML no longer shows a retry block, a route override and a route timeout")
 	}
 }
 

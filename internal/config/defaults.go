@@ -45,7 +45,43 @@ const (
 	DefaultPathPrefix = "/"
 	// DefaultMaxBodyBytes is Route.MaxBodyBytes when omitted: 0, no limit.
 	DefaultMaxBodyBytes int64 = 0
+	// DefaultRouteTimeout is Route.Timeout when omitted: 0, no deadline.
+	DefaultRouteTimeout time.Duration = 0
+
+	// The Retry defaults apply to the fields of a `retry` block that are
+	// omitted; without a block there are no retries (Upstream.Retry nil).
+
+	// DefaultRetryAttempts is Retry.Attempts when omitted: the first try
+	// and two retries.
+	DefaultRetryAttempts = 3
+	// DefaultRetryPerTryTimeout is Retry.PerTryTimeout when omitted: 0,
+	// none.
+	DefaultRetryPerTryTimeout time.Duration = 0
+	// DefaultRetryBackoffBase is Backoff.Base when omitted.
+	DefaultRetryBackoffBase = 25 * time.Millisecond
+	// DefaultRetryBackoffMax is Backoff.Max when omitted.
+	DefaultRetryBackoffMax = 250 * time.Millisecond
+	// DefaultRetryBudgetRatio is RetryBudget.Ratio when omitted.
+	DefaultRetryBudgetRatio = 0.2
+	// DefaultRetryBudgetMinPerSecond is RetryBudget.MinPerSecond when
+	// omitted.
+	DefaultRetryBudgetMinPerSecond = 5.0
+	// DefaultRetryReplayBodyLimit is Retry.ReplayBodyLimit when omitted:
+	// 64KiB.
+	DefaultRetryReplayBodyLimit int64 = 64 << 10
 )
+
+// DefaultRetryOn returns RetryOn when `on` is omitted: connect_failure,
+// refused_stream, reset_before_response, 502, 503 and 504. Each call
+// returns a new value.
+func DefaultRetryOn() RetryOn {
+	return RetryOn{
+		ConnectFailure:      true,
+		RefusedStream:       true,
+		ResetBeforeResponse: true,
+		Statuses:            []int{502, 503, 504},
+	}
+}
 
 // Bounds that validation enforces.
 const (
@@ -55,6 +91,13 @@ const (
 	maxIdleConnsPerEndpointCap = 100000
 	maxMaxConnections          = 1<<31 - 1 // fits an int on every platform
 	maxNameLen                 = 64
+	minRetryAttempts           = 1
+	maxRetryAttempts           = 10
+	minRetryStatus             = 400
+	maxRetryStatus             = 599
+	maxReplayBodyLimit         = 16 << 20
+	maxRetryBudgetRatio        = 1.0
+	maxRetryMinPerSecond       = 1e6
 
 	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
 	// hostile input.
@@ -68,6 +111,17 @@ var logLevels = []string{"debug", "info", "warn", "error"}
 
 // balancers are the accepted values of Upstream.Balancer.
 var balancers = []string{DefaultBalancer}
+
+// Retry condition names, as written in `on`.
+const (
+	condConnectFailure      = "connect_failure"
+	condRefusedStream       = "refused_stream"
+	condResetBeforeResponse = "reset_before_response"
+)
+
+// retryConditions are the condition names `on` accepts besides status
+// codes.
+var retryConditions = []string{condConnectFailure, condRefusedStream, condResetBeforeResponse}
 
 func defaultConfig() *Config {
 	return &Config{
@@ -104,5 +158,26 @@ func defaultRoute() Route {
 	return Route{
 		Match:        Match{PathPrefix: DefaultPathPrefix},
 		MaxBodyBytes: DefaultMaxBodyBytes,
+		Timeout:      DefaultRouteTimeout,
 	}
+}
+
+// defaultRetry returns the Retry of a `retry` block that sets nothing. A
+// route's Retry leaves Budget zero.
+func defaultRetry(route bool) *Retry {
+	r := &Retry{
+		Attempts:        DefaultRetryAttempts,
+		On:              DefaultRetryOn(),
+		PerTryTimeout:   DefaultRetryPerTryTimeout,
+		Backoff:         Backoff{Base: DefaultRetryBackoffBase, Max: DefaultRetryBackoffMax},
+		ReplayBodyLimit: DefaultRetryReplayBodyLimit,
+	}
+	if !route {
+		r.Budget = defaultRetryBudget()
+	}
+	return r
+}
+
+func defaultRetryBudget() RetryBudget {
+	return RetryBudget{Ratio: DefaultRetryBudgetRatio, MinPerSecond: DefaultRetryBudgetMinPerSecond}
 }

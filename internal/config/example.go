@@ -58,6 +58,21 @@ upstreams:
       response_header: 10s          # default: wait for response headers
       idle: 90s                     # default: idle pooled connection lifetime
     max_idle_conns_per_endpoint: 256  # default; 1 to 100000
+    # Retries for this upstream's routes. Without a retry block (or with
+    # retry: ~) nothing is retried; retry: {} turns retries on with the
+    # defaults below. See "Retries" in docs/configuration.md for which
+    # requests are retried.
+    retry:
+      attempts: 3                   # default; total tries, the first included; 1 to 10 (1 = no retries)
+      # What is retried: connect_failure, refused_stream (HTTP/2 only, so
+      # not yet used), reset_before_response, and status codes 400 to 599
+      # written as numbers. A timeout levee itself hits counts as 504.
+      on: [connect_failure, refused_stream, reset_before_response, 502, 503, 504]   # default
+      per_try_timeout: 2s           # default none (omit): bounds each attempt; > 0
+      backoff: {base: 25ms, max: 250ms}   # default; wait between attempts, max >= base
+      # Over a 10s window, retries <= ratio x requests + min_per_second x 10.
+      budget: {ratio: 0.2, min_per_second: 5}   # default; ratio 0 to 1, min_per_second 0 to 1000000
+      replay_body_limit: 64KiB      # default; 0 to 16MiB; larger bodies are not retried
   api:
     endpoints:
       - address: "[fd00::10]:9000"
@@ -77,6 +92,14 @@ routes:
     match:
       host: video.example.com
     upstream: video
+    # Deadline from the request's arrival to the response headers, across
+    # every attempt; default none (omit). > 0.
+    timeout: 30s
+    # Replaces the upstream's whole retry block for this route: fields not
+    # given take the defaults above, not the upstream's values. budget is
+    # per upstream and not allowed here. Omit to use the upstream's block;
+    # {attempts: 1} turns retries off for this route.
+    retry: {attempts: 2, on: [connect_failure]}
   - name: api
     match:
       host: "*.api.example.com"

@@ -37,6 +37,8 @@ func FuzzParse(f *testing.F) {
 		head + upstreams + "routes:\n  - {name: a, upstream: video, match: {host: 'a.*.com', methods: [get, GET, 'G T']}}\n  - {name: a, upstream: vidoe}\n",
 		head + "tls: {cert_file: /nonexistent, key_file: testdata/tls}\nserver: {max_header_bytes: 10 parsecs}\n" + upstreams + routes,
 		"listen: \":80\"\nadmin: {listen: \":80\"}\nupstreams: {v: {endpoints: [{address: \"[::1]:0\", weight: 0}]}}\nroutes: [~, 5, {name: r}]\n",
+		head + upstreams + "    retry:\n      attempts: 3\n      on: [connect_failure, refused_stream, reset_before_response, 502, 503, 504]\n      per_try_timeout: 2s\n      backoff: {base: 25ms, max: 250ms}\n      budget: {ratio: 0.2, min_per_second: 5}\n      replay_body_limit: 64KiB\n" + routes + "    timeout: 30s\n    retry: {attempts: 2, on: [connect_failure]}\n",
+		head + upstreams + "    retry: {attempts: 0, on: [conect_failure, \"502\", 502, 502, 600, ~], backoff: {base: 1s, max: 1ms}, budget: {ratio: .nan, min_per_second: 1e7}}\n" + routes + "    retry: {on: [], budget: ~}\n    timeout: 0s\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -107,9 +109,52 @@ func checkInvariants(t *testing.T, cfg *Config) {
 			t.Fatalf("route %q has host %q not normalised", r.Name, r.Match.Host)
 		}
 	}
+	for _, name := range cfg.UpstreamOrder {
+		if r := cfg.Upstreams[name].Retry; r != nil {
+			checkRetry(t, "upstreams."+name, r, false)
+		}
+		if b := cfg.Upstreams[name].RetryBudget(); !(b.Ratio >= 0 && b.Ratio <= 1 && b.MinPerSecond >= 0 && b.MinPerSecond <= maxRetryMinPerSecond) {
+			t.Fatalf("upstream %q has a bad retry budget %+v", name, b)
+		}
+	}
+	for _, r := range cfg.Routes {
+		if r.Timeout < 0 {
+			t.Fatalf("route %q has timeout %v", r.Name, r.Timeout)
+		}
+		if r.Retry != nil {
+			checkRetry(t, "route "+r.Name, r.Retry, true)
+		}
+	}
 	s := cfg.Server
 	if s.MaxHeaderBytes < minMaxHeaderBytes || s.MaxHeaderBytes > maxMaxHeaderBytes || s.ReadHeaderTimeout <= 0 ||
 		s.IdleTimeout <= 0 || s.ShutdownTimeout <= 0 || s.MaxConnections < 0 {
 		t.Fatalf("bad server limits %+v", s)
+	}
+}
+
+// checkRetry fails t if r breaks a promise of the Retry docs.
+func checkRetry(t *testing.T, where string, r *Retry, route bool) {
+	t.Helper()
+	on := r.On
+	if r.Attempts < 1 || r.Attempts > 10 || r.PerTryTimeout < 0 || r.ReplayBodyLimit < 0 || r.ReplayBodyLimit > 16<<20 {
+		t.Fatalf("%s: bad retry %+v", where, r)
+	}
+	if r.Backoff.Base <= 0 || r.Backoff.Max < r.Backoff.Base {
+		t.Fatalf("%s: bad backoff %+v", where, r.Backoff)
+	}
+	if !on.ConnectFailure && !on.RefusedStream && !on.ResetBeforeResponse && len(on.Statuses) == 0 {
+		t.Fatalf("%s: retry on nothing", where)
+	}
+	for i, s := range on.Statuses {
+		if s < 400 || s > 599 || i > 0 && s <= on.Statuses[i-1] {
+			t.Fatalf("%s: statuses not sorted, unique, 400..599: %v", where, on.Statuses)
+		}
+	}
+	b := r.Budget
+	if route && b != (RetryBudget{}) {
+		t.Fatalf("%s: route retry has a budget %+v", where, b)
+	}
+	if !(b.Ratio >= 0 && b.Ratio <= 1 && b.MinPerSecond >= 0 && b.MinPerSecond <= maxRetryMinPerSecond) {
+		t.Fatalf("%s: bad budget %+v", where, b)
 	}
 }

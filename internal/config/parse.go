@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,6 +229,27 @@ func (p *parser) integer(path string, n *yaml.Node, lo, hi int64) (int64, bool) 
 	return v, true
 }
 
+// number returns a YAML integer or float from lo to hi. Strings (quoted
+// numbers included), NaN and infinities are refused.
+func (p *parser) number(path string, n *yaml.Node, lo, hi float64) (float64, bool) {
+	if n.Kind == yaml.AliasNode {
+		return 0, false
+	}
+	var v float64
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil ||
+		math.IsNaN(v) || v < lo || v > hi {
+		p.add(n, path, "must be a number from %s to %s, got %s", formatNumber(lo), formatNumber(hi), describe(n))
+		return 0, false
+	}
+	return v, true
+}
+
+// formatNumber writes f in the shortest decimal form, without exponent.
+func formatNumber(f float64) string {
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
 // boolean returns true or false; "yes", "on" and quoted "true" are not
 // booleans.
 func (p *parser) boolean(path string, n *yaml.Node) (bool, bool) {
@@ -302,14 +324,19 @@ func (p *parser) oneOf(path string, n *yaml.Node, allowed []string) (string, boo
 		return "", false
 	}
 	if !slices.Contains(allowed, s) {
-		quoted := make([]string, len(allowed))
-		for i, a := range allowed {
-			quoted[i] = strconv.Quote(a)
-		}
-		p.add(n, path, "must be one of %s, got %s", strings.Join(quoted, ", "), describe(n))
+		p.add(n, path, "must be one of %s, got %s", quotedList(allowed), describe(n))
 		return "", false
 	}
 	return s, true
+}
+
+// quotedList returns the strings quoted and joined with ", ".
+func quotedList(list []string) string {
+	quoted := make([]string, len(list))
+	for i, a := range list {
+		quoted[i] = strconv.Quote(a)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // isNull reports whether n is absent or an explicit YAML null.

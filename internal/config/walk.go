@@ -180,7 +180,7 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 // upstream reads one `upstreams.<name>`; null reads as an empty mapping.
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
-	f, ok := p.fields(path, n, "balancer", "endpoints", "timeouts", "max_idle_conns_per_endpoint")
+	f, ok := p.fields(path, n, "balancer", "endpoints", "timeouts", "max_idle_conns_per_endpoint", "retry")
 	if !ok {
 		return u
 	}
@@ -198,7 +198,192 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 			u.MaxIdleConnsPerEndpoint = int(i)
 		}
 	}
+	if v := f["retry"]; v != nil {
+		u.Retry = p.retry(key(path, "retry"), v, false, "")
+	}
 	return u
+}
+
+// retry reads a `retry` block: an upstream's, or a route's when forRoute.
+// upstream is then the route's upstream as written ("" if not known yet),
+// which the error for a misplaced `budget` names.
+func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string) *Retry {
+	r := defaultRetry(forRoute)
+	if forRoute {
+		// budget is reported here, even when null, rather than as an
+		// unknown field: it is a known field in the wrong place.
+		if k := firstKey(n, "budget"); k != nil {
+			if !validName(upstream) {
+				upstream = "NAME"
+			}
+			p.add(k, key(path, "budget"), "budget is per upstream; set it under upstreams.%s.retry", upstream)
+		}
+	}
+	f, ok := p.fields(path, n, "attempts", "on", "per_try_timeout", "backoff", "budget", "replay_body_limit")
+	if !ok {
+		return r
+	}
+	if v := f["attempts"]; v != nil {
+		if i, ok := p.integer(key(path, "attempts"), v, minRetryAttempts, maxRetryAttempts); ok {
+			r.Attempts = int(i)
+		}
+	}
+	if v := f["on"]; v != nil {
+		if on, ok := p.retryOn(key(path, "on"), v, forRoute); ok {
+			r.On = on
+		}
+	}
+	p.durationField(f, path, "per_try_timeout", &r.PerTryTimeout)
+	if v := f["backoff"]; v != nil {
+		p.backoff(&r.Backoff, key(path, "backoff"), v)
+	}
+	if v := f["budget"]; v != nil && !forRoute {
+		p.retryBudget(&r.Budget, key(path, "budget"), v)
+	}
+	if v := f["replay_body_limit"]; v != nil {
+		if b, ok := p.size(key(path, "replay_body_limit"), v, 0, maxReplayBodyLimit); ok {
+			r.ReplayBodyLimit = b
+		}
+	}
+	return r
+}
+
+// firstKey returns the key node of the first entry named name in mapping
+// n, or nil.
+func firstKey(n *yaml.Node, name string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.ShortTag() == "!!str" && k.Value == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// retryOn reads `on`: a non-empty list of distinct condition names and
+// status codes (YAML integers 400 to 599).
+func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, bool) {
+	var on RetryOn
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return on, false
+	}
+	if len(items) == 0 {
+		if forRoute {
+			p.add(n, path, "must list at least one condition; set attempts: 1 to disable retries on this route")
+		} else {
+			p.add(n, path, "must list at least one condition; omit retry to disable retries")
+		}
+		return on, false
+	}
+	firstCond := make(map[string]int, len(items))
+	firstStatus := make(map[int]int, len(items))
+	for i, item := range items {
+		ip := index(path, i)
+		if item.Kind == yaml.AliasNode {
+			ok = false
+			continue
+		}
+		tag := item.ShortTag()
+		switch {
+		case item.Kind == yaml.ScalarNode && tag == "!!int":
+			var v int64
+			if item.Decode(&v) != nil || v < minRetryStatus || v > maxRetryStatus {
+				p.add(item, ip, "must be a status code from %d to %d, got %s", minRetryStatus, maxRetryStatus, describe(item))
+				ok = false
+				continue
+			}
+			if j, dup := firstStatus[int(v)]; dup {
+				p.add(item, ip, "duplicate status %d (first at on[%d])", v, j)
+				ok = false
+				continue
+			}
+			firstStatus[int(v)] = i
+			on.Statuses = append(on.Statuses, int(v))
+		case item.Kind == yaml.ScalarNode && tag == "!!str":
+			s := item.Value
+			if !slices.Contains(retryConditions, s) {
+				switch {
+				case s != "" && strings.Trim(s, "0123456789") == "":
+					p.add(item, ip, "status codes must be unquoted numbers, got %s", quote(s))
+				case suggest(s, retryConditions) != "":
+					p.add(item, ip, "unknown condition %s%s", quote(s), suggest(s, retryConditions))
+				default:
+					p.add(item, ip, "unknown condition %s; must be one of %s or a status code from %d to %d",
+						quote(s), quotedList(retryConditions), minRetryStatus, maxRetryStatus)
+				}
+				ok = false
+				continue
+			}
+			if j, dup := firstCond[s]; dup {
+				p.add(item, ip, "duplicate condition %s (first at on[%d])", quote(s), j)
+				ok = false
+				continue
+			}
+			firstCond[s] = i
+			switch s {
+			case condConnectFailure:
+				on.ConnectFailure = true
+			case condRefusedStream:
+				on.RefusedStream = true
+			case condResetBeforeResponse:
+				on.ResetBeforeResponse = true
+			}
+		default:
+			p.add(item, ip, "must be a condition such as %q or a status code from %d to %d, got %s",
+				condConnectFailure, minRetryStatus, maxRetryStatus, describe(item))
+			ok = false
+		}
+	}
+	slices.Sort(on.Statuses)
+	return on, ok
+}
+
+// backoff reads `backoff`; max may not be less than base, whichever of
+// them the file sets.
+func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "base", "max")
+	if !ok {
+		return
+	}
+	baseOK, maxOK := true, true
+	if v := f["base"]; v != nil {
+		b.Base, baseOK = p.duration(key(path, "base"), v)
+	}
+	if v := f["max"]; v != nil {
+		b.Max, maxOK = p.duration(key(path, "max"), v)
+	}
+	if !baseOK || !maxOK || b.Max >= b.Base {
+		return
+	}
+	switch {
+	case f["max"] == nil:
+		p.add(f["base"], key(path, "base"), "must be at most max (%s, the default), got %s", b.Max, describe(f["base"]))
+	case f["base"] == nil:
+		p.add(f["max"], key(path, "max"), "must be at least base (%s, the default), got %s", b.Base, describe(f["max"]))
+	default:
+		p.add(f["max"], key(path, "max"), "must be at least base (%s), got %s", b.Base, describe(f["max"]))
+	}
+}
+
+// retryBudget reads an upstream's `retry.budget`.
+func (p *parser) retryBudget(b *RetryBudget, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "ratio", "min_per_second")
+	if !ok {
+		return
+	}
+	if v := f["ratio"]; v != nil {
+		if r, ok := p.number(key(path, "ratio"), v, 0, maxRetryBudgetRatio); ok {
+			b.Ratio = r
+		}
+	}
+	if v := f["min_per_second"]; v != nil {
+		if m, ok := p.number(key(path, "min_per_second"), v, 0, maxRetryMinPerSecond); ok {
+			b.MinPerSecond = m
+		}
+	}
 }
 
 // endpoints reads an upstream's `endpoints`: at least one, addresses
@@ -386,7 +571,7 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
 		return r, s, nil, nil
 	}
-	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes")
+	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry")
 	if !ok {
 		return r, s, nil, nil
 	}
@@ -412,6 +597,10 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		if b, ok := p.size(key(path, "max_body_bytes"), v, 0, maxSize); ok {
 			r.MaxBodyBytes = b
 		}
+	}
+	p.durationField(f, path, "timeout", &r.Timeout)
+	if v := f["retry"]; v != nil {
+		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
 	}
 	return r, s, nameNode, upNode
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -8,6 +9,7 @@ import (
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/retrybudget"
 )
 
 // pools keeps what must outlive one snapshot: each upstream's transport
@@ -17,7 +19,18 @@ import (
 type pools struct {
 	transports map[string]pooledTransport
 	stats      map[statsKey]*endpoint.Stats
+	budgets    map[string]pooledBudget
 }
+
+// pooledBudget keeps an upstream's retry budget across reloads while its
+// options are unchanged, so a reload during a retry storm cannot refill it.
+type pooledBudget struct {
+	opts   retrybudget.Options
+	budget *retrybudget.Budget
+}
+
+// retryBudgetWindow is the sliding window of every upstream's retry budget.
+const retryBudgetWindow = 10 * time.Second
 
 type pooledTransport struct {
 	opts      proxy.TransportOptions
@@ -27,7 +40,22 @@ type pooledTransport struct {
 type statsKey struct{ upstream, address string }
 
 func newPools() *pools {
-	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}}
+	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}}
+}
+
+// budget returns the upstream's retry budget, reusing the current one when
+// its options are unchanged. Options come from validated configuration, so
+// an error here is a bug in validation; it is returned, never ignored.
+func (p *pools) budget(name string, o retrybudget.Options) (*retrybudget.Budget, error) {
+	if cur, ok := p.budgets[name]; ok && cur.opts == o {
+		return cur.budget, nil
+	}
+	b, err := retrybudget.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.%s.retry.budget: %w", name, err)
+	}
+	p.budgets[name] = pooledBudget{opts: o, budget: b}
+	return b, nil
 }
 
 // transport returns the upstream's transport, reusing the current one when
@@ -53,6 +81,11 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 		if !upstreams[name] {
 			t.transport.Close()
 			delete(p.transports, name)
+		}
+	}
+	for name := range p.budgets {
+		if !upstreams[name] {
+			delete(p.budgets, name)
 		}
 	}
 	for k := range p.stats {
@@ -85,7 +118,7 @@ func (p *pools) sweepIdle(now time.Time) time.Duration {
 
 // buildTable turns a validated configuration into the proxy's routing
 // snapshot. Called with g.mu held (or before Start).
-func (g *Gateway) buildTable(cfg *config.Config) *proxy.Table {
+func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 	liveUpstreams := map[string]bool{}
 	liveStats := map[statsKey]bool{}
 	upstreams := make(map[string]*proxy.Upstream, len(cfg.Upstreams))
@@ -114,12 +147,22 @@ func (g *Gateway) buildTable(cfg *config.Config) *proxy.Table {
 				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
 			}),
 		}
+		rb := uc.RetryBudget()
+		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})
+		if err != nil {
+			return nil, err
+		}
+		up.Budget = budget
 		liveUpstreams[name] = true
 		upstreams[name] = up
 		ordered = append(ordered, up)
 	}
 	routes := make([]*proxy.Route, 0, len(cfg.Routes))
 	for _, rc := range cfg.Routes {
+		retry := rc.Retry
+		if retry == nil {
+			retry = cfg.Upstreams[rc.Upstream].Retry
+		}
 		routes = append(routes, &proxy.Route{
 			Name:         rc.Name,
 			Host:         rc.Match.Host,
@@ -127,10 +170,31 @@ func (g *Gateway) buildTable(cfg *config.Config) *proxy.Table {
 			Methods:      rc.Match.Methods,
 			Upstream:     upstreams[rc.Upstream],
 			MaxBodyBytes: rc.MaxBodyBytes,
+			Timeout:      rc.Timeout,
+			Retry:        retryPolicy(retry),
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
-	return proxy.NewTable(routes, ordered, g.metrics)
+	return proxy.NewTable(routes, ordered, g.metrics), nil
+}
+
+// retryPolicy turns a validated retry block into the proxy's policy (nil:
+// no retries).
+func retryPolicy(r *config.Retry) *proxy.RetryPolicy {
+	if r == nil || r.Attempts < 2 {
+		return nil
+	}
+	return &proxy.RetryPolicy{
+		Attempts:              r.Attempts,
+		OnConnectFailure:      r.On.ConnectFailure,
+		OnResetBeforeResponse: r.On.ResetBeforeResponse,
+		OnRefusedStream:       r.On.RefusedStream,
+		OnStatus:              r.On.Statuses,
+		PerTryTimeout:         r.PerTryTimeout,
+		BackoffBase:           r.Backoff.Base,
+		BackoffMax:            r.Backoff.Max,
+		ReplayBodyLimit:       r.ReplayBodyLimit,
+	}
 }
 
 // adminView adapts the gateway to the admin package's Gateway interface.

@@ -111,7 +111,10 @@ func New(o Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
-	table := g.buildTable(cfg)
+	table, err := g.buildTable(cfg)
+	if err != nil {
+		return nil, err
+	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
 		Metrics:        g.metrics,
 		AccessLog:      g.accessLog,
@@ -262,12 +265,16 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.loadCertificate(cfg.TLS)
 	}
+	var table *proxy.Table
+	if err == nil {
+		table, err = g.buildTable(cfg)
+	}
 	if err != nil {
 		g.reloads.WithLabelValues("error").Inc()
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
-	g.handler.Swap(g.buildTable(cfg))
+	g.handler.Swap(table)
 	g.cfg = cfg
 	g.reloads.WithLabelValues("success").Inc()
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))

@@ -287,8 +287,7 @@ func (p *h1Pool) idleCount(addr string) int {
 // (the endpoint closed it while idle) is closed and the request is sent
 // once more on a new connection; r is idempotent and bodiless, so that is
 // safe, and the first failure is not the endpoint's.
-func (p *h1Pool) roundTrip(r *http.Request, addr, reqID string) (*http.Response, error) {
-	ctx := r.Context()
+func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID string) (*http.Response, error) {
 	e := p.endpoint(addr)
 	c := p.get(e, time.Now())
 	for {

@@ -9,6 +9,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -85,6 +86,7 @@ type exchange struct {
 	reason   Reason
 	bytesOut int64
 	reqID    string
+	attempts int
 }
 
 // ServeHTTP serves one request.
@@ -130,8 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonNoAvailableEndpoint)
 		return
 	}
-	x.endpoint = ep.Address
-	h.forward(w, r, &x, up, ep)
+	h.forward(w, r, &x, rt, ep)
 }
 
 func (h *Handler) finish(x *exchange, r *http.Request) {
@@ -145,7 +146,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 			Time: x.start, RequestID: x.reqID, Client: r.RemoteAddr, Method: r.Method,
 			Host: r.Host, Path: r.URL.Path, Proto: r.Proto, Status: x.status,
 			Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
-			Reason: string(x.reason), BytesOut: x.bytesOut, Duration: d,
+			Reason: string(x.reason), BytesOut: x.bytesOut, Duration: d, Attempts: x.attempts,
 		}
 		h.accessLog.Log(&e)
 	}
@@ -161,31 +162,174 @@ func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 // before the answer was ready, following NGINX's convention.
 const statusClientClosed = 499
 
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream, ep *endpoint.Endpoint) {
-	sent := time.Now()
-	ep.Begin()
-	var resp *http.Response
-	var err error
-	if t, ok := up.Transport.(*Transport); ok && fastPath(r) {
-		resp, err = t.h1.roundTrip(r, ep.Address, x.reqID)
-	} else {
-		resp, err = up.Transport.RoundTrip(outboundRequest(r, ep.Address, x.reqID))
+// forward sends r to ep and, when the route's retry policy allows, to
+// other endpoints after failures, then streams the answer to w.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, ep *endpoint.Endpoint) {
+	up := rt.Upstream
+	if up.Budget != nil {
+		up.Budget.Request(x.start)
 	}
-	if err != nil {
-		outcome, reason := classify(r.Context(), err)
-		ep.End(outcome)
-		up.duration.Observe(time.Since(sent).Seconds())
-		if outcome == endpoint.Abandoned {
-			x.status = statusClientClosed
+	var deadline time.Time
+	if rt.Timeout > 0 {
+		deadline = x.start.Add(rt.Timeout)
+	}
+	pol := rt.Retry
+	if pol != nil && pol.Attempts < 2 {
+		pol = nil
+	}
+	// With retries, a small body is buffered so it can be sent again; a
+	// larger one streams and is only resent if no byte of it was read.
+	var replay []byte
+	var held *untouchedBody
+	if pol != nil {
+		var replayable bool
+		var err error
+		if replay, replayable, err = replayableBody(r, pol.ReplayBodyLimit); err != nil {
+			h.clientBodyFailed(w, x, r, err)
 			return
 		}
-		h.refuse(w, x, reason)
-		return
+		if !replayable {
+			held = &untouchedBody{rc: r.Body}
+		}
 	}
 
+	for n := 1; ; n++ {
+		x.endpoint = ep.Address
+		x.attempts = n
+		now := time.Now()
+		ctx, stopTimer, release := attemptContext(r.Context(), perTry(pol), deadline, now)
+		body, length := r.Body, r.ContentLength
+		switch {
+		case replay != nil:
+			body, length = io.NopCloser(bytes.NewReader(replay)), int64(len(replay))
+		case held != nil:
+			body = held
+		}
+		ep.Begin()
+		resp, err := h.send(ctx, r, up, ep, x.reqID, body, length)
+		if err == nil && !stopTimer() {
+			// The timeout fired just as the headers came in: the attempt's
+			// context is cancelled, so its body cannot be read.
+			resp.Body.Close()
+			resp, err = nil, errPerTryTimeout
+		}
+		up.duration.Observe(time.Since(now).Seconds())
+
+		var fail failure
+		status := 0
+		if err != nil {
+			if r.Context().Err() != nil {
+				ep.End(endpoint.Abandoned)
+				release()
+				x.status = statusClientClosed
+				return
+			}
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				ep.End(endpoint.Success)
+				release()
+				h.refuse(w, x, ReasonBodyTooLarge)
+				return
+			}
+			ep.End(endpoint.Failure)
+			fail = classifyFailure(ctx, err)
+			if errors.Is(err, errPerTryTimeout) {
+				fail = failTimeout
+			}
+		} else {
+			status = resp.StatusCode
+		}
+
+		if pol != nil && n < pol.Attempts && h.retryable(pol, r, fail, status, held) {
+			wait, ok := retryWait(pol, resp, n, time.Now())
+			if ok && (deadline.IsZero() || time.Now().Add(wait).Before(deadline)) {
+				if up.Budget == nil || up.Budget.TryRetry(time.Now()) {
+					if resp != nil {
+						ep.End(endpoint.Success)
+						discard(resp)
+					}
+					release()
+					h.metrics.retried(up.Name, fail, status)
+					if !sleepCtx(r.Context(), wait) {
+						x.status = statusClientClosed
+						return
+					}
+					next, perr := pickOther(up, ep)
+					if perr != nil {
+						h.refuse(w, x, ReasonNoAvailableEndpoint)
+						return
+					}
+					ep = next
+					continue
+				}
+				h.metrics.budgetExhausted.WithLabelValues(up.Name).Inc()
+			}
+		}
+
+		if err != nil {
+			release()
+			if fail == failTimeout {
+				h.refuse(w, x, ReasonUpstreamTimeout)
+			} else {
+				h.refuse(w, x, ReasonUpstreamUnavailable)
+			}
+			return
+		}
+		h.respond(w, r, x, ep, resp)
+		release()
+		return
+	}
+}
+
+// retryable reports whether an attempt that ended in fail (or with an
+// upstream status) may be sent again under pol.
+func (h *Handler) retryable(pol *RetryPolicy, r *http.Request, fail failure, status int, held *untouchedBody) bool {
+	switch {
+	case fail == failConnect:
+		// Nothing was sent: any method may go again, if its body is intact.
+		return pol.OnConnectFailure && (held == nil || !held.read)
+	case fail == failReset:
+		if !pol.OnResetBeforeResponse {
+			return false
+		}
+	case fail == failTimeout:
+		if !pol.retriesStatus(http.StatusGatewayTimeout) {
+			return false
+		}
+	default:
+		if !pol.retriesStatus(status) {
+			return false
+		}
+	}
+	// The request was sent: only an idempotent request whose body (if any)
+	// was buffered may be sent again.
+	return idempotent(r) && held == nil
+}
+
+// send performs one attempt on ep: levee's HTTP/1.1 pool for bodiless
+// idempotent requests, the net/http transport for everything else.
+func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *endpoint.Endpoint, reqID string, body io.ReadCloser, length int64) (*http.Response, error) {
+	if t, ok := up.Transport.(*Transport); ok && length == 0 && fastPath(r) {
+		return t.h1.roundTrip(ctx, r, ep.Address, reqID)
+	}
+	return up.Transport.RoundTrip(outboundRequest(ctx, r, ep.Address, reqID, body, length))
+}
+
+// clientBodyFailed answers when reading the client's body (to buffer it)
+// failed: over the route's limit, or the client went away.
+func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		h.refuse(w, x, ReasonBodyTooLarge)
+		return
+	}
+	x.status = statusClientClosed
+}
+
+// respond streams an upstream's answer to the client.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, ep *endpoint.Endpoint, resp *http.Response) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		ep.End(endpoint.Success)
-		up.duration.Observe(time.Since(sent).Seconds())
 		x.status = http.StatusSwitchingProtocols
 		h.serveUpgrade(w, r, resp)
 		return
@@ -200,7 +344,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, u
 	n, copyErr := copyBody(w, resp.Body, streaming(resp))
 	x.bytesOut = n
 	resp.Body.Close()
-	up.duration.Observe(time.Since(sent).Seconds())
 	if copyErr != nil {
 		if r.Context().Err() != nil || copyErr.side == sideClient {
 			ep.End(endpoint.Success)
@@ -217,17 +360,25 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, u
 	copyTrailers(dst, resp.Trailer)
 }
 
+func perTry(p *RetryPolicy) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.PerTryTimeout
+}
+
 // outboundRequest builds the request sent upstream through an
 // http.RoundTripper: r's method, path, query and body, addressed to the
 // endpoint at addr, with outboundHeader's headers.
-func outboundRequest(r *http.Request, addr, reqID string) *http.Request {
-	out := r.WithContext(r.Context())
+func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, body io.ReadCloser, length int64) *http.Request {
+	out := r.WithContext(ctx)
+	out.Body, out.ContentLength = body, length
 	out.URL = &url.URL{Scheme: "http", Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	out.RequestURI = ""
 	out.Close = false
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
 	out.Header = outboundHeader(r, reqID)
-	if r.ContentLength == 0 {
+	if length == 0 {
 		out.Body = nil // nothing to send: spare the transport a body copy
 	}
 	return out

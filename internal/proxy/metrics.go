@@ -15,6 +15,8 @@ type Metrics struct {
 	duration         *prometheus.HistogramVec // route
 	upstreamDuration *prometheus.HistogramVec // upstream
 	inflight         prometheus.Gauge
+	retries          *prometheus.CounterVec // upstream, reason
+	budgetExhausted  *prometheus.CounterVec // upstream
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -42,8 +44,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "levee_inflight_requests",
 			Help: "Requests currently being served on the data listener.",
 		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_retries_total",
+			Help: "Retries levee sent to an upstream, by why the previous attempt failed (connect_failure, reset_before_response, timeout, or the upstream's status code).",
+		}, []string{"upstream", "reason"}),
+		budgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_retry_budget_exhausted_total",
+			Help: "Retries not sent because the upstream's retry budget was spent; the failure went to the client as is.",
+		}, []string{"upstream"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -92,4 +102,14 @@ func (rm *routeMetrics) refused(reason Reason) {
 // listener cap) under route and reason.
 func (m *Metrics) CountRefusal(route string, reason Reason) {
 	m.refusals.WithLabelValues(route, string(reason)).Inc()
+}
+
+// retried counts one retry of an attempt that failed with fail, or, when
+// fail is empty, with the upstream's status.
+func (m *Metrics) retried(upstream string, fail failure, status int) {
+	reason := string(fail)
+	if reason == "" {
+		reason = strconv.Itoa(status)
+	}
+	m.retries.WithLabelValues(upstream, reason).Inc()
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/retrybudget"
 	"github.com/levee-gw/levee/internal/route"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -22,6 +23,9 @@ type Upstream struct {
 	Endpoints []*endpoint.Endpoint
 	Picker    balance.Picker
 	Transport http.RoundTripper
+	// Budget caps the retries all routes send to this upstream; nil: no
+	// cap. Kept across reloads by the gateway, so a reload cannot refill it.
+	Budget *retrybudget.Budget
 
 	duration prometheus.Observer // set by NewTable
 }
@@ -38,6 +42,11 @@ type Route struct {
 	// MaxBodyBytes bounds the request body; 0 means no limit (bodies are
 	// streamed, so a large body costs bandwidth, not memory).
 	MaxBodyBytes int64
+	// Timeout bounds the time from the request's arrival to the upstream's
+	// response headers, across every attempt; 0: none.
+	Timeout time.Duration
+	// Retry is the route's retry policy; nil: no retries.
+	Retry *RetryPolicy
 
 	metrics *routeMetrics // set by NewTable
 }

@@ -27,6 +27,7 @@ type AccessEntry struct {
 	Reason    string // levee's refusal reason, or "" when the upstream answered
 	BytesOut  int64
 	Duration  time.Duration
+	Attempts  int // tries sent upstream (more than 1 after retries); 0 when none
 }
 
 // AccessLog writes one JSON line per request on its own goroutine, so a slow
@@ -93,6 +94,10 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	if e.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendJSONString(b, e.Reason)
+	}
+	if e.Attempts > 1 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(e.Attempts), 10)
 	}
 	b = append(b, `,"bytes_out":`...)
 	b = strconv.AppendInt(b, e.BytesOut, 10)
