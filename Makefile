@@ -11,7 +11,8 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/balance:FuzzSmoothWeighted \
 	./internal/route:FuzzMatch \
-	./internal/telemetry:FuzzAppendJSONString
+	./internal/telemetry:FuzzAppendJSONString \
+	./client:FuzzParseRetryAfter
 
 .PHONY: all build demo test vet unit fuzz bench clean
 
