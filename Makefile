@@ -14,7 +14,7 @@ FUZZ_TARGETS := \
 	./internal/telemetry:FuzzAppendJSONString \
 	./client:FuzzParseRetryAfter
 
-.PHONY: all build demo test vet unit fuzz bench clean
+.PHONY: all build demo test services vet unit fuzz bench clean
 
 all: build
 
@@ -25,16 +25,22 @@ build:
 demo: build
 	./bin/levee demo
 
-## test: vet, the whole suite under the race detector, then each fuzz target briefly.
-test: vet unit fuzz
+## test: install the real services the tests start (etcd), vet, the whole
+## suite under the race detector, then each fuzz target briefly.
+test: services vet unit fuzz
+
+services:
+	scripts/install-services.sh
 
 vet:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
+# LEVEE_REQUIRE_SERVICES makes a test fail, not skip, when a service it
+# needs (installed by `make services`) is missing.
 unit:
-	$(GO) test -race -count=1 -timeout 10m ./...
+	LEVEE_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

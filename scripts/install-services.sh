@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the outside services levee's tests run against for real (Debian
+# 12 packages), without starting them: the tests start their own copies on
+# loopback ports with fresh data directories and stop them afterwards.
+#   etcd 3.4 (etcd-server): the etcd discovery source.
+# Safe to run repeatedly; does nothing when everything is present.
+set -euo pipefail
+need=()
+command -v etcd >/dev/null || need+=(etcd-server)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "install-services: need root to apt-get install ${need[*]}" >&2
+  exit 1
+fi
+# Keep the packages' own services from starting: the tests run their own.
+printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+chmod +x /usr/sbin/policy-rc.d
+trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+export DEBIAN_FRONTEND=noninteractive
+for attempt in 1 2 3; do
+  if apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; then
+    exit 0
+  fi
+  echo "install-services: apt-get failed (attempt $attempt), retrying" >&2
+  sleep $((attempt * 5))
+done
+exit 1
