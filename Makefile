@@ -12,7 +12,9 @@ FUZZ_TARGETS := \
 	./internal/balance:FuzzSmoothWeighted \
 	./internal/route:FuzzMatch \
 	./internal/telemetry:FuzzAppendJSONString \
-	./client:FuzzParseRetryAfter
+	./client:FuzzParseRetryAfter \
+	./internal/discovery:FuzzParseList \
+	./internal/discovery:FuzzParseInstance
 
 .PHONY: all build demo test services vet unit fuzz bench clean
 

@@ -21,13 +21,13 @@ import (
 
 // EndpointView is one endpoint as the API shows it.
 type EndpointView struct {
-	Address  string `json:"address"`
-	Weight   uint32 `json:"weight"`
-	Zone     string `json:"zone,omitempty"`
-	State    string `json:"state"` // "active" or "drained"
-	Inflight int64  `json:"inflight"`
-	Requests uint64 `json:"requests"`
-	Failures uint64 `json:"failures"`
+	Address  string  `json:"address"`
+	Weight   float64 `json:"weight"` // as configured or announced (two decimals)
+	Zone     string  `json:"zone,omitempty"`
+	State    string  `json:"state"` // "active" or "drained"
+	Inflight int64   `json:"inflight"`
+	Requests uint64  `json:"requests"`
+	Failures uint64  `json:"failures"`
 }
 
 // UpstreamView is one upstream as the API shows it.
@@ -35,6 +35,42 @@ type UpstreamView struct {
 	Name      string         `json:"name"`
 	Balancer  string         `json:"balancer"`
 	Endpoints []EndpointView `json:"endpoints"`
+	// Discovery is set for upstreams fed by a registry or by pushes.
+	Discovery *DiscoveryView `json:"discovery,omitempty"`
+}
+
+// DiscoveryView is the state of an upstream's registry feed.
+type DiscoveryView struct {
+	// Source is "file:PATH", "etcd:PREFIX" or "push".
+	Source string `json:"source"`
+	// ServingFrom says where the serving set came from: "registry",
+	// "push", "snapshot" (the registry has not delivered since start),
+	// "config" (static endpoints) or "" (nothing yet).
+	ServingFrom string    `json:"serving_from"`
+	Updated     time.Time `json:"updated,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+	// Quarantined lists the instances of the latest update that were
+	// rejected, with their reason and raw value.
+	Quarantined []QuarantineView `json:"quarantined"`
+	// Held is the update the delta guard is holding back, if any.
+	Held *HeldView `json:"held,omitempty"`
+}
+
+// QuarantineView is one rejected registry instance.
+type QuarantineView struct {
+	Key     string `json:"key"`
+	Reason  string `json:"reason"`
+	Field   string `json:"field,omitempty"`
+	Raw     string `json:"raw"`
+	Message string `json:"message"`
+}
+
+// HeldView is an update held back by the delta guard.
+type HeldView struct {
+	Since        time.Time `json:"since"`
+	DropFraction float64   `json:"drop_fraction"`
+	Instances    int       `json:"instances"`
+	ConfirmWith  string    `json:"confirm_with"`
 }
 
 // Gateway is what the admin API reads from and acts on.
@@ -43,10 +79,23 @@ type Gateway interface {
 	Ready() (bool, string)
 	// Upstreams returns the serving snapshot's upstreams.
 	Upstreams() []UpstreamView
+	// Notes lists conditions under which levee serves but degraded (for
+	// example an upstream served from its snapshot because its registry
+	// is unreachable); /readyz shows them without failing.
+	Notes() []string
 	// Reload re-reads the configuration; on error the old one keeps serving
 	// and the error's lines (one per problem) are shown to the caller.
 	Reload() error
+	// PushEndpoints offers a JSON array of instances to upstream name and
+	// returns the HTTP status and JSON body to answer with.
+	PushEndpoints(name string, body []byte) (int, any)
+	// ConfirmUpstream applies the update held by name's delta guard.
+	ConfirmUpstream(name string) (int, any)
 }
+
+// maxPushBytes bounds a pushed endpoint list (the discovery parser's own
+// limit is the same).
+const maxPushBytes = 16 << 20
 
 // Options configure the admin handler.
 type Options struct {
@@ -68,7 +117,7 @@ func NewHandler(o Options) (http.Handler, error) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "reason": why})
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "notes": o.Gateway.Notes()})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
@@ -93,6 +142,23 @@ func NewHandler(o Options) (http.Handler, error) {
 			}
 		}
 		writeError(w, http.StatusNotFound, "not_found", "no upstream named "+name)
+	})
+	mux.HandleFunc("PUT /api/v1/upstreams/{name}/endpoints", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxPushBytes+1))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "reading the body: "+err.Error())
+			return
+		}
+		if len(body) > maxPushBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "an endpoint list may be at most 16 MiB")
+			return
+		}
+		status, result := o.Gateway.PushEndpoints(r.PathValue("name"), body)
+		writeJSON(w, status, result)
+	})
+	mux.HandleFunc("POST /api/v1/upstreams/{name}/confirm", func(w http.ResponseWriter, r *http.Request) {
+		status, result := o.Gateway.ConfirmUpstream(r.PathValue("name"))
+		writeJSON(w, status, result)
 	})
 	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))

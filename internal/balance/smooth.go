@@ -25,7 +25,7 @@ package balance
 // non-drained endpoints.
 //
 //  1. Weights: a nil endpoint counts as drained; a weight above
-//     endpoint.MaxWeight counts as MaxWeight; weight 0 is dropped.
+//     endpoint.MaxWeight×WeightScale counts as that maximum; weight 0 is dropped.
 //  2. gcd: Euclid on positive uint32. By Lamé's theorem it needs at most 46
 //     remainder steps for values < 2^32 (the worst case is consecutive
 //     Fibonacci numbers, F(46) and F(47) < 2^32 < F(48), in the order that
@@ -144,7 +144,7 @@ var _ Picker = (*SmoothWeighted)(nil)
 // NewSmoothWeighted builds a smooth weighted round-robin picker over eps.
 // It copies what it needs and neither keeps nor modifies eps. Each
 // endpoint's Weight is read once: 0 means drained (never picked); a weight
-// above endpoint.MaxWeight is treated as MaxWeight; a nil entry is treated
+// above endpoint.MaxWeight×WeightScale is treated as that maximum; a nil entry is treated
 // as drained, so that one bad record cannot panic the request path. Callers
 // should pass validated, non-nil endpoints and key weights by endpoint, not
 // by position. If eps is empty or all drained, Pick returns ErrNoEndpoint.
@@ -161,7 +161,7 @@ func NewSmoothWeighted(eps []*endpoint.Endpoint) *SmoothWeighted {
 			continue
 		}
 		p.eps = append(p.eps, e)
-		w = append(w, min(e.Weight, endpoint.MaxWeight))
+		w = append(w, min(e.Weight, endpoint.MaxWeight*endpoint.WeightScale))
 	}
 	if len(w) == 0 {
 		return p

@@ -15,10 +15,10 @@ func weightGen() *rapid.Generator[uint32] {
 	return rapid.OneOf(
 		rapid.Just[uint32](0),
 		rapid.Just[uint32](1),
-		rapid.Just[uint32](endpoint.MaxWeight),
+		rapid.Just[uint32](endpoint.MaxWeight*endpoint.WeightScale),
 		rapid.Uint32Range(1, 16),
 		rapid.Uint32Range(1, endpoint.MaxWeight),
-		rapid.Uint32Range(endpoint.MaxWeight+1, math.MaxUint32),
+		rapid.Uint32Range(endpoint.MaxWeight*endpoint.WeightScale+1, math.MaxUint32),
 	)
 }
 
@@ -105,7 +105,7 @@ func TestPropSmoothWeightedMatchesNGINX(t *testing.T) {
 // regime and checks all invariants there, the lag bound included.
 func TestPropSmoothWeightedLargePools(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		w := weightsGen(rapid.OneOf(rapid.Just[uint32](1), rapid.Just[uint32](endpoint.MaxWeight), rapid.Uint32Range(1, endpoint.MaxWeight)), 300, 2000).Draw(t, "weights")
+		w := weightsGen(rapid.OneOf(rapid.Just[uint32](1), rapid.Just[uint32](endpoint.MaxWeight*endpoint.WeightScale), rapid.Uint32Range(1, endpoint.MaxWeight)), 300, 2000).Draw(t, "weights")
 		eps := endpoints(w...)
 		p := NewSmoothWeighted(eps)
 		if p.exact {

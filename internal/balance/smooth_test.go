@@ -41,7 +41,7 @@ func TestSmoothWeightedSequences(t *testing.T) {
 		{"equal large", []uint32{7, 7}, "ab"},
 		{"duplicates 2-2-1", []uint32{2, 2, 1}, "abcab"},
 		{"duplicates 1-5-5", []uint32{1, 5, 5}, "bcbcabcbcbc"},
-		{"above MaxWeight clamps to it", []uint32{endpoint.MaxWeight + 1, math.MaxUint32, endpoint.MaxWeight}, "abc"},
+		{"above the maximum clamps to it", []uint32{endpoint.MaxWeight*endpoint.WeightScale + 1, math.MaxUint32, endpoint.MaxWeight * endpoint.WeightScale}, "abc"},
 		{"single", []uint32{9}, "a"},
 		{"single among drained", []uint32{0, 0, 3, 0}, "c"},
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -122,13 +123,34 @@ type Upstream struct {
 	// Name is the upstream's key in `upstreams`: 1 to 64 characters from
 	// a-z, 0-9, "_", "." and "-".
 	Name string
-	// Balancer is the endpoint-picking algorithm (`balancer`). The only
-	// value, and the default, is DefaultBalancer ("weighted_round_robin").
+	// Balancer is the endpoint-picking algorithm (`balancer`): one of
+	// BalancerWeightedRoundRobin ("weighted_round_robin", the default,
+	// DefaultBalancer), BalancerLeastRequest ("least_request") or
+	// BalancerConsistentHash ("consistent_hash").
 	Balancer string
-	// Endpoints are the servers of this upstream in file order
-	// (`endpoints`, at least one required). Addresses are unique within
-	// the upstream (compared case-insensitively). Every endpoint may have
-	// weight 0: the upstream is then drained and its routes are refused.
+	// LeastRequest tunes the least_request balancer (`least_request`,
+	// allowed only with balancer least_request; an error with any other).
+	// It is non-nil exactly when Balancer is BalancerLeastRequest; an
+	// omitted or null block gives every default.
+	LeastRequest *LeastRequest
+	// ConsistentHash configures the consistent_hash balancer
+	// (`consistent_hash`, required with balancer consistent_hash and an
+	// error with any other). It is non-nil exactly when Balancer is
+	// BalancerConsistentHash.
+	ConsistentHash *ConsistentHash
+	// Discovery, when not nil, takes this upstream's endpoints from a
+	// registry (`discovery`, optional). nil, the default, means the
+	// static Endpoints are the only ones.
+	Discovery *Discovery
+	// Endpoints are the static servers of this upstream in file order
+	// (`endpoints`). Required, with at least one item, unless Discovery
+	// is set; with Discovery it is optional and, when given, is the
+	// initial set used until the source's first good update and whenever
+	// no snapshot under Config.StateDir exists to fall back on. nil only
+	// when omitted with Discovery. An explicit empty list is an error.
+	// Addresses are unique within the upstream (compared
+	// case-insensitively). Every endpoint may have weight 0: the upstream
+	// is then drained and its routes are refused.
 	Endpoints []Endpoint
 	// Timeouts bound each phase of a request to an endpoint (`timeouts`).
 	Timeouts Timeouts
@@ -153,6 +175,122 @@ func (u *Upstream) RetryBudget() RetryBudget {
 		return u.Retry.Budget
 	}
 	return defaultRetryBudget()
+}
+
+// LeastRequest tunes the least_request balancer (`least_request`): power
+// of two choices over the endpoints' in-flight requests, scaled by weight.
+type LeastRequest struct {
+	// EWMA, when true, also weighs each endpoint's decayed latency
+	// estimate (an exponentially weighted moving average) into the choice
+	// (`ewma`, true or false). Default DefaultLeastRequestEWMA (false):
+	// in-flight requests only.
+	EWMA bool
+	// Tau is the decay time of the latency estimate: a sample's influence
+	// falls to 1/e after Tau (`tau`, a duration greater than 0). Default
+	// DefaultLeastRequestTau (10s). Used only when EWMA is true, but
+	// validated either way.
+	Tau time.Duration
+}
+
+// ConsistentHash configures the consistent_hash balancer
+// (`consistent_hash`): requests with the same key go to the same endpoint
+// while the endpoint set is stable.
+type ConsistentHash struct {
+	// HashOn names the request property hashed (`hash_on`, required), in
+	// normalised form: "header:NAME" with NAME canonicalised as
+	// textproto.CanonicalMIMEHeaderKey does ("header:X-User"),
+	// "cookie:NAME" and "query:NAME" with NAME as written (case matters),
+	// "client_ip" or "path". NAME is 1 to 128 bytes: an RFC 7230 token
+	// for a header or a cookie name; for a query key any bytes except
+	// control characters, compared with the decoded key. Use Key to split
+	// it.
+	HashOn string
+}
+
+// Kinds of ConsistentHash.HashOn, as Key returns them.
+const (
+	HashOnHeader   = "header"
+	HashOnCookie   = "cookie"
+	HashOnQuery    = "query"
+	HashOnClientIP = "client_ip"
+	HashOnPath     = "path"
+)
+
+// Key splits HashOn into its kind (HashOnHeader, HashOnCookie,
+// HashOnQuery, HashOnClientIP or HashOnPath) and the name it carries,
+// which is empty for client_ip and path.
+func (c ConsistentHash) Key() (kind, name string) {
+	kind, name, _ = strings.Cut(c.HashOn, ":")
+	return kind, name
+}
+
+// Discovery takes an upstream's endpoints from a registry (`discovery`).
+// Exactly one source is set: File, Etcd or Push. Instances from any source
+// are normalised and checked before use; see "Discovery" in
+// docs/configuration.md.
+type Discovery struct {
+	// File is the path of a JSON file holding an array of instances
+	// (`file`, a non-empty string). It need not exist when the
+	// configuration is parsed: the source waits for it. A relative path
+	// is relative to the process's working directory. Empty when another
+	// source is set.
+	File string
+	// Etcd reads instances from an etcd v3 cluster, one key per instance
+	// under a prefix (`etcd`). nil when another source is set.
+	Etcd *EtcdDiscovery
+	// Push, when true, takes instances only from the admin API,
+	// PUT /api/v1/upstreams/{name}/endpoints (`push`, true or false).
+	// `push: false` counts as no source. false when another source is set.
+	Push bool
+	// MaxDropFraction is the delta guard: an update that would drain or
+	// remove more than this share of the upstream's active weight at once
+	// is held until it has persisted for ConfirmAfter or an operator
+	// confirms it (`max_drop_fraction`, a number greater than 0 and at
+	// most 1). Default DefaultDiscoveryMaxDropFraction (0.5). 1 turns the
+	// guard off.
+	MaxDropFraction float64
+	// ConfirmAfter is how long a held update must persist before it is
+	// applied without an operator's confirmation (`confirm_after`, a
+	// duration greater than 0). Default DefaultDiscoveryConfirmAfter
+	// (30s).
+	ConfirmAfter time.Duration
+	// MaxWeight is the largest weight, in whole units, that a registry
+	// may send for one instance; a larger one is rejected as too_large
+	// (`max_weight`, a whole number 1 to 1000000). Default
+	// DefaultDiscoveryMaxWeight (10000). Registry weights may carry two
+	// decimals; this bound applies to the value as sent.
+	MaxWeight uint32
+}
+
+// Source returns the name of d's source as written in YAML: "file",
+// "etcd" or "push".
+func (d *Discovery) Source() string {
+	switch {
+	case d.File != "":
+		return "file"
+	case d.Etcd != nil:
+		return "etcd"
+	default:
+		return "push"
+	}
+}
+
+// EtcdDiscovery reads instances from etcd v3 (`discovery.etcd`): the value
+// of every key under Prefix is one instance.
+type EtcdDiscovery struct {
+	// Endpoints are the etcd cluster members to dial (`endpoints`, 1 to 16
+	// distinct items), each "host:port", "http://host:port" or
+	// "https://host:port", kept as written. host:port follows the rules
+	// of Endpoint.Address.
+	Endpoints []string
+	// Prefix is the key prefix whose keys are this upstream's instances
+	// (`prefix`, required): it starts and ends with "/", as in
+	// "/levee/services/video/".
+	Prefix string
+	// DialTimeout bounds establishing a connection to etcd
+	// (`dial_timeout`, a duration greater than 0). Default
+	// DefaultEtcdDialTimeout (2s).
+	DialTimeout time.Duration
 }
 
 // Endpoint is one server of an upstream (`{address: host:port, weight: N}`).

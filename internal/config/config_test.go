@@ -160,10 +160,10 @@ func TestParseRejects(t *testing.T) {
 			"upstreams.video.endpoints: at least one endpoint is required",
 		}},
 		{"missing endpoints", head + "upstreams:\n  video:\n    balancer: weighted_round_robin\n" + routes, []string{
-			"upstreams.video.endpoints: required",
+			"upstreams.video.endpoints: required unless discovery is set",
 		}},
 		{"unknown balancer", head + upstreams + "    balancer: random\n" + routes, []string{
-			`upstreams.video.balancer: must be one of "weighted_round_robin", got "random"`,
+			`upstreams.video.balancer: must be one of "weighted_round_robin", "least_request", "consistent_hash", got "random"`,
 		}},
 		{"max idle conns zero", head + upstreams + "    max_idle_conns_per_endpoint: 0\n" + routes, []string{
 			"upstreams.video.max_idle_conns_per_endpoint: must be a number from 1 to 100000, got 0",
@@ -425,6 +425,142 @@ func TestParseRejects(t *testing.T) {
 			`upstreams.video.retry.backoff: must be a mapping, got "25ms"`,
 			"routes[0].retry: must be a mapping, got true",
 		}},
+		{"discovery without a source", head + "upstreams:\n  video:\n    discovery: {}\n  audio:\n    discovery:\n      push: false\n      max_drop_fraction: 0.5\n" + routes, []string{
+			"upstreams.video.discovery: exactly one of file, etcd or push is required",
+			"upstreams.audio.discovery: exactly one of file, etcd or push is required",
+		}},
+		{"discovery with two sources", head + "upstreams:\n  video:\n    discovery:\n      file: /etc/levee/video.json\n      push: true\n  audio:\n    discovery: {file: a.json, etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /a/}, push: yes}\n" + routes, []string{
+			"upstreams.video.discovery: exactly one of file, etcd or push is required",
+			"upstreams.audio.discovery: exactly one of file, etcd or push is required",
+			`upstreams.audio.discovery.push: must be true or false, got "yes"`,
+		}},
+		{"neither endpoints nor discovery", head + "upstreams:\n  video:\n    discovery: ~\n  audio:\n    discovery: {push: true}\n    endpoints: []\n" + routes, []string{
+			"upstreams.video.endpoints: required unless discovery is set",
+			"upstreams.audio.endpoints: at least one endpoint is required; omit endpoints to start from discovery alone",
+		}},
+		{"discovery wrong shapes", head + "upstreams:\n  video:\n    discovery: /etc/levee/video.json\n  audio:\n    discovery: {file: \"\", confirm_after: 30, max_weight: 0, refresh: 1s}\n  music:\n    discovery: {file: [a.json], push: 1}\n" + routes, []string{
+			`upstreams.video.discovery: must be a mapping, got "/etc/levee/video.json"`,
+			"upstreams.audio.discovery.file: must not be empty",
+			`upstreams.audio.discovery.confirm_after: must be a duration such as "1s", got 30`,
+			"upstreams.audio.discovery.max_weight: must be a number from 1 to 1000000, got 0",
+			"upstreams.audio.discovery.refresh: unknown field",
+			"upstreams.music.discovery: exactly one of file, etcd or push is required",
+			"upstreams.music.discovery.file: must be a string, got a sequence",
+			"upstreams.music.discovery.push: must be true or false, got 1",
+		}},
+		{"discovery guard values", head + "upstreams:\n  video:\n    discovery: {push: true, max_drop_fraction: 0, confirm_after: 0s, max_weight: 1000001}\n  audio:\n    discovery: {push: true, max_drop_fraction: 1.5, max_weight: \"100\"}\n  music:\n    discovery: {push: true, max_drop_fraction: \"0.5\"}\n  talk:\n    discovery: {push: true, max_drop_fraction: .nan, max_weight: 2.5}\n" + routes, []string{
+			"upstreams.video.discovery.max_drop_fraction: must be a number greater than 0 and at most 1, got 0",
+			`upstreams.video.discovery.confirm_after: must be greater than 0, got "0s"`,
+			"upstreams.video.discovery.max_weight: must be a number from 1 to 1000000, got 1000001",
+			"upstreams.audio.discovery.max_drop_fraction: must be a number greater than 0 and at most 1, got 1.5",
+			`upstreams.audio.discovery.max_weight: must be a number from 1 to 1000000, got "100"`,
+			`upstreams.music.discovery.max_drop_fraction: must be a number greater than 0 and at most 1, got "0.5"`,
+			"upstreams.talk.discovery.max_drop_fraction: must be a number greater than 0 and at most 1, got .nan",
+			"upstreams.talk.discovery.max_weight: must be a number from 1 to 1000000, got 2.5",
+		}},
+		{"etcd missing fields", head + "upstreams:\n  video:\n    discovery:\n      etcd: {dial_timeout: 2}\n" + routes, []string{
+			"upstreams.video.discovery.etcd.endpoints: required",
+			"upstreams.video.discovery.etcd.prefix: required",
+			`upstreams.video.discovery.etcd.dial_timeout: must be a duration such as "1s", got 2`,
+		}},
+		{"etcd bad endpoints", head + `upstreams:
+  video:
+    discovery:
+      etcd:
+        endpoints:
+          - 127.0.0.1:2379
+          - grpc://etcd:2379
+          - http://etcd:2379/v3
+          - 127.0.0.1
+          - https://:2379
+          - 127.0.0.1:2379
+          - 2379
+  audio:
+    discovery: {etcd: {endpoints: [], prefix: /a/}}
+  music:
+    discovery: {etcd: {endpoints: "127.0.0.1:2379", prefix: /m/}}
+` + routes, []string{
+			"upstreams.video.discovery.etcd.prefix: required",
+			`upstreams.video.discovery.etcd.endpoints[1]: invalid etcd endpoint "grpc://etcd:2379": scheme must be "http" or "https"`,
+			`upstreams.video.discovery.etcd.endpoints[2]: invalid etcd endpoint "http://etcd:2379/v3": must be host:port or http(s)://host:port, with no path, query or user`,
+			`upstreams.video.discovery.etcd.endpoints[3]: invalid etcd endpoint "127.0.0.1": missing port in address`,
+			`upstreams.video.discovery.etcd.endpoints[4]: invalid etcd endpoint "https://:2379": host is required`,
+			`upstreams.video.discovery.etcd.endpoints[5]: duplicate etcd endpoint "127.0.0.1:2379" (first at endpoints[0])`,
+			"upstreams.video.discovery.etcd.endpoints[6]: must be a string, got 2379",
+			"upstreams.audio.discovery.etcd.endpoints: must list 1 to 16 etcd endpoints, got 0",
+			`upstreams.music.discovery.etcd.endpoints: must be a sequence, got "127.0.0.1:2379"`,
+		}},
+		{"etcd too many endpoints and bad prefix", head + "upstreams:\n  video:\n    discovery:\n      etcd:\n        endpoints: [" + strings.Repeat("\"127.0.0.1:2379\", ", 16) + "\"127.0.0.1:2379\"]\n        prefix: levee/video\n  audio:\n    discovery: {etcd: {endpoints: [\"etcd:2379\"], prefix: /levee/audio}}\n" + routes, []string{
+			"upstreams.video.discovery.etcd.endpoints: must list 1 to 16 etcd endpoints, got 17",
+			`upstreams.video.discovery.etcd.prefix: must start and end with "/", as in "/levee/services/video/", got "levee/video"`,
+			`upstreams.audio.discovery.etcd.prefix: must start and end with "/", as in "/levee/services/video/", got "/levee/audio"`,
+		}},
+		{"unknown balancer with options", head + upstreams + "    balancer: least_requests\n    least_request: {ewma: true}\n" + routes, []string{
+			`upstreams.video.balancer: must be one of "weighted_round_robin", "least_request", "consistent_hash", got "least_requests"`,
+		}},
+		{"balancer options with the wrong balancer", head + upstreams + "    least_request: {ewma: true}\n  audio:\n    balancer: least_request\n    consistent_hash: {hash_on: path}\n    endpoints: [{address: 10.0.0.1:80}]\n" + routes, []string{
+			`upstreams.video.least_request: only allowed with balancer least_request; balancer is "weighted_round_robin" (the default)`,
+			`upstreams.audio.consistent_hash: only allowed with balancer consistent_hash; balancer is "least_request"`,
+		}},
+		{"least_request values", head + upstreams + "    balancer: least_request\n    least_request: {ewma: \"true\", tau: 0s, alpha: 0.5}\n" + routes, []string{
+			`upstreams.video.least_request.ewma: must be true or false, got "true"`,
+			`upstreams.video.least_request.tau: must be greater than 0, got "0s"`,
+			"upstreams.video.least_request.alpha: unknown field",
+		}},
+		{"consistent_hash missing", head + upstreams + "    balancer: consistent_hash\n  audio:\n    balancer: consistent_hash\n    consistent_hash: ~\n    endpoints: [{address: 10.0.0.1:80}]\n  music:\n    balancer: consistent_hash\n    consistent_hash: {}\n    endpoints: [{address: 10.0.0.1:80}]\n" + routes, []string{
+			`upstreams.video.consistent_hash: required with balancer consistent_hash, as in {hash_on: "header:X-User"}`,
+			`upstreams.audio.consistent_hash: required with balancer consistent_hash, as in {hash_on: "header:X-User"}`,
+			"upstreams.music.consistent_hash.hash_on: required",
+		}},
+		{"bad hash_on", head + `upstreams:
+  video:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: user}
+  a:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "header:"}
+  b:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "header:X User"}
+  c:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "cookie:a=b"}
+  d:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "client_ip:x"}
+  e:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "Header:X-User"}
+  f:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "query:` + strings.Repeat("q", 129) + `"}
+  g:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: "query:a\tb"}
+  h:
+    endpoints: [{address: 10.0.0.1:80}]
+    balancer: consistent_hash
+    consistent_hash: {hash_on: 5, by: path}
+` + routes, []string{
+			`upstreams.video.consistent_hash.hash_on: must be "header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path", got "user"`,
+			`upstreams.a.consistent_hash.hash_on: needs a name after "header:", got "header:"`,
+			"upstreams.b.consistent_hash.hash_on: header name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~), got \"header:X User\"",
+			"upstreams.c.consistent_hash.hash_on: cookie name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~), got \"cookie:a=b\"",
+			`upstreams.d.consistent_hash.hash_on: "client_ip" takes no name, got "client_ip:x"`,
+			`upstreams.e.consistent_hash.hash_on: must be "header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path", got "Header:X-User"`,
+			`upstreams.f.consistent_hash.hash_on: query name must be at most 128 bytes, got "query:` + strings.Repeat("q", 58) + `…"`,
+			`upstreams.g.consistent_hash.hash_on: query key must not contain control characters, got "query:a\tb"`,
+			"upstreams.h.consistent_hash.hash_on: must be a string, got 5",
+			"upstreams.h.consistent_hash.by: unknown field",
+		}},
 		{"several errors in one file", `listen: ":8080"
 admin:
   listen: ":8080"
@@ -681,6 +817,9 @@ func TestExampleYAML(t *testing.T) {
 	}
 	if cfg.Upstreams["video"].Retry == nil || cfg.Routes[1].Retry == nil || cfg.Routes[1].Timeout == 0 {
 		t.Errorf("ExampleYAML no longer shows a retry block, a route override and a route timeout")
+	}
+	if api := cfg.Upstreams["api"]; api.Discovery == nil || api.Discovery.File == "" || api.LeastRequest == nil || len(api.Endpoints) == 0 {
+		t.Errorf("ExampleYAML no longer shows a discovery source beside static endpoints and the least_request block: %+v", api)
 	}
 }
 
@@ -976,6 +1115,97 @@ func TestEditDistance(t *testing.T) {
 	}{{"", "", 0}, {"conect", "connect", 1}, {"lsiten", "listen", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+// TestDiscoveryDefaults pins the defaults of the discovery and balancer
+// blocks, from literals: a source alone gets every guard default, an etcd
+// source its dial timeout, least_request without a block its options, and
+// static endpoints beside discovery are kept as the initial set.
+func TestDiscoveryDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(head + "upstreams:\n  video:\n    balancer: least_request\n    discovery: {file: video.json}\n" +
+		"  audio:\n    discovery: {etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /a/}}\n" + "    endpoints: [{address: 10.0.0.1:80, weight: 0}]\n" +
+		"  plain:\n    endpoints: [{address: 10.0.0.1:80}]\n" + routes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	video := cfg.Upstreams["video"]
+	if want := (&Discovery{File: "video.json", MaxDropFraction: 0.5, ConfirmAfter: 30 * time.Second, MaxWeight: 10000}); !reflect.DeepEqual(video.Discovery, want) {
+		t.Errorf("video discovery = %+v, want %+v", video.Discovery, want)
+	}
+	if want := (&LeastRequest{EWMA: false, Tau: 10 * time.Second}); !reflect.DeepEqual(video.LeastRequest, want) {
+		t.Errorf("least_request defaults = %+v, want %+v", video.LeastRequest, want)
+	}
+	if video.Endpoints != nil || video.ConsistentHash != nil || video.Discovery.Source() != "file" {
+		t.Errorf("video: endpoints %v, consistent_hash %+v, source %q", video.Endpoints, video.ConsistentHash, video.Discovery.Source())
+	}
+	audio := cfg.Upstreams["audio"]
+	want := &Discovery{
+		Etcd:            &EtcdDiscovery{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/a/", DialTimeout: 2 * time.Second},
+		MaxDropFraction: 0.5, ConfirmAfter: 30 * time.Second, MaxWeight: 10000,
+	}
+	if !reflect.DeepEqual(audio.Discovery, want) || audio.Discovery.Source() != "etcd" {
+		t.Errorf("audio discovery = %+v, want %+v", audio.Discovery, want)
+	}
+	if !reflect.DeepEqual(audio.Endpoints, []Endpoint{{Address: "10.0.0.1:80", Weight: 0}}) || audio.LeastRequest != nil {
+		t.Errorf("audio: endpoints %+v, least_request %+v", audio.Endpoints, audio.LeastRequest)
+	}
+	if p := cfg.Upstreams["plain"]; p.Discovery != nil || p.LeastRequest != nil || p.ConsistentHash != nil || p.Balancer != "weighted_round_robin" {
+		t.Errorf("plain upstream = %+v", p)
+	}
+}
+
+func TestNormalizeHashOn(t *testing.T) {
+	tests := []struct{ in, want, problem string }{
+		{"client_ip", "client_ip", ""},
+		{"path", "path", ""},
+		{"header:x-user", "header:X-User", ""},
+		{"header:X-USER-ID", "header:X-User-Id", ""},
+		{"header:x_user", "header:X_user", ""},
+		{"cookie:SID", "cookie:SID", ""},
+		{"query:user id", "query:user id", ""},
+		{"query:" + strings.Repeat("q", 128), "query:" + strings.Repeat("q", 128), ""},
+		{"query:é", "query:é", ""},
+		{"", "", `must be "header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`},
+		{"header", "header", `needs a name after "header:"`},
+		{"query:", "query:", `needs a name after "query:"`},
+		{"path:/x", "path:/x", `"path" takes no name`},
+		{"header:a:b", "header:a:b", "header name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"},
+		{"cookie:" + strings.Repeat("c", 129), "cookie:" + strings.Repeat("c", 129), "cookie name must be at most 128 bytes"},
+		{"query:a\x7f", "query:a\x7f", "query key must not contain control characters"},
+		{"CLIENT_IP", "CLIENT_IP", `must be "header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`},
+	}
+	for _, tt := range tests {
+		got, problem := normalizeHashOn(tt.in)
+		if got != tt.want || problem != tt.problem {
+			t.Errorf("normalizeHashOn(%q) = %q, %q; want %q, %q", tt.in, got, problem, tt.want, tt.problem)
+		}
+	}
+	for in, want := range map[string][2]string{"header:X-User": {"header", "X-User"}, "query:a:b": {"query", "a:b"}, "path": {"path", ""}} {
+		if k, n := (ConsistentHash{HashOn: in}).Key(); k != want[0] || n != want[1] {
+			t.Errorf("Key(%q) = %q, %q; want %q", in, k, n, want)
+		}
+	}
+}
+
+func TestCheckEtcdEndpoint(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:2379", ""},
+		{"http://127.0.0.1:2379", ""},
+		{"https://etcd.internal:2379", ""},
+		{"https://[::1]:2379", ""},
+		{"HTTP://127.0.0.1:2379", `scheme must be "http" or "https"`},
+		{"unix://etcd.sock", `scheme must be "http" or "https"`},
+		{"http://127.0.0.1:2379/", "must be host:port or http(s)://host:port, with no path, query or user"},
+		{"http://u@etcd:2379", "must be host:port or http(s)://host:port, with no path, query or user"},
+		{"http://etcd", "missing port in address"},
+		{"etcd:0", "port must be a number from 1 to 65535"},
+		{"", "missing port in address"},
+	}
+	for _, tt := range tests {
+		if got := checkEtcdEndpoint(tt.in); got != tt.want {
+			t.Errorf("checkEtcdEndpoint(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -27,9 +27,23 @@ const (
 	DefaultLogLevel = "info"
 	// DefaultLogAccess is Log.Access when omitted.
 	DefaultLogAccess = true
-	// DefaultBalancer is Upstream.Balancer when omitted, and for now the
-	// only balancer.
-	DefaultBalancer = "weighted_round_robin"
+	// DefaultBalancer is Upstream.Balancer when omitted.
+	DefaultBalancer = BalancerWeightedRoundRobin
+	// DefaultLeastRequestEWMA is LeastRequest.EWMA when omitted: in-flight
+	// requests only.
+	DefaultLeastRequestEWMA = false
+	// DefaultLeastRequestTau is LeastRequest.Tau when omitted.
+	DefaultLeastRequestTau = 10 * time.Second
+	// DefaultDiscoveryMaxDropFraction is Discovery.MaxDropFraction when
+	// omitted.
+	DefaultDiscoveryMaxDropFraction = 0.5
+	// DefaultDiscoveryConfirmAfter is Discovery.ConfirmAfter when omitted.
+	DefaultDiscoveryConfirmAfter = 30 * time.Second
+	// DefaultDiscoveryMaxWeight is Discovery.MaxWeight when omitted: the
+	// same cap as a static endpoint's weight.
+	DefaultDiscoveryMaxWeight uint32 = endpoint.MaxWeight
+	// DefaultEtcdDialTimeout is EtcdDiscovery.DialTimeout when omitted.
+	DefaultEtcdDialTimeout = 2 * time.Second
 	// DefaultMaxIdleConnsPerEndpoint is Upstream.MaxIdleConnsPerEndpoint
 	// when omitted.
 	DefaultMaxIdleConnsPerEndpoint = 256
@@ -98,6 +112,11 @@ const (
 	maxReplayBodyLimit         = 16 << 20
 	maxRetryBudgetRatio        = 1.0
 	maxRetryMinPerSecond       = 1e6
+	maxDropFraction            = 1.0
+	minDiscoveryMaxWeight      = 1
+	maxDiscoveryMaxWeight      = 1000000
+	maxEtcdEndpoints           = 16
+	maxHashOnNameLen           = 128
 
 	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
 	// hostile input.
@@ -109,8 +128,19 @@ const (
 // logLevels are the accepted values of Log.Level, lowest first.
 var logLevels = []string{"debug", "info", "warn", "error"}
 
+// The accepted values of Upstream.Balancer.
+const (
+	BalancerWeightedRoundRobin = "weighted_round_robin"
+	BalancerLeastRequest       = "least_request"
+	BalancerConsistentHash     = "consistent_hash"
+)
+
 // balancers are the accepted values of Upstream.Balancer.
-var balancers = []string{DefaultBalancer}
+var balancers = []string{BalancerWeightedRoundRobin, BalancerLeastRequest, BalancerConsistentHash}
+
+// hashOnForms are the forms of ConsistentHash.HashOn, as error messages
+// list them.
+const hashOnForms = `"header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`
 
 // Retry condition names, as written in `on`.
 const (
@@ -148,6 +178,22 @@ func defaultUpstream(name string) *Upstream {
 		},
 		MaxIdleConnsPerEndpoint: DefaultMaxIdleConnsPerEndpoint,
 	}
+}
+
+func defaultLeastRequest() *LeastRequest {
+	return &LeastRequest{EWMA: DefaultLeastRequestEWMA, Tau: DefaultLeastRequestTau}
+}
+
+func defaultDiscovery() *Discovery {
+	return &Discovery{
+		MaxDropFraction: DefaultDiscoveryMaxDropFraction,
+		ConfirmAfter:    DefaultDiscoveryConfirmAfter,
+		MaxWeight:       DefaultDiscoveryMaxWeight,
+	}
+}
+
+func defaultEtcdDiscovery() *EtcdDiscovery {
+	return &EtcdDiscovery{DialTimeout: DefaultEtcdDialTimeout}
 }
 
 func defaultEndpoint() Endpoint {

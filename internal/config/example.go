@@ -44,7 +44,15 @@ log:
 # Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
 upstreams:
   video:
-    balancer: weighted_round_robin  # default, and the only balancer for now
+    # How requests are spread over endpoints: weighted_round_robin (the
+    # default; smooth, in proportion to weight), least_request or
+    # consistent_hash. Every balancer skips endpoints with weight 0.
+    balancer: weighted_round_robin  # default
+    # balancer: consistent_hash     # the same key goes to the same endpoint
+    # consistent_hash:              # required with consistent_hash, an error with any other balancer
+    #   # header:NAME, cookie:NAME or query:NAME (NAME: 1 to 128 bytes;
+    #   # header names are case-insensitive), client_ip, or path.
+    #   hash_on: "header:X-User"
     endpoints:
       # host:port; the host is an IP address ([::1] for IPv6) or a DNS name.
       # weight: a whole number 0 to 10000, default 1; 0 drains the endpoint.
@@ -74,6 +82,29 @@ upstreams:
       budget: {ratio: 0.2, min_per_second: 5}   # default; ratio 0 to 1, min_per_second 0 to 1000000
       replay_body_limit: 64KiB      # default; 0 to 16MiB; larger bodies are not retried
   api:
+    balancer: least_request         # the less loaded of two random endpoints, weighted
+    least_request:                  # only with least_request, an error with any other balancer
+      ewma: false                   # default; true also weighs in a decayed latency estimate
+      tau: 10s                      # default; decay time of that estimate; > 0
+    # Take endpoints from a registry. Exactly one of file, etcd or push
+    # (push: false counts as none). See "Discovery" in
+    # docs/configuration.md for the instance format and what is refused.
+    discovery:
+      file: /etc/levee/api.json     # JSON array of instances, re-read when it changes; need not exist yet
+      # etcd:                       # etcd v3; the value of each key under prefix is one instance
+      #   endpoints: ["127.0.0.1:2379"]   # 1 to 16, host:port or http(s)://host:port
+      #   prefix: /levee/services/api/    # required; starts and ends with "/"
+      #   dial_timeout: 2s                # default; > 0
+      # push: true                  # only from PUT /api/v1/upstreams/api/endpoints
+      # Delta guard: an update that would drain or remove more than this
+      # share of the active weight at once is held until it has persisted
+      # for confirm_after, or POST /api/v1/upstreams/api/confirm.
+      max_drop_fraction: 0.5        # default; > 0 and <= 1 (1 turns the guard off)
+      confirm_after: 30s            # default; > 0
+      max_weight: 10000             # default; 1 to 1000000: larger registry weights are rejected
+    # With discovery, endpoints are optional. Given, they are served until
+    # the source's first good update, and whenever the registry is
+    # unreachable at start and state_dir holds no snapshot.
     endpoints:
       - address: "[fd00::10]:9000"
 

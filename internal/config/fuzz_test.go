@@ -39,6 +39,12 @@ func FuzzParse(f *testing.F) {
 		"listen: \":80\"\nadmin: {listen: \":80\"}\nupstreams: {v: {endpoints: [{address: \"[::1]:0\", weight: 0}]}}\nroutes: [~, 5, {name: r}]\n",
 		head + upstreams + "    retry:\n      attempts: 3\n      on: [connect_failure, refused_stream, reset_before_response, 502, 503, 504]\n      per_try_timeout: 2s\n      backoff: {base: 25ms, max: 250ms}\n      budget: {ratio: 0.2, min_per_second: 5}\n      replay_body_limit: 64KiB\n" + routes + "    timeout: 30s\n    retry: {attempts: 2, on: [connect_failure]}\n",
 		head + upstreams + "    retry: {attempts: 0, on: [conect_failure, \"502\", 502, 502, 600, ~], backoff: {base: 1s, max: 1ms}, budget: {ratio: .nan, min_per_second: 1e7}}\n" + routes + "    retry: {on: [], budget: ~}\n    timeout: 0s\n",
+		head + "upstreams:\n  video:\n    balancer: least_request\n    least_request: {ewma: true, tau: 10s}\n    discovery:\n      file: /etc/levee/video.json\n      max_drop_fraction: 0.5\n      confirm_after: 30s\n      max_weight: 10000\n" + routes,
+		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    consistent_hash: {hash_on: \"header:x-user\"}\n    discovery:\n      etcd: {endpoints: [\"127.0.0.1:2379\", \"https://etcd:2379\"], prefix: /levee/services/video/, dial_timeout: 2s}\n    endpoints: [{address: 10.0.0.1:80, weight: 0}]\n" + routes,
+		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    consistent_hash: {hash_on: \"cookie:sid\"}\n    discovery: {push: true, max_drop_fraction: 1}\n" + routes,
+		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    consistent_hash: {hash_on: \"query:user\"}\n    discovery: {push: false, file: v.json}\n  a: {balancer: consistent_hash, consistent_hash: {hash_on: client_ip}, endpoints: [{address: 10.0.0.1:80}]}\n  b: {balancer: consistent_hash, consistent_hash: {hash_on: path}, discovery: {push: true}}\n" + routes,
+		head + "upstreams:\n  video:\n    least_request: {ewma: 1, tau: 0s}\n    consistent_hash: {hash_on: \"header:\"}\n    discovery: {file: a, etcd: {endpoints: [grpc://x:1, \"127.0.0.1\"], prefix: x}, push: true, max_drop_fraction: 0, confirm_after: 0s, max_weight: 0}\n    endpoints: []\n" + routes,
+		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    discovery: {}\n  audio: {discovery: ~}\n" + routes,
 	} {
 		f.Add([]byte(s))
 	}
@@ -84,8 +90,12 @@ func checkInvariants(t *testing.T, cfg *Config) {
 	}
 	for _, name := range cfg.UpstreamOrder {
 		u := cfg.Upstreams[name]
-		if u == nil || u.Name != name || !validName(name) || len(u.Endpoints) == 0 {
+		if u == nil || u.Name != name || !validName(name) || len(u.Endpoints) == 0 && (u.Discovery == nil || u.Endpoints != nil) {
 			t.Fatalf("bad upstream %q: %+v", name, u)
+		}
+		checkBalancer(t, u)
+		if u.Discovery != nil {
+			checkDiscovery(t, name, u.Discovery)
 		}
 		if u.Timeouts.Connect <= 0 || u.Timeouts.ResponseHeader <= 0 || u.Timeouts.Idle <= 0 {
 			t.Fatalf("upstream %q has a non-positive timeout: %+v", name, u.Timeouts)
@@ -156,5 +166,69 @@ func checkRetry(t *testing.T, where string, r *Retry, route bool) {
 	}
 	if !(b.Ratio >= 0 && b.Ratio <= 1 && b.MinPerSecond >= 0 && b.MinPerSecond <= maxRetryMinPerSecond) {
 		t.Fatalf("%s: bad budget %+v", where, b)
+	}
+}
+
+// checkBalancer fails t if u's balancer and its options break a promise
+// of the Upstream docs.
+func checkBalancer(t *testing.T, u *Upstream) {
+	t.Helper()
+	lr, ch := u.LeastRequest, u.ConsistentHash
+	switch u.Balancer {
+	case BalancerWeightedRoundRobin:
+		if lr != nil || ch != nil {
+			t.Fatalf("upstream %q: weighted_round_robin with options %+v %+v", u.Name, lr, ch)
+		}
+	case BalancerLeastRequest:
+		if lr == nil || lr.Tau <= 0 || ch != nil {
+			t.Fatalf("upstream %q: least_request with options %+v %+v", u.Name, lr, ch)
+		}
+	case BalancerConsistentHash:
+		if ch == nil || lr != nil {
+			t.Fatalf("upstream %q: consistent_hash with options %+v %+v", u.Name, lr, ch)
+		}
+		if norm, problem := normalizeHashOn(ch.HashOn); problem != "" || norm != ch.HashOn {
+			t.Fatalf("upstream %q: hash_on %q not normalised (%q, %q)", u.Name, ch.HashOn, norm, problem)
+		}
+		kind, name := ch.Key()
+		if (kind == HashOnClientIP || kind == HashOnPath) != (name == "") || len(name) > maxHashOnNameLen {
+			t.Fatalf("upstream %q: hash_on %q splits into %q, %q", u.Name, ch.HashOn, kind, name)
+		}
+	default:
+		t.Fatalf("upstream %q: unknown balancer %q", u.Name, u.Balancer)
+	}
+}
+
+// checkDiscovery fails t if d breaks a promise of the Discovery docs.
+func checkDiscovery(t *testing.T, name string, d *Discovery) {
+	t.Helper()
+	sources := 0
+	if d.File != "" {
+		sources++
+	}
+	if d.Etcd != nil {
+		sources++
+		e := d.Etcd
+		if len(e.Endpoints) < 1 || len(e.Endpoints) > maxEtcdEndpoints || e.DialTimeout <= 0 ||
+			len(e.Prefix) == 0 || e.Prefix[0] != '/' || e.Prefix[len(e.Prefix)-1] != '/' {
+			t.Fatalf("upstream %q: bad etcd source %+v", name, e)
+		}
+		for _, ep := range e.Endpoints {
+			if checkEtcdEndpoint(ep) != "" {
+				t.Fatalf("upstream %q: bad etcd endpoint %q", name, ep)
+			}
+		}
+	}
+	if d.Push {
+		sources++
+	}
+	if sources != 1 {
+		t.Fatalf("upstream %q: %d discovery sources: %+v", name, sources, d)
+	}
+	if !(d.MaxDropFraction > 0 && d.MaxDropFraction <= 1) || d.ConfirmAfter <= 0 || d.MaxWeight < 1 || d.MaxWeight > maxDiscoveryMaxWeight {
+		t.Fatalf("upstream %q: bad discovery settings %+v", name, d)
+	}
+	if d.Source() == "" {
+		t.Fatalf("upstream %q: no source name", name)
 	}
 }

@@ -180,16 +180,23 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 // upstream reads one `upstreams.<name>`; null reads as an empty mapping.
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
-	f, ok := p.fields(path, n, "balancer", "endpoints", "timeouts", "max_idle_conns_per_endpoint", "retry")
+	f, ok := p.fields(path, n, "balancer", "least_request", "consistent_hash", "discovery", "endpoints",
+		"timeouts", "max_idle_conns_per_endpoint", "retry")
 	if !ok {
 		return u
 	}
+	balancerOK := true
 	if v := f["balancer"]; v != nil {
-		if s, ok := p.oneOf(key(path, "balancer"), v, balancers); ok {
+		var s string
+		if s, balancerOK = p.oneOf(key(path, "balancer"), v, balancers); balancerOK {
 			u.Balancer = s
 		}
 	}
-	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n)
+	p.balancerOptions(u, path, n, f, balancerOK)
+	if v := f["discovery"]; v != nil {
+		u.Discovery = p.discovery(key(path, "discovery"), v)
+	}
+	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n, f["discovery"] != nil)
 	if v := f["timeouts"]; v != nil {
 		p.timeouts(&u.Timeouts, key(path, "timeouts"), v)
 	}
@@ -389,10 +396,14 @@ func (p *parser) retryBudget(b *RetryBudget, path string, n *yaml.Node) {
 // endpoints reads an upstream's `endpoints`: at least one, addresses
 // unique (compared case-insensitively). All of them may be drained
 // (weight 0): the upstream then refuses requests, which is how an
-// operator takes a whole upstream out of service.
-func (p *parser) endpoints(path string, n, parent *yaml.Node) []Endpoint {
+// operator takes a whole upstream out of service. With discovery
+// (withDiscovery) the list may be omitted, but an empty one is still an
+// error.
+func (p *parser) endpoints(path string, n, parent *yaml.Node, withDiscovery bool) []Endpoint {
 	if isNull(n) {
-		p.add(parent, path, "required")
+		if !withDiscovery {
+			p.add(parent, path, "required unless discovery is set")
+		}
 		return nil
 	}
 	items, ok := p.sequence(path, n)
@@ -400,7 +411,11 @@ func (p *parser) endpoints(path string, n, parent *yaml.Node) []Endpoint {
 		return nil
 	}
 	if len(items) == 0 {
-		p.add(n, path, "at least one endpoint is required")
+		if withDiscovery {
+			p.add(n, path, "at least one endpoint is required; omit endpoints to start from discovery alone")
+		} else {
+			p.add(n, path, "at least one endpoint is required")
+		}
 		return nil
 	}
 	out := make([]Endpoint, 0, len(items))

@@ -5,9 +5,15 @@ package endpoint
 
 import "sync/atomic"
 
-// MaxWeight is the largest weight an endpoint may carry. Weights are whole
-// numbers so that a balancer's arithmetic is exact and bounded.
+// MaxWeight is the largest weight, in whole units, that configuration and
+// registries may give an endpoint.
 const MaxWeight = 10000
+
+// WeightScale is how many units of Endpoint.Weight make one whole unit of
+// weight: weights are kept in hundredths, so a registry's 0.5 : 1 stays
+// 1 : 2 while a balancer's arithmetic stays exact and integral. The largest
+// Endpoint.Weight is MaxWeight × WeightScale.
+const WeightScale = 100
 
 // Endpoint is one upstream server as the request path sees it. Address and
 // Weight never change after construction; a new weight means a new Endpoint
@@ -16,8 +22,9 @@ const MaxWeight = 10000
 type Endpoint struct {
 	// Address is host:port, validated before an Endpoint is built.
 	Address string
-	// Weight is 0..MaxWeight. 0 means drained: pickers never return it, but
-	// requests already sent to it finish.
+	// Weight is in hundredths (WeightScale): 0..MaxWeight×WeightScale; a
+	// configured weight 3 is 300. 0 means drained: pickers never return it,
+	// but requests already sent to it finish.
 	Weight uint32
 	// Zone is the failure domain the endpoint lives in; empty when unknown.
 	Zone string

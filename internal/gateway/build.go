@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/retrybudget"
@@ -125,16 +127,24 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 	ordered := make([]*proxy.Upstream, 0, len(cfg.Upstreams))
 	for _, name := range cfg.UpstreamOrder {
 		uc := cfg.Upstreams[name]
-		eps := make([]*endpoint.Endpoint, 0, len(uc.Endpoints))
-		for _, ec := range uc.Endpoints {
-			key := statsKey{name, ec.Address}
+		var list []discovery.Instance
+		if f := g.feeds[name]; f != nil {
+			list, _ = f.instances()
+		} else {
+			for _, ec := range uc.Endpoints {
+				list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale})
+			}
+		}
+		eps := make([]*endpoint.Endpoint, 0, len(list))
+		for _, in := range list {
+			key := statsKey{name, in.Address}
 			st := g.pools.stats[key]
 			if st == nil {
 				st = &endpoint.Stats{}
 				g.pools.stats[key] = st
 			}
 			liveStats[key] = true
-			eps = append(eps, &endpoint.Endpoint{Address: ec.Address, Weight: ec.Weight, Stats: st})
+			eps = append(eps, &endpoint.Endpoint{Address: in.Address, Weight: in.Weight, Zone: in.Zone, Stats: st})
 		}
 		up := &proxy.Upstream{
 			Name:      name,
@@ -203,6 +213,59 @@ type adminView struct{ g *Gateway }
 func (v adminView) Ready() (bool, string) { return v.g.Ready() }
 func (v adminView) Reload() error         { return v.g.Reload() }
 
+func (v adminView) feed(name string) *feed {
+	v.g.mu.Lock()
+	defer v.g.mu.Unlock()
+	return v.g.feeds[name]
+}
+
+// Notes lists upstreams served from their on-disk snapshot, or from
+// nothing, because their registry has not delivered since start.
+func (v adminView) Notes() []string {
+	v.g.mu.Lock()
+	feeds := make([]*feed, 0, len(v.g.feeds))
+	for _, name := range v.g.cfg.UpstreamOrder {
+		if f := v.g.feeds[name]; f != nil {
+			feeds = append(feeds, f)
+		}
+	}
+	v.g.mu.Unlock()
+	notes := []string{}
+	for _, f := range feeds {
+		_, origin := f.instances()
+		switch {
+		case origin == "snapshot":
+			notes = append(notes, "upstream "+f.upstream+": serving from its last good snapshot; "+f.sourceName()+" has not delivered since start")
+		case origin == "":
+			notes = append(notes, "upstream "+f.upstream+": no endpoints yet; waiting for "+f.sourceName())
+		}
+		if !f.connected() {
+			notes = append(notes, "upstream "+f.upstream+": "+f.sourceName()+" is unreachable")
+		}
+	}
+	return notes
+}
+
+func (v adminView) PushEndpoints(name string, body []byte) (int, any) {
+	f := v.feed(name)
+	if f == nil || f.source != nil {
+		return http.StatusConflict, map[string]string{"error": "upstream " + name + " does not take pushed endpoints (set discovery: {push: true})", "reason": "not_push_upstream"}
+	}
+	return f.push(body)
+}
+
+func (v adminView) ConfirmUpstream(name string) (int, any) {
+	f := v.feed(name)
+	if f == nil {
+		return http.StatusNotFound, map[string]string{"error": "upstream " + name + " has no discovery feed", "reason": "not_found"}
+	}
+	d, ok := f.confirm(time.Now())
+	if !ok {
+		return http.StatusConflict, map[string]string{"error": "nothing is held for upstream " + name, "reason": "nothing_held"}
+	}
+	return http.StatusOK, map[string]any{"result": "applied", "drop_fraction": d.DropFraction, "held_for": d.HeldFor.String()}
+}
+
 func (v adminView) Upstreams() []admin.UpstreamView {
 	t := v.g.handler.Table()
 	g := v.g
@@ -215,13 +278,16 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 		if uc := cfg.Upstreams[up.Name]; uc != nil {
 			uv.Balancer = uc.Balancer
 		}
+		if f := v.feed(up.Name); f != nil {
+			uv.Discovery = f.view()
+		}
 		for _, ep := range up.Endpoints {
 			state := "active"
 			if ep.Weight == 0 {
 				state = "drained"
 			}
 			uv.Endpoints = append(uv.Endpoints, admin.EndpointView{
-				Address: ep.Address, Weight: ep.Weight, Zone: ep.Zone, State: state,
+				Address: ep.Address, Weight: float64(ep.Weight) / endpoint.WeightScale, Zone: ep.Zone, State: state,
 				Inflight: ep.Stats.Inflight.Load(), Requests: ep.Stats.Requests.Load(), Failures: ep.Stats.Failures.Load(),
 			})
 		}

@@ -48,12 +48,16 @@ type Gateway struct {
 	metrics   *proxy.Metrics
 	handler   *proxy.Handler
 	reloads   *prometheus.CounterVec
+	// discoveryMetrics are shared by every feed.
+	discoveryMetrics *discoveryMetrics
 
 	// mu serialises reloads and guards the fields below it.
 	mu    sync.Mutex
 	cfg   *config.Config // the configuration serving now
 	pools *pools
 	cert  atomic.Pointer[tls.Certificate]
+	// feeds holds the discovery feed of each upstream that has one.
+	feeds map[string]*feed
 
 	dataSrv, adminSrv *http.Server
 	dataLn, adminLn   net.Listener
@@ -89,6 +93,7 @@ func New(o Options) (*Gateway, error) {
 		registry: telemetry.NewRegistry(),
 		cfg:      cfg,
 		pools:    newPools(),
+		feeds:    map[string]*feed{},
 		serveErr: make(chan error, 2),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_config_reloads_total",
@@ -99,6 +104,12 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
+		return nil, err
+	}
+	if g.discoveryMetrics, err = newDiscoveryMetrics(g.registry); err != nil {
+		return nil, err
+	}
+	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
 	if cfg.Log.Access {
@@ -178,6 +189,9 @@ func (g *Gateway) Start() error {
 	go g.serve(g.adminSrv, adminLn, false)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go g.sweepIdle(g.sweepStop, g.sweepDone)
+	for _, f := range g.feeds {
+		f.start()
+	}
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -256,6 +270,14 @@ func (g *Gateway) Errors() <-chan error { return g.serveErr }
 // Listener addresses and TLS on/off cannot change without a restart; such a
 // change is refused.
 func (g *Gateway) Reload() error {
+	var retired []*feed
+	// Retired feeds are stopped after g.mu is released: a feed applying an
+	// update waits for g.mu to rebuild the table.
+	defer func() {
+		for _, f := range retired {
+			f.stop()
+		}
+	}()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	cfg, err := g.load()
@@ -265,14 +287,28 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.loadCertificate(cfg.TLS)
 	}
+	var feeds map[string]*feed
+	var fresh []*feed
 	var table *proxy.Table
 	if err == nil {
-		table, err = g.buildTable(cfg)
+		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
+	}
+	if err == nil {
+		prev := g.feeds
+		g.feeds = feeds
+		if table, err = g.buildTable(cfg); err != nil {
+			g.feeds, retired = prev, nil
+		}
 	}
 	if err != nil {
 		g.reloads.WithLabelValues("error").Inc()
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
+	}
+	if g.started {
+		for _, f := range fresh {
+			f.start()
+		}
 	}
 	g.handler.Swap(table)
 	g.cfg = cfg
@@ -327,6 +363,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.handler.CloseUpgrades()
 	close(g.sweepStop)
 	<-g.sweepDone
+	g.mu.Lock()
+	feeds := g.feeds
+	g.mu.Unlock()
+	for _, f := range feeds {
+		f.stop()
+	}
 	g.mu.Lock()
 	g.pools.closeAll()
 	g.mu.Unlock()
