@@ -22,6 +22,10 @@ type pools struct {
 	transports map[string]pooledTransport
 	stats      map[statsKey]*endpoint.Stats
 	budgets    map[string]pooledBudget
+	// pickers holds each upstream's last picker (unguarded), handed to the
+	// next one as Prev: least_request keeps its latency estimates and
+	// consistent_hash its table size, so a change moves few keys.
+	pickers map[string]balance.Picker
 }
 
 // pooledBudget keeps an upstream's retry budget across reloads while its
@@ -42,7 +46,7 @@ type pooledTransport struct {
 type statsKey struct{ upstream, address string }
 
 func newPools() *pools {
-	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}}
+	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]balance.Picker{}}
 }
 
 // budget returns the upstream's retry budget, reusing the current one when
@@ -88,6 +92,11 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 	for name := range p.budgets {
 		if !upstreams[name] {
 			delete(p.budgets, name)
+		}
+	}
+	for name := range p.pickers {
+		if !upstreams[name] {
+			delete(p.pickers, name)
 		}
 	}
 	for k := range p.stats {
@@ -149,7 +158,6 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		up := &proxy.Upstream{
 			Name:      name,
 			Endpoints: eps,
-			Picker:    balance.NewSmoothWeighted(eps),
 			Transport: g.pools.transport(name, proxy.TransportOptions{
 				Connect:            uc.Timeouts.Connect,
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
@@ -157,6 +165,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
 			}),
 		}
+		g.pools.setPicker(up, uc, g.metrics.PickerFallback(name))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})
 		if err != nil {
@@ -294,4 +303,37 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 		out = append(out, uv)
 	}
 	return out
+}
+
+// setPicker builds up's picker for the configured balancer over
+// up.Endpoints, guarded so that a picker failure falls back to a uniform
+// pick over the same set (counted by onFallback).
+func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback func()) {
+	prev := p.pickers[up.Name]
+	var picker balance.Picker
+	switch uc.Balancer {
+	case config.BalancerLeastRequest:
+		o := balance.LeastRequestOptions{}
+		if lr := uc.LeastRequest; lr != nil {
+			o.EWMA, o.Tau = lr.EWMA, lr.Tau
+		}
+		o.Prev, _ = prev.(*balance.LeastRequest)
+		lrp := balance.NewLeastRequest(up.Endpoints, o)
+		if o.EWMA {
+			up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) { lrp.Observe(ep, rtt, now) }
+		}
+		picker = lrp
+	case config.BalancerConsistentHash:
+		o := balance.HashOptions{}
+		o.Prev, _ = prev.(*balance.ConsistentHash)
+		picker = balance.NewConsistentHash(up.Endpoints, o)
+		if ch := uc.ConsistentHash; ch != nil {
+			kind, name := ch.Key()
+			up.HashOn = &proxy.HashOn{Kind: kind, Name: name}
+		}
+	default:
+		picker = balance.NewSmoothWeighted(up.Endpoints)
+	}
+	p.pickers[up.Name] = picker
+	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
 }

@@ -124,7 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	up := rt.Upstream
-	ep, err := up.Picker.Pick()
+	ep, err := pick(up, r)
 	if err != nil {
 		if !errors.Is(err, balance.ErrNoEndpoint) {
 			h.logger.Error("picker failed", "upstream", up.Name, "error", err)
@@ -213,7 +213,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 			resp.Body.Close()
 			resp, err = nil, errPerTryTimeout
 		}
-		up.duration.Observe(time.Since(now).Seconds())
+		rtt := time.Since(now)
+		up.duration.Observe(rtt.Seconds())
+		if up.Observe != nil {
+			up.Observe(ep, rtt, now.Add(rtt))
+		}
 
 		var fail failure
 		status := 0

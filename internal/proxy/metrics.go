@@ -17,6 +17,7 @@ type Metrics struct {
 	inflight         prometheus.Gauge
 	retries          *prometheus.CounterVec // upstream, reason
 	budgetExhausted  *prometheus.CounterVec // upstream
+	pickerFallbacks  *prometheus.CounterVec // upstream
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -53,7 +54,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Retries not sent because the upstream's retry budget was spent; the failure went to the client as is.",
 		}, []string{"upstream"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted} {
+	m.pickerFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_picker_fallbacks_total",
+		Help: "Picks where the upstream's balancer panicked or returned an invalid endpoint and a uniform pick over its endpoint set was used instead.",
+	}, []string{"upstream"})
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -112,4 +117,11 @@ func (m *Metrics) retried(upstream string, fail failure, status int) {
 		reason = strconv.Itoa(status)
 	}
 	m.retries.WithLabelValues(upstream, reason).Inc()
+}
+
+// PickerFallback returns the function that counts a picker fallback of
+// upstream (for balance.Guarded).
+func (m *Metrics) PickerFallback(upstream string) func() {
+	c := m.pickerFallbacks.WithLabelValues(upstream)
+	return c.Inc
 }

@@ -26,8 +26,24 @@ type Upstream struct {
 	// Budget caps the retries all routes send to this upstream; nil: no
 	// cap. Kept across reloads by the gateway, so a reload cannot refill it.
 	Budget *retrybudget.Budget
+	// HashOn, when set, picks by a key taken from each request: Picker must
+	// then be a balance.KeyPicker. A request without the key gets a random
+	// pick rather than piling every keyless request onto one endpoint.
+	HashOn *HashOn
+	// Observe, when set, is told each attempt's time to response headers
+	// (the least_request balancer's latency estimate).
+	Observe func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
 
 	duration prometheus.Observer // set by NewTable
+}
+
+// HashOn names the request key a consistent-hash upstream picks by.
+type HashOn struct {
+	// Kind is "header", "cookie", "query", "client_ip" or "path".
+	Kind string
+	// Name is the header (canonical form), cookie or query parameter name;
+	// empty for client_ip and path.
+	Name string
 }
 
 // Route is one routing rule and what the request path needs to serve it.
