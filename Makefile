@@ -10,6 +10,8 @@ FUZZTIME ?= 5s
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/balance:FuzzSmoothWeighted \
+	./internal/balance:FuzzLeastRequest \
+	./internal/balance:FuzzConsistentHash \
 	./internal/route:FuzzMatch \
 	./internal/telemetry:FuzzAppendJSONString \
 	./client:FuzzParseRetryAfter \

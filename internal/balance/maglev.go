@@ -60,17 +60,22 @@ package balance
 // is kept, so draining or removing an endpoint does not change M (a new M
 // remaps almost every key).
 //
-// DISRUPTION. When one of n equal endpoints leaves, the keys it held move
-// (1/n of them) and more: each slot it held is taken by another endpoint's
-// turn, whose own later turn then lands on a different slot, and so on. The
-// cascades are longer when each endpoint holds fewer slots, so Maglev is
-// close to 1/n only when M/n is large. Measured by
-// TestConsistentHashDisruption (slots changing owner, in units of 1/n):
-// 1.02 at n = 10 (M/n = 6,553), 1.57 at n = 100 (655), 6.8 at n = 1000
-// (131); keys that were not on the removed endpoint move with probability
-// 0.02/n, 0.57/n and 5.6/n. A larger M shrinks it (n = 1000: 4.9/n at
-// M/n = 524, 2.3/n at M/n = 2,097). Envoy documents the same trade-off
-// ("approximately double" the keys of ring hash move).
+// DISRUPTION. Plain Maglev moves more than the keys a removed endpoint
+// held: each slot it held is taken by another endpoint's turn, whose own
+// later turn then lands on a different slot, and so on; the cascades grow
+// as M/n shrinks (measured: slots changing owner 1.02/n at n = 10, 1.57/n
+// at n = 100, 6.8/n at n = 1000; Envoy documents "approximately double").
+// So a rebuild from Prev (same M) first gives every surviving endpoint back
+// the slots it held, up to the number of turns the turn order grants it
+// (lowest slots first), and its turns fill only the slots left free. When
+// one of n endpoints leaves, exactly its slots change owner and no other
+// key moves (TestConsistentHashDisruption: 1.000/n, 1.001/n, 0.999/n of
+// slots at n = 10, 100, 1000; 0 other keys). A weight change or a new
+// endpoint frees only the excess slots of those that now get fewer turns.
+// The price: a table rebuilt from Prev depends on its history, not only on
+// the endpoint set, so two levee instances with different histories may
+// map a key differently; built without Prev, the table is a function of
+// the endpoint set alone.
 //
 // WORK. Build: O(n) filtering, O(k log k) sort, M heap replacements of
 // O(log k) each, and probes: every probe of endpoint i steps it along its
@@ -196,20 +201,53 @@ func NewConsistentHash(eps []*endpoint.Endpoint, o HashOptions) *ConsistentHash 
 		p.eps[j], p.weights[j] = live[i], w[i]
 	}
 	m := tableSize(k)
+	var keep []uint32
 	if o.Prev != nil {
 		if pm := uint64(len(o.Prev.table)); pm >= uint64(k)*slotsPerHashEndpoint && pm <= tableSize(4*k) {
 			m = pm
+			keep = carryOver(o.Prev, p.eps)
 		}
 	}
-	p.table, p.probes, p.swept = populate(p.eps, p.weights, m, maglevProbeBudget*m)
+	p.table, p.probes, p.swept = populate(p.eps, p.weights, m, maglevProbeBudget*m, keep)
 	return p
+}
+
+// carryOver maps prev's table onto the new endpoint order: entry s is the
+// new index of the endpoint that owned slot s in prev (matched by
+// address), or emptySlot when that endpoint is gone. O(M + n).
+func carryOver(prev *ConsistentHash, eps []*endpoint.Endpoint) []uint32 {
+	index := make(map[string]uint32, len(eps))
+	for j, e := range eps {
+		index[e.Address] = uint32(j)
+	}
+	remap := make([]uint32, len(prev.eps))
+	for i, e := range prev.eps {
+		if j, ok := index[e.Address]; ok {
+			remap[i] = j
+		} else {
+			remap[i] = emptySlot
+		}
+	}
+	keep := make([]uint32, len(prev.table))
+	for s, owner := range prev.table {
+		keep[s] = remap[owner]
+	}
+	return keep
 }
 
 // populate fills a table of m slots (m prime) for the live endpoints eps
 // with weights w (each 1..maxWeight), in the order the header describes,
 // making at most budget probes before it switches to the sweep. It returns
 // the table, the probes made and whether the sweep was used.
-func populate(eps []*endpoint.Endpoint, w []uint32, m, budget uint64) (table []uint32, probes uint64, swept bool) {
+//
+// keep, when not nil (a rebuild from a previous table of the same size),
+// gives each slot's previous owner (or emptySlot). Each endpoint first keeps
+// as many of its previous slots as the turn order grants it, lowest slots
+// first, and its turns fill only the rest; so when one of n endpoints
+// leaves, only its slots (about 1/n of the keys) move, instead of Maglev's
+// usual cascade. The table then depends on the previous one, not only on
+// the endpoint set; without keep it is a function of the set alone.
+func populate(eps []*endpoint.Endpoint, w []uint32, m, budget uint64, keep []uint32) (table []uint32, probes uint64, swept bool) {
 	k := len(eps)
 	table = make([]uint32, m)
 	for i := range table {
@@ -218,6 +256,18 @@ func populate(eps []*endpoint.Endpoint, w []uint32, m, budget uint64) (table []u
 	var wmax uint64
 	for _, x := range w {
 		wmax = max(wmax, uint64(x))
+	}
+	// prefilled[i] counts the turns of endpoint i already covered by slots
+	// it keeps from the previous table.
+	prefilled := make([]uint64, k)
+	if keep != nil {
+		quota := turnCounts(w, wmax, m)
+		for s, owner := range keep {
+			if owner != emptySlot && prefilled[owner] < quota[owner] {
+				table[s] = owner
+				prefilled[owner]++
+			}
+		}
 	}
 	pos := make([]uint64, k)   // next slot of each permutation to look at
 	skip := make([]uint64, k)  // each permutation's step, 1..m−1
@@ -230,8 +280,16 @@ func populate(eps []*endpoint.Endpoint, w []uint32, m, budget uint64) (table []u
 	}
 	h.init()
 	var sweep uint64 // in sweep mode, every slot before it is full
-	for range m {    // every turn fills exactly one slot
+	for range m {    // every turn fills exactly one slot (or was kept)
 		i := h.h[0]
+		if prefilled[i] > 0 {
+			prefilled[i]--
+			turns[i]++
+			x := uint64(w[i])
+			h.dl[i] = (turns[i]*wmax + x - 1) / x
+			h.down(0)
+			continue
+		}
 		if !swept {
 			// Bounded: an empty slot exists (fewer than m turns so far) and
 			// lies among the slots perm_i has not visited yet.
@@ -260,6 +318,26 @@ func populate(eps []*endpoint.Endpoint, w []uint32, m, budget uint64) (table []u
 		h.down(0)
 	}
 	return table, probes, swept
+}
+
+// turnCounts returns how many of the m turns each endpoint gets in
+// populate's turn order (the same heap, without probing): O(m log k).
+func turnCounts(w []uint32, wmax, m uint64) []uint64 {
+	k := len(w)
+	turns := make([]uint64, k)
+	h := edfHeap{dl: make([]uint64, k), h: make([]int32, k)}
+	for i := range w {
+		h.h[i] = int32(i)
+	}
+	h.init()
+	for range m {
+		i := h.h[0]
+		turns[i]++
+		x := uint64(w[i])
+		h.dl[i] = (turns[i]*wmax + x - 1) / x
+		h.down(0)
+	}
+	return turns
 }
 
 // PickKey returns the endpoint that owns key, or ErrNoEndpoint if no

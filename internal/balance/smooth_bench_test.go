@@ -8,7 +8,7 @@ import (
 	"github.com/levee-gw/levee/internal/endpoint"
 )
 
-var benchSizes = []int{2, 100, 10000}
+var benchSizes = []int{2, 10, 100, 1000, 10000}
 
 // benchEndpoints returns n endpoints with weights drawn from 1..MaxWeight
 // by a fixed seed, so runs compare.
