@@ -61,7 +61,7 @@ func newDiscoveryMetrics(reg prometheus.Registerer) (*discoveryMetrics, error) {
 	m := &discoveryMetrics{
 		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_discovery_updates_total",
-			Help: "Registry updates by result: applied, held (by the delta guard), or why it was refused whole (malformed, too_large, all_rejected, unavailable).",
+			Help: "Registry updates by result: applied, held (by the delta guard), or refused (whole: unreadable, malformed, too large, or every instance rejected; the last good set keeps serving).",
 		}, []string{"upstream", "result"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_discovery_rejected_total",
@@ -174,12 +174,7 @@ func (f *feed) releaseHeldLoop(ctx context.Context) {
 func (f *feed) handle(ev discovery.Event) {
 	if ev.Err != nil {
 		f.countRejections(ev.Update.Rejected)
-		result := "refused"
-		var pe *discovery.PayloadError
-		if errors.As(ev.Err, &pe) && pe.Code != "" {
-			result = pe.Code
-		}
-		f.metrics.updates.WithLabelValues(f.upstream, result).Inc()
+		f.metrics.updates.WithLabelValues(f.upstream, "refused").Inc()
 		f.mu.Lock()
 		first := f.mu.lastErr != ev.Err.Error()
 		f.mu.lastErr = ev.Err.Error()
@@ -353,7 +348,7 @@ func (f *feed) push(body []byte) (int, any) {
 		if errors.As(err, &pe) && pe.Code != "" {
 			code = pe.Code
 		}
-		f.metrics.updates.WithLabelValues(f.upstream, code).Inc()
+		f.metrics.updates.WithLabelValues(f.upstream, "refused").Inc()
 		return http.StatusUnprocessableEntity, map[string]any{
 			"error": err.Error(), "reason": code, "rejected": rejectionViews(u.Rejected),
 			"result": "refused",

@@ -407,6 +407,15 @@ routes:
 	if status, doc := push("pushed", `{"not": "an array"}`); status != 422 || doc["result"] != "refused" {
 		t.Errorf("malformed push: %d %v", status, doc)
 	}
+	if got := h.metric(`levee_discovery_updates_total{result="refused",upstream="pushed"}`); got != 1 {
+		t.Errorf("refused updates = %v, want 1", got)
+	}
+	if resp := h.get("/"); resp.StatusCode != 200 {
+		t.Errorf("after a refused push the last good set should keep serving: status %d", resp.StatusCode)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	if status, _ := push("static", `[]`); status != 409 {
 		t.Errorf("push to a static upstream: %d, want 409", status)
 	}
