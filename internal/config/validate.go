@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // This file holds the checks on single values. Each returns a problem
@@ -70,7 +72,7 @@ func checkAddress(s string, listener bool) string {
 	if bracketed {
 		return "brackets must hold an IPv6 address"
 	}
-	if !validDNSName(host, true) {
+	if !endpoint.ValidDNSName(strings.TrimSuffix(host, ".")) {
 		return "host must be an IP address or a DNS name"
 	}
 	return ""
@@ -121,39 +123,6 @@ func coversAll(host string) bool {
 	return err == nil && a.IsUnspecified()
 }
 
-// validDNSName reports whether s is a DNS name: dot-separated labels of
-// 1 to 63 letters, digits and hyphens, not starting or ending with a
-// hyphen, at most 253 characters, and a last label that is not all digits
-// (so that a mistyped IPv4 address such as "10.0.0.256" is not taken for a
-// name). A single trailing dot (fully qualified) is allowed when
-// trailingDot is true.
-func validDNSName(s string, trailingDot bool) bool {
-	if trailingDot {
-		s = strings.TrimSuffix(s, ".")
-	}
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	allDigits := false
-	for label := range strings.SplitSeq(s, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		allDigits = true
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			switch {
-			case c >= '0' && c <= '9':
-			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-':
-				allDigits = false
-			default:
-				return false
-			}
-		}
-	}
-	return !allDigits
-}
-
 // normalizeMatchHost lower-cases a route's match host and checks it: an
 // IPv4 address, a DNS name, or "*." followed by a DNS name; no port.
 func normalizeMatchHost(s string) (string, string) {
@@ -173,7 +142,7 @@ func normalizeMatchHost(s string) (string, string) {
 			return h, ""
 		}
 	}
-	if !validDNSName(rest, false) {
+	if !endpoint.ValidDNSName(rest) {
 		return h, `must be a host name such as "api.example.com" or "*.example.com"`
 	}
 	return h, ""

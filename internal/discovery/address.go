@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // maxAddressLen bounds a decoded address: a 253-byte name, brackets, colon
@@ -68,7 +70,7 @@ func canonicalAddress(s string) (string, string) {
 		if bracketed {
 			return "", "brackets must hold an IPv6 address"
 		}
-		if !validDNSName(host) {
+		if !endpoint.ValidDNSName(strings.TrimSuffix(host, ".")) {
 			return "", "host must be an IP address or a DNS name"
 		}
 		for i := 0; i < len(host); i++ {
@@ -99,32 +101,4 @@ func parsePort(s string) (int, bool) {
 		n = n*10 + int(s[i]-'0')
 	}
 	return n, n <= 65535
-}
-
-// validDNSName reports whether s is a DNS name: labels of 1..63 ASCII
-// letters, digits and hyphens, not starting or ending with a hyphen, at
-// most 253 bytes in all (a single trailing dot aside), the last label not
-// all digits.
-func validDNSName(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	allDigits := false
-	for label := range strings.SplitSeq(s, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		allDigits = true
-		for i := 0; i < len(label); i++ {
-			switch c := label[i]; {
-			case isDigit(c):
-			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '-':
-				allDigits = false
-			default:
-				return false
-			}
-		}
-	}
-	return !allDigits
 }
