@@ -7,7 +7,9 @@ package netlimit
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,14 +18,19 @@ import (
 
 // refusal is written to a connection over the cap. Reason connection_limit
 // is part of levee's stable refusal vocabulary.
-var refusal = func() string {
-	body := `{"error":"levee holds as many connections as it is allowed","reason":"connection_limit"}` + "\n"
-	return "HTTP/1.1 503 Service Unavailable\r\n" +
+var (
+	refusal      = render(503, "Service Unavailable", "levee holds as many connections as it is allowed")
+	refusalPerIP = render(429, "Too Many Requests", "this client address holds as many connections as levee allows one address")
+)
+
+func render(status int, text, sentence string) string {
+	body := `{"error":"` + sentence + `","reason":"connection_limit"}` + "\n"
+	return "HTTP/1.1 " + strconv.Itoa(status) + " " + text + "\r\n" +
 		"Content-Type: application/json\r\n" +
 		"Retry-After: 1\r\n" +
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
-}()
+}
 
 // lingerTimeout bounds writing the refusal and then reading what the client
 // sent, so a client that neither reads nor closes cannot hold a goroutine.
@@ -44,15 +51,68 @@ const maxRefusing = 256
 type Listener struct {
 	net.Listener
 	max      int64
+	perIP    int
 	open     atomic.Int64
 	refusing atomic.Int64
 	onRefuse func()
+
+	mu struct {
+		sync.Mutex
+		// byIP counts open connections per client address; entries at 0
+		// are deleted, so it holds at most one entry per open connection.
+		byIP map[netip.Addr]int
+	}
 }
 
 // Limit returns ln capped at max open connections (max > 0). onRefuse, if
 // not nil, is called for each refused connection (for a metric).
 func Limit(ln net.Listener, max int, onRefuse func()) *Listener {
-	return &Listener{Listener: ln, max: int64(max), onRefuse: onRefuse}
+	return LimitPerIP(ln, max, 0, onRefuse)
+}
+
+// LimitPerIP is Limit (max <= 0: no total cap) plus a cap of perIP open
+// connections per client IP address (perIP <= 0: none). A connection over
+// the per-address cap is answered 429 connection_limit.
+func LimitPerIP(ln net.Listener, max, perIP int, onRefuse func()) *Listener {
+	l := &Listener{Listener: ln, max: int64(max), perIP: perIP, onRefuse: onRefuse}
+	if l.max <= 0 {
+		l.max = math.MaxInt64
+	}
+	l.mu.byIP = map[netip.Addr]int{}
+	return l
+}
+
+// claimIP takes a per-address slot for c, reporting false when the address
+// is at its cap.
+func (l *Listener) claimIP(c net.Conn) (netip.Addr, bool) {
+	if l.perIP <= 0 {
+		return netip.Addr{}, true
+	}
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, true
+	}
+	ip := ap.Addr().Unmap()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.byIP[ip] >= l.perIP {
+		return ip, false
+	}
+	l.mu.byIP[ip]++
+	return ip, true
+}
+
+func (l *Listener) releaseIP(ip netip.Addr) {
+	if !ip.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	if n := l.mu.byIP[ip] - 1; n > 0 {
+		l.mu.byIP[ip] = n
+	} else {
+		delete(l.mu.byIP, ip)
+	}
+	l.mu.Unlock()
 }
 
 // Open returns the number of connections currently open through l.
@@ -66,8 +126,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		answer := refusal
 		if l.open.Add(1) <= l.max {
-			return &conn{Conn: c, l: l}, nil
+			ip, ok := l.claimIP(c)
+			if ok {
+				return &conn{Conn: c, l: l, ip: ip}, nil
+			}
+			answer = refusalPerIP
 		}
 		l.open.Add(-1)
 		if l.onRefuse != nil {
@@ -81,7 +146,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		go func() {
 			defer l.refusing.Add(-1)
-			refuse(c)
+			refuse(c, answer)
 		}()
 	}
 }
@@ -92,13 +157,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 // drops them. Then it half-closes and reads (bounded) what else the client
 // sent, because closing a socket with unread input makes the kernel send a
 // reset, which can destroy the refusal before the client reads it.
-func refuse(c net.Conn) {
+func refuse(c net.Conn, answer string) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(lingerTimeout))
 	if !awaitRequestHead(c) {
 		return
 	}
-	if _, err := c.Write([]byte(refusal)); err != nil {
+	if _, err := c.Write([]byte(answer)); err != nil {
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
@@ -133,11 +198,15 @@ func awaitRequestHead(c net.Conn) bool {
 type conn struct {
 	net.Conn
 	l    *Listener
+	ip   netip.Addr // valid when counted against a per-address cap
 	once sync.Once
 }
 
 func (c *conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.l.releaseIP(c.ip)
+	})
 	return err
 }

@@ -83,3 +83,52 @@ func TestLimit(t *testing.T) {
 		t.Fatal("a slot freed by a close was not reused")
 	}
 }
+
+// TestLimitPerIP: with a per-address cap of 2 and no total cap, a third
+// connection from the same address gets 429; closing one frees its slot,
+// and the per-address table holds no entry for addresses with nothing open.
+func TestLimitPerIP(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitPerIP(raw, 0, 2, nil)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	get := func() (net.Conn, int) {
+		c, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return c, resp.StatusCode
+	}
+	c1, s1 := get()
+	c2, s2 := get()
+	c3, s3 := get()
+	c3.Close()
+	if s1 != 200 || s2 != 200 || s3 != 429 {
+		t.Fatalf("statuses %d %d %d, want 200 200 429", s1, s2, s3)
+	}
+	c1.Close()
+	c2.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ln.mu.Lock()
+		n := len(ln.mu.byIP)
+		ln.mu.Unlock()
+		if n == 0 && ln.Open() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after closing everything: %d addresses tracked, %d open", n, ln.Open())
+		}
+	}
+}
