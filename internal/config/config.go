@@ -42,6 +42,11 @@ type Config struct {
 	StateDir string
 	// Server holds the limits for client-facing connections (`server`).
 	Server Server
+	// Memory, when not nil, sets the Go runtime's soft memory limit and
+	// the heap watermarks above which requests are shed (`memory`,
+	// optional). nil, the default (no `memory` block, or `memory: ~`),
+	// means no memory limit is set and nothing is shed for memory.
+	Memory *Memory
 	// Log configures logging (`log`).
 	Log Log
 	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
@@ -105,6 +110,88 @@ type Server struct {
 	// unlimited; must be 0 or more. A connection over the cap is answered
 	// 503 with reason connection_limit and closed.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the open data-plane connections from one
+	// client IP address (`max_connections_per_ip`, a whole number).
+	// Default DefaultMaxConnectionsPerIP (0), which means unlimited; must
+	// be 0 or more. A connection over the cap is answered 503 with reason
+	// connection_limit and closed. IPv6 addresses are compared whole.
+	MaxConnectionsPerIP int
+	// HTTP2MaxConcurrentStreams caps the concurrent streams (requests)
+	// one HTTP/2 client connection may open (`http2_max_concurrent_streams`,
+	// a whole number 1 to 10000). Default DefaultHTTP2MaxConcurrentStreams
+	// (250). Zero is not allowed.
+	HTTP2MaxConcurrentStreams int
+}
+
+// Memory guards the process against running out of memory (`memory`).
+// The watermarks are fractions of Limit compared with the live heap as
+// runtime/metrics reports it; SoftWatermark < HardWatermark <= 1.
+type Memory struct {
+	// Limit is the Go runtime's soft memory limit, in bytes, as
+	// debug.SetMemoryLimit takes it (`limit`, a size, required when the
+	// block is present): 64MiB to 1TiB. There is no default.
+	Limit int64
+	// SoftWatermark is the share of Limit above which sheddable requests
+	// are refused, 503 memory_pressure (`soft_watermark`, a number greater
+	// than 0 and at most 1, less than HardWatermark). Default
+	// DefaultMemorySoftWatermark (0.8).
+	SoftWatermark float64
+	// HardWatermark is the share of Limit above which every request but
+	// a critical one is refused, 503 memory_pressure (`hard_watermark`, a
+	// number greater than 0 and at most 1, greater than SoftWatermark).
+	// Default DefaultMemoryHardWatermark (0.9).
+	HardWatermark float64
+}
+
+// Limits is the admission control of one upstream (`limits`): how many
+// requests may be in flight to it at once, and how the rest wait in a
+// bounded queue that is fair between consumers. See "Admission control"
+// in docs/configuration.md.
+type Limits struct {
+	// MaxConcurrency is the static limit on requests in flight to the
+	// upstream (`max_concurrency`, required: a whole number 1 to 100000,
+	// or the string "adaptive"). There is no default. It is 0 exactly
+	// when Adaptive is true.
+	MaxConcurrency int
+	// Adaptive is true when `max_concurrency: adaptive`: the limit is
+	// found from measured latency and kept from Min to Max.
+	Adaptive bool
+	// Min is the lowest limit the adaptive algorithm may set (`min`, a
+	// whole number from 1 to Max). Default DefaultLimitsAdaptiveMin (4)
+	// when Adaptive; 0 with a static limit, where `min` is an error.
+	Min int
+	// Max is the highest limit the adaptive algorithm may set (`max`, a
+	// whole number from Min to 100000). Default DefaultLimitsAdaptiveMax (1000) when Adaptive; 0
+	// with a static limit, where `max` is an error.
+	Max int
+	// MaxQueue caps the requests waiting for a slot (`max_queue`, a whole
+	// number 0 to 1000000). Default twice MaxConcurrency for a static
+	// limit, DefaultLimitsAdaptiveMaxQueue (256) for an adaptive one. 0
+	// means no queue: a request over the limit is refused at once, 503
+	// concurrency_limit. A request arriving to a full queue gets 503
+	// queue_full.
+	MaxQueue int
+	// QueueTimeout is the longest a request waits in the queue before it
+	// is refused, 503 queue_timeout (`queue_timeout`, a duration greater
+	// than 0). Default DefaultLimitsQueueTimeout (50ms).
+	QueueTimeout time.Duration
+	// MaxPerConsumer caps the requests one consumer (the authenticated
+	// app when there is one, else the client IP) may have in flight to
+	// the upstream at once; a request over it is refused, 429
+	// consumer_limit (`max_per_consumer`, a whole number 0 or more).
+	// Default DefaultLimitsMaxPerConsumer (0), which means automatic: half
+	// the current limit, at least 1 (see ConsumerCap).
+	MaxPerConsumer int
+}
+
+// ConsumerCap returns the most requests one consumer may have in flight
+// when the upstream's current limit is limit: MaxPerConsumer when set,
+// else half of limit, at least 1.
+func (l *Limits) ConsumerCap(limit int) int {
+	if l.MaxPerConsumer > 0 {
+		return l.MaxPerConsumer
+	}
+	return max(1, limit/2)
 }
 
 // Log configures logging (`log`).
@@ -142,6 +229,11 @@ type Upstream struct {
 	// registry (`discovery`, optional). nil, the default, means the
 	// static Endpoints are the only ones.
 	Discovery *Discovery
+	// Limits, when not nil, is this upstream's admission control: a
+	// concurrency limit with a fair, bounded queue (`limits`, optional).
+	// nil, the default (no `limits` block, or `limits: ~`), means no
+	// concurrency limit.
+	Limits *Limits
 	// Endpoints are the static servers of this upstream in file order
 	// (`endpoints`). Required, with at least one item, unless Discovery
 	// is set; with Discovery it is optional and, when given, is the
@@ -352,7 +444,22 @@ type Route struct {
 	// means the upstream's Retry applies; `retry: {attempts: 1}` turns
 	// retries off for this route only.
 	Retry *Retry
+	// Priority is how important this route's requests are when levee
+	// must refuse some (`priority`): PriorityCritical ("critical"),
+	// PriorityNormal ("normal", the default, DefaultPriority) or
+	// PrioritySheddable ("sheddable"). Under pressure sheddable requests
+	// are refused first and critical ones last. A request whose
+	// Levee-Attempt header is above 1 (a client's retry) counts as
+	// sheddable whatever the route says.
+	Priority string
 }
+
+// The accepted values of Route.Priority, most important first.
+const (
+	PriorityCritical  = "critical"
+	PriorityNormal    = "normal"
+	PrioritySheddable = "sheddable"
+)
 
 // Retry is a retry policy (`retry`), set per upstream and optionally
 // replaced per route. Which requests may be retried at all (idempotent

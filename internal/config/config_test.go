@@ -561,6 +561,83 @@ func TestParseRejects(t *testing.T) {
 			"upstreams.h.consistent_hash.hash_on: must be a string, got 5",
 			"upstreams.h.consistent_hash.by: unknown field",
 		}},
+		{"limits max_concurrency not a number", head + upstreams + "    limits: {max_concurrency: lots}\n  a:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 0}\n  b:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 100001}\n  c:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: \"64\"}\n  d:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: Adaptive}\n  e:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 2.5}\n" + routes, []string{
+			`upstreams.video.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got "lots"`,
+			`upstreams.a.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got 0`,
+			`upstreams.b.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got 100001`,
+			`upstreams.c.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got "64"`,
+			`upstreams.d.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got "Adaptive"`,
+			`upstreams.e.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got 2.5`,
+		}},
+		{"limits max_concurrency missing", head + upstreams + "    limits: {}\n  a:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_queue: 10, max_concurrency: ~}\n  b:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: 64\n" + routes, []string{
+			`upstreams.video.limits.max_concurrency: required, a whole number from 1 to 100000 or "adaptive"`,
+			`upstreams.a.limits.max_concurrency: required, a whole number from 1 to 100000 or "adaptive"`,
+			"upstreams.b.limits: must be a mapping, got 64",
+		}},
+		{"limits min and max with a static limit", head + upstreams + "    limits:\n      max_concurrency: 64\n      min: 4\n      max: 512\n" + routes, []string{
+			"upstreams.video.limits.min: only applies with max_concurrency: adaptive; max_concurrency is 64",
+			"upstreams.video.limits.max: only applies with max_concurrency: adaptive; max_concurrency is 64",
+		}},
+		{"limits adaptive bounds out of range", head + upstreams + "    limits: {max_concurrency: adaptive, min: 0, max: 100001}\n  a:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: lots, min: -1, max: 10}\n" + routes, []string{
+			"upstreams.video.limits.min: must be a number from 1 to 100000, got 0",
+			"upstreams.video.limits.max: must be a number from 1 to 100000, got 100001",
+			`upstreams.a.limits.max_concurrency: must be a whole number from 1 to 100000 or "adaptive", got "lots"`,
+			"upstreams.a.limits.min: must be a number from 1 to 100000, got -1",
+		}},
+		{"limits adaptive min above max", head + upstreams + "    limits: {max_concurrency: adaptive, min: 64, max: 32}\n  a:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: adaptive, min: 2000}\n  b:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: adaptive, max: 2}\n" + routes, []string{
+			"upstreams.video.limits.max: must be at least min (64), got 32",
+			"upstreams.a.limits.min: must be at most max (1000, the default), got 2000",
+			"upstreams.b.limits.max: must be at least min (4, the default), got 2",
+		}},
+		{"limits queue and consumer values", head + upstreams + "    limits: {max_concurrency: 8, max_queue: -1, queue_timeout: 0s, max_per_consumer: -2}\n  a:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 8, max_queue: 1000001, queue_timeout: 50, max_per_consumer: \"1\", fair: true}\n" + routes, []string{
+			"upstreams.video.limits.max_queue: must be a number from 0 to 1000000, got -1",
+			`upstreams.video.limits.queue_timeout: must be greater than 0, got "0s"`,
+			"upstreams.video.limits.max_per_consumer: must be a number from 0 up, got -2",
+			"upstreams.a.limits.max_queue: must be a number from 0 to 1000000, got 1000001",
+			`upstreams.a.limits.queue_timeout: must be a duration such as "1s", got 50`,
+			`upstreams.a.limits.max_per_consumer: must be a number from 0 up, got "1"`,
+			"upstreams.a.limits.fair: unknown field",
+		}},
+		{"route priority", head + upstreams + routes + "    priority: high\n  - {name: b, match: {path_prefix: /b}, upstream: video, priority: Critical}\n  - {name: c, match: {path_prefix: /c}, upstream: video, priority: 1}\n  - {name: d, match: {path_prefix: /d}, upstream: video, priorty: normal}\n", []string{
+			`routes[0].priority: must be one of "critical", "normal", "sheddable", got "high"`,
+			`routes[1].priority: must be one of "critical", "normal", "sheddable", got "Critical"`,
+			"routes[2].priority: must be a string, got 1",
+			`routes[3].priorty: unknown field (did you mean "priority"?)`,
+		}},
+		{"server connection caps", head + "server:\n  max_connections_per_ip: -1\n  http2_max_concurrent_streams: 0\n" + upstreams + routes + "server2: ~\n", []string{
+			"server.max_connections_per_ip: must be a number from 0 up, got -1",
+			"server.http2_max_concurrent_streams: must be a number from 1 to 10000, got 0",
+			`server2: unknown field (did you mean "server"?)`,
+		}},
+		{"server http2 streams too many", head + "server: {http2_max_concurrent_streams: 10001, max_connections_per_ip: 1.5}\n" + upstreams + routes, []string{
+			"server.http2_max_concurrent_streams: must be a number from 1 to 10000, got 10001",
+			"server.max_connections_per_ip: must be a number from 0 up, got 1.5",
+		}},
+		{"memory limit missing", head + "memory: {}\n" + upstreams + routes, []string{
+			`memory.limit: required when memory is set, a size such as "2GiB"`,
+		}},
+		{"memory limit bounds", head + "memory: {limit: 32MiB}\n" + upstreams + routes, []string{
+			"memory.limit: must be from 64MiB to 1TiB, got \"32MiB\"",
+		}},
+		{"memory limit forms", head + "memory:\n  limit: 2 gigabytes\n  soft_watermark: 0\n  hard_watermark: 1.5\n" + upstreams + routes, []string{
+			`memory.limit: must be a size such as 65536 or "64KiB" (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got "2 gigabytes"`,
+			"memory.soft_watermark: must be a number greater than 0 and at most 1, got 0",
+			"memory.hard_watermark: must be a number greater than 0 and at most 1, got 1.5",
+		}},
+		{"memory watermarks out of order", head + "memory: {limit: 2GiB, soft_watermark: 0.9, hard_watermark: 0.7}\n" + upstreams + routes, []string{
+			"memory.soft_watermark: must be less than hard_watermark (0.7), got 0.9",
+		}},
+		{"memory watermark against a default", head + "memory: {limit: 2TiB, soft_watermark: 0.95}\n" + upstreams + routes + "memory2: {limit: 1GiB}\n", []string{
+			"memory.limit: must be from 64MiB to 1TiB, got \"2TiB\"",
+			"memory.soft_watermark: must be less than hard_watermark (0.9, the default), got 0.95",
+			`memory2: unknown field (did you mean "memory"?)`,
+		}},
+		{"memory hard watermark below the default soft one", head + "memory: {limit: 1GiB, hard_watermark: 0.8, soft_watermark: ~}\n" + upstreams + routes, []string{
+			"memory.hard_watermark: must be greater than soft_watermark (0.8, the default), got 0.8",
+		}},
+		{"memory is not a mapping", head + "memory: 2GiB\n" + upstreams + routes, []string{
+			`memory: must be a mapping, got "2GiB"`,
+		}},
 		{"several errors in one file", `listen: ":8080"
 admin:
   listen: ":8080"
@@ -723,6 +800,8 @@ func TestDefaults(t *testing.T) {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       60 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
+
+			HTTP2MaxConcurrentStreams: 250,
 		},
 		Log: Log{Level: "info", Access: true},
 		Upstreams: map[string]*Upstream{"video": {
@@ -737,7 +816,7 @@ func TestDefaults(t *testing.T) {
 			MaxIdleConnsPerEndpoint: 256,
 		}},
 		UpstreamOrder: []string{"video"},
-		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video"}},
+		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)
@@ -802,6 +881,50 @@ func TestRetryDefaults(t *testing.T) {
 	}
 }
 
+// TestAdmissionDefaults pins the defaults of the admission-control
+// fields, from literals: a static limit's queue is twice the limit, an
+// adaptive one gets min 4, max 1000 and a queue of 256, null blocks are
+// absent, and the memory block's watermarks default to 0.8 and 0.9.
+func TestAdmissionDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(head + "memory: {limit: 64MiB}\n" + upstreams + "    limits: {max_concurrency: 64}\n" +
+		"  audio:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: adaptive}\n" +
+		"  plain:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: ~\n" +
+		"  zero:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 1, max_queue: 0, min: ~, max: ~}\n" +
+		routes + "  - {name: b, match: {path_prefix: /b}, upstream: video, priority: sheddable}\n  - {name: c, match: {path_prefix: /c}, upstream: video, priority: ~}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&Memory{Limit: 64 << 20, SoftWatermark: 0.8, HardWatermark: 0.9}); !reflect.DeepEqual(cfg.Memory, want) {
+		t.Errorf("memory = %+v, want %+v", cfg.Memory, want)
+	}
+	for name, want := range map[string]*Limits{
+		"video": {MaxConcurrency: 64, MaxQueue: 128, QueueTimeout: 50 * time.Millisecond},
+		"audio": {Adaptive: true, Min: 4, Max: 1000, MaxQueue: 256, QueueTimeout: 50 * time.Millisecond},
+		"plain": nil,
+		"zero":  {MaxConcurrency: 1, MaxQueue: 0, QueueTimeout: 50 * time.Millisecond},
+	} {
+		if got := cfg.Upstreams[name].Limits; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s limits = %+v, want %+v", name, got, want)
+		}
+	}
+	for i, want := range []string{"normal", "sheddable", "normal"} {
+		if got := cfg.Routes[i].Priority; got != want {
+			t.Errorf("routes[%d].Priority = %q, want %q", i, got, want)
+		}
+	}
+	cfg, err = Parse([]byte(head + "memory: ~\n" + upstreams + routes))
+	if err != nil || cfg.Memory != nil {
+		t.Errorf("memory: ~ gave %+v, %v; want nil, nil", cfg.Memory, err)
+	}
+	l := &Limits{}
+	for _, c := range []struct{ set, limit, want int }{{0, 64, 32}, {0, 3, 1}, {0, 1, 1}, {0, 0, 1}, {5, 64, 5}, {100, 8, 100}} {
+		l.MaxPerConsumer = c.set
+		if got := l.ConsumerCap(c.limit); got != c.want {
+			t.Errorf("MaxPerConsumer %d: ConsumerCap(%d) = %d, want %d", c.set, c.limit, got, c.want)
+		}
+	}
+}
+
 // TestExampleYAML checks that the documented example parses as documented:
 // it is the config most operators will start from.
 func TestExampleYAML(t *testing.T) {
@@ -817,6 +940,10 @@ func TestExampleYAML(t *testing.T) {
 	}
 	if cfg.Upstreams["video"].Retry == nil || cfg.Routes[1].Retry == nil || cfg.Routes[1].Timeout == 0 {
 		t.Errorf("ExampleYAML no longer shows a retry block, a route override and a route timeout")
+	}
+	if cfg.Memory == nil || cfg.Upstreams["video"].Limits == nil || cfg.Upstreams["video"].Limits.Adaptive ||
+		cfg.Upstreams["api"].Limits == nil || !cfg.Upstreams["api"].Limits.Adaptive || cfg.Routes[0].Priority != PrioritySheddable {
+		t.Errorf("ExampleYAML no longer shows the memory block, a static and an adaptive limit and a route priority")
 	}
 	if api := cfg.Upstreams["api"]; api.Discovery == nil || api.Discovery.File == "" || api.LeastRequest == nil || len(api.Endpoints) == 0 {
 		t.Errorf("ExampleYAML no longer shows a discovery source beside static endpoints and the least_request block: %+v", api)

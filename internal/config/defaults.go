@@ -23,6 +23,16 @@ const (
 	// DefaultMaxConnections is Server.MaxConnections when omitted: 0,
 	// unlimited.
 	DefaultMaxConnections = 0
+	// DefaultMaxConnectionsPerIP is Server.MaxConnectionsPerIP when
+	// omitted: 0, unlimited.
+	DefaultMaxConnectionsPerIP = 0
+	// DefaultHTTP2MaxConcurrentStreams is Server.HTTP2MaxConcurrentStreams
+	// when omitted.
+	DefaultHTTP2MaxConcurrentStreams = 250
+	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
+	DefaultMemorySoftWatermark = 0.8
+	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
+	DefaultMemoryHardWatermark = 0.9
 	// DefaultLogLevel is Log.Level when omitted.
 	DefaultLogLevel = "info"
 	// DefaultLogAccess is Log.Access when omitted.
@@ -61,6 +71,28 @@ const (
 	DefaultMaxBodyBytes int64 = 0
 	// DefaultRouteTimeout is Route.Timeout when omitted: 0, no deadline.
 	DefaultRouteTimeout time.Duration = 0
+	// DefaultPriority is Route.Priority when omitted.
+	DefaultPriority = PriorityNormal
+
+	// The Limits defaults apply to the fields of a `limits` block that
+	// are omitted; without a block there is no limit (Upstream.Limits
+	// nil). max_concurrency has no default. A static limit's MaxQueue
+	// defaults to twice MaxConcurrency.
+
+	// DefaultLimitsAdaptiveMin is Limits.Min when omitted with an
+	// adaptive limit.
+	DefaultLimitsAdaptiveMin = 4
+	// DefaultLimitsAdaptiveMax is Limits.Max when omitted with an
+	// adaptive limit.
+	DefaultLimitsAdaptiveMax = 1000
+	// DefaultLimitsAdaptiveMaxQueue is Limits.MaxQueue when omitted with
+	// an adaptive limit.
+	DefaultLimitsAdaptiveMaxQueue = 256
+	// DefaultLimitsQueueTimeout is Limits.QueueTimeout when omitted.
+	DefaultLimitsQueueTimeout = 50 * time.Millisecond
+	// DefaultLimitsMaxPerConsumer is Limits.MaxPerConsumer when omitted:
+	// 0, automatic (half the limit, at least 1).
+	DefaultLimitsMaxPerConsumer = 0
 
 	// The Retry defaults apply to the fields of a `retry` block that are
 	// omitted; without a block there are no retries (Upstream.Retry nil).
@@ -117,6 +149,12 @@ const (
 	maxDiscoveryMaxWeight      = 1000000
 	maxEtcdEndpoints           = 16
 	maxHashOnNameLen           = 128
+	minHTTP2Streams            = 1
+	maxHTTP2Streams            = 10000
+	minMemoryLimit             = 64 << 20
+	maxMemoryLimit             = 1 << 40
+	maxConcurrencyCap          = 100000
+	maxQueueCap                = 1000000
 
 	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
 	// hostile input.
@@ -142,6 +180,13 @@ var balancers = []string{BalancerWeightedRoundRobin, BalancerLeastRequest, Balan
 // list them.
 const hashOnForms = `"header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`
 
+// priorities are the accepted values of Route.Priority.
+var priorities = []string{PriorityCritical, PriorityNormal, PrioritySheddable}
+
+// adaptiveLimit is the string value of `max_concurrency` that asks for an
+// adaptive limit.
+const adaptiveLimit = "adaptive"
+
 // Retry condition names, as written in `on`.
 const (
 	condConnectFailure      = "connect_failure"
@@ -157,11 +202,13 @@ func defaultConfig() *Config {
 	return &Config{
 		StateDir: DefaultStateDir,
 		Server: Server{
-			MaxHeaderBytes:    DefaultMaxHeaderBytes,
-			ReadHeaderTimeout: DefaultReadHeaderTimeout,
-			IdleTimeout:       DefaultIdleTimeout,
-			ShutdownTimeout:   DefaultShutdownTimeout,
-			MaxConnections:    DefaultMaxConnections,
+			MaxHeaderBytes:            DefaultMaxHeaderBytes,
+			ReadHeaderTimeout:         DefaultReadHeaderTimeout,
+			IdleTimeout:               DefaultIdleTimeout,
+			ShutdownTimeout:           DefaultShutdownTimeout,
+			MaxConnections:            DefaultMaxConnections,
+			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
+			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
 		},
 		Log: Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
 	}
@@ -205,7 +252,31 @@ func defaultRoute() Route {
 		Match:        Match{PathPrefix: DefaultPathPrefix},
 		MaxBodyBytes: DefaultMaxBodyBytes,
 		Timeout:      DefaultRouteTimeout,
+		Priority:     DefaultPriority,
 	}
+}
+
+func defaultMemory() *Memory {
+	return &Memory{SoftWatermark: DefaultMemorySoftWatermark, HardWatermark: DefaultMemoryHardWatermark}
+}
+
+// defaultLimits returns the Limits of a `limits` block that sets nothing
+// but max_concurrency: a static limit of n, or an adaptive one when
+// adaptive.
+func defaultLimits(n int, adaptive bool) *Limits {
+	l := &Limits{
+		MaxConcurrency: n,
+		MaxQueue:       2 * n,
+		QueueTimeout:   DefaultLimitsQueueTimeout,
+		MaxPerConsumer: DefaultLimitsMaxPerConsumer,
+	}
+	if adaptive {
+		l.MaxConcurrency = 0
+		l.Adaptive = true
+		l.Min, l.Max = DefaultLimitsAdaptiveMin, DefaultLimitsAdaptiveMax
+		l.MaxQueue = DefaultLimitsAdaptiveMaxQueue
+	}
+	return l
 }
 
 // defaultRetry returns the Retry of a `retry` block that sets nothing. A

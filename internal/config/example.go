@@ -36,6 +36,17 @@ server:
   idle_timeout: 60s                 # default: keep-alive idle time
   shutdown_timeout: 15s             # default: how long SIGTERM waits for in-flight requests
   max_connections: 0                # default: 0 = unlimited; above the cap a connection gets 503 connection_limit
+  max_connections_per_ip: 0         # default: 0 = unlimited; the same cap per client IP address
+  http2_max_concurrent_streams: 250 # default; 1 to 10000; concurrent requests on one HTTP/2 connection
+
+# Memory guard (optional; omit for none). Sets the Go runtime's soft memory
+# limit; above soft_watermark x limit of live heap sheddable requests get
+# 503 memory_pressure, above hard_watermark x limit everything but
+# critical does. See "Admission control" in docs/configuration.md.
+memory:
+  limit: 2GiB                       # required with the block; 64MiB to 1TiB
+  soft_watermark: 0.8               # default; > 0 and < hard_watermark
+  hard_watermark: 0.9               # default; <= 1
 
 log:
   level: info                       # default; one of debug, info, warn, error
@@ -81,6 +92,16 @@ upstreams:
       # Over a 10s window, retries <= ratio x requests + min_per_second x 10.
       budget: {ratio: 0.2, min_per_second: 5}   # default; ratio 0 to 1, min_per_second 0 to 1000000
       replay_body_limit: 64KiB      # default; 0 to 16MiB; larger bodies are not retried
+    # Admission control (optional; omit for no limit): at most
+    # max_concurrency requests in flight to this upstream; the rest wait
+    # in a bounded queue shared fairly between consumers (the
+    # authenticated app, else the client IP). See "Admission control" in
+    # docs/configuration.md.
+    limits:
+      max_concurrency: 64           # required: a whole number 1 to 100000, or adaptive (see api below)
+      max_queue: 128                # default 2 x max_concurrency (256 with adaptive); 0 to 1000000; 0 = no queue
+      queue_timeout: 50ms           # default; longest wait in the queue, then 503 queue_timeout; > 0
+      max_per_consumer: 0           # default 0 = half the limit, at least 1; over it 429 consumer_limit
   api:
     balancer: least_request         # the less loaded of two random endpoints, weighted
     least_request:                  # only with least_request, an error with any other balancer
@@ -107,6 +128,11 @@ upstreams:
     # unreachable at start and state_dir holds no snapshot.
     endpoints:
       - address: "[fd00::10]:9000"
+    # An adaptive limit is found from measured latency, kept from min to max.
+    limits:
+      max_concurrency: adaptive
+      min: 4                        # default; 1 to max; only with adaptive
+      max: 1000                     # default; min to 100000; only with adaptive
 
 # Routing rules. Names: 1 to 64 of a-z, 0-9, "_", ".", "-", unique. Two
 # routes may not have the same host and path_prefix with overlapping
@@ -119,6 +145,9 @@ routes:
       methods: [POST, PUT]          # HTTP method tokens; omit to match any method
     upstream: video                 # a key of upstreams
     max_body_bytes: 1GiB            # default 0 = no limit (bodies are streamed)
+    # Who is refused first under pressure: sheddable, then normal, then
+    # critical. A client's retry (Levee-Attempt above 1) counts as sheddable.
+    priority: sheddable             # default normal; critical, normal or sheddable
   - name: video
     match:
       host: video.example.com
@@ -131,10 +160,12 @@ routes:
     # per upstream and not allowed here. Omit to use the upstream's block;
     # {attempts: 1} turns retries off for this route.
     retry: {attempts: 2, on: [connect_failure]}
+    priority: normal                # default
   - name: api
     match:
       host: "*.api.example.com"
       path_prefix: /v1/
     upstream: api
     max_body_bytes: 10MB
+    priority: critical              # refused last; never for memory_pressure
 `

@@ -45,6 +45,9 @@ func FuzzParse(f *testing.F) {
 		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    consistent_hash: {hash_on: \"query:user\"}\n    discovery: {push: false, file: v.json}\n  a: {balancer: consistent_hash, consistent_hash: {hash_on: client_ip}, endpoints: [{address: 10.0.0.1:80}]}\n  b: {balancer: consistent_hash, consistent_hash: {hash_on: path}, discovery: {push: true}}\n" + routes,
 		head + "upstreams:\n  video:\n    least_request: {ewma: 1, tau: 0s}\n    consistent_hash: {hash_on: \"header:\"}\n    discovery: {file: a, etcd: {endpoints: [grpc://x:1, \"127.0.0.1\"], prefix: x}, push: true, max_drop_fraction: 0, confirm_after: 0s, max_weight: 0}\n    endpoints: []\n" + routes,
 		head + "upstreams:\n  video:\n    balancer: consistent_hash\n    discovery: {}\n  audio: {discovery: ~}\n" + routes,
+		head + "server: {max_connections_per_ip: 8, http2_max_concurrent_streams: 1}\nmemory: {limit: 2GiB, soft_watermark: 0.8, hard_watermark: 0.9}\n" + upstreams + "    limits: {max_concurrency: 64, max_queue: 128, queue_timeout: 50ms, max_per_consumer: 0}\n" + routes + "    priority: sheddable\n",
+		head + "memory: {limit: 64MiB, hard_watermark: 0.5}\n" + upstreams + "    limits: {max_concurrency: adaptive, min: 512, max: 4, max_queue: 0}\n" + routes + "    priority: critical\n",
+		head + "memory: {soft_watermark: 1, hard_watermark: .nan}\nserver: {http2_max_concurrent_streams: 0, max_connections_per_ip: -1}\n" + upstreams + "    limits: {max_concurrency: lots, min: 1, max: 2, queue_timeout: 0s}\n  a: {endpoints: [{address: 10.0.0.1:80}], limits: {max_concurrency: 3, min: 1}}\n  b: {endpoints: [{address: 10.0.0.1:80}], limits: {}}\n" + routes + "    priority: high\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -97,6 +100,9 @@ func checkInvariants(t *testing.T, cfg *Config) {
 		if u.Discovery != nil {
 			checkDiscovery(t, name, u.Discovery)
 		}
+		if u.Limits != nil {
+			checkLimits(t, name, u.Limits)
+		}
 		if u.Timeouts.Connect <= 0 || u.Timeouts.ResponseHeader <= 0 || u.Timeouts.Idle <= 0 {
 			t.Fatalf("upstream %q has a non-positive timeout: %+v", name, u.Timeouts)
 		}
@@ -128,6 +134,9 @@ func checkInvariants(t *testing.T, cfg *Config) {
 		}
 	}
 	for _, r := range cfg.Routes {
+		if r.Priority != PriorityCritical && r.Priority != PriorityNormal && r.Priority != PrioritySheddable {
+			t.Fatalf("route %q has priority %q", r.Name, r.Priority)
+		}
 		if r.Timeout < 0 {
 			t.Fatalf("route %q has timeout %v", r.Name, r.Timeout)
 		}
@@ -137,8 +146,28 @@ func checkInvariants(t *testing.T, cfg *Config) {
 	}
 	s := cfg.Server
 	if s.MaxHeaderBytes < minMaxHeaderBytes || s.MaxHeaderBytes > maxMaxHeaderBytes || s.ReadHeaderTimeout <= 0 ||
-		s.IdleTimeout <= 0 || s.ShutdownTimeout <= 0 || s.MaxConnections < 0 {
+		s.IdleTimeout <= 0 || s.ShutdownTimeout <= 0 || s.MaxConnections < 0 || s.MaxConnectionsPerIP < 0 ||
+		s.HTTP2MaxConcurrentStreams < 1 || s.HTTP2MaxConcurrentStreams > maxHTTP2Streams {
 		t.Fatalf("bad server limits %+v", s)
+	}
+	if m := cfg.Memory; m != nil && (m.Limit < minMemoryLimit || m.Limit > maxMemoryLimit ||
+		!(m.SoftWatermark > 0 && m.SoftWatermark < m.HardWatermark && m.HardWatermark <= 1)) {
+		t.Fatalf("bad memory guard %+v", m)
+	}
+}
+
+// checkLimits fails t if l breaks a promise of the Limits docs.
+func checkLimits(t *testing.T, name string, l *Limits) {
+	t.Helper()
+	if l.Adaptive {
+		if l.MaxConcurrency != 0 || l.Min < 1 || l.Min > l.Max || l.Max > maxConcurrencyCap {
+			t.Fatalf("upstream %q: bad adaptive limit %+v", name, l)
+		}
+	} else if l.MaxConcurrency < 1 || l.MaxConcurrency > maxConcurrencyCap || l.Min != 0 || l.Max != 0 {
+		t.Fatalf("upstream %q: bad static limit %+v", name, l)
+	}
+	if l.MaxQueue < 0 || l.MaxQueue > maxQueueCap || l.QueueTimeout <= 0 || l.MaxPerConsumer < 0 || l.ConsumerCap(l.Max+l.MaxConcurrency) < 1 {
+		t.Fatalf("upstream %q: bad limits %+v", name, l)
 	}
 }
 

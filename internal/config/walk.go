@@ -16,7 +16,7 @@ import (
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := defaultConfig()
-	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "log", "upstreams", "routes")
+	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "upstreams", "routes")
 	if !ok {
 		return c
 	}
@@ -40,6 +40,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	}
 	if v := f["server"]; v != nil {
 		p.server(&c.Server, "server", v)
+	}
+	if v := f["memory"]; v != nil {
+		c.Memory = p.memory("memory", v)
 	}
 	if v := f["log"]; v != nil {
 		p.log(&c.Log, "log", v)
@@ -95,7 +98,8 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 
 // server reads `server`.
 func (p *parser) server(s *Server, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections")
+	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections",
+		"max_connections_per_ip", "http2_max_concurrent_streams")
 	if !ok {
 		return
 	}
@@ -110,6 +114,16 @@ func (p *parser) server(s *Server, path string, n *yaml.Node) {
 	if v := f["max_connections"]; v != nil {
 		if i, ok := p.integer(key(path, "max_connections"), v, 0, maxMaxConnections); ok {
 			s.MaxConnections = int(i)
+		}
+	}
+	if v := f["max_connections_per_ip"]; v != nil {
+		if i, ok := p.integer(key(path, "max_connections_per_ip"), v, 0, maxMaxConnections); ok {
+			s.MaxConnectionsPerIP = int(i)
+		}
+	}
+	if v := f["http2_max_concurrent_streams"]; v != nil {
+		if i, ok := p.integer(key(path, "http2_max_concurrent_streams"), v, minHTTP2Streams, maxHTTP2Streams); ok {
+			s.HTTP2MaxConcurrentStreams = int(i)
 		}
 	}
 }
@@ -181,7 +195,7 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
 	f, ok := p.fields(path, n, "balancer", "least_request", "consistent_hash", "discovery", "endpoints",
-		"timeouts", "max_idle_conns_per_endpoint", "retry")
+		"timeouts", "max_idle_conns_per_endpoint", "retry", "limits")
 	if !ok {
 		return u
 	}
@@ -207,6 +221,9 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	}
 	if v := f["retry"]; v != nil {
 		u.Retry = p.retry(key(path, "retry"), v, false, "")
+	}
+	if v := f["limits"]; v != nil {
+		u.Limits = p.limits(key(path, "limits"), v)
 	}
 	return u
 }
@@ -586,7 +603,7 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
 		return r, s, nil, nil
 	}
-	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry")
+	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry", "priority")
 	if !ok {
 		return r, s, nil, nil
 	}
@@ -616,6 +633,11 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 	p.durationField(f, path, "timeout", &r.Timeout)
 	if v := f["retry"]; v != nil {
 		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
+	}
+	if v := f["priority"]; v != nil {
+		if pr, ok := p.oneOf(key(path, "priority"), v, priorities); ok {
+			r.Priority = pr
+		}
 	}
 	return r, s, nameNode, upNode
 }

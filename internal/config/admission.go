@@ -1,0 +1,129 @@
+package config
+
+import (
+	"gopkg.in/yaml.v3"
+)
+
+// This file reads the admission-control blocks: `memory` and an
+// upstream's `limits`. Server's connection caps and Route.Priority are
+// read with the rest of their blocks in walk.go.
+
+// memory reads `memory`, whose limit is required; the soft watermark must
+// be below the hard one, whichever of them the file sets.
+func (p *parser) memory(path string, n *yaml.Node) *Memory {
+	m := defaultMemory()
+	f, ok := p.fields(path, n, "limit", "soft_watermark", "hard_watermark")
+	if !ok {
+		return m
+	}
+	if v := f["limit"]; v != nil {
+		if b, ok := p.size(key(path, "limit"), v, minMemoryLimit, maxMemoryLimit); ok {
+			m.Limit = b
+		}
+	} else {
+		p.add(n, key(path, "limit"), `required when memory is set, a size such as "2GiB"`)
+	}
+	softOK, hardOK := true, true
+	if v := f["soft_watermark"]; v != nil {
+		m.SoftWatermark, softOK = p.fraction(key(path, "soft_watermark"), v)
+	}
+	if v := f["hard_watermark"]; v != nil {
+		m.HardWatermark, hardOK = p.fraction(key(path, "hard_watermark"), v)
+	}
+	if !softOK || !hardOK || m.SoftWatermark < m.HardWatermark {
+		return m
+	}
+	soft, hard := f["soft_watermark"], f["hard_watermark"]
+	switch {
+	case hard == nil:
+		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s, the default), got %s",
+			formatNumber(m.HardWatermark), describe(soft))
+	case soft == nil:
+		p.add(hard, key(path, "hard_watermark"), "must be greater than soft_watermark (%s, the default), got %s",
+			formatNumber(m.SoftWatermark), describe(hard))
+	default:
+		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s), got %s",
+			formatNumber(m.HardWatermark), describe(soft))
+	}
+	return m
+}
+
+// limitRule is the rule for `max_concurrency`, as error messages state it.
+const limitRule = `a whole number from 1 to 100000 or "adaptive"`
+
+// limits reads an upstream's `limits`. max_concurrency is required; min
+// and max apply only to an adaptive limit, and max_queue's default
+// depends on which kind of limit it is.
+func (p *parser) limits(path string, n *yaml.Node) *Limits {
+	f, ok := p.fields(path, n, "max_concurrency", "min", "max", "max_queue", "queue_timeout", "max_per_consumer")
+	if !ok {
+		return defaultLimits(1, false)
+	}
+	// kindOK is false when max_concurrency is missing or invalid: min and
+	// max are then range-checked but not paired with the limit's kind.
+	n0, adaptive, kindOK := 1, false, false
+	mcp := key(path, "max_concurrency")
+	switch v := f["max_concurrency"]; {
+	case v == nil:
+		p.add(n, mcp, "required, %s", limitRule)
+	case v.Kind == yaml.AliasNode:
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" && v.Value == adaptiveLimit:
+		adaptive, kindOK = true, true
+	default:
+		var i int64
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || v.Decode(&i) != nil || i < 1 || i > maxConcurrencyCap {
+			p.add(v, mcp, "must be %s, got %s", limitRule, describe(v))
+			break
+		}
+		n0, kindOK = int(i), true
+	}
+	l := defaultLimits(n0, adaptive)
+	if !kindOK {
+		l.MaxConcurrency, l.MaxQueue = 0, 0
+	}
+
+	minNode, maxNode := f["min"], f["max"]
+	if kindOK && !adaptive {
+		for _, name := range []string{"min", "max"} {
+			if f[name] != nil {
+				p.add(firstKey(n, name), key(path, name), "only applies with max_concurrency: %s; max_concurrency is %d", adaptiveLimit, n0)
+			}
+		}
+	} else {
+		minOK, maxOK := true, true
+		var v int64
+		if minNode != nil {
+			if v, minOK = p.integer(key(path, "min"), minNode, 1, maxConcurrencyCap); minOK && adaptive {
+				l.Min = int(v)
+			}
+		}
+		if maxNode != nil {
+			if v, maxOK = p.integer(key(path, "max"), maxNode, 1, maxConcurrencyCap); maxOK && adaptive {
+				l.Max = int(v)
+			}
+		}
+		if adaptive && minOK && maxOK && l.Min > l.Max {
+			switch {
+			case maxNode == nil:
+				p.add(minNode, key(path, "min"), "must be at most max (%d, the default), got %s", l.Max, describe(minNode))
+			case minNode == nil:
+				p.add(maxNode, key(path, "max"), "must be at least min (%d, the default), got %s", l.Min, describe(maxNode))
+			default:
+				p.add(maxNode, key(path, "max"), "must be at least min (%d), got %s", l.Min, describe(maxNode))
+			}
+		}
+	}
+
+	if v := f["max_queue"]; v != nil {
+		if i, ok := p.integer(key(path, "max_queue"), v, 0, maxQueueCap); ok {
+			l.MaxQueue = int(i)
+		}
+	}
+	p.durationField(f, path, "queue_timeout", &l.QueueTimeout)
+	if v := f["max_per_consumer"]; v != nil {
+		if i, ok := p.integer(key(path, "max_per_consumer"), v, 0, maxMaxConnections); ok {
+			l.MaxPerConsumer = int(i)
+		}
+	}
+	return l
+}
