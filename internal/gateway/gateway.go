@@ -166,8 +166,9 @@ func (g *Gateway) Start() error {
 		adminLn.Close()
 		return err
 	}
-	if max := cfg.Server.MaxConnections; max > 0 {
-		dataLn = netlimit.Limit(dataLn, max, func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
+	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
+		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
+			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
 	}
 	g.dataLn, g.adminLn = dataLn, adminLn
 	g.dataSrv = g.newDataServer(cfg)
@@ -232,7 +233,7 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 		// only absurd requests get net/http's plain-text 431.
 		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
 		Protocols:      protocols,
-		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: 250},
+		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams},
 		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	if cfg.TLS != nil {

@@ -456,3 +456,27 @@ routes:
 		t.Errorf("connection_limit refusals = %v, want 1", got)
 	}
 }
+
+// TestMaxConnectionsPerIP: server.max_connections_per_ip caps one client
+// address; the excess connection gets 429 connection_limit.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	a, _ := backend(t, "a")
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+server: {max_connections_per_ip: 1}
+upstreams:
+  a: {endpoints: [{address: %s}]}
+routes:
+  - {name: all, match: {path_prefix: /}, upstream: a}
+`, hostPort(a)))
+	first := h.get("/")
+	io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	other := &http.Client{Transport: &http.Transport{}}
+	resp, err := other.Get(h.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRefusal(t, resp, 429, "connection_limit")
+}
