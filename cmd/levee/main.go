@@ -121,16 +121,19 @@ func cmdRun(args []string, stderr io.Writer) int {
 // serve starts g, calls started, and serves until SIGTERM or SIGINT,
 // reloading on SIGHUP; then it drains.
 func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
-	if err := g.Start(); err != nil {
-		fmt.Fprintln(stderr, "levee:", err)
-		return 1
-	}
-	started()
+	// Signals are caught before the listeners open: a SIGHUP or SIGTERM
+	// sent as soon as levee says it is listening must not find the default
+	// action (which ends the process) still in place.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	if err := g.Start(); err != nil {
+		fmt.Fprintln(stderr, "levee:", err)
+		return 1
+	}
+	started()
 	go func() {
 		for {
 			select {

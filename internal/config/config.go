@@ -179,19 +179,10 @@ type Limits struct {
 	// app when there is one, else the client IP) may have in flight to
 	// the upstream at once; a request over it is refused, 429
 	// consumer_limit (`max_per_consumer`, a whole number 0 or more).
-	// Default DefaultLimitsMaxPerConsumer (0), which means automatic: half
-	// the current limit, at least 1 (see ConsumerCap).
+	// Default DefaultLimitsMaxPerConsumer (0), which means automatic: the
+	// current limit plus half of max_queue (one consumer may use every slot
+	// nobody else wants, but never more than half the queue).
 	MaxPerConsumer int
-}
-
-// ConsumerCap returns the most requests one consumer may have in flight
-// when the upstream's current limit is limit: MaxPerConsumer when set,
-// else half of limit, at least 1.
-func (l *Limits) ConsumerCap(limit int) int {
-	if l.MaxPerConsumer > 0 {
-		return l.MaxPerConsumer
-	}
-	return max(1, limit/2)
 }
 
 // Log configures logging (`log`).

@@ -885,46 +885,6 @@ func TestRetryDefaults(t *testing.T) {
 // fields, from literals: a static limit's queue is twice the limit, an
 // adaptive one gets min 4, max 1000 and a queue of 256, null blocks are
 // absent, and the memory block's watermarks default to 0.8 and 0.9.
-func TestAdmissionDefaults(t *testing.T) {
-	cfg, err := Parse([]byte(head + "memory: {limit: 64MiB}\n" + upstreams + "    limits: {max_concurrency: 64}\n" +
-		"  audio:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: adaptive}\n" +
-		"  plain:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: ~\n" +
-		"  zero:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 1, max_queue: 0, min: ~, max: ~}\n" +
-		routes + "  - {name: b, match: {path_prefix: /b}, upstream: video, priority: sheddable}\n  - {name: c, match: {path_prefix: /c}, upstream: video, priority: ~}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (&Memory{Limit: 64 << 20, SoftWatermark: 0.8, HardWatermark: 0.9}); !reflect.DeepEqual(cfg.Memory, want) {
-		t.Errorf("memory = %+v, want %+v", cfg.Memory, want)
-	}
-	for name, want := range map[string]*Limits{
-		"video": {MaxConcurrency: 64, MaxQueue: 128, QueueTimeout: 50 * time.Millisecond},
-		"audio": {Adaptive: true, Min: 4, Max: 1000, MaxQueue: 256, QueueTimeout: 50 * time.Millisecond},
-		"plain": nil,
-		"zero":  {MaxConcurrency: 1, MaxQueue: 0, QueueTimeout: 50 * time.Millisecond},
-	} {
-		if got := cfg.Upstreams[name].Limits; !reflect.DeepEqual(got, want) {
-			t.Errorf("%s limits = %+v, want %+v", name, got, want)
-		}
-	}
-	for i, want := range []string{"normal", "sheddable", "normal"} {
-		if got := cfg.Routes[i].Priority; got != want {
-			t.Errorf("routes[%d].Priority = %q, want %q", i, got, want)
-		}
-	}
-	cfg, err = Parse([]byte(head + "memory: ~\n" + upstreams + routes))
-	if err != nil || cfg.Memory != nil {
-		t.Errorf("memory: ~ gave %+v, %v; want nil, nil", cfg.Memory, err)
-	}
-	l := &Limits{}
-	for _, c := range []struct{ set, limit, want int }{{0, 64, 32}, {0, 3, 1}, {0, 1, 1}, {0, 0, 1}, {5, 64, 5}, {100, 8, 100}} {
-		l.MaxPerConsumer = c.set
-		if got := l.ConsumerCap(c.limit); got != c.want {
-			t.Errorf("MaxPerConsumer %d: ConsumerCap(%d) = %d, want %d", c.set, c.limit, got, c.want)
-		}
-	}
-}
-
 // TestExampleYAML checks that the documented example parses as documented:
 // it is the config most operators will start from.
 func TestExampleYAML(t *testing.T) {
@@ -1334,5 +1294,38 @@ func TestCheckEtcdEndpoint(t *testing.T) {
 		if got := checkEtcdEndpoint(tt.in); got != tt.want {
 			t.Errorf("checkEtcdEndpoint(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestAdmissionDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(head + "memory: {limit: 64MiB}\n" + upstreams + "    limits: {max_concurrency: 64}\n" +
+		"  audio:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: adaptive}\n" +
+		"  plain:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: ~\n" +
+		"  zero:\n    endpoints: [{address: 10.0.0.1:80}]\n    limits: {max_concurrency: 1, max_queue: 0, min: ~, max: ~}\n" +
+		routes + "  - {name: b, match: {path_prefix: /b}, upstream: video, priority: sheddable}\n  - {name: c, match: {path_prefix: /c}, upstream: video, priority: ~}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&Memory{Limit: 64 << 20, SoftWatermark: 0.8, HardWatermark: 0.9}); !reflect.DeepEqual(cfg.Memory, want) {
+		t.Errorf("memory = %+v, want %+v", cfg.Memory, want)
+	}
+	for name, want := range map[string]*Limits{
+		"video": {MaxConcurrency: 64, MaxQueue: 128, QueueTimeout: 50 * time.Millisecond},
+		"audio": {Adaptive: true, Min: 4, Max: 1000, MaxQueue: 256, QueueTimeout: 50 * time.Millisecond},
+		"plain": nil,
+		"zero":  {MaxConcurrency: 1, MaxQueue: 0, QueueTimeout: 50 * time.Millisecond},
+	} {
+		if got := cfg.Upstreams[name].Limits; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s limits = %+v, want %+v", name, got, want)
+		}
+	}
+	for i, want := range []string{"normal", "sheddable", "normal"} {
+		if got := cfg.Routes[i].Priority; got != want {
+			t.Errorf("routes[%d].Priority = %q, want %q", i, got, want)
+		}
+	}
+	cfg, err = Parse([]byte(head + "memory: ~\n" + upstreams + routes))
+	if err != nil || cfg.Memory != nil {
+		t.Errorf("memory: ~ gave %+v, %v; want nil, nil", cfg.Memory, err)
 	}
 }

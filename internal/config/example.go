@@ -101,7 +101,7 @@ upstreams:
       max_concurrency: 64           # required: a whole number 1 to 100000, or adaptive (see api below)
       max_queue: 128                # default 2 x max_concurrency (256 with adaptive); 0 to 1000000; 0 = no queue
       queue_timeout: 50ms           # default; longest wait in the queue, then 503 queue_timeout; > 0
-      max_per_consumer: 0           # default 0 = half the limit, at least 1; over it 429 consumer_limit
+      max_per_consumer: 0           # default 0 = the limit plus half the queue; over it 429 consumer_limit
   api:
     balancer: least_request         # the less loaded of two random endpoints, weighted
     least_request:                  # only with least_request, an error with any other balancer

@@ -166,7 +166,7 @@ func checkLimits(t *testing.T, name string, l *Limits) {
 	} else if l.MaxConcurrency < 1 || l.MaxConcurrency > maxConcurrencyCap || l.Min != 0 || l.Max != 0 {
 		t.Fatalf("upstream %q: bad static limit %+v", name, l)
 	}
-	if l.MaxQueue < 0 || l.MaxQueue > maxQueueCap || l.QueueTimeout <= 0 || l.MaxPerConsumer < 0 || l.ConsumerCap(l.Max+l.MaxConcurrency) < 1 {
+	if l.MaxQueue < 0 || l.MaxQueue > maxQueueCap || l.QueueTimeout <= 0 || l.MaxPerConsumer < 0 {
 		t.Fatalf("upstream %q: bad limits %+v", name, l)
 	}
 }

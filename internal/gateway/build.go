@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/discovery"
@@ -26,6 +27,42 @@ type pools struct {
 	// next one as Prev: least_request keeps its latency estimates and
 	// consistent_hash its table size, so a change moves few keys.
 	pickers map[string]balance.Picker
+	// limiters keeps each upstream's admission limiter (its queue, its
+	// in-flight count, its adaptive limit) while its options are unchanged.
+	limiters map[string]pooledLimiter
+}
+
+type pooledLimiter struct {
+	opts    config.Limits
+	limiter *admission.Limiter
+}
+
+// limiter returns the upstream's admission limiter (nil without limits),
+// reusing the current one when its options are unchanged.
+func (p *pools) limiter(name string, l *config.Limits) (*admission.Limiter, error) {
+	if l == nil {
+		delete(p.limiters, name)
+		return nil, nil
+	}
+	if cur, ok := p.limiters[name]; ok && cur.opts == *l {
+		return cur.limiter, nil
+	}
+	o := admission.Options{
+		MaxConcurrency: l.MaxConcurrency,
+		MaxQueue:       l.MaxQueue,
+		QueueTimeout:   l.QueueTimeout,
+		MaxPerConsumer: l.MaxPerConsumer,
+	}
+	if l.Adaptive {
+		o.MaxConcurrency = 0
+		o.Adaptive = &admission.AdaptiveOptions{Min: l.Min, Max: l.Max}
+	}
+	lim, err := admission.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.%s.limits: %w", name, err)
+	}
+	p.limiters[name] = pooledLimiter{opts: *l, limiter: lim}
+	return lim, nil
 }
 
 // pooledBudget keeps an upstream's retry budget across reloads while its
@@ -46,7 +83,8 @@ type pooledTransport struct {
 type statsKey struct{ upstream, address string }
 
 func newPools() *pools {
-	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]balance.Picker{}}
+	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]balance.Picker{},
+		limiters: map[string]pooledLimiter{}}
 }
 
 // budget returns the upstream's retry budget, reusing the current one when
@@ -97,6 +135,11 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 	for name := range p.pickers {
 		if !upstreams[name] {
 			delete(p.pickers, name)
+		}
+	}
+	for name := range p.limiters {
+		if !upstreams[name] {
+			delete(p.limiters, name)
 		}
 	}
 	for k := range p.stats {
@@ -172,6 +215,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			return nil, err
 		}
 		up.Budget = budget
+		if up.Admission, err = g.pools.limiter(name, uc.Limits); err != nil {
+			return nil, err
+		}
 		liveUpstreams[name] = true
 		upstreams[name] = up
 		ordered = append(ordered, up)
@@ -191,10 +237,22 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			MaxBodyBytes: rc.MaxBodyBytes,
 			Timeout:      rc.Timeout,
 			Retry:        retryPolicy(retry),
+			Priority:     priority(rc.Priority),
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	return proxy.NewTable(routes, ordered, g.metrics), nil
+}
+
+// priority maps a route's configured priority to admission's.
+func priority(p string) admission.Priority {
+	switch p {
+	case config.PriorityCritical:
+		return admission.Critical
+	case config.PrioritySheddable:
+		return admission.Sheddable
+	}
+	return admission.Normal
 }
 
 // retryPolicy turns a validated retry block into the proxy's policy (nil:

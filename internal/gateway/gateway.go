@@ -16,12 +16,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/telemetry"
@@ -50,6 +52,8 @@ type Gateway struct {
 	reloads   *prometheus.CounterVec
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discoveryMetrics
+	// memory sheds work under memory pressure; nil without a memory block.
+	memory *memguard.Guard
 
 	// mu serialises reloads and guards the fields below it.
 	mu    sync.Mutex
@@ -122,6 +126,11 @@ func New(o Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	if m := cfg.Memory; m != nil {
+		if g.memory, err = memguard.New(memguard.Options{Limit: m.Limit, SoftWatermark: m.SoftWatermark, HardWatermark: m.HardWatermark}); err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+	}
 	table, err := g.buildTable(cfg)
 	if err != nil {
 		return nil, err
@@ -131,7 +140,11 @@ func New(o Options) (*Gateway, error) {
 		AccessLog:      g.accessLog,
 		Logger:         logger,
 		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
+		Memory:         g.memory,
 	})
+	if err == nil {
+		err = g.registry.Register(admissionCollector{g})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +205,9 @@ func (g *Gateway) Start() error {
 	go g.sweepIdle(g.sweepStop, g.sweepDone)
 	for _, f := range g.feeds {
 		f.start()
+	}
+	if g.memory != nil {
+		g.memory.Start()
 	}
 	g.started = true
 	g.ready.Store(true)
@@ -326,6 +342,9 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	if next.Admin.Listen != g.cfg.Admin.Listen {
 		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
 	}
+	if !reflect.DeepEqual(next.Memory, g.cfg.Memory) {
+		errs = append(errs, config.FieldError{Path: "memory", Message: "cannot change on reload (restart levee)"})
+	}
 	if (next.TLS == nil) != (g.cfg.TLS == nil) {
 		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
 	}
@@ -369,6 +388,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Unlock()
 	for _, f := range feeds {
 		f.stop()
+	}
+	if g.memory != nil {
+		g.memory.Stop()
 	}
 	g.mu.Lock()
 	g.pools.closeAll()

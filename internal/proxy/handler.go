@@ -23,8 +23,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/telemetry"
 )
 
@@ -39,6 +41,9 @@ type Options struct {
 	// the wire; larger requests get 431 header_too_large. 0: no check here
 	// (the http.Server's own limit still applies).
 	MaxHeaderBytes int
+	// Memory, when set, sheds work under memory pressure: sheddable
+	// requests above its soft watermark, all but critical above the hard.
+	Memory *memguard.Guard
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -48,6 +53,7 @@ type Handler struct {
 	accessLog *telemetry.AccessLog
 	logger    *slog.Logger
 	maxHeader int
+	memory    *memguard.Guard
 
 	upgrades upgradeSet
 }
@@ -64,7 +70,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes}
+	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	return h, nil
@@ -124,6 +130,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	up := rt.Upstream
+	prio := rt.Priority
+	if isClientRetry(r.Header) {
+		prio = admission.Sheddable
+	}
+	if h.memory != nil {
+		if lvl := h.memory.Level(); (lvl == memguard.Soft && prio == admission.Sheddable) || (lvl == memguard.Hard && prio != admission.Critical) {
+			h.shed(w, &x, ReasonMemoryPressure, 0)
+			return
+		}
+	}
+	if up.Admission != nil {
+		rel, err := up.Admission.Acquire(r.Context(), consumerKey(r), prio)
+		if err != nil {
+			var ref *admission.Refusal
+			if errors.As(err, &ref) {
+				h.shed(w, &x, Reason(ref.Reason), ref.RetryAfter)
+			} else {
+				x.status = statusClientClosed // the client left while queued
+			}
+			return
+		}
+		defer func() { rel.Done(admissionOutcome(&x)) }()
+	}
 	ep, err := pick(up, r)
 	if err != nil {
 		if !errors.Is(err, balance.ErrNoEndpoint) {
@@ -150,6 +179,46 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 		}
 		h.accessLog.Log(&e)
 	}
+}
+
+// shed refuses work that admission control turned away (counted in
+// levee_shed_total as well as levee_refusals_total), with a jittered
+// Retry-After when retryAfter > 0.
+func (h *Handler) shed(w http.ResponseWriter, x *exchange, reason Reason, retryAfter time.Duration) {
+	x.reason = reason
+	x.status = RefuseRetryAfter(w, reason, retryAfter)
+	x.route.metrics.refused(reason)
+	x.route.metrics.shed(reason)
+}
+
+// isClientRetry reports whether the client marked the request as a retry
+// (Levee-Attempt above 1, as the levee client package sends).
+func isClientRetry(h http.Header) bool {
+	v := h["Levee-Attempt"]
+	return len(v) > 0 && v[0] != "" && v[0] != "1"
+}
+
+// consumerKey names who a request is from, for fair queueing: the client
+// address (the authenticated app takes its place once apps exist).
+func consumerKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// admissionOutcome tells the limiter how an admitted request ended: the
+// upstream's failures are congestion signals, a client that left gives no
+// sample.
+func admissionOutcome(x *exchange) admission.Outcome {
+	switch {
+	case x.status == statusClientClosed || x.status == 0:
+		return admission.Dropped
+	case x.reason == ReasonUpstreamTimeout || x.reason == ReasonUpstreamUnavailable || x.status == http.StatusServiceUnavailable:
+		return admission.Failure
+	}
+	return admission.Success
 }
 
 func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {

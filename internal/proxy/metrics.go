@@ -18,6 +18,7 @@ type Metrics struct {
 	retries          *prometheus.CounterVec // upstream, reason
 	budgetExhausted  *prometheus.CounterVec // upstream
 	pickerFallbacks  *prometheus.CounterVec // upstream
+	shedTotal        *prometheus.CounterVec // route, reason
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -58,7 +59,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_picker_fallbacks_total",
 		Help: "Picks where the upstream's balancer panicked or returned an invalid endpoint and a uniform pick over its endpoint set was used instead.",
 	}, []string{"upstream"})
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks} {
+	m.shedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_shed_total",
+		Help: "Requests shed by admission control before reaching an upstream, by route and reason (concurrency_limit, queue_full, queue_timeout, shed_priority, consumer_limit, memory_pressure).",
+	}, []string{"route", "reason"})
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -97,6 +102,10 @@ func (rm *routeMetrics) count(code int) {
 		rm.codes[i].Store(c)
 	}
 	(*c).Inc()
+}
+
+func (rm *routeMetrics) shed(reason Reason) {
+	rm.m.shedTotal.WithLabelValues(rm.route, string(reason)).Inc()
 }
 
 func (rm *routeMetrics) refused(reason Reason) {

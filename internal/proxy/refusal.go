@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Reason is the stable snake_case code in every refusal levee writes itself.
@@ -22,6 +23,15 @@ const (
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
+
+	// Admission refusals (package admission and the memory guard): the
+	// work was shed before it reached an upstream.
+	ReasonConcurrencyLimit Reason = "concurrency_limit"
+	ReasonQueueFull        Reason = "queue_full"
+	ReasonQueueTimeout     Reason = "queue_timeout"
+	ReasonShedPriority     Reason = "shed_priority"
+	ReasonConsumerLimit    Reason = "consumer_limit"
+	ReasonMemoryPressure   Reason = "memory_pressure"
 )
 
 // refusal is a pre-rendered answer: the status, whether it carries
@@ -51,6 +61,12 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
+	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
+	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")
+	add(ReasonQueueTimeout, http.StatusServiceUnavailable, true, "the request waited too long for the upstream; retry later")
+	add(ReasonShedPriority, http.StatusServiceUnavailable, true, "the upstream is under pressure and sheds low-priority requests first; retry later")
+	add(ReasonConsumerLimit, http.StatusTooManyRequests, true, "this consumer has as many requests in progress as it may; retry later")
+	add(ReasonMemoryPressure, http.StatusServiceUnavailable, true, "levee is short of memory and sheds work to stay up; retry later")
 	return refusals
 }
 
@@ -86,6 +102,24 @@ func Refuse(w http.ResponseWriter, reason Reason) int {
 	w.WriteHeader(rf.status)
 	_, _ = w.Write(rf.body)
 	return rf.status
+}
+
+// RefuseRetryAfter is Refuse with a Retry-After of d (rounded up to whole
+// seconds, at least 1) instead of the default, so refused clients do not
+// come back in lockstep.
+func RefuseRetryAfter(w http.ResponseWriter, reason Reason, d time.Duration) int {
+	if rf := refusals[reason]; rf != nil && rf.retryAfter && d > 0 {
+		secs := (d + time.Second - 1) / time.Second
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(int64(max(secs, 1)), 10)}
+		h := w.Header()
+		h["Content-Type"] = jsonContentType
+		h["X-Content-Type-Options"] = noSniff
+		h["Content-Length"] = rf.contentLength
+		w.WriteHeader(rf.status)
+		_, _ = w.Write(rf.body)
+		return rf.status
+	}
+	return Refuse(w, reason)
 }
 
 // StatusOf returns the HTTP status a reason is answered with (0 if unknown).

@@ -18,6 +18,12 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonUpstreamTimeout:     504,
 		ReasonBodyTooLarge:        413,
 		ReasonHeaderTooLarge:      431,
+		ReasonConcurrencyLimit:    503,
+		ReasonQueueFull:           503,
+		ReasonQueueTimeout:        503,
+		ReasonShedPriority:        503,
+		ReasonConsumerLimit:       429,
+		ReasonMemoryPressure:      503,
 	}
 	if len(want) != len(refusals) {
 		t.Fatalf("test covers %d reasons, package defines %d", len(want), len(refusals))
@@ -41,7 +47,7 @@ func TestRefuseEveryReason(t *testing.T) {
 		if h.Get("Content-Length") != itoa(rec.Body.Len()) {
 			t.Errorf("%s: Content-Length %s, body %d bytes", reason, h.Get("Content-Length"), rec.Body.Len())
 		}
-		if (status == http.StatusServiceUnavailable) != (h.Get("Retry-After") != "") {
+		if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) != (h.Get("Retry-After") != "") {
 			t.Errorf("%s: Retry-After %q with status %d", reason, h.Get("Retry-After"), status)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/retrybudget"
@@ -33,6 +34,10 @@ type Upstream struct {
 	// Observe, when set, is told each attempt's time to response headers
 	// (the least_request balancer's latency estimate).
 	Observe func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	// Admission, when set, limits the requests in flight to the upstream,
+	// queueing fairly per consumer and by priority (package admission).
+	// Kept across reloads by the gateway while its options are unchanged.
+	Admission *admission.Limiter
 
 	duration prometheus.Observer // set by NewTable
 }
@@ -63,6 +68,9 @@ type Route struct {
 	Timeout time.Duration
 	// Retry is the route's retry policy; nil: no retries.
 	Retry *RetryPolicy
+	// Priority is the route's admission priority (a client's retry,
+	// marked by Levee-Attempt > 1, counts as Sheddable).
+	Priority admission.Priority
 
 	metrics *routeMetrics // set by NewTable
 }

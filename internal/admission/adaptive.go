@@ -1,0 +1,244 @@
+package admission
+
+import (
+	"math"
+	"time"
+)
+
+// The adaptive limit is the gradient controller of Envoy's adaptive
+// concurrency filter (envoyproxy.io, "Adaptive Concurrency", gradient
+// controller), in three parts:
+//
+//  1. minRTT, the latency of the upstream when it is not queueing, is
+//     measured by a probe: the limit drops to Min until ProbeSamples
+//     requests admitted after the probe began have finished; minRTT is
+//     their mean latency. A probe runs at start, every ProbeInterval
+//     (jittered ±10 % so a fleet does not probe in step), and after
+//     floorWindows consecutive windows ended with the limit at Min (the
+//     upstream got slower for good, so the old minRTT is wrong). After a
+//     probe the limit returns to its value before it.
+//
+//  2. Between probes, latency samples (Success and Failure outcomes; not
+//     Dropped) are summed per window. A window closes, and the limit is
+//     recomputed, at the first sample at least Window after the window
+//     opened and with at least MinSamples samples in it: at most one update
+//     per Window, each from at least MinSamples samples.
+//
+//  3. The update, with sampleRTT the window's mean latency:
+//
+//     gradient = clamp((minRTT × (1 + Buffer)) / sampleRTT, 0.5, 2)
+//     limit'   = gradient × limit + sqrt(gradient × limit)
+//     limit'   = clamp(limit', Min, Max)
+//
+//     The square root is Envoy's headroom: it lets the limit grow when
+//     latency is flat and leaves a small queue at the upstream so it is
+//     never idle. Two levee additions: a window where more than half the
+//     samples were Failures uses gradient 0.5 (timeouts and errors are a
+//     congestion signal even when fast), and a window whose peak in-flight
+//     count stayed below half the limit does not raise it (the limit was not
+//     what held traffic back, so the samples say nothing about a higher one;
+//     Netflix Gradient2 does the same).
+//
+// Fixed point: against an upstream that serves C at a time and queues the
+// rest (latency = base × inflight/C once inflight > C), a saturated window
+// has sampleRTT = base × limit/C, so gradient × limit = (1+Buffer) × C
+// whatever the limit was, and one update lands at
+// (1+Buffer)×C + sqrt((1+Buffer)×C): about 1.33 C for C = 20 with the
+// default Buffer 0.1, 1.27 C for C = 40, 1.43 C for C = 10. Below C the
+// limit grows by a factor of at least 1.1 per window. Envoy's default
+// Buffer is 25 %; levee uses 10 % to queue less at the upstream.
+//
+// Envoy was chosen over Netflix Gradient2 because Gradient2's long-term RTT
+// is an average of the loaded RTT and drifts up under sustained overload
+// (the limit creeps up with it), while a periodically re-measured minRTT
+// is anchored to the unloaded upstream.
+//
+// Cost and locking: the controller is plain state inside Limiter.mu; each
+// Release.Done of an adaptive limiter adds a few integer operations under
+// the mutex it takes anyway, and a window update is O(1) (one sqrt).
+
+// AdaptiveOptions configure the adaptive limit. Zero values of the optional
+// fields take the defaults named on them.
+type AdaptiveOptions struct {
+	// Min is the lowest limit, >= 1, and the limit while minRTT is probed.
+	// Keep it well below the upstream's capacity, or the probe measures a
+	// queueing latency.
+	Min int
+	// Max is the highest limit, >= Min.
+	Max int
+	// Window is the shortest time between two limit updates. Default 100ms.
+	Window time.Duration
+	// MinSamples is the fewest samples a window needs to update the limit.
+	// Default 20.
+	MinSamples int
+	// Buffer is the latency above minRTT tolerated before the limit shrinks,
+	// as a fraction of minRTT, 0..1. Default 0.1 (10 %).
+	Buffer float64
+	// ProbeInterval is the mean time between minRTT probes, jittered ±10 %.
+	// Default 30s.
+	ProbeInterval time.Duration
+	// ProbeSamples is the number of samples a probe averages. Default 25.
+	ProbeSamples int
+}
+
+const (
+	defaultWindow        = 100 * time.Millisecond
+	defaultMinSamples    = 20
+	defaultBuffer        = 0.1
+	defaultProbeInterval = 30 * time.Second
+	defaultProbeSamples  = 25
+	// floorWindows consecutive windows ending at Min trigger a probe
+	// (Envoy uses 5).
+	floorWindows = 5
+)
+
+// gradient is the controller's state. Times are nanoseconds on the
+// limiter's clock (since Limiter.epoch). Guarded by Limiter.mu.
+type gradient struct {
+	min, max      float64
+	window        int64
+	minSamples    int
+	buffer        float64
+	probeInterval int64
+	probeSamples  int
+
+	limit  float64 // the estimate; the enforced limit is its rounding
+	minRTT int64   // 0 until the first probe ends
+
+	// The open window.
+	windowStart int64
+	sum         int64 // latency sum, ns
+	count       int
+	failures    int
+	peak        int // highest in-flight count seen in the window
+	atFloor     int // consecutive windows that ended with limit == min
+
+	// The probe.
+	probing    bool
+	probeStart int64
+	probeSum   int64
+	probeCount int
+	saved      float64 // limit before the probe
+	nextProbe  int64
+}
+
+func newGradient(o AdaptiveOptions) *gradient {
+	g := &gradient{
+		min: float64(o.Min), max: float64(o.Max),
+		window: int64(o.Window), minSamples: o.MinSamples, buffer: o.Buffer,
+		probeInterval: int64(o.ProbeInterval), probeSamples: o.ProbeSamples,
+	}
+	if g.window == 0 {
+		g.window = int64(defaultWindow)
+	}
+	if g.minSamples == 0 {
+		g.minSamples = defaultMinSamples
+	}
+	if g.buffer == 0 {
+		g.buffer = defaultBuffer
+	}
+	if g.probeInterval == 0 {
+		g.probeInterval = int64(defaultProbeInterval)
+	}
+	if g.probeSamples == 0 {
+		g.probeSamples = defaultProbeSamples
+	}
+	g.limit = g.min
+	g.saved = g.min
+	g.probing = true // the first probe starts at time 0
+	return g
+}
+
+// current is the enforced limit.
+func (g *gradient) current() int {
+	if g.probing {
+		return int(g.min)
+	}
+	return int(math.Round(g.limit))
+}
+
+// observeInflight records the in-flight count after an admission.
+func (g *gradient) observeInflight(n int) {
+	if n > g.peak {
+		g.peak = n
+	}
+}
+
+// sample takes one finished request: admitted at start, finished at now,
+// failed or not. rnd returns a uniform random number for the probe jitter
+// (called once per probe). It reports whether the enforced limit may have
+// changed.
+func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, inflight int) bool {
+	if g.probing {
+		if start < g.probeStart {
+			return false // admitted under the old limit: a loaded sample
+		}
+		g.probeSum += now - start
+		g.probeCount++
+		if g.probeCount < g.probeSamples {
+			return false
+		}
+		g.minRTT = max(1, g.probeSum/int64(g.probeCount))
+		g.probing = false
+		g.limit = g.saved
+		g.atFloor = 0
+		// Jitter in [0.9, 1.1) × interval.
+		j := 0.9 + 0.2*float64(rnd()>>11)/float64(1<<53)
+		g.nextProbe = now + int64(j*float64(g.probeInterval))
+		g.openWindow(now, inflight)
+		return true
+	}
+	if now >= g.nextProbe {
+		g.startProbe(now)
+		return true
+	}
+	g.sum += now - start
+	g.count++
+	if failed {
+		g.failures++
+	}
+	if now-g.windowStart < g.window || g.count < g.minSamples {
+		return false
+	}
+	g.update()
+	if g.current() <= int(g.min) {
+		g.atFloor++
+		if g.atFloor >= floorWindows {
+			g.startProbe(now)
+			return true
+		}
+	} else {
+		g.atFloor = 0
+	}
+	g.openWindow(now, inflight)
+	return true
+}
+
+// update applies the gradient formula to the closed window.
+func (g *gradient) update() {
+	rtt := float64(g.sum) / float64(g.count)
+	grad := float64(g.minRTT) * (1 + g.buffer) / rtt
+	if 2*g.failures > g.count {
+		grad = 0.5
+	}
+	grad = min(2, max(0.5, grad))
+	if grad > 1 && 2*g.peak < int(math.Round(g.limit)) {
+		return // app-limited: no evidence for a higher limit
+	}
+	l := grad * g.limit
+	l += math.Sqrt(l)
+	g.limit = min(g.max, max(g.min, l))
+}
+
+func (g *gradient) openWindow(now int64, inflight int) {
+	g.windowStart = now
+	g.sum, g.count, g.failures = 0, 0, 0
+	g.peak = inflight
+}
+
+func (g *gradient) startProbe(now int64) {
+	g.probing = true
+	g.probeStart = now
+	g.probeSum, g.probeCount = 0, 0
+	g.saved = g.limit
+}

@@ -1,0 +1,750 @@
+// Package admission limits the requests one upstream has in flight, queues
+// the excess in a bounded, fair, prioritised queue, and refuses the rest at
+// once with a stable reason and a jittered Retry-After.
+//
+// # Admission
+//
+// Acquire admits a request at once when fewer than the limit are in flight
+// and nobody is queued (the fast path: one mutex acquisition, no
+// allocation). Otherwise the request waits in the queue, up to QueueTimeout
+// or its context's end. A Release frees a slot by handing it straight to
+// the next waiter (no thundering herd: exactly one waiter wakes).
+//
+// # Queue order
+//
+// Waiters are served by priority class first (Critical, then Normal, then
+// Sheddable). Within a class, consumers with waiters in that class take
+// turns (round robin, one request per turn: requests are unit cost, so this
+// is deficit round robin with a quantum of one), and each consumer's
+// requests are served first in, first out. After its turn a consumer goes
+// to the back of its class's ring if it still has waiters there.
+//
+// # Refusal rules, checked in this order
+//
+//  1. consumer_limit: the consumer already has MaxPerConsumer requests in
+//     service plus queued (the proxy answers 429).
+//  2. Fast path: admitted.
+//  3. concurrency_limit: MaxQueue is 0, so there is no queue to wait in.
+//  4. shed_priority: the request is Sheddable and more than half the queue
+//     is taken (2 × queued > MaxQueue).
+//  5. The queue is full (queued == MaxQueue). The newcomer may evict one
+//     queued request, which is refused with queue_full:
+//     a. if any request of a lower priority class is queued, the newest
+//     request of the longest sub-queue in the lowest such class (a
+//     Critical newcomer evicts Sheddable before Normal; a Normal one evicts
+//     Sheddable);
+//     b. else, if the newcomer's consumer has fewer requests queued in the
+//     newcomer's class than the longest sub-queue of that class, the
+//     newest request of that longest sub-queue. A flooding consumer
+//     therefore cannot push others out: it loses its own newest requests.
+//     Otherwise the newcomer is refused with queue_full.
+//  6. queue_timeout: the request waited QueueTimeout without a slot.
+//     A context that ends first returns ctx.Err() instead (not a refusal).
+//
+// Finding the longest sub-queue (rule 5) walks the consumers with waiters
+// in one class: at most MaxQueue of them, and only when the queue is full.
+// Every other queue operation is O(1): waiters are in intrusive doubly
+// linked lists, so a waiter that times out unlinks itself.
+//
+// # Bounded state
+//
+// A consumer's record exists only while it has requests in service or
+// queued, so at most InFlight + Queued records exist (≤ the highest limit in
+// force while those requests were admitted + MaxQueue). Up to
+// maxFreeConsumers spare records are kept for reuse, so a new consumer on
+// the fast path does not allocate.
+//
+// # Locking
+//
+// All mutable state is in Limiter.mu; helpers that need it held end in
+// Locked. Refusal counters are atomics. A waiter blocks on its own
+// channel (buffered, so the waker never blocks) and a timer, both
+// allocated only on the slow path.
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Priority is a request's importance. The zero value is Normal, the route
+// default. Under pressure Sheddable is refused first and Critical last.
+type Priority uint8
+
+const (
+	Normal    Priority = iota // the default
+	Critical                  // served first, may evict lower priorities
+	Sheddable                 // refused first; retries count as this
+)
+
+// class orders priorities for service: 0 is served first.
+func (p Priority) class() int {
+	switch p {
+	case Critical:
+		return 0
+	case Normal:
+		return 1
+	default: // Sheddable and unknown values
+		return 2
+	}
+}
+
+func (p Priority) String() string {
+	switch p {
+	case Critical:
+		return "critical"
+	case Normal:
+		return "normal"
+	case Sheddable:
+		return "sheddable"
+	}
+	return fmt.Sprintf("Priority(%d)", uint8(p))
+}
+
+const numClasses = 3
+
+// Outcome is how an admitted request ended; it is what Release.Done takes.
+type Outcome uint8
+
+const (
+	// Success: the upstream answered. Its latency is a sample for the
+	// adaptive limit.
+	Success Outcome = iota
+	// Failure: the upstream failed or timed out. Its latency is a sample,
+	// and a window with mostly failures halves the adaptive limit.
+	Failure
+	// Dropped: the request was never sent, or the client went away; no
+	// sample.
+	Dropped
+)
+
+// Reason is the stable code of a refusal, used in levee's JSON refusal body
+// and the reason label of its metrics.
+type Reason string
+
+const (
+	ReasonConcurrencyLimit Reason = "concurrency_limit" // at the limit, no queue configured
+	ReasonQueueFull        Reason = "queue_full"        // queue full, or evicted from it
+	ReasonQueueTimeout     Reason = "queue_timeout"     // waited QueueTimeout
+	ReasonShedPriority     Reason = "shed_priority"     // sheddable with the queue over half full
+	ReasonConsumerLimit    Reason = "consumer_limit"    // the consumer's MaxPerConsumer is reached (429)
+)
+
+var reasons = [...]Reason{ReasonConcurrencyLimit, ReasonQueueFull, ReasonQueueTimeout, ReasonShedPriority, ReasonConsumerLimit}
+
+const (
+	rConcurrency = iota
+	rQueueFull
+	rQueueTimeout
+	rShed
+	rConsumer
+)
+
+// Refusal is the error Acquire returns when it refuses a request. Refusals
+// are shared and read-only: do not modify one. Find it with errors.As.
+type Refusal struct {
+	Reason Reason
+	// RetryAfter is when the client should try again, spread uniformly
+	// (in jitterSteps steps) over [Options.RetryAfter, 2×Options.RetryAfter]
+	// so refused clients do not come back in lockstep.
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string { return "admission refused: " + string(r.Reason) }
+
+// jitterSteps is the resolution of Retry-After jitter. Refusals are
+// precomputed for each reason and step, so refusing does not allocate;
+// HTTP's Retry-After has whole seconds anyway.
+const jitterSteps = 16
+
+// maxFreeConsumers bounds the spare consumer records kept for reuse.
+const maxFreeConsumers = 1024
+
+// Options configure a Limiter.
+type Options struct {
+	// MaxConcurrency is the static limit on requests in flight, >= 1.
+	// Ignored (may be 0) when Adaptive is set.
+	MaxConcurrency int
+	// Adaptive, when not nil, replaces MaxConcurrency with a limit found
+	// from measured latency (see AdaptiveOptions).
+	Adaptive *AdaptiveOptions
+	// MaxQueue is the most requests waiting at once across all consumers,
+	// >= 0. 0 means no queue: at the limit a request is refused at once
+	// with concurrency_limit (and fairness across consumers then only
+	// comes from MaxPerConsumer).
+	MaxQueue int
+	// QueueTimeout is the longest a request waits in the queue, > 0.
+	QueueTimeout time.Duration
+	// MaxPerConsumer caps one consumer's requests in service plus queued.
+	// 0 means limit + MaxQueue/2 (with the current limit): one consumer can
+	// use every slot when nobody else wants them, but never more than half
+	// the queue. A smaller cap (the textbook limit/2) refuses a lone
+	// client half the capacity, which is wrong when every request comes
+	// through one consumer key (a CDN's address). -1 means no cap.
+	MaxPerConsumer int
+	// RetryAfter is the low end of a refusal's Retry-After; refusals carry
+	// a value spread over [RetryAfter, 2×RetryAfter]. Default 1s.
+	RetryAfter time.Duration
+	// Clock is the time source. nil means the real clock.
+	Clock Clock
+	// Rand returns uniform random numbers for jitter. nil means
+	// math/rand/v2.Uint64. Must be safe for concurrent use.
+	Rand func() uint64
+}
+
+// Limiter is one upstream's concurrency limiter. Safe for concurrent use.
+// The zero value is not usable; use New.
+type Limiter struct {
+	static         int // 0 when adaptive
+	maxQueue       int
+	queueTimeout   time.Duration
+	maxPerConsumer int
+	clock          Clock
+	epoch          time.Time
+	rand           func() uint64
+	refusals       [len(reasons)][jitterSteps]Refusal
+
+	limit    atomic.Int64 // mirror of the enforced limit, for Limit()
+	admitted atomic.Uint64
+	canceled atomic.Uint64
+	refused  [len(reasons)]atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		limit     int // enforced limit
+		inflight  int
+		queued    int
+		consumers map[string]*consumer
+		free      []*consumer
+		// rings[c] lists the consumers with waiters in class c, in turn
+		// order; classLen[c] counts those waiters.
+		rings    [numClasses]ring
+		classLen [numClasses]int
+		gradient *gradient // nil for a static limit
+	}
+}
+
+// New validates o and returns a Limiter. The error names every bad field.
+func New(o Options) (*Limiter, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.Adaptive == nil {
+		if o.MaxConcurrency < 1 {
+			bad("MaxConcurrency: must be >= 1, got %d", o.MaxConcurrency)
+		}
+	} else {
+		a := o.Adaptive
+		if a.Min < 1 {
+			bad("Adaptive.Min: must be >= 1, got %d", a.Min)
+		}
+		if a.Max < a.Min {
+			bad("Adaptive.Max: must be >= Adaptive.Min (%d), got %d", a.Min, a.Max)
+		}
+		if a.Window < 0 {
+			bad("Adaptive.Window: must be >= 0, got %v", a.Window)
+		}
+		if a.MinSamples < 0 {
+			bad("Adaptive.MinSamples: must be >= 0, got %d", a.MinSamples)
+		}
+		if a.Buffer < 0 || a.Buffer > 1 {
+			bad("Adaptive.Buffer: must be in [0, 1], got %v", a.Buffer)
+		}
+		if a.ProbeInterval < 0 {
+			bad("Adaptive.ProbeInterval: must be >= 0, got %v", a.ProbeInterval)
+		}
+		if a.ProbeSamples < 0 {
+			bad("Adaptive.ProbeSamples: must be >= 0, got %d", a.ProbeSamples)
+		}
+	}
+	if o.MaxQueue < 0 {
+		bad("MaxQueue: must be >= 0, got %d", o.MaxQueue)
+	}
+	if o.QueueTimeout <= 0 {
+		bad("QueueTimeout: must be > 0, got %v", o.QueueTimeout)
+	}
+	if o.MaxPerConsumer < -1 {
+		bad("MaxPerConsumer: must be >= -1, got %d", o.MaxPerConsumer)
+	}
+	if o.RetryAfter < 0 {
+		bad("RetryAfter: must be >= 0, got %v", o.RetryAfter)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("admission options: %w", errors.Join(errs...))
+	}
+	l := &Limiter{
+		maxQueue:       o.MaxQueue,
+		queueTimeout:   o.QueueTimeout,
+		maxPerConsumer: o.MaxPerConsumer,
+		clock:          o.Clock,
+		rand:           o.Rand,
+	}
+	if l.clock == nil {
+		l.clock = realClock{}
+	}
+	if l.rand == nil {
+		l.rand = rand.Uint64
+	}
+	l.epoch = l.clock.Now()
+	ra := o.RetryAfter
+	if ra == 0 {
+		ra = time.Second
+	}
+	for i, r := range reasons {
+		for j := range jitterSteps {
+			l.refusals[i][j] = Refusal{Reason: r, RetryAfter: ra + ra*time.Duration(j)/(jitterSteps-1)}
+		}
+	}
+	l.mu.consumers = make(map[string]*consumer)
+	if o.Adaptive != nil {
+		l.mu.gradient = newGradient(*o.Adaptive)
+		l.mu.limit = l.mu.gradient.current()
+	} else {
+		l.static = o.MaxConcurrency
+		l.mu.limit = o.MaxConcurrency
+	}
+	l.limit.Store(int64(l.mu.limit))
+	return l, nil
+}
+
+// Limit returns the limit in force now.
+func (l *Limiter) Limit() int { return int(l.limit.Load()) }
+
+// consumer is one consumer's live state. It exists while the consumer has
+// requests in service or queued.
+type consumer struct {
+	key      string
+	inflight int
+	queued   int // sum of q[c].n
+	q        [numClasses]wlist
+	link     [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
+}
+
+type ring struct{ head, tail *consumer }
+
+type wlist struct {
+	head, tail *waiter
+	n          int
+}
+
+type waitState uint8
+
+const (
+	waiting waitState = iota
+	granted
+	evicted
+)
+
+// waiter is one queued request. state and start are written under
+// Limiter.mu before ch is signalled.
+type waiter struct {
+	c          *consumer
+	class      int
+	prev, next *waiter
+	state      waitState
+	start      int64
+	ch         chan struct{}
+}
+
+// Release is an admitted request's slot. Call Done exactly once, with the
+// outcome, when the request ends; calling it twice corrupts the counts. The
+// zero Release's Done does nothing.
+type Release struct {
+	l     *Limiter
+	c     *consumer
+	start int64 // ns on the limiter's clock, adaptive limiters only
+}
+
+// Done frees the slot, hands it to the next waiter if any, and feeds the
+// adaptive limit the request's latency unless o is Dropped. It does not
+// block beyond a short critical section.
+func (r Release) Done(o Outcome) {
+	l := r.l
+	if l == nil {
+		return
+	}
+	var now int64
+	adaptive := l.static == 0
+	if adaptive {
+		now = l.nanos()
+	}
+	l.mu.Lock()
+	c := r.c
+	c.inflight--
+	l.mu.inflight--
+	if adaptive && o != Dropped {
+		if l.mu.gradient.sample(now, r.start, o == Failure, l.rand, l.mu.inflight) {
+			l.setLimitLocked(l.mu.gradient.current())
+		}
+	}
+	l.dispatchLocked(now)
+	if c.inflight == 0 && c.queued == 0 {
+		l.dropConsumerLocked(c)
+	}
+	l.mu.Unlock()
+}
+
+func (l *Limiter) nanos() int64 { return int64(l.clock.Now().Sub(l.epoch)) }
+
+func (l *Limiter) setLimitLocked(n int) {
+	if n != l.mu.limit {
+		l.mu.limit = n
+		l.limit.Store(int64(n))
+	}
+}
+
+// Acquire admits a request from consumer (an app id or a client address)
+// at priority p. On admission it returns a Release whose Done must be
+// called exactly once. Otherwise it returns a *Refusal, or ctx.Err() when
+// ctx ended while the request waited. It blocks only while queued: at most
+// QueueTimeout.
+//
+// If a slot is handed over at the moment the queue timeout fires, the
+// admission wins. If it is handed over as ctx ends, the slot is passed on
+// (as Done(Dropped)) and ctx.Err() is returned.
+func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (Release, error) {
+	adaptive := l.static == 0
+	var now int64
+	if adaptive {
+		now = l.nanos()
+	}
+	cl := p.class()
+	l.mu.Lock()
+	c := l.mu.consumers[consumerKey]
+	held := 0
+	if c != nil {
+		held = c.inflight + c.queued
+	}
+	if limit := l.perConsumerLocked(); limit >= 0 && held >= limit {
+		// At its cap. When the limiter itself has no room either (every
+		// slot busy and no queue), say so: that is the truer answer (503,
+		// capacity) than blaming the consumer (429).
+		r := rConsumer
+		if l.maxQueue == 0 && l.mu.inflight >= l.mu.limit {
+			r = rConcurrency
+		}
+		l.mu.Unlock()
+		return Release{}, l.refuse(r)
+	}
+	if l.mu.inflight < l.mu.limit && l.mu.queued == 0 {
+		if c == nil {
+			c = l.newConsumerLocked(consumerKey)
+		}
+		l.grantLocked(c)
+		l.mu.Unlock()
+		l.admitted.Add(1)
+		return Release{l: l, c: c, start: now}, nil
+	}
+	if l.maxQueue == 0 {
+		l.mu.Unlock()
+		return Release{}, l.refuse(rConcurrency)
+	}
+	if p == Sheddable && 2*l.mu.queued > l.maxQueue {
+		l.mu.Unlock()
+		return Release{}, l.refuse(rShed)
+	}
+	if err := ctx.Err(); err != nil {
+		l.mu.Unlock()
+		l.canceled.Add(1)
+		return Release{}, err
+	}
+	if l.mu.queued >= l.maxQueue {
+		v := l.victimLocked(c, cl)
+		if v == nil {
+			l.mu.Unlock()
+			return Release{}, l.refuse(rQueueFull)
+		}
+		l.removeLocked(v)
+		v.state = evicted
+		v.ch <- struct{}{}
+		if vc := v.c; vc.inflight == 0 && vc.queued == 0 {
+			// A Critical newcomer may evict its own consumer's last
+			// Sheddable waiter: c is then gone and is made anew below.
+			l.dropConsumerLocked(vc)
+			if vc == c {
+				c = nil
+			}
+		}
+	}
+	if c == nil {
+		c = l.newConsumerLocked(consumerKey)
+	}
+	w := &waiter{c: c, class: cl, ch: make(chan struct{}, 1)}
+	// The timer is made under the lock, before the waiter is visible, so a
+	// test that sees it queued and then advances a fake clock fires it.
+	t := l.clock.NewTimer(l.queueTimeout)
+	l.enqueueLocked(w)
+	l.mu.Unlock()
+
+	var cancelled bool
+	select {
+	case <-w.ch:
+	case <-t.C():
+	case <-ctx.Done():
+		cancelled = true
+	}
+	t.Stop()
+
+	l.mu.Lock()
+	switch w.state {
+	case granted:
+		l.mu.Unlock()
+		l.admitted.Add(1)
+		r := Release{l: l, c: c, start: w.start}
+		if cancelled {
+			r.Done(Dropped)
+			l.canceled.Add(1)
+			return Release{}, ctx.Err()
+		}
+		return r, nil
+	case evicted:
+		l.mu.Unlock()
+		return Release{}, l.refuse(rQueueFull)
+	}
+	l.removeLocked(w)
+	if c.inflight == 0 && c.queued == 0 {
+		l.dropConsumerLocked(c)
+	}
+	l.mu.Unlock()
+	if cancelled {
+		l.canceled.Add(1)
+		return Release{}, ctx.Err()
+	}
+	return Release{}, l.refuse(rQueueTimeout)
+}
+
+func (l *Limiter) refuse(i int) error {
+	l.refused[i].Add(1)
+	return &l.refusals[i][l.rand()%jitterSteps]
+}
+
+// perConsumerLocked is the per-consumer cap now; -1 means none.
+func (l *Limiter) perConsumerLocked() int {
+	switch {
+	case l.maxPerConsumer > 0:
+		return l.maxPerConsumer
+	case l.maxPerConsumer < 0:
+		return -1
+	}
+	return max(1, l.mu.limit+l.maxQueue/2)
+}
+
+func (l *Limiter) grantLocked(c *consumer) {
+	c.inflight++
+	l.mu.inflight++
+	if g := l.mu.gradient; g != nil {
+		g.observeInflight(l.mu.inflight)
+	}
+}
+
+// dispatchLocked hands free slots to waiters: highest class first, round
+// robin over consumers within it, FIFO within a consumer. now stamps the
+// admitted requests' start (adaptive limiters only).
+func (l *Limiter) dispatchLocked(now int64) {
+	for l.mu.queued > 0 && l.mu.inflight < l.mu.limit {
+		var w *waiter
+		for cl := range numClasses {
+			if c := l.mu.rings[cl].head; c != nil {
+				w = c.q[cl].head
+				break
+			}
+		}
+		c := w.c
+		l.removeLocked(w)
+		if c.q[w.class].n > 0 { // its turn is over: to the back of the ring
+			l.ringRemoveLocked(w.class, c)
+			l.ringPushLocked(w.class, c)
+		}
+		l.grantLocked(c)
+		w.state = granted
+		w.start = now
+		w.ch <- struct{}{}
+	}
+}
+
+// victimLocked picks the queued request a newcomer of consumer c (nil if
+// new) in class cl evicts from a full queue (rule 5 in the package doc), or
+// nil.
+func (l *Limiter) victimLocked(c *consumer, cl int) *waiter {
+	for lower := numClasses - 1; lower > cl; lower-- {
+		if l.mu.classLen[lower] > 0 {
+			return l.longestLocked(lower).q[lower].tail
+		}
+	}
+	if l.mu.classLen[cl] == 0 {
+		return nil
+	}
+	longest := l.longestLocked(cl)
+	mine := 0
+	if c != nil {
+		mine = c.q[cl].n
+	}
+	if mine < longest.q[cl].n {
+		return longest.q[cl].tail
+	}
+	return nil
+}
+
+// longestLocked returns the consumer with the most waiters in class cl
+// (the first in turn order on ties). O(consumers waiting in cl) ≤ MaxQueue.
+func (l *Limiter) longestLocked(cl int) *consumer {
+	var best *consumer
+	for c := l.mu.rings[cl].head; c != nil; c = c.link[cl].next {
+		if best == nil || c.q[cl].n > best.q[cl].n {
+			best = c
+		}
+	}
+	return best
+}
+
+func (l *Limiter) enqueueLocked(w *waiter) {
+	c, cl := w.c, w.class
+	q := &c.q[cl]
+	w.prev, w.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = w
+	} else {
+		q.head = w
+	}
+	q.tail = w
+	q.n++
+	if q.n == 1 {
+		l.ringPushLocked(cl, c)
+	}
+	c.queued++
+	l.mu.queued++
+	l.mu.classLen[cl]++
+}
+
+// removeLocked unlinks a waiting w; its consumer leaves the class's ring
+// when w was its last waiter there, and otherwise keeps its place.
+func (l *Limiter) removeLocked(w *waiter) {
+	c, cl := w.c, w.class
+	q := &c.q[cl]
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	q.n--
+	c.queued--
+	l.mu.queued--
+	l.mu.classLen[cl]--
+	if q.n == 0 {
+		l.ringRemoveLocked(cl, c)
+	}
+}
+
+func (l *Limiter) ringPushLocked(cl int, c *consumer) {
+	r := &l.mu.rings[cl]
+	c.link[cl].prev, c.link[cl].next = r.tail, nil
+	if r.tail != nil {
+		r.tail.link[cl].next = c
+	} else {
+		r.head = c
+	}
+	r.tail = c
+}
+
+func (l *Limiter) ringRemoveLocked(cl int, c *consumer) {
+	r := &l.mu.rings[cl]
+	lk := &c.link[cl]
+	if lk.prev != nil {
+		lk.prev.link[cl].next = lk.next
+	} else {
+		r.head = lk.next
+	}
+	if lk.next != nil {
+		lk.next.link[cl].prev = lk.prev
+	} else {
+		r.tail = lk.prev
+	}
+	lk.prev, lk.next = nil, nil
+}
+
+func (l *Limiter) newConsumerLocked(key string) *consumer {
+	var c *consumer
+	if n := len(l.mu.free); n > 0 {
+		c = l.mu.free[n-1]
+		l.mu.free = l.mu.free[:n-1]
+	} else {
+		c = new(consumer)
+	}
+	c.key = key
+	l.mu.consumers[key] = c
+	return c
+}
+
+// dropConsumerLocked forgets an idle consumer.
+func (l *Limiter) dropConsumerLocked(c *consumer) {
+	delete(l.mu.consumers, c.key)
+	*c = consumer{}
+	if len(l.mu.free) < maxFreeConsumers {
+		l.mu.free = append(l.mu.free, c)
+	}
+}
+
+// Stats is a snapshot of a Limiter's gauges and counters.
+type Stats struct {
+	InFlight  int // requests admitted and not yet Done
+	Queued    int // requests waiting
+	Limit     int // the limit in force
+	Consumers int // consumers with requests in service or queued
+
+	Admitted uint64 // requests admitted, at once or from the queue
+	Canceled uint64 // requests whose context ended before admission
+
+	// Refusals by reason.
+	ConcurrencyLimit uint64
+	QueueFull        uint64
+	QueueTimeout     uint64
+	ShedPriority     uint64
+	ConsumerLimit    uint64
+}
+
+// Refused returns the count of refusals with reason r.
+func (s Stats) Refused(r Reason) uint64 {
+	switch r {
+	case ReasonConcurrencyLimit:
+		return s.ConcurrencyLimit
+	case ReasonQueueFull:
+		return s.QueueFull
+	case ReasonQueueTimeout:
+		return s.QueueTimeout
+	case ReasonShedPriority:
+		return s.ShedPriority
+	case ReasonConsumerLimit:
+		return s.ConsumerLimit
+	}
+	return 0
+}
+
+// Stats returns the limiter's current gauges and counters.
+func (l *Limiter) Stats() Stats {
+	l.mu.Lock()
+	s := Stats{
+		InFlight:  l.mu.inflight,
+		Queued:    l.mu.queued,
+		Limit:     l.mu.limit,
+		Consumers: len(l.mu.consumers),
+	}
+	l.mu.Unlock()
+	s.Admitted = l.admitted.Load()
+	s.Canceled = l.canceled.Load()
+	s.ConcurrencyLimit = l.refused[rConcurrency].Load()
+	s.QueueFull = l.refused[rQueueFull].Load()
+	s.QueueTimeout = l.refused[rQueueTimeout].Load()
+	s.ShedPriority = l.refused[rShed].Load()
+	s.ConsumerLimit = l.refused[rConsumer].Load()
+	return s
+}

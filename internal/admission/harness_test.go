@@ -1,0 +1,220 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is a Clock that moves only when told.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) NewTimer(d time.Duration) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTimer{f: f, at: f.now.Add(d), ch: make(chan time.Time, 1)}
+	f.timers = append(f.timers, t)
+	return t
+}
+
+// Set moves the clock to t (never backwards) and fires the timers due.
+func (f *fakeClock) Set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t.After(f.now) {
+		f.now = t
+	}
+	kept := f.timers[:0]
+	for _, tm := range f.timers {
+		if !tm.at.After(f.now) {
+			tm.ch <- f.now
+			continue
+		}
+		kept = append(kept, tm)
+	}
+	clear(f.timers[len(kept):])
+	f.timers = kept
+}
+
+func (f *fakeClock) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
+
+type fakeTimer struct {
+	f  *fakeClock
+	at time.Time
+	ch chan time.Time
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	for i, x := range t.f.timers {
+		if x == t {
+			t.f.timers = append(t.f.timers[:i], t.f.timers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// harness runs each Acquire in its own goroutine and lets the test wait
+// until the limiter is quiescent: every goroutine still running is queued.
+type harness struct {
+	t       testing.TB
+	l       *Limiter
+	clk     *fakeClock
+	timeout time.Duration
+	live    atomic.Int64
+	reqs    []*req
+}
+
+type req struct {
+	name     string
+	consumer string
+	p        Priority
+	cancel   context.CancelFunc
+	done     chan result
+	res      *result // set by poll once the result has arrived
+	released bool
+	started  time.Time // fake time of the Acquire
+	canceled bool
+}
+
+type result struct {
+	rel Release
+	err error
+}
+
+func newHarness(t testing.TB, o Options) *harness {
+	t.Helper()
+	clk := newFakeClock()
+	o.Clock = clk
+	if o.Rand == nil {
+		var n atomic.Uint64
+		o.Rand = func() uint64 { return n.Add(0x9e3779b97f4a7c15) }
+	}
+	l, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, l: l, clk: clk, timeout: o.QueueTimeout}
+}
+
+// start issues an Acquire and waits until it was admitted, refused or
+// queued.
+func (h *harness) start(name, consumer string, p Priority) *req {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &req{name: name, consumer: consumer, p: p, cancel: cancel, done: make(chan result, 1), started: h.clk.Now()}
+	h.reqs = append(h.reqs, r)
+	h.live.Add(1)
+	go func() {
+		rel, err := h.l.Acquire(ctx, consumer, p)
+		r.done <- result{rel, err}
+		h.live.Add(-1)
+	}()
+	h.settle()
+	return r
+}
+
+// settle waits until every goroutine still in Acquire is queued, and every
+// request whose queue timeout has passed or whose context was cancelled has
+// its result. It polls a state; it never sleeps to decide an outcome.
+func (h *harness) settle() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.quiet() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("not quiescent: %d goroutines in Acquire, %d queued", h.live.Load(), h.l.Stats().Queued)
+		}
+		runtime.Gosched()
+	}
+}
+
+func (h *harness) quiet() bool {
+	now := h.clk.Now()
+	kept := h.reqs[:0]
+	quiet := true
+	for _, r := range h.reqs {
+		if _, ok := r.poll(); ok {
+			continue
+		}
+		kept = append(kept, r)
+		if r.canceled || !now.Before(r.started.Add(h.timeout)) {
+			quiet = false
+		}
+	}
+	h.reqs = kept
+	return quiet && h.live.Load() == int64(h.l.Stats().Queued)
+}
+
+// cancel ends r's context and waits for it to take effect.
+func (h *harness) cancel(r *req) {
+	r.canceled = true
+	r.cancel()
+	h.settle()
+}
+
+// poll returns r's result if it has one.
+func (r *req) poll() (result, bool) {
+	if r.res != nil {
+		return *r.res, true
+	}
+	select {
+	case x := <-r.done:
+		r.res = &x
+		return x, true
+	default:
+		return result{}, false
+	}
+}
+
+// state describes r: "pending", "admitted", "released", a refusal reason,
+// or an error's text.
+func (r *req) state() string {
+	x, ok := r.poll()
+	switch {
+	case !ok:
+		return "pending"
+	case x.err == nil && r.released:
+		return "released"
+	case x.err == nil:
+		return "admitted"
+	}
+	var ref *Refusal
+	if errors.As(x.err, &ref) {
+		return string(ref.Reason)
+	}
+	return x.err.Error()
+}
+
+func (h *harness) release(r *req, o Outcome) {
+	h.t.Helper()
+	x, ok := r.poll()
+	if !ok || x.err != nil || r.released {
+		h.t.Fatalf("release %s: state %s", r.name, r.state())
+	}
+	r.released = true
+	x.rel.Done(o)
+	h.settle()
+}

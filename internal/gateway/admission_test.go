@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConcurrencyLimitSheds: with max_concurrency 2 and no queue, a third
+// concurrent request is refused at once with 503 concurrency_limit and a
+// jittered Retry-After of 1 or 2 s, counted in levee_shed_total; a client's
+// retry (Levee-Attempt: 2) on a queued upstream is shed first.
+func TestConcurrencyLimitSheds(t *testing.T) {
+	hold := make(chan struct{})
+	inService := make(chan struct{}, 16)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inService <- struct{}{}
+		<-hold
+	}))
+	t.Cleanup(slow.Close)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+upstreams:
+  slow:
+    endpoints: [{address: %[1]s}]
+    limits: {max_concurrency: 2, max_queue: 0}
+  queued:
+    endpoints: [{address: %[1]s}]
+    limits: {max_concurrency: 1, max_queue: 1, queue_timeout: 5s, max_per_consumer: 10}
+routes:
+  - {name: slow, match: {path_prefix: /slow/}, upstream: slow}
+  - {name: queued, match: {path_prefix: /queued/}, upstream: queued}
+`, hostPort(slow)))
+	// Registered after start, so it runs before the harness drains levee.
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(h.base + "/slow/")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	<-inService
+	<-inService
+	begin := time.Now()
+	resp := h.get("/slow/")
+	refusedIn := time.Since(begin)
+	ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	expectRefusal(t, resp, 503, "concurrency_limit")
+	if ra < 1 || ra > 2 {
+		t.Errorf("Retry-After %d, want 1 or 2 (jittered)", ra)
+	}
+	t.Logf("refused in %v", refusedIn)
+	if got := h.metric(`levee_shed_total{reason="concurrency_limit",route="slow"}`); got != 1 {
+		t.Errorf("levee_shed_total = %v, want 1", got)
+	}
+	if got := h.metric(`levee_admission_inflight{upstream="slow"}`); got != 2 {
+		t.Errorf("levee_admission_inflight = %v, want 2", got)
+	}
+
+	// The queued upstream: one in service, one waiting (the queue is full);
+	// a client's retry is sheddable and is refused rather than queued.
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(h.base + "/queued/")
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	<-inService
+	waitFor(t, "one request queued", func() bool { return h.metric(`levee_admission_queue_length{upstream="queued"}`) == 1 })
+	expectRefusal(t, h.get("/queued/", "Levee-Attempt", "2"), 503, "shed_priority")
+	release()
+	wg.Wait()
+}
+
+// TestMemoryPressureSheds: above the hard watermark everything but critical
+// work is refused with memory_pressure; critical routes are still served.
+// The watermarks are set so low that this test process's ordinary heap is
+// above them.
+func TestMemoryPressureSheds(t *testing.T) {
+	a, _ := backend(t, "a")
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+memory: {limit: 64MiB, soft_watermark: 0.001, hard_watermark: 0.002}
+upstreams:
+  a: {endpoints: [{address: %s}]}
+routes:
+  - {name: critical, match: {path_prefix: /critical/}, upstream: a, priority: critical}
+  - {name: normal, match: {path_prefix: /}, upstream: a}
+`, hostPort(a)))
+	waitFor(t, "the memory guard to report hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
+	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
+	resp := h.get("/critical/")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("critical route under memory pressure: status %d, want 200", resp.StatusCode)
+	}
+}

@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var (
+	admissionInflightDesc = prometheus.NewDesc("levee_admission_inflight",
+		"Requests in flight to the upstream, as its admission limiter counts them.", []string{"upstream"}, nil)
+	admissionQueuedDesc = prometheus.NewDesc("levee_admission_queue_length",
+		"Requests waiting in the upstream's admission queue.", []string{"upstream"}, nil)
+	admissionLimitDesc = prometheus.NewDesc("levee_admission_limit",
+		"The upstream's current concurrency limit (static, or found by the adaptive limiter).", []string{"upstream"}, nil)
+	memoryLevelDesc = prometheus.NewDesc("levee_memory_pressure_level",
+		"Memory pressure: 0 ok, 1 above the soft watermark (sheddable refused), 2 above the hard (all but critical refused).", nil, nil)
+)
+
+// admissionCollector reports the serving table's admission limiters and the
+// memory guard at scrape time (their state lives in them; nothing is
+// copied on the request path).
+type admissionCollector struct{ g *Gateway }
+
+func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- admissionInflightDesc
+	ch <- admissionQueuedDesc
+	ch <- admissionLimitDesc
+	ch <- memoryLevelDesc
+}
+
+func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, up := range c.g.handler.Table().Upstreams() {
+		if up.Admission == nil {
+			continue
+		}
+		st := up.Admission.Stats()
+		ch <- prometheus.MustNewConstMetric(admissionInflightDesc, prometheus.GaugeValue, float64(st.InFlight), up.Name)
+		ch <- prometheus.MustNewConstMetric(admissionQueuedDesc, prometheus.GaugeValue, float64(st.Queued), up.Name)
+		ch <- prometheus.MustNewConstMetric(admissionLimitDesc, prometheus.GaugeValue, float64(up.Admission.Limit()), up.Name)
+	}
+	if m := c.g.memory; m != nil {
+		ch <- prometheus.MustNewConstMetric(memoryLevelDesc, prometheus.GaugeValue, float64(m.Level()))
+	}
+}
