@@ -3,6 +3,12 @@
 # --extra proxy: writes a levee config for $BENCH_LISTEN and $BENCH_UPSTREAMS
 # into $BENCH_RUN_DIR, then execs levee (so levee leads the process group).
 #   ../shared/bench/proxy-compare.sh --extra 'levee=exec bench/levee-extra.sh'
+# In overload mode LEVEE_LIMIT picks levee's protection: "adaptive" (the
+# default: max_concurrency: adaptive, never told the capacity), "static"
+# (max_concurrency: $BENCH_CAPACITY) or "none".
+#   MODE=open CAPACITY=20 SERVICE_MS=20 ../shared/bench/overload.sh \
+#     --extra 'levee-adaptive=LEVEE_LIMIT=adaptive exec bench/levee-extra.sh' \
+#     --extra 'levee-static=LEVEE_LIMIT=static exec bench/levee-extra.sh'
 set -euo pipefail
 : "${BENCH_LISTEN:?}" "${BENCH_UPSTREAMS:?}" "${BENCH_RUN_DIR:?}"
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +26,14 @@ cfg=$BENCH_RUN_DIR/levee.yaml
   echo "    endpoints:"
   IFS=, read -ra ups <<<"$BENCH_UPSTREAMS"
   for u in "${ups[@]}"; do echo "      - {address: $u, weight: 1}"; done
+  if [ "${BENCH_MODE:-compare}" = overload ]; then
+    case ${LEVEE_LIMIT:-adaptive} in
+      adaptive) echo "    limits: {max_concurrency: adaptive, min: 2, max: 1000, max_queue: ${BENCH_CAPACITY:-50}, queue_timeout: 50ms}" ;;
+      static) echo "    limits: {max_concurrency: ${BENCH_CAPACITY:-50}, max_queue: ${BENCH_CAPACITY:-50}, queue_timeout: 50ms}" ;;
+      none) ;;
+      *) echo "levee-extra: LEVEE_LIMIT must be adaptive, static or none" >&2; exit 2 ;;
+    esac
+  fi
   echo "routes:"
   echo "  - {name: all, match: {path_prefix: /}, upstream: bench}"
 } >"$cfg"
