@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"time"
 
@@ -23,13 +24,36 @@ type pools struct {
 	transports map[string]pooledTransport
 	stats      map[statsKey]*endpoint.Stats
 	budgets    map[string]pooledBudget
-	// pickers holds each upstream's last picker (unguarded), handed to the
-	// next one as Prev: least_request keeps its latency estimates and
-	// consistent_hash its table size, so a change moves few keys.
-	pickers map[string]balance.Picker
+	// pickers holds each upstream's last picker. When neither the
+	// endpoint set nor the balancer settings changed it is reused as is
+	// (a discovery update to one upstream does not rebuild the others);
+	// otherwise it is handed to the next one as Prev: least_request keeps
+	// its latency estimates and consistent_hash its table size, so a
+	// change moves few keys.
+	pickers map[string]pooledPicker
 	// limiters keeps each upstream's admission limiter (its queue, its
 	// in-flight count, its adaptive limit) while its options are unchanged.
 	limiters map[string]pooledLimiter
+}
+
+type pooledPicker struct {
+	fingerprint uint64
+	raw         balance.Picker // unguarded, for Prev
+	guarded     balance.Picker
+	endpoints   []*endpoint.Endpoint
+	observe     func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	hashOn      *proxy.HashOn
+}
+
+// pickerFingerprint hashes what a picker is built from: the balancer and
+// its options, and every endpoint's address, weight and zone, in order.
+func pickerFingerprint(uc *config.Upstream, eps []*endpoint.Endpoint) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%+v|%+v|", uc.Balancer, uc.LeastRequest, uc.ConsistentHash)
+	for _, e := range eps {
+		fmt.Fprintf(h, "%s,%d,%s;", e.Address, e.Weight, e.Zone)
+	}
+	return h.Sum64()
 }
 
 type pooledLimiter struct {
@@ -83,7 +107,7 @@ type pooledTransport struct {
 type statsKey struct{ upstream, address string }
 
 func newPools() *pools {
-	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]balance.Picker{},
+	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]pooledPicker{},
 		limiters: map[string]pooledLimiter{}}
 }
 
@@ -367,7 +391,12 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 // up.Endpoints, guarded so that a picker failure falls back to a uniform
 // pick over the same set (counted by onFallback).
 func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback func()) {
-	prev := p.pickers[up.Name]
+	fp := pickerFingerprint(uc, up.Endpoints)
+	prev, had := p.pickers[up.Name]
+	if had && prev.fingerprint == fp {
+		up.Endpoints, up.Picker, up.Observe, up.HashOn = prev.endpoints, prev.guarded, prev.observe, prev.hashOn
+		return
+	}
 	var picker balance.Picker
 	switch uc.Balancer {
 	case config.BalancerLeastRequest:
@@ -375,7 +404,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback fu
 		if lr := uc.LeastRequest; lr != nil {
 			o.EWMA, o.Tau = lr.EWMA, lr.Tau
 		}
-		o.Prev, _ = prev.(*balance.LeastRequest)
+		o.Prev, _ = prev.raw.(*balance.LeastRequest)
 		lrp := balance.NewLeastRequest(up.Endpoints, o)
 		if o.EWMA {
 			up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) { lrp.Observe(ep, rtt, now) }
@@ -383,7 +412,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback fu
 		picker = lrp
 	case config.BalancerConsistentHash:
 		o := balance.HashOptions{}
-		o.Prev, _ = prev.(*balance.ConsistentHash)
+		o.Prev, _ = prev.raw.(*balance.ConsistentHash)
 		picker = balance.NewConsistentHash(up.Endpoints, o)
 		if ch := uc.ConsistentHash; ch != nil {
 			kind, name := ch.Key()
@@ -392,6 +421,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback fu
 	default:
 		picker = balance.NewSmoothWeighted(up.Endpoints)
 	}
-	p.pickers[up.Name] = picker
 	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
+	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, guarded: up.Picker,
+		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn}
 }

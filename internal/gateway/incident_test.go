@@ -420,3 +420,44 @@ routes:
 		t.Errorf("push to a static upstream: %d, want 409", status)
 	}
 }
+
+// TestPickerReusedWhenUpstreamUnchanged: rebuilding the table (a reload,
+// or another upstream's discovery update) keeps an unchanged upstream's
+// picker, so its cycle, estimates and table are not rebuilt; a weight
+// change builds a new one.
+func TestPickerReusedWhenUpstreamUnchanged(t *testing.T) {
+	a, b := newCountingBackend(t), newCountingBackend(t)
+	conf := func(w int) string {
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  one: {endpoints: [{address: %s, weight: %d}]}
+  two: {endpoints: [{address: %s}]}
+routes:
+  - {name: one, match: {path_prefix: /one/}, upstream: one}
+  - {name: two, match: {path_prefix: /}, upstream: two}
+`, hostPort(a.srv), w, hostPort(b.srv))
+	}
+	h := start(t, conf(1))
+	picker := func(name string) any {
+		for _, up := range h.g.handler.Table().Upstreams() {
+			if up.Name == name {
+				return up.Picker
+			}
+		}
+		t.Fatalf("no upstream %s", name)
+		return nil
+	}
+	one, two := picker("one"), picker("two")
+	h.writeConfig(conf(2))
+	if err := h.g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if picker("two") != two {
+		t.Error("unchanged upstream two got a new picker on reload")
+	}
+	if picker("one") == one {
+		t.Error("upstream one kept its picker although its weight changed")
+	}
+}
