@@ -419,7 +419,10 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if c != nil {
 		held = c.inflight + c.queued
 	}
-	if limit := l.perConsumerLocked(); limit >= 0 && held >= limit {
+	// The cap protects the other consumers: a consumer that is all the
+	// traffic is not capped (refusing it would only turn away work nobody
+	// else wants, or pass a capacity refusal off as the client's fault).
+	if limit := l.perConsumerLocked(); limit >= 0 && held >= limit && len(l.mu.consumers) > 1 {
 		// At its cap. When the limiter itself has no room either (every
 		// slot busy and no queue), say so: that is the truer answer (503,
 		// capacity) than blaming the consumer (429).

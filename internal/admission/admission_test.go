@@ -225,10 +225,10 @@ func TestConsumerLimit(t *testing.T) {
 	for range 4 {
 		rs = append(rs, h.start("a", "a", Normal))
 	}
-	a5 := h.start("a5", "a", Normal)
-	wantState(t, "a at its cap", a5, "consumer_limit")
 	b := h.start("b", "b", Normal)
 	wantState(t, "b still queues", b, "pending")
+	a5 := h.start("a5", "a", Normal)
+	wantState(t, "a at its cap, with b waiting", a5, "consumer_limit")
 	h.clk.Advance(time.Second)
 	h.settle()
 	h.release(rs[0], Success)
@@ -332,4 +332,23 @@ func testFairness(t *testing.T, perConsumer int) {
 		h.release(r, Success)
 	}
 	wantStats(t, "drained", h, 0, 0, 0)
+}
+
+// TestConsumerAloneIsNotCapped: the per-consumer cap protects other
+// consumers; one that is all the traffic queues and is refused for
+// capacity (503 reasons), never consumer_limit.
+func TestConsumerAloneIsNotCapped(t *testing.T) {
+	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 2, QueueTimeout: time.Second, MaxPerConsumer: 1})
+	first := h.start("a1", "a", Normal)
+	wantState(t, "admitted", first, "admitted")
+	second := h.start("a2", "a", Normal)
+	wantState(t, "alone over its cap: queued", second, "pending")
+	third := h.start("a3", "a", Normal)
+	wantState(t, "still queued", third, "pending")
+	fourth := h.start("a4", "a", Normal)
+	wantState(t, "queue full: a capacity refusal", fourth, "queue_full")
+	h.clk.Advance(time.Second)
+	h.settle()
+	h.release(first, Success)
+	wantStats(t, "done", h, 0, 0, 0)
 }

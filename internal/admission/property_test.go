@@ -46,13 +46,16 @@ func TestPropertyRandomSequences(t *testing.T) {
 			if inflight != s.InFlight || pending != s.Queued || len(live) != s.Consumers {
 				rt.Fatalf("%s: model inflight %d pending %d consumers %d, limiter %+v", step, inflight, pending, len(live), s)
 			}
-			if perConsumer > 0 {
-				for c, n := range live {
-					if n > perConsumer {
-						rt.Fatalf("%s: consumer %s holds %d > %d", step, c, n, perConsumer)
-					}
+		}
+		// holds returns what each consumer has admitted or pending.
+		holds := func() map[string]int {
+			live := map[string]int{}
+			for _, r := range all {
+				if st := r.state(); st == "admitted" || st == "pending" {
+					live[r.consumer]++
 				}
 			}
+			return live
 		}
 		pick := func(want string) *req {
 			var rs []*req
@@ -72,7 +75,23 @@ func TestPropertyRandomSequences(t *testing.T) {
 			case op < 5:
 				c := fmt.Sprintf("c%d", rapid.IntRange(0, 3).Draw(rt, "consumer"))
 				p := Priority(rapid.IntRange(0, 2).Draw(rt, "priority"))
-				all = append(all, h.start(fmt.Sprint(i), c, p))
+				before := holds()
+				r := h.start(fmt.Sprint(i), c, p)
+				all = append(all, r)
+				// The per-consumer cap: a consumer at its cap gets more only
+				// when it is the only consumer (then the cap protects no one).
+				if st := r.state(); perConsumer > 0 && before[c] >= perConsumer && (st == "admitted" || st == "pending") {
+					delete(before, c)
+					if len(before) > 0 {
+						rt.Fatalf("step %d: %s at its cap %d got %s while %d other consumers were active", i, c, perConsumer, st, len(before))
+					}
+				}
+				if st := r.state(); st == "consumer_limit" {
+					delete(before, c)
+					if len(before) == 0 {
+						rt.Fatalf("step %d: %s refused consumer_limit although it was the only consumer", i, c)
+					}
+				}
 			case op < 8:
 				if r := pick("admitted"); r != nil {
 					h.release(r, Outcome(rapid.IntRange(0, 2).Draw(rt, "outcome")))
