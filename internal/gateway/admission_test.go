@@ -3,10 +3,12 @@ package gateway
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -116,5 +118,97 @@ routes:
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("critical route under memory pressure: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// clientFrom returns an HTTP client whose connections come from the given
+// loopback address, so levee sees it as its own consumer.
+func clientFrom(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// TestFairnessAcrossConsumers: consumer A (one client address) keeps 20
+// requests outstanding against an upstream limited to 4 in flight with a
+// queue of 8, 20x its fair share; consumers B and C send one request at a
+// time. B and C must see no refusal at all, while A is refused.
+func TestFairnessAcrossConsumers(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+	}))
+	t.Cleanup(slow.Close)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+upstreams:
+  data:
+    endpoints: [{address: %s}]
+    limits: {max_concurrency: 4, max_queue: 8, queue_timeout: 2s}
+routes:
+  - {name: data, match: {path_prefix: /}, upstream: data}
+`, hostPort(slow)))
+	a, b, c := clientFrom(t, "127.0.0.2"), clientFrom(t, "127.0.0.3"), clientFrom(t, "127.0.0.4")
+	stop := make(chan struct{})
+	var aOK, aRefused atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := a.Get(h.base + "/")
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					aOK.Add(1)
+				} else {
+					aRefused.Add(1)
+				}
+			}
+		}()
+	}
+	waitFor(t, "consumer A to be refused", func() bool { return aRefused.Load() > 0 })
+	var others sync.WaitGroup
+	var refusedOthers atomic.Int64
+	var served [2]atomic.Int64
+	for i, cl := range []*http.Client{b, c} {
+		others.Add(1)
+		go func() {
+			defer others.Done()
+			for range 30 {
+				resp, err := cl.Get(h.base + "/")
+				if err != nil {
+					refusedOthers.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					refusedOthers.Add(1)
+				} else {
+					served[i].Add(1)
+				}
+			}
+		}()
+	}
+	others.Wait()
+	close(stop)
+	wg.Wait()
+	t.Logf("A: %d served, %d refused; B: %d served, C: %d served; B and C refused: %d",
+		aOK.Load(), aRefused.Load(), served[0].Load(), served[1].Load(), refusedOthers.Load())
+	if refusedOthers.Load() != 0 {
+		t.Errorf("B and C were refused %d times; a flooding consumer must not push them out", refusedOthers.Load())
 	}
 }
