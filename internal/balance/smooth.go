@@ -156,13 +156,7 @@ var _ Picker = (*SmoothWeighted)(nil)
 func NewSmoothWeighted(eps []*endpoint.Endpoint) *SmoothWeighted {
 	p := &SmoothWeighted{}
 	var w []uint32
-	for _, e := range eps {
-		if e == nil || e.Weight == 0 {
-			continue
-		}
-		p.eps = append(p.eps, e)
-		w = append(w, min(e.Weight, endpoint.MaxWeight*endpoint.WeightScale))
-	}
+	p.eps, w = liveSet(eps, maxWeight)
 	if len(w) == 0 {
 		return p
 	}

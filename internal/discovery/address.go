@@ -16,22 +16,14 @@ const maxAddressLen = 300
 // parseAddress checks an address's raw JSON and returns its canonical form,
 // or a phrase that follows "address ". See the package doc for the rules.
 func parseAddress(raw []byte) (string, string) {
-	raw = trimJSONSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	s, present, problem := stringField(raw, maxAddressLen)
+	switch {
+	case !present:
 		return "", "is required"
-	}
-	if raw[0] != '"' {
-		return "", "must be a string"
-	}
-	if len(raw) > 2+6*maxAddressLen {
+	case problem == tooLong:
 		return "", "is too long"
-	}
-	s, ok := decodeString(raw)
-	if !ok {
-		return "", "is not a valid JSON string"
-	}
-	if len(s) > maxAddressLen {
-		return "", "is too long"
+	case problem != "":
+		return "", problem
 	}
 	return canonicalAddress(s)
 }

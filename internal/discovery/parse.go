@@ -241,24 +241,46 @@ func (f *fields) split(obj []byte) string {
 	return msg
 }
 
-// parseZone checks an optional zone.
-func parseZone(raw []byte) (string, string) {
+// tooLong is stringField's problem for a value over its length limit;
+// callers phrase it for their field.
+const tooLong = "too long"
+
+// stringField reads a field's raw JSON as a string of at most maxLen bytes.
+// present is false for a missing or null field. problem is "" for a good
+// string, tooLong, or a phrase that follows the field name. The length is
+// checked on the raw bytes first (an escape takes at most 6), so a huge
+// value is refused before it is decoded.
+func stringField(raw []byte, maxLen int) (s string, present bool, problem string) {
 	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", ""
+		return "", false, ""
 	}
 	if raw[0] != '"' {
-		return "", "must be a string"
+		return "", true, "must be a string"
 	}
-	if len(raw) > 2+6*maxZoneLen {
-		return "", "must be at most 64 bytes"
+	if len(raw) > 2+6*maxLen {
+		return "", true, tooLong
 	}
 	s, ok := decodeString(raw)
 	if !ok {
-		return "", "is not a valid JSON string"
+		return "", true, "is not a valid JSON string"
 	}
-	if len(s) > maxZoneLen {
+	if len(s) > maxLen {
+		return "", true, tooLong
+	}
+	return s, true, ""
+}
+
+// parseZone checks an optional zone.
+func parseZone(raw []byte) (string, string) {
+	s, present, problem := stringField(raw, maxZoneLen)
+	switch {
+	case !present:
+		return "", ""
+	case problem == tooLong:
 		return "", "must be at most 64 bytes"
+	case problem != "":
+		return "", problem
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -92,13 +92,7 @@ routes:
 // with its stable reason, and Retry-After on 503.
 func TestRefusals(t *testing.T) {
 	ok, _ := backend(t, "ok")
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(hang.Close)
+	hang := hangingBackend(t)
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
@@ -428,55 +422,42 @@ routes:
 	}
 }
 
-// TestMaxConnections: server.max_connections caps the data listener; the
-// excess connection gets 503 connection_limit and is counted.
-func TestMaxConnections(t *testing.T) {
+// TestConnectionCaps: server.max_connections caps the data listener (503)
+// and server.max_connections_per_ip one client address (429); the excess
+// connection gets connection_limit, counted in levee_refusals_total.
+func TestConnectionCaps(t *testing.T) {
 	a, _ := backend(t, "a")
-	h := start(t, fmt.Sprintf(`
+	for _, tc := range []struct {
+		server string
+		status int
+	}{
+		{"{max_connections: 1}", 503},
+		{"{max_connections_per_ip: 1}", 429},
+	} {
+		t.Run(tc.server, func(t *testing.T) {
+			h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
-server: {max_connections: 1}
+server: %s
 upstreams:
   a: {endpoints: [{address: %s}]}
 routes:
   - {name: all, match: {path_prefix: /}, upstream: a}
-`, hostPort(a)))
-	// The harness client holds one keep-alive connection open (its body
-	// read to the end, or net/http would close the connection).
-	first := h.get("/")
-	io.Copy(io.Discard, first.Body)
-	first.Body.Close()
-	other := &http.Client{Transport: &http.Transport{}}
-	resp, err := other.Get(h.base + "/")
-	if err != nil {
-		t.Fatal(err)
+`, tc.server, hostPort(a)))
+			// The harness client holds one keep-alive connection open (its
+			// body read to the end, or net/http would close it).
+			first := h.get("/")
+			io.Copy(io.Discard, first.Body)
+			first.Body.Close()
+			other := &http.Client{Transport: &http.Transport{}}
+			resp, err := other.Get(h.base + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectRefusal(t, resp, tc.status, "connection_limit")
+			if got := h.metric(`levee_refusals_total{reason="connection_limit",route=""}`); got != 1 {
+				t.Errorf("connection_limit refusals = %v, want 1", got)
+			}
+		})
 	}
-	expectRefusal(t, resp, 503, "connection_limit")
-	if got := h.metric(`levee_refusals_total{reason="connection_limit",route=""}`); got != 1 {
-		t.Errorf("connection_limit refusals = %v, want 1", got)
-	}
-}
-
-// TestMaxConnectionsPerIP: server.max_connections_per_ip caps one client
-// address; the excess connection gets 429 connection_limit.
-func TestMaxConnectionsPerIP(t *testing.T) {
-	a, _ := backend(t, "a")
-	h := start(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0}
-server: {max_connections_per_ip: 1}
-upstreams:
-  a: {endpoints: [{address: %s}]}
-routes:
-  - {name: all, match: {path_prefix: /}, upstream: a}
-`, hostPort(a)))
-	first := h.get("/")
-	io.Copy(io.Discard, first.Body)
-	first.Body.Close()
-	other := &http.Client{Transport: &http.Transport{}}
-	resp, err := other.Get(h.base + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectRefusal(t, resp, 429, "connection_limit")
 }

@@ -158,6 +158,20 @@ func backend(t *testing.T, name string) (*httptest.Server, *atomic.Int64) {
 	return srv, &hits
 }
 
+// hangingBackend accepts requests and answers none until the client gives
+// up (or 5 s pass).
+func hangingBackend(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(5 * time.Second):
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func hostPort(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }
 
 // closedPort returns a loopback address nothing listens on.

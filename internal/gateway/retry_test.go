@@ -47,13 +47,7 @@ func newCountingBackend(t *testing.T) *countingBackend {
 // TestRetryRules: what is retried, where, and what is not.
 func TestRetryRules(t *testing.T) {
 	b := newCountingBackend(t)
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(5 * time.Second):
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(hang.Close)
+	hang := hangingBackend(t)
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
