@@ -38,8 +38,21 @@
 //     newest request of that longest sub-queue. A flooding consumer
 //     therefore cannot push others out: it loses its own newest requests.
 //     Otherwise the newcomer is refused with queue_full.
-//  6. queue_timeout: the request waited QueueTimeout without a slot.
+//  6. queue_timeout: the request waited its queue timeout without a slot.
 //     A context that ends first returns ctx.Err() instead (not a refusal).
+//
+// # Controlled delay
+//
+// A queue absorbs bursts; under sustained overload it only adds latency
+// to every admitted request while the surplus is refused anyway. So the
+// queue timeout is QueueTimeout only while the consumer's own sub-queue
+// has been non-empty for less than QueueInterval; once it has stayed
+// non-empty that long (the consumer is sending more than its share, all
+// the time), its new waiters wait at most QueueTarget. This is the
+// controlled delay of Facebook's request queues (Maurer, "Fail at Scale",
+// ACM Queue 2015, after CoDel), kept per consumer so that a flood shortens
+// only the flooding consumer's waits: a consumer whose requests come one
+// at a time empties its sub-queue at every grant and keeps QueueTimeout.
 //
 // Finding the longest sub-queue (rule 5) walks the consumers with waiters
 // in one class: at most MaxQueue of them, and only when the queue is full.
@@ -63,6 +76,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -162,6 +176,13 @@ func (r *Refusal) Error() string { return "admission refused: " + string(r.Reaso
 // HTTP's Retry-After has whole seconds anyway.
 const jitterSteps = 16
 
+// Controlled-delay defaults (see the package doc): Facebook's published
+// values.
+const (
+	defaultQueueTarget   = 5 * time.Millisecond
+	defaultQueueInterval = 100 * time.Millisecond
+)
+
 // maxFreeConsumers bounds the spare consumer records kept for reuse.
 const maxFreeConsumers = 1024
 
@@ -180,6 +201,13 @@ type Options struct {
 	MaxQueue int
 	// QueueTimeout is the longest a request waits in the queue, > 0.
 	QueueTimeout time.Duration
+	// QueueTarget is the longest wait, under controlled delay, of a
+	// consumer whose sub-queue has been non-empty for QueueInterval (see
+	// the package doc). Default 5ms; never more than QueueTimeout.
+	QueueTarget time.Duration
+	// QueueInterval is how long a consumer's sub-queue must stay non-empty
+	// before its waits are cut to QueueTarget. Default 100ms.
+	QueueInterval time.Duration
 	// MaxPerConsumer caps one consumer's requests in service plus queued.
 	// 0 means limit + MaxQueue/2 (with the current limit): one consumer can
 	// use every slot when nobody else wants them, but never more than half
@@ -203,6 +231,8 @@ type Limiter struct {
 	static         int // 0 when adaptive
 	maxQueue       int
 	queueTimeout   time.Duration
+	queueTarget    time.Duration
+	queueInterval  int64 // ns
 	maxPerConsumer int
 	clock          Clock
 	epoch          time.Time
@@ -267,6 +297,12 @@ func New(o Options) (*Limiter, error) {
 	if o.QueueTimeout <= 0 {
 		bad("QueueTimeout: must be > 0, got %v", o.QueueTimeout)
 	}
+	if o.QueueTarget < 0 {
+		bad("QueueTarget: must be >= 0, got %v", o.QueueTarget)
+	}
+	if o.QueueInterval < 0 {
+		bad("QueueInterval: must be >= 0, got %v", o.QueueInterval)
+	}
 	if o.MaxPerConsumer < -1 {
 		bad("MaxPerConsumer: must be >= -1, got %d", o.MaxPerConsumer)
 	}
@@ -279,10 +315,13 @@ func New(o Options) (*Limiter, error) {
 	l := &Limiter{
 		maxQueue:       o.MaxQueue,
 		queueTimeout:   o.QueueTimeout,
+		queueTarget:    cmp.Or(o.QueueTarget, defaultQueueTarget),
+		queueInterval:  int64(cmp.Or(o.QueueInterval, defaultQueueInterval)),
 		maxPerConsumer: o.MaxPerConsumer,
 		clock:          o.Clock,
 		rand:           o.Rand,
 	}
+	l.queueTarget = min(l.queueTarget, l.queueTimeout)
 	if l.clock == nil {
 		l.clock = realClock{}
 	}
@@ -320,8 +359,11 @@ type consumer struct {
 	key      string
 	inflight int
 	queued   int // sum of q[c].n
-	q        [numClasses]wlist
-	link     [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
+	// busySince is when queued last went from 0 to 1 (ns on the limiter's
+	// clock); meaningful only while queued > 0.
+	busySince int64
+	q         [numClasses]wlist
+	link      [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
 }
 
 type ring struct{ head, tail *consumer }
@@ -477,9 +519,18 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		c = l.newConsumerLocked(consumerKey)
 	}
 	w := &waiter{c: c, class: cl, ch: make(chan struct{}, 1)}
+	if !adaptive {
+		now = l.nanos()
+	}
+	timeout := l.queueTimeout
+	if c.queued == 0 {
+		c.busySince = now
+	} else if now-c.busySince >= l.queueInterval {
+		timeout = l.queueTarget
+	}
 	// The timer is made under the lock, before the waiter is visible, so a
 	// test that sees it queued and then advances a fake clock fires it.
-	t := l.clock.NewTimer(l.queueTimeout)
+	t := l.clock.NewTimer(timeout)
 	l.enqueueLocked(w)
 	l.mu.Unlock()
 

@@ -18,6 +18,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{Options{MaxConcurrency: 1, QueueTimeout: time.Second, MaxQueue: -1}, "MaxQueue"},
 		{Options{MaxConcurrency: 1, QueueTimeout: time.Second, MaxPerConsumer: -2}, "MaxPerConsumer"},
 		{Options{MaxConcurrency: 1, QueueTimeout: time.Second, RetryAfter: -1}, "RetryAfter"},
+		{Options{MaxConcurrency: 1, QueueTimeout: time.Second, QueueTarget: -1}, "QueueTarget"},
+		{Options{MaxConcurrency: 1, QueueTimeout: time.Second, QueueInterval: -1}, "QueueInterval"},
 		{Options{Adaptive: &AdaptiveOptions{Min: 0, Max: 5}, QueueTimeout: time.Second}, "Adaptive.Min"},
 		{Options{Adaptive: &AdaptiveOptions{Min: 5, Max: 4}, QueueTimeout: time.Second}, "Adaptive.Max"},
 		{Options{Adaptive: &AdaptiveOptions{Min: 1, Max: 4, Buffer: 2}, QueueTimeout: time.Second}, "Adaptive.Buffer"},
@@ -351,4 +353,56 @@ func TestConsumerAloneIsNotCapped(t *testing.T) {
 	h.settle()
 	h.release(first, Success)
 	wantStats(t, "done", h, 0, 0, 0)
+}
+
+// TestControlledDelay: once a consumer's sub-queue has stayed non-empty
+// for QueueInterval, its new waiters wait at most QueueTarget; a consumer
+// whose sub-queue was empty keeps QueueTimeout, and so does the flooding
+// consumer again once its sub-queue has emptied.
+func TestControlledDelay(t *testing.T) {
+	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 8, QueueTimeout: time.Second,
+		QueueTarget: 5 * time.Millisecond, QueueInterval: 100 * time.Millisecond, MaxPerConsumer: -1})
+	a0 := h.start("a0", "a", Normal)
+	a1 := h.start("a1", "a", Normal) // a's sub-queue non-empty from here
+	h.clk.Advance(99 * time.Millisecond)
+	h.settle()
+	a2 := h.start("a2", "a", Normal) // non-empty for 99ms: QueueTimeout
+	h.clk.Advance(time.Millisecond)
+	h.settle()
+	a3 := h.start("a3", "a", Normal) // non-empty for 100ms: QueueTarget
+	a3.timeout = 5 * time.Millisecond
+	b1 := h.start("b1", "b", Normal) // b's sub-queue was empty: QueueTimeout
+	h.clk.Advance(4 * time.Millisecond)
+	h.settle()
+	wantState(t, "before the target", a3, "pending")
+	h.clk.Advance(time.Millisecond)
+	h.settle()
+	wantState(t, "at the target", a3, "queue_timeout")
+	for _, r := range []*req{a1, a2, b1} {
+		wantState(t, "the others wait on", r, "pending")
+	}
+	h.clk.Advance(500 * time.Millisecond)
+	h.settle()
+	for _, r := range []*req{a1, a2, b1} {
+		wantState(t, "half the queue timeout", r, "pending")
+	}
+	h.release(a0, Success)
+	wantState(t, "a's turn", a1, "admitted")
+	h.release(a1, Success)
+	wantState(t, "b's turn", b1, "admitted")
+	h.release(b1, Success)
+	wantState(t, "a again", a2, "admitted")
+	// a's sub-queue is empty now: a new waiter of a gets QueueTimeout.
+	h.clk.Advance(time.Second)
+	a4 := h.start("a4", "a", Normal)
+	h.clk.Advance(500 * time.Millisecond)
+	h.settle()
+	wantState(t, "a's sub-queue emptied: QueueTimeout again", a4, "pending")
+	h.release(a2, Success)
+	wantState(t, "a4 served", a4, "admitted")
+	h.release(a4, Success)
+	wantStats(t, "done", h, 0, 0, 0)
+	if s := h.l.Stats(); s.QueueTimeout != 1 {
+		t.Fatalf("QueueTimeout refusals = %d, want 1", s.QueueTimeout)
+	}
 }

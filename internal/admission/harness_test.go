@@ -99,6 +99,9 @@ type req struct {
 	released bool
 	started  time.Time // fake time of the Acquire
 	canceled bool
+	// timeout overrides the harness's queue timeout for this request (a
+	// controlled-delay wait); 0 means the harness's.
+	timeout time.Duration
 }
 
 type result struct {
@@ -160,7 +163,11 @@ func (h *harness) quiet() bool {
 			continue
 		}
 		kept = append(kept, r)
-		if r.canceled || !now.Before(r.started.Add(h.timeout)) {
+		to := h.timeout
+		if r.timeout > 0 {
+			to = r.timeout
+		}
+		if r.canceled || !now.Before(r.started.Add(to)) {
 			quiet = false
 		}
 	}
