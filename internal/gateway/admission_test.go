@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -94,31 +95,77 @@ routes:
 	wg.Wait()
 }
 
-// TestMemoryPressureSheds: above the hard watermark everything but critical
-// work is refused with memory_pressure; critical routes are still served.
-// The watermarks are set so low that this test process's ordinary heap is
-// above them.
+// TestMemoryPressureSheds grows this process's heap (levee runs in it)
+// past each watermark with a ballast and back: above the soft watermark
+// sheddable requests are refused with memory_pressure while normal and
+// critical ones are served; above the hard watermark only critical ones
+// are served; once the ballast is freed everything is served again.
 func TestMemoryPressureSheds(t *testing.T) {
 	a, _ := backend(t, "a")
+	const limit = 256 << 20 // soft watermark 76.8 MiB, hard 153.6 MiB
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 log: {access: false}
-memory: {limit: 64MiB, soft_watermark: 0.001, hard_watermark: 0.002}
+memory: {limit: 256MiB, soft_watermark: 0.3, hard_watermark: 0.6}
 upstreams:
   a: {endpoints: [{address: %s}]}
 routes:
   - {name: critical, match: {path_prefix: /critical/}, upstream: a, priority: critical}
+  - {name: sheddable, match: {path_prefix: /sheddable/}, upstream: a, priority: sheddable}
   - {name: normal, match: {path_prefix: /}, upstream: a}
 `, hostPort(a)))
-	waitFor(t, "the memory guard to report hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
-	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
-	resp := h.get("/critical/")
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("critical route under memory pressure: status %d, want 200", resp.StatusCode)
+	runtime.GC()
+	heap := func() float64 { return h.metric(`levee_memory_heap_bytes`) }
+	waitFor(t, "the memory guard to sample an ordinary heap", func() bool { return heap() > 0 && h.metric(`levee_memory_pressure_level`) == 0 })
+	base := heap()
+	if base > 0.3*limit-64<<20 {
+		t.Fatalf("heap %.0f MiB before the ballast leaves no room to stay between the watermarks", base/(1<<20))
 	}
+	served := func(path string) {
+		t.Helper()
+		resp := h.get(path)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s at heap %.0f MiB: status %d, want 200", path, heap()/(1<<20), resp.StatusCode)
+		}
+	}
+	var ballast [][]byte
+	grow := func(toMiB float64) {
+		for heap() < toMiB*(1<<20) {
+			b := make([]byte, 4<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1 // touch it: resident, not just reserved
+			}
+			ballast = append(ballast, b)
+			time.Sleep(2 * time.Millisecond) // let the guard sample (every 100 ms)
+		}
+	}
+
+	grow(100) // between the watermarks
+	waitFor(t, "soft pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 1 })
+	t.Logf("soft: heap %.0f MiB (base %.0f MiB)", heap()/(1<<20), base/(1<<20))
+	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
+	served("/normal")
+	served("/critical/")
+
+	grow(170) // past the hard watermark
+	waitFor(t, "hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
+	t.Logf("hard: heap %.0f MiB", heap()/(1<<20))
+	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
+	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
+	served("/critical/")
+	if got := h.metric(`levee_shed_total{reason="memory_pressure",route="normal"}`); got != 1 {
+		t.Errorf("levee_shed_total for normal = %v, want 1", got)
+	}
+
+	runtime.KeepAlive(ballast)
+	ballast = nil
+	runtime.GC()
+	waitFor(t, "pressure to clear", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
+	served("/sheddable/")
+	served("/normal")
 }
 
 // clientFrom returns an HTTP client whose connections come from the given

@@ -13,6 +13,8 @@ var (
 		"The upstream's current concurrency limit (static, or found by the adaptive limiter).", []string{"upstream"}, nil)
 	memoryLevelDesc = prometheus.NewDesc("levee_memory_pressure_level",
 		"Memory pressure: 0 ok, 1 above the soft watermark (sheddable refused), 2 above the hard (all but critical refused).", nil, nil)
+	memoryHeapDesc = prometheus.NewDesc("levee_memory_heap_bytes",
+		"The heap size the memory guard compared with its watermarks at its last sample.", nil, nil)
 )
 
 // admissionCollector reports the serving table's admission limiters and the
@@ -25,6 +27,7 @@ func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- admissionQueuedDesc
 	ch <- admissionLimitDesc
 	ch <- memoryLevelDesc
+	ch <- memoryHeapDesc
 }
 
 func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
@@ -39,5 +42,6 @@ func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if m := c.g.memory; m != nil {
 		ch <- prometheus.MustNewConstMetric(memoryLevelDesc, prometheus.GaugeValue, float64(m.Level()))
+		ch <- prometheus.MustNewConstMetric(memoryHeapDesc, prometheus.GaugeValue, float64(m.HeapBytes()))
 	}
 }
