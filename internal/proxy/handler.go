@@ -143,8 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if up.Admission != nil {
 		rel, err := up.Admission.Acquire(r.Context(), consumerKey(r), prio)
 		if err != nil {
-			var ref *admission.Refusal
-			if errors.As(err, &ref) {
+			if ref, ok := err.(*admission.Refusal); ok { // Acquire returns it unwrapped
 				h.shed(w, &x, Reason(ref.Reason), ref.RetryAfter)
 			} else {
 				x.status = statusClientClosed // the client left while queued

@@ -80,6 +80,40 @@ type routeMetrics struct {
 	upstream string
 	duration prometheus.Observer
 	codes    [600]atomic.Pointer[prometheus.Counter] // index 0 holds codes outside 100..599
+	// refusals and sheds per reason, resolved on first use; indexed by
+	// reasonIndex (the last slot holds reasons outside it, resolved on
+	// every use).
+	refusals, sheds [len(reasonList) + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// reasonList are the reasons whose counters a route caches.
+var reasonList = [...]Reason{ReasonNoRoute, ReasonMethodNotAllowed, ReasonNoAvailableEndpoint,
+	ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonBodyTooLarge, ReasonHeaderTooLarge,
+	ReasonConnectionLimit, ReasonConcurrencyLimit, ReasonQueueFull, ReasonQueueTimeout,
+	ReasonShedPriority, ReasonConsumerLimit, ReasonMemoryPressure}
+
+// reasonIndex maps a reason to its slot in reasonList, read-only.
+var reasonIndex = func() map[Reason]int {
+	m := make(map[Reason]int, len(reasonList))
+	for i, r := range reasonList {
+		m[r] = i
+	}
+	return m
+}()
+
+// cached returns the counter of vec for (route, reason) from slots,
+// resolving and caching it on first use.
+func cached(slots *[len(reasonList) + 1]atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, route string, reason Reason) prometheus.Counter {
+	i, ok := reasonIndex[reason]
+	if !ok {
+		return vec.WithLabelValues(route, string(reason))
+	}
+	if c := slots[i].Load(); c != nil {
+		return *c
+	}
+	c := vec.WithLabelValues(route, string(reason))
+	slots[i].Store(&c)
+	return c
 }
 
 func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
@@ -105,11 +139,11 @@ func (rm *routeMetrics) count(code int) {
 }
 
 func (rm *routeMetrics) shed(reason Reason) {
-	rm.m.shedTotal.WithLabelValues(rm.route, string(reason)).Inc()
+	cached(&rm.sheds, rm.m.shedTotal, rm.route, reason).Inc()
 }
 
 func (rm *routeMetrics) refused(reason Reason) {
-	rm.m.refusals.WithLabelValues(rm.route, string(reason)).Inc()
+	cached(&rm.refusals, rm.m.refusals, rm.route, reason).Inc()
 }
 
 // CountRefusal counts a refusal made outside the handler (for example by a
