@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -12,14 +13,15 @@ import (
 //  1. minRTT, the latency of the upstream when it is not queueing, is
 //     measured by a probe: the limit drops to Min until ProbeSamples
 //     requests admitted after the probe began have finished; minRTT is
-//     their mean latency. A probe runs at start, every ProbeInterval
+//     their median latency. A probe runs at start, every ProbeInterval
 //     (jittered ±10 % so a fleet does not probe in step), and after
 //     floorWindows consecutive windows ended with the limit at Min (the
 //     upstream got slower for good, so the old minRTT is wrong). After a
 //     probe the limit returns to its value before it.
 //
 //  2. Between probes, latency samples (Success and Failure outcomes; not
-//     Dropped) are summed per window. A window closes, and the limit is
+//     Dropped) are collected per window (at most maxWindowSamples of them,
+//     a uniform reservoir beyond). A window closes, and the limit is
 //     recomputed, at the first sample at least Window after the window
 //     opened and with at least MinSamples samples in it: at most one update
 //     per Window, each from at least MinSamples samples.
@@ -27,6 +29,11 @@ import (
 //  3. The update, with sampleRTT the window's mean latency:
 //
 //     gradient = clamp((minRTT × (1 + Buffer)) / sampleRTT, 0.5, 2)
+//
+//     with sampleRTT the window's median latency (Envoy's default
+//     sample_aggregate_percentile, 50). The median, not the mean: a few
+//     requests delayed by something other than the upstream (a garbage
+//     collection, a busy core) must not cut the limit for everyone.
 //     limit'   = gradient × limit + sqrt(gradient × limit)
 //     limit'   = clamp(limit', Min, Max)
 //
@@ -90,6 +97,10 @@ const (
 	// floorWindows consecutive windows ending at Min trigger a probe
 	// (Envoy uses 5).
 	floorWindows = 5
+	// maxWindowSamples bounds the latencies kept per window and per probe
+	// (2 KiB); the median is taken over at most this many. ProbeSamples
+	// above it still wait for that many samples, with a reservoir.
+	maxWindowSamples = 256
 )
 
 // gradient is the controller's state. Times are nanoseconds on the
@@ -107,17 +118,17 @@ type gradient struct {
 
 	// The open window.
 	windowStart int64
-	sum         int64 // latency sum, ns
-	count       int
-	failures    int
-	peak        int // highest in-flight count seen in the window
-	atFloor     int // consecutive windows that ended with limit == min
+	// samples holds the window's (or the probe's) latencies, ns: all of
+	// them while count <= maxWindowSamples, else a uniform reservoir.
+	samples  [maxWindowSamples]int64
+	count    int
+	failures int
+	peak     int // highest in-flight count seen in the window
+	atFloor  int // consecutive windows that ended with limit == min
 
 	// The probe.
 	probing    bool
 	probeStart int64
-	probeSum   int64
-	probeCount int
 	saved      float64 // limit before the probe
 	nextProbe  int64
 }
@@ -173,12 +184,11 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 		if start < g.probeStart {
 			return false // admitted under the old limit: a loaded sample
 		}
-		g.probeSum += now - start
-		g.probeCount++
-		if g.probeCount < g.probeSamples {
+		g.keep(now-start, rnd)
+		if g.count < g.probeSamples {
 			return false
 		}
-		g.minRTT = max(1, g.probeSum/int64(g.probeCount))
+		g.minRTT = max(1, g.median())
 		g.probing = false
 		g.limit = g.saved
 		g.atFloor = 0
@@ -192,8 +202,7 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 		g.startProbe(now)
 		return true
 	}
-	g.sum += now - start
-	g.count++
+	g.keep(now-start, rnd)
 	if failed {
 		g.failures++
 	}
@@ -216,7 +225,7 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 
 // update applies the gradient formula to the closed window.
 func (g *gradient) update() {
-	rtt := float64(g.sum) / float64(g.count)
+	rtt := float64(max(1, g.median()))
 	grad := float64(g.minRTT) * (1 + g.buffer) / rtt
 	if 2*g.failures > g.count {
 		grad = 0.5
@@ -232,13 +241,38 @@ func (g *gradient) update() {
 
 func (g *gradient) openWindow(now int64, inflight int) {
 	g.windowStart = now
-	g.sum, g.count, g.failures = 0, 0, 0
+	g.count, g.failures = 0, 0
 	g.peak = inflight
+}
+
+// keep adds a latency to the samples: Vitter's algorithm R once the
+// buffer is full, so every sample of the window is kept with the same
+// probability.
+func (g *gradient) keep(lat int64, rnd func() uint64) {
+	if g.count < maxWindowSamples {
+		g.samples[g.count] = lat
+	} else if j := rnd() % uint64(g.count+1); j < maxWindowSamples {
+		g.samples[j] = lat
+	}
+	g.count++
+}
+
+// median returns the median of the kept samples (the upper one of an
+// even count), sorting them in place: O(k log k) for k <= 256, once per
+// window.
+func (g *gradient) median() int64 {
+	k := min(g.count, maxWindowSamples)
+	if k == 0 {
+		return 0
+	}
+	s := g.samples[:k]
+	slices.Sort(s)
+	return s[k/2]
 }
 
 func (g *gradient) startProbe(now int64) {
 	g.probing = true
 	g.probeStart = now
-	g.probeSum, g.probeCount = 0, 0
+	g.count, g.failures = 0, 0
 	g.saved = g.limit
 }
