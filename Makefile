@@ -19,6 +19,7 @@ FUZZ_TARGETS := \
 	./internal/route:FuzzMatch:50000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./client:FuzzParseRetryAfter:50000 \
+	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000
 

@@ -1,0 +1,114 @@
+package ratelimit
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func mustQuota(t testing.TB, n int64, per time.Duration) Quota {
+	t.Helper()
+	q, err := NewQuota(n, per)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestNewQuotaRejectsBadOptions(t *testing.T) {
+	for _, c := range []struct {
+		n   int64
+		per time.Duration
+	}{
+		{0, time.Hour}, {-1, time.Hour}, {1, 0}, {1, time.Microsecond}, {1, maxQuotaWindow + 1},
+	} {
+		if _, err := NewQuota(c.n, c.per); err == nil {
+			t.Errorf("NewQuota(%d, %v) accepted", c.n, c.per)
+		}
+	}
+}
+
+// TestQuotaWindowEdges: a daily quota of 3, windows aligned to 00:00 UTC.
+// The last nanosecond of a day is still that day; the first of the next
+// starts afresh.
+func TestQuotaWindowEdges(t *testing.T) {
+	q := mustQuota(t, 3, 24*time.Hour)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	last := day.Add(24*time.Hour - 1)
+	var c QuotaCell
+
+	d := c.Allow(q, day.Add(10*time.Hour))
+	if want := (Decision{Allowed: true, Limit: 3, Remaining: 2, Reset: 14 * time.Hour}); d != want {
+		t.Fatalf("first: %+v, want %+v", d, want)
+	}
+	c.Allow(q, day.Add(11*time.Hour))
+	if d = c.Allow(q, last); !d.Allowed || d.Remaining != 0 || d.Reset != 1 {
+		t.Fatalf("third, at the last ns: %+v", d)
+	}
+	if d = c.Allow(q, last); d.Allowed || d.RetryAfter != 1 || d.Reset != 1 || d.RetryAfterSeconds() != 1 {
+		t.Fatalf("fourth, at the last ns: %+v", d)
+	}
+	next := day.Add(24 * time.Hour)
+	if d = c.Allow(q, next); !d.Allowed || d.Remaining != 2 || d.Reset != 24*time.Hour {
+		t.Fatalf("first ns of the next day: %+v", d)
+	}
+}
+
+// TestQuotaRefusalRetryAfter: a refusal waits for the end of the window.
+func TestQuotaRefusalRetryAfter(t *testing.T) {
+	q := mustQuota(t, 1, time.Hour)
+	var c QuotaCell
+	now := time.Date(2026, 3, 1, 12, 15, 0, 0, time.UTC)
+	c.Allow(q, now)
+	d := c.Allow(q, now)
+	if want := (Decision{Limit: 1, Reset: 45 * time.Minute, RetryAfter: 45 * time.Minute}); d != want {
+		t.Fatalf("got %+v, want %+v", d, want)
+	}
+	if p := c.Peek(q, now.Add(45*time.Minute)); !p.Allowed || p.Remaining != 1 {
+		t.Fatalf("peek in the next window: %+v", p)
+	}
+}
+
+// TestQuotaBefore1970: floor division keeps windows aligned for negative
+// Unix times too.
+func TestQuotaBefore1970(t *testing.T) {
+	q := mustQuota(t, 1, time.Hour)
+	var c QuotaCell
+	now := time.Unix(-1, 0)
+	if d := c.Allow(q, now); !d.Allowed || d.Reset != time.Second {
+		t.Fatalf("%+v", d)
+	}
+}
+
+// TestQuotaPolicyChange: a cell counted under one window length starts
+// afresh under another.
+func TestQuotaPolicyChange(t *testing.T) {
+	var c QuotaCell
+	now := time.Date(2026, 3, 1, 12, 15, 0, 0, time.UTC)
+	c.Allow(mustQuota(t, 1, time.Hour), now)
+	if d := c.Allow(mustQuota(t, 1, 24*time.Hour), now); !d.Allowed {
+		t.Fatalf("new policy inherited the old count: %+v", d)
+	}
+}
+
+func TestQuotaConcurrentExact(t *testing.T) {
+	const goroutines, each, n = 8, 300, 777
+	q := mustQuota(t, n, time.Hour)
+	var c QuotaCell
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				if c.Allow(q, t0).Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted.Load() != n {
+		t.Fatalf("%d admitted, want exactly %d", admitted.Load(), n)
+	}
+}
