@@ -27,6 +27,11 @@ type Decision struct {
 	// be admitted: next − L − now for a Rate (next = max(TAT, now) + T), the
 	// end of the window − now for a Quota. 0 when Allowed.
 	RetryAfter time.Duration
+	// Quota is true when the decision is a Quota's, false when it is a
+	// Rate's: a refusal with Quota set means the quota is exhausted
+	// (quota_exhausted), without it that the rate limit was hit
+	// (rate_limited).
+	Quota bool
 }
 
 // Header names written by AppendHeaders, spelled as in the draft. Header

@@ -80,7 +80,7 @@ func (c *QuotaCell) Peek(q Quota, now time.Time) Decision {
 
 func (c *QuotaCell) allow(q Quota, now int64, record bool) Decision {
 	if q.per == 0 {
-		return Decision{RetryAfter: maxQuotaWindow}
+		return Decision{RetryAfter: maxQuotaWindow, Quota: true}
 	}
 	end := q.windowEnd(now)
 	c.mu.Lock()
@@ -90,13 +90,13 @@ func (c *QuotaCell) allow(q Quota, now int64, record bool) Decision {
 		count = 0
 	}
 	if count >= q.requests {
-		return Decision{Limit: q.requests, Reset: time.Duration(end - now), RetryAfter: time.Duration(end - now)}
+		return Decision{Limit: q.requests, Reset: time.Duration(end - now), RetryAfter: time.Duration(end - now), Quota: true}
 	}
 	if record {
 		count++
 		c.end, c.count = end, count
 	}
-	return Decision{Allowed: true, Limit: q.requests, Remaining: q.requests - count, Reset: time.Duration(end - now)}
+	return Decision{Allowed: true, Limit: q.requests, Remaining: q.requests - count, Reset: time.Duration(end - now), Quota: true}
 }
 
 // idle reports whether the cell holds no count that still matters at now:

@@ -39,7 +39,7 @@ func TestQuotaWindowEdges(t *testing.T) {
 	var c QuotaCell
 
 	d := c.Allow(q, day.Add(10*time.Hour))
-	if want := (Decision{Allowed: true, Limit: 3, Remaining: 2, Reset: 14 * time.Hour}); d != want {
+	if want := (Decision{Allowed: true, Limit: 3, Remaining: 2, Reset: 14 * time.Hour, Quota: true}); d != want {
 		t.Fatalf("first: %+v, want %+v", d, want)
 	}
 	c.Allow(q, day.Add(11*time.Hour))
@@ -62,7 +62,7 @@ func TestQuotaRefusalRetryAfter(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 15, 0, 0, time.UTC)
 	c.Allow(q, now)
 	d := c.Allow(q, now)
-	if want := (Decision{Limit: 1, Reset: 45 * time.Minute, RetryAfter: 45 * time.Minute}); d != want {
+	if want := (Decision{Limit: 1, Reset: 45 * time.Minute, RetryAfter: 45 * time.Minute, Quota: true}); d != want {
 		t.Fatalf("got %+v, want %+v", d, want)
 	}
 	if p := c.Peek(q, now.Add(45*time.Minute)); !p.Allowed || p.Remaining != 1 {
