@@ -24,9 +24,11 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/auth"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/memguard"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
 )
 
@@ -55,7 +57,8 @@ type Handler struct {
 	maxHeader int
 	memory    *memguard.Guard
 
-	upgrades upgradeSet
+	upgrades  upgradeSet
+	consumers *consumerState
 }
 
 // NewHandler returns a Handler serving t.
@@ -70,7 +73,11 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory}
+	cs, err := newConsumerState()
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	return h, nil
@@ -93,6 +100,7 @@ type exchange struct {
 	bytesOut int64
 	reqID    string
 	attempts int
+	app      *App
 }
 
 // ServeHTTP serves one request.
@@ -129,6 +137,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 		}
 	}
+	if _, spoofed := r.Header[AppHeader]; spoofed {
+		delete(r.Header, AppHeader) // only levee names the app to an upstream
+	}
+	consumer := ""
+	if rt.Auth != AuthNone || rt.AnonymousLimit != (ratelimit.Policy{}) {
+		if !h.admitConsumer(w, r, &x, rt) {
+			return
+		}
+		if x.app != nil {
+			consumer = x.app.ID
+			if c := x.app.MaxConcurrency; c > 0 {
+				if x.app.counters.inflight.Add(1) > int64(c) {
+					x.app.counters.inflight.Add(-1)
+					h.shed(w, &x, ReasonConsumerLimit, consumerRetryAfter)
+					return
+				}
+				defer x.app.counters.inflight.Add(-1)
+			}
+		}
+	}
 	up := rt.Upstream
 	prio := rt.Priority
 	if isClientRetry(r.Header) {
@@ -141,7 +169,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if up.Admission != nil {
-		rel, err := up.Admission.Acquire(r.Context(), consumerKey(r), prio)
+		if consumer == "" {
+			consumer = consumerKey(r)
+		}
+		rel, err := up.Admission.Acquire(r.Context(), consumer, prio)
 		if err != nil {
 			if ref, ok := err.(*admission.Refusal); ok { // Acquire returns it unwrapped
 				h.shed(w, &x, Reason(ref.Reason), ref.RetryAfter)
@@ -168,6 +199,11 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	d := time.Since(x.start)
 	rm := x.route.metrics
 	rm.count(x.status)
+	appID := ""
+	if x.app != nil {
+		appID = x.app.ID
+		x.app.counters.byClass[classOf(x.status)].Add(1)
+	}
 	rm.duration.Observe(d.Seconds())
 	if h.accessLog != nil {
 		e := telemetry.AccessEntry{
@@ -175,6 +211,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 			Host: r.Host, Path: r.URL.Path, Proto: r.Proto, Status: x.status,
 			Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
 			Reason: string(x.reason), BytesOut: x.bytesOut, Duration: d, Attempts: x.attempts,
+			App: appID,
 		}
 		h.accessLog.Log(&e)
 	}
@@ -188,6 +225,66 @@ func (h *Handler) shed(w http.ResponseWriter, x *exchange, reason Reason, retryA
 	x.status = RefuseRetryAfter(w, reason, retryAfter)
 	x.route.metrics.refused(reason)
 	x.route.metrics.shed(reason)
+}
+
+// consumerRetryAfter is the Retry-After of a per-app concurrency refusal:
+// a slot frees as soon as one of the app's own requests ends.
+const consumerRetryAfter = time.Second
+
+// admitConsumer authenticates the caller of a route with auth, checks its
+// grant and applies the rate limits of the app, or of the client address
+// on an anonymous route with AnonymousLimit. It sets x.app, the RateLimit
+// headers on every answer of a limited route, the app header upstream, and
+// removes the caller's levee credentials from what the upstream sees. It
+// returns false after writing a refusal.
+func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
+	now := time.Now()
+	if rt.Auth != AuthNone {
+		app, reason, detail := h.identify(r, rt, h.consumers.apps.Load(), now)
+		if app == nil {
+			if reason == ReasonUnauthenticated {
+				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+			}
+			x.reason = reason
+			x.status = RefuseDetail(w, reason, detail)
+			x.route.metrics.refused(reason)
+			return false
+		}
+		x.app = app
+		delete(r.Header, "X-Api-Key")
+		delete(r.Header, "Authorization")
+		r.Header[AppHeader] = []string{app.ID}
+	}
+	d, limited := h.limit(r, rt, x.app, now)
+	if !limited {
+		return true
+	}
+	d.SetHeaders(w.Header())
+	if !d.Allowed {
+		reason := ReasonRateLimited
+		if d.Quota {
+			reason = ReasonQuotaExhausted
+		}
+		x.reason = reason
+		x.status = Refuse(w, reason)
+		x.route.metrics.refused(reason)
+		return false
+	}
+	return true
+}
+
+var (
+	bearerChallenge = []string{`Bearer realm="levee"`}
+	hmacChallenge   = []string{auth.SignatureScheme + ` realm="levee"`}
+)
+
+// challenge is the WWW-Authenticate value a 401 on a route with mode
+// carries (RFC 9110 section 11.6.1).
+func challenge(mode AuthMode) []string {
+	if mode == AuthHMAC {
+		return hmacChallenge
+	}
+	return bearerChallenge
 }
 
 // isClientRetry reports whether the client marked the request as a retry

@@ -90,7 +90,8 @@ type routeMetrics struct {
 var reasonList = [...]Reason{ReasonNoRoute, ReasonMethodNotAllowed, ReasonNoAvailableEndpoint,
 	ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonBodyTooLarge, ReasonHeaderTooLarge,
 	ReasonConnectionLimit, ReasonConcurrencyLimit, ReasonQueueFull, ReasonQueueTimeout,
-	ReasonShedPriority, ReasonConsumerLimit, ReasonMemoryPressure}
+	ReasonShedPriority, ReasonConsumerLimit, ReasonMemoryPressure,
+	ReasonUnauthenticated, ReasonForbidden, ReasonRateLimited, ReasonQuotaExhausted}
 
 // reasonIndex maps a reason to its slot in reasonList, read-only.
 var reasonIndex = func() map[Reason]int {

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -32,6 +34,12 @@ const (
 	ReasonShedPriority     Reason = "shed_priority"
 	ReasonConsumerLimit    Reason = "consumer_limit"
 	ReasonMemoryPressure   Reason = "memory_pressure"
+
+	// Consumer refusals: who is calling, may they, and how often.
+	ReasonUnauthenticated Reason = "unauthenticated"
+	ReasonForbidden       Reason = "forbidden"
+	ReasonRateLimited     Reason = "rate_limited"
+	ReasonQuotaExhausted  Reason = "quota_exhausted"
 )
 
 // refusal is a pre-rendered answer: the status, whether it carries
@@ -67,6 +75,12 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonShedPriority, http.StatusServiceUnavailable, true, "the upstream is under pressure and sheds low-priority requests first; retry later")
 	add(ReasonConsumerLimit, http.StatusTooManyRequests, true, "this consumer has as many requests in progress as it may; retry later")
 	add(ReasonMemoryPressure, http.StatusServiceUnavailable, true, "levee is short of memory and sheds work to stay up; retry later")
+	// Rate-limit refusals carry the limiter's exact Retry-After, set by
+	// the caller; retryAfter false keeps Refuse from overwriting it.
+	add(ReasonRateLimited, http.StatusTooManyRequests, false, "this caller is over its rate limit; retry after the time in Retry-After")
+	add(ReasonQuotaExhausted, http.StatusTooManyRequests, false, "this caller has used its quota for the current period; retry after the time in Retry-After")
+	add(ReasonUnauthenticated, http.StatusUnauthorized, false, "the request does not carry valid credentials of an active app")
+	add(ReasonForbidden, http.StatusForbidden, false, "the app is not granted this route")
 	return refusals
 }
 
@@ -120,6 +134,45 @@ func RefuseRetryAfter(w http.ResponseWriter, reason Reason, d time.Duration) int
 		return rf.status
 	}
 	return Refuse(w, reason)
+}
+
+// detailBodies are the bodies of refusals with a detail (the auth reasons,
+// "suspended", "no_grant"), rendered on first use; a detail is one of a
+// small fixed set, so the cache is bounded by it.
+var detailBodies sync.Map // detailKey → *refusal
+
+type detailKey struct {
+	reason Reason
+	detail string
+}
+
+// RefuseDetail is Refuse with a "detail" member in the JSON body that says
+// more precisely what was wrong (for a 401: which credential check
+// failed). detail must come from a fixed set of codes, never from the
+// request.
+func RefuseDetail(w http.ResponseWriter, reason Reason, detail string) int {
+	if detail == "" {
+		return Refuse(w, reason)
+	}
+	k := detailKey{reason, detail}
+	v, ok := detailBodies.Load(k)
+	if !ok {
+		base := refusals[reason]
+		if base == nil {
+			return Refuse(w, reason)
+		}
+		body := append(bytes.TrimSuffix(bytes.Clone(base.body), []byte("}\n")), `,"detail":`+strconv.Quote(detail)+"}\n"...)
+		v, _ = detailBodies.LoadOrStore(k, &refusal{status: base.status, retryAfter: base.retryAfter, body: body,
+			contentLength: []string{strconv.Itoa(len(body))}})
+	}
+	rf := v.(*refusal)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = rf.contentLength
+	w.WriteHeader(rf.status)
+	_, _ = w.Write(rf.body)
+	return rf.status
 }
 
 // StatusOf returns the HTTP status a reason is answered with (0 if unknown).

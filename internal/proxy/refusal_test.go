@@ -24,7 +24,14 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonShedPriority:        503,
 		ReasonConsumerLimit:       429,
 		ReasonMemoryPressure:      503,
+		ReasonUnauthenticated:     401,
+		ReasonForbidden:           403,
+		ReasonRateLimited:         429,
+		ReasonQuotaExhausted:      429,
 	}
+	// The rate limiter's refusals carry its exact Retry-After, which the
+	// caller sets (ratelimit.Decision.SetHeaders); Refuse adds none.
+	callerRetryAfter := map[Reason]bool{ReasonRateLimited: true, ReasonQuotaExhausted: true}
 	if len(want) != len(refusals) {
 		t.Fatalf("test covers %d reasons, package defines %d", len(want), len(refusals))
 	}
@@ -47,8 +54,29 @@ func TestRefuseEveryReason(t *testing.T) {
 		if h.Get("Content-Length") != itoa(rec.Body.Len()) {
 			t.Errorf("%s: Content-Length %s, body %d bytes", reason, h.Get("Content-Length"), rec.Body.Len())
 		}
-		if (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests) != (h.Get("Retry-After") != "") {
+		if (!callerRetryAfter[reason] && (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests)) != (h.Get("Retry-After") != "") {
 			t.Errorf("%s: Retry-After %q with status %d", reason, h.Get("Retry-After"), status)
+		}
+	}
+}
+
+// TestRefuseDetail: the detail joins the JSON body, the length stays exact,
+// and the rendered body is reused.
+func TestRefuseDetail(t *testing.T) {
+	for range 2 {
+		rec := httptest.NewRecorder()
+		if got := RefuseDetail(rec, ReasonUnauthenticated, "unknown_key"); got != 401 {
+			t.Fatalf("status %d", got)
+		}
+		var body struct{ Error, Reason, Detail string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("body %q: %v", rec.Body.String(), err)
+		}
+		if body.Reason != "unauthenticated" || body.Detail != "unknown_key" || body.Error == "" {
+			t.Fatalf("body %+v", body)
+		}
+		if rec.Header().Get("Content-Length") != itoa(rec.Body.Len()) {
+			t.Fatalf("Content-Length %s, body %d bytes", rec.Header().Get("Content-Length"), rec.Body.Len())
 		}
 	}
 }

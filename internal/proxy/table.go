@@ -8,6 +8,7 @@ import (
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
 	"github.com/levee-gw/levee/internal/route"
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,11 @@ type Route struct {
 	// Priority is the route's admission priority (a client's retry,
 	// marked by Levee-Attempt > 1, counts as Sheddable).
 	Priority admission.Priority
+	// Auth is how the route identifies its callers (see consumers.go).
+	Auth AuthMode
+	// AnonymousLimit, on a route with AuthNone, limits each client
+	// address; the zero Policy means no limit.
+	AnonymousLimit ratelimit.Policy
 
 	metrics *routeMetrics // set by NewTable
 }

@@ -27,7 +27,8 @@ type AccessEntry struct {
 	Reason    string // levee's refusal reason, or "" when the upstream answered
 	BytesOut  int64
 	Duration  time.Duration
-	Attempts  int // tries sent upstream (more than 1 after retries); 0 when none
+	Attempts  int    // tries sent upstream (more than 1 after retries); 0 when none
+	App       string // the authenticated app's id; "" when none
 }
 
 // AccessLog writes one JSON line per request on its own goroutine, so a slow
@@ -94,6 +95,10 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	if e.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendJSONString(b, e.Reason)
+	}
+	if e.App != "" {
+		b = append(b, `,"app":`...)
+		b = appendJSONString(b, e.App)
 	}
 	if e.Attempts > 1 {
 		b = append(b, `,"attempts":`...)

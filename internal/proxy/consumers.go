@@ -1,0 +1,312 @@
+package proxy
+
+// Consumers: who is calling, may they call this route, and at what rate.
+//
+// A route with Auth other than AuthNone admits only requests that carry
+// the credentials of an active app granted that route: an API key
+// (Authorization: Bearer KEY or X-Api-Key: KEY, looked up by its SHA-256)
+// or an HMAC signature (package auth). The app's limits then apply: its
+// rate and quota (for all its routes, and for this route when it has a
+// per-route limit), and its cap on requests in flight. A route with
+// AuthNone may instead limit each client address (AnonymousLimit).
+//
+// Apps change at runtime (admin API), so they are not part of the Table:
+// the Handler holds an *Apps snapshot of its own, swapped with SwapApps.
+// Per-app counters that must outlive a swap (requests in flight, request
+// counts for metrics) are carried from one snapshot to the next by NewApps.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-gw/levee/internal/auth"
+	"github.com/levee-gw/levee/internal/ratelimit"
+)
+
+// AuthMode is how a route identifies its callers.
+type AuthMode uint8
+
+const (
+	// AuthNone admits anyone; AnonymousLimit may cap each client address.
+	AuthNone AuthMode = iota
+	// AuthAPIKey admits requests with an active API key of a granted app.
+	AuthAPIKey
+	// AuthHMAC admits requests signed for a granted app (package auth).
+	AuthHMAC
+)
+
+// AppHeader carries the authenticated app's id to the upstream. levee
+// removes any AppHeader a client sends, on every route, so an upstream can
+// trust it.
+const AppHeader = "Levee-App"
+
+// App is one consumer app as the request path sees it. Immutable once in
+// an Apps snapshot, except for its counters.
+type App struct {
+	ID        string
+	Suspended bool
+	// Grants are the names of the routes the app may call.
+	Grants map[string]bool
+	// Limit applies to all the app's requests; RouteLimits to its requests
+	// on one route (by route name), in addition.
+	Limit       ratelimit.Policy
+	RouteLimits map[string]ratelimit.Policy
+	// MaxConcurrency caps the app's requests in flight; 0: no cap.
+	MaxConcurrency int
+
+	counters *appCounters // shared with the same app in later snapshots
+}
+
+// appCounters are an app's live counters.
+type appCounters struct {
+	inflight atomic.Int64
+	// byClass counts answered requests by status class: 1xx..5xx in 1..5,
+	// anything else in 0.
+	byClass [6]atomic.Uint64
+}
+
+// Key is one API key: the SHA-256 of the key and the app holding it.
+type Key struct {
+	SHA256 [32]byte
+	KeyID  string
+	AppID  string
+}
+
+// Apps is an immutable snapshot of the apps and their credentials. The
+// zero Apps (and a nil *Apps) holds none: every authenticated route then
+// answers 401.
+type Apps struct {
+	byID    map[string]*App
+	keys    map[[32]byte]keyRef
+	secrets map[string]secretRef // HMAC key id → app and secret
+}
+
+type keyRef struct {
+	app   *App
+	keyID string
+}
+
+type secretRef struct {
+	app    *App
+	secret []byte
+}
+
+// NewApps builds a snapshot. Counters of apps also in prev (by id) are
+// carried over, so requests in flight when the snapshot is swapped release
+// the same counters they took. keys whose app is missing are ignored. The
+// HMAC secret of a key is its SHA-256 digest (see docs/apps.md): the
+// client derives it from the key it holds, and levee never holds the key.
+func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
+	s := &Apps{byID: make(map[string]*App, len(apps)), keys: make(map[[32]byte]keyRef, len(keys)), secrets: make(map[string]secretRef, len(keys))}
+	for _, a := range apps {
+		if old := prev.App(a.ID); old != nil {
+			a.counters = old.counters
+		} else {
+			a.counters = new(appCounters)
+		}
+		s.byID[a.ID] = a
+	}
+	for _, k := range keys {
+		a := s.byID[k.AppID]
+		if a == nil {
+			continue
+		}
+		s.keys[k.SHA256] = keyRef{app: a, keyID: k.KeyID}
+		if k.KeyID != "" {
+			digest := k.SHA256
+			s.secrets[k.KeyID] = secretRef{app: a, secret: digest[:]}
+		}
+	}
+	return s
+}
+
+// App returns the app with id, or nil.
+func (s *Apps) App(id string) *App {
+	if s == nil {
+		return nil
+	}
+	return s.byID[id]
+}
+
+// LookupSecret implements auth.Secrets over the snapshot's HMAC keys.
+func (s *Apps) LookupSecret(keyID string) (appID string, secret []byte, ok bool) {
+	if s == nil {
+		return "", nil, false
+	}
+	r, ok := s.secrets[keyID]
+	if !ok {
+		return "", nil, false
+	}
+	return r.app.ID, r.secret, true
+}
+
+// anonKey is the limiter key of a client address on one route.
+type anonKey struct {
+	route string
+	addr  netip.Addr
+}
+
+// consumerState is the Handler's consumer machinery; it lives as long as
+// the Handler.
+type consumerState struct {
+	apps     atomic.Pointer[Apps]
+	verifier *auth.Verifier
+	// appLimits holds rate and quota state per app id and per app id +
+	// "\x00" + route; anonLimits per route and client address. Both
+	// bounded (ratelimit.Options.Capacity) with eviction.
+	appLimits  *ratelimit.Limiter[string]
+	anonLimits *ratelimit.Limiter[anonKey]
+}
+
+// Capacities of the rate-limit state: app keys are few and must not be
+// evicted while their quota counts (size it above apps × routes with
+// limits); anonymous client addresses are many and are evicted idle first.
+const (
+	appLimitKeys  = 1 << 20
+	anonLimitKeys = 1 << 18
+)
+
+func newConsumerState() (*consumerState, error) {
+	v, err := auth.NewVerifier(auth.VerifierOptions{})
+	if err != nil {
+		return nil, err
+	}
+	al, err := ratelimit.New[string](ratelimit.Options{Capacity: appLimitKeys})
+	if err != nil {
+		return nil, err
+	}
+	nl, err := ratelimit.New[anonKey](ratelimit.Options{Capacity: anonLimitKeys})
+	if err != nil {
+		return nil, err
+	}
+	return &consumerState{verifier: v, appLimits: al, anonLimits: nl}, nil
+}
+
+// SwapApps makes apps the consumer snapshot for every request that starts
+// from now on.
+func (h *Handler) SwapApps(apps *Apps) { h.consumers.apps.Store(apps) }
+
+// Apps returns the consumer snapshot in use.
+func (h *Handler) Apps() *Apps { return h.consumers.apps.Load() }
+
+// identify authenticates r for rt. It returns the app, or the refusal
+// reason and its detail (an auth.Reason, or "suspended" / "no_grant").
+func (h *Handler) identify(r *http.Request, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
+	switch rt.Auth {
+	case AuthAPIKey:
+		key, err := auth.ExtractAPIKey(r.Header)
+		if err != nil {
+			return nil, ReasonUnauthenticated, authDetail(err)
+		}
+		ref, ok := apps.lookupKey(auth.HashKey(key))
+		if !ok {
+			return nil, ReasonUnauthenticated, string(auth.ReasonUnknownKey)
+		}
+		app = ref.app
+	case AuthHMAC:
+		digest, ok := hashSignedBody(r)
+		if !ok {
+			return nil, ReasonBodyTooLarge, ""
+		}
+		id, err := h.consumers.verifier.Verify(r, digest, apps, now)
+		if err != nil {
+			return nil, ReasonUnauthenticated, authDetail(err)
+		}
+		if app = apps.App(id); app == nil {
+			return nil, ReasonUnauthenticated, string(auth.ReasonUnknownKey)
+		}
+	default:
+		return nil, "", ""
+	}
+	if app.Suspended {
+		return nil, ReasonUnauthenticated, "suspended"
+	}
+	if !app.Grants[rt.Name] {
+		return nil, ReasonForbidden, "no_grant"
+	}
+	return app, "", ""
+}
+
+func (s *Apps) lookupKey(sum [32]byte) (keyRef, bool) {
+	if s == nil {
+		return keyRef{}, false
+	}
+	r, ok := s.keys[sum]
+	return r, ok
+}
+
+// authDetail is the auth.Reason of err, or "malformed_credentials".
+func authDetail(err error) string {
+	if e, ok := err.(*auth.Error); ok {
+		return string(e.Reason)
+	}
+	return string(auth.ReasonMalformedCredentials)
+}
+
+// hashSignedBody buffers a signed request's body (at most
+// auth.MaxSignedBodyBytes) and returns its SHA-256, replacing r.Body with
+// the buffered copy. ok is false when the body is larger (the caller
+// answers 413) or cannot be read.
+func hashSignedBody(r *http.Request) (digest [32]byte, ok bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return sha256.Sum256(nil), true
+	}
+	if r.ContentLength > auth.MaxSignedBodyBytes {
+		return digest, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, auth.MaxSignedBodyBytes+1))
+	r.Body.Close()
+	if err != nil || len(body) > auth.MaxSignedBodyBytes {
+		return digest, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return sha256.Sum256(body), true
+}
+
+// limit applies the rate limits of app (or, for an anonymous caller on a
+// route with AnonymousLimit, of its client address) at now. It returns the
+// decision to report in the RateLimit headers (ok false: the route has no
+// limit for this caller) and, on a refusal, its reason.
+func (h *Handler) limit(r *http.Request, rt *Route, app *App, now time.Time) (d ratelimit.Decision, limited bool) {
+	cs := h.consumers
+	if app == nil {
+		if rt.AnonymousLimit == (ratelimit.Policy{}) {
+			return d, false
+		}
+		addr, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return d, false
+		}
+		return cs.anonLimits.Allow(anonKey{route: rt.Name, addr: addr.Addr().Unmap()}, rt.AnonymousLimit, now), true
+	}
+	per, hasRoute := app.RouteLimits[rt.Name]
+	if hasRoute && per != (ratelimit.Policy{}) {
+		d = cs.appLimits.Allow(app.ID+"\x00"+rt.Name, per, now)
+		limited = true
+		if !d.Allowed {
+			return d, true
+		}
+	}
+	if app.Limit != (ratelimit.Policy{}) {
+		da := cs.appLimits.Allow(app.ID, app.Limit, now)
+		if !limited || !da.Allowed || da.Remaining < d.Remaining {
+			d = da
+		}
+		limited = true
+	}
+	return d, limited
+}
+
+// classOf maps a status to its appCounters.byClass slot.
+func classOf(status int) int {
+	if status >= 100 && status < 600 {
+		return status / 100
+	}
+	return 0
+}
