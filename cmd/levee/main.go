@@ -5,6 +5,7 @@
 //	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGTERM drains
 //	levee validate -config FILE  print every problem as path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
+//	levee apps COMMAND ...       manage consumer apps through the admin API
 //	levee version                print the version
 package main
 
@@ -34,6 +35,8 @@ Usage:
   levee validate -config FILE  check FILE; print every problem as path: message
   levee demo [-listen ADDR] [-admin ADDR]
                                serve a built-in demo with its own upstreams
+  levee apps COMMAND ...       manage consumer apps and keys through the admin API
+                               ("levee apps help" lists the commands)
   levee version                print the version
 `
 
@@ -55,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(args[1:], stdout, stderr)
+	case "apps":
+		return cmdApps(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "levee", version)
 		return 0

@@ -114,15 +114,18 @@ type process struct {
 	mu     sync.Mutex
 	stderr bytes.Buffer
 	data   string // data listener address, from the startup log line
+	admin  string // admin listener address, from the same line
 	done   chan error
 }
 
-var listeningLine = regexp.MustCompile(`"msg":"levee listening".*"data":"([^"]+)"`)
+var listeningLine = regexp.MustCompile(`"msg":"levee listening".*"data":"([^"]+)".*"admin":"([^"]+)"`)
 
 // startProcess runs levee with args and waits for its startup log line.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(binary, args...), done: make(chan error, 1)}
+	// A default state_dir (./levee-state) lands in a temp dir, not the source tree.
+	p.cmd.Dir = t.TempDir()
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,7 @@ func startProcess(t *testing.T, args ...string) *process {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -141,7 +144,7 @@ func startProcess(t *testing.T, args ...string) *process {
 			p.mu.Unlock()
 			if m := listeningLine.FindStringSubmatch(line); m != nil {
 				select {
-				case addr <- m[1]:
+				case addr <- [2]string{m[1], m[2]}:
 				default:
 				}
 			}
@@ -156,7 +159,8 @@ func startProcess(t *testing.T, args ...string) *process {
 		}
 	})
 	select {
-	case p.data = <-addr:
+	case a := <-addr:
+		p.data, p.admin = a[0], a[1]
 	case <-time.After(20 * time.Second):
 		t.Fatalf("levee did not start; stderr:\n%s", p.log())
 	}

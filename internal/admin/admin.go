@@ -101,6 +101,14 @@ const maxPushBytes = 16 << 20
 type Options struct {
 	Gateway  Gateway
 	Gatherer prometheus.Gatherer
+	// Apps serves /api/v1/apps; nil leaves those paths unserved (404).
+	Apps AppStore
+	// Token returns the bearer token the admin API requires, read per
+	// request so that a reload can change it; nil, or "" returned, means
+	// none. With a token, every path but /healthz and /readyz (metrics
+	// and pprof included) answers 401 without "Authorization: Bearer
+	// TOKEN".
+	Token func() string
 }
 
 // NewHandler returns the admin API's handler.
@@ -172,9 +180,15 @@ func NewHandler(o Options) (http.Handler, error) {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"result": "applied"})
 	})
+	if o.Apps != nil {
+		appRoutes(mux, o.Apps)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)
 	})
+	if o.Token != nil {
+		return requireToken(o.Token, mux), nil
+	}
 	return mux, nil
 }
 

@@ -61,6 +61,11 @@ type Config struct {
 	// are unique, and no two routes have the same host, path prefix and an
 	// overlapping method set.
 	Routes []Route
+	// Apps are the consumer apps the file defines (`apps`, optional, at
+	// most 10000, ids unique). They seed the app store under StateDir;
+	// changes made through the admin API take precedence as
+	// docs/apps.md describes. nil when omitted.
+	Apps []App
 }
 
 // TLS names the certificate and key that the data-plane listener serves
@@ -83,6 +88,15 @@ type Admin struct {
 	// free port. It must not bind the same non-zero port as Config.Listen
 	// on an overlapping host.
 	Listen string
+	// TokenFile is a file holding the admin API's bearer token
+	// (`admin.token_file`, optional): one line of at least 16 printable
+	// characters, surrounding white space ignored, at most 4KiB. When set,
+	// every admin path but /healthz and /readyz needs
+	// "Authorization: Bearer TOKEN". Required when Listen's host is not
+	// loopback (127.0.0.0/8, ::1, localhost); an empty host counts as not
+	// loopback. The file is read at start and on every reload. Empty
+	// when omitted: no token.
+	TokenFile string
 }
 
 // Server holds limits for downstream (client-facing) connections
@@ -443,6 +457,16 @@ type Route struct {
 	// Levee-Attempt header is above 1 (a client's retry) counts as
 	// sheddable whatever the route says.
 	Priority string
+	// Auth is how callers of this route are identified (`auth`):
+	// AuthNone ("none", the default, DefaultRouteAuth: anyone),
+	// AuthAPIKey ("api_key") or AuthHMAC ("hmac"). With api_key or hmac
+	// only apps whose grants name this route are admitted.
+	Auth string
+	// AnonymousLimits, when not nil, limits this route's requests per
+	// client IP address (`anonymous_limits`, optional, only with auth
+	// none: with api_key or hmac every caller is an app and is limited
+	// by its own limits). nil, the default, means no per-IP limit.
+	AnonymousLimits *AnonymousLimits
 }
 
 // The accepted values of Route.Priority, most important first.

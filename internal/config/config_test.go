@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // Fragments of a valid config, so that each bad case below shows only what
 // it breaks.
 const (
-	head      = "listen: \":8080\"\nadmin: {listen: \":9090\"}\n"
+	head      = "listen: \":8080\"\nadmin: {listen: \"127.0.0.1:9090\"}\n"
 	upstreams = "upstreams:\n  video:\n    endpoints:\n      - address: 10.0.0.1:80\n"
 	routes    = "routes:\n  - name: api\n    upstream: video\n"
 )
@@ -75,7 +75,7 @@ func TestParseRejects(t *testing.T) {
 		{"unknown top-level key", head + "extra: 1\n" + upstreams + routes, []string{
 			"extra: unknown field",
 		}},
-		{"misspelt top-level key", "listn: \":8080\"\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+		{"misspelt top-level key", "listn: \":8080\"\nadmin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 			`listn: unknown field (did you mean "listen"?)`,
 			"listen: required",
 		}},
@@ -175,20 +175,20 @@ func TestParseRejects(t *testing.T) {
 		{"empty upstreams", head + "upstreams: {}\n" + routes, []string{
 			"upstreams: at least one upstream is required",
 		}},
-		{"missing listen", "admin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+		{"missing listen", "admin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 			"listen: required",
 		}},
-		{"listen is a number", "listen: 8080\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+		{"listen is a number", "listen: 8080\nadmin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 			"listen: must be a string, got 8080",
 		}},
-		{"listen without port", "listen: \"0.0.0.0\"\nadmin: {listen: \":9090\"}\n" + upstreams + routes, []string{
+		{"listen without port", "listen: \"0.0.0.0\"\nadmin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 			`listen: invalid address "0.0.0.0": missing port in address`,
 		}},
 		{"missing admin", "listen: \":8080\"\n" + upstreams + routes, []string{
 			"admin.listen: required",
 		}},
-		{"admin listen equals listen", "listen: \":8080\"\nadmin: {listen: \":8080\"}\n" + upstreams + routes, []string{
-			`admin.listen: must not bind the same port as listen (":8080"), got ":8080"`,
+		{"admin listen equals listen", "listen: \":8080\"\nadmin: {listen: \"127.0.0.1:8080\"}\n" + upstreams + routes, []string{
+			`admin.listen: must not bind the same port as listen (":8080"), got "127.0.0.1:8080"`,
 		}},
 		{"listener port out of range", "listen: \":65536\"\nadmin: {listen: \"127.0.0.1:x\"}\n" + upstreams + routes, []string{
 			`listen: invalid address ":65536": port must be a number from 0 to 65535`,
@@ -640,7 +640,7 @@ func TestParseRejects(t *testing.T) {
 		}},
 		{"several errors in one file", `listen: ":8080"
 admin:
-  listen: ":8080"
+  listen: "127.0.0.1:8080"
 server:
   idle_timeout: 30
   max_header_bytes: 64 KiB
@@ -663,7 +663,7 @@ routes:
     upstream: video
 unknown: true
 `, []string{
-			`admin.listen: must not bind the same port as listen (":8080"), got ":8080"`,
+			`admin.listen: must not bind the same port as listen (":8080"), got "127.0.0.1:8080"`,
 			`server.idle_timeout: must be a duration such as "1s", got 30`,
 			`upstreams.video.endpoints[0].address: invalid address "10.0.0.1": missing port in address`,
 			`upstreams.video.endpoints[0].weight: must be a number from 0 to 10000, got "3"`,
@@ -793,7 +793,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := &Config{
 		Listen:   ":8080",
-		Admin:    Admin{Listen: ":9090"},
+		Admin:    Admin{Listen: "127.0.0.1:9090"},
 		StateDir: "./levee-state",
 		Server: Server{
 			MaxHeaderBytes:    65536,
@@ -816,7 +816,7 @@ func TestDefaults(t *testing.T) {
 			MaxIdleConnsPerEndpoint: 256,
 		}},
 		UpstreamOrder: []string{"video"},
-		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal"}},
+		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none"}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)

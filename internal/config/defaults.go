@@ -73,6 +73,10 @@ const (
 	DefaultRouteTimeout time.Duration = 0
 	// DefaultPriority is Route.Priority when omitted.
 	DefaultPriority = PriorityNormal
+	// DefaultRouteAuth is Route.Auth when omitted: anyone may call.
+	DefaultRouteAuth = AuthNone
+	// DefaultAppStatus is App.Status when omitted.
+	DefaultAppStatus = AppStatusActive
 
 	// The Limits defaults apply to the fields of a `limits` block that
 	// are omitted; without a block there is no limit (Upstream.Limits
@@ -155,6 +159,14 @@ const (
 	maxMemoryLimit             = 1 << 40
 	maxConcurrencyCap          = 100000
 	maxQueueCap                = 1000000
+	maxApps                    = 10000
+	maxAppKeys                 = 16
+	maxAppNameLen              = 128
+	maxRate                    = 1e9
+	maxBurst                   = 1000000000
+	maxQuotaRequests           = 1000000000000
+	minQuotaPer                = time.Second
+	maxQuotaPer                = 366 * 24 * time.Hour
 
 	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
 	// hostile input.
@@ -253,6 +265,7 @@ func defaultRoute() Route {
 		MaxBodyBytes: DefaultMaxBodyBytes,
 		Timeout:      DefaultRouteTimeout,
 		Priority:     DefaultPriority,
+		Auth:         DefaultRouteAuth,
 	}
 }
 

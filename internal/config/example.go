@@ -22,6 +22,12 @@ listen: ":8080"
 # data plane. Required, and must not bind the same port as listen.
 admin:
   listen: "127.0.0.1:9090"
+  # A file holding the admin API's bearer token (one line, at least 16
+  # characters), read at start and on reload. With it, every admin path
+  # but /healthz and /readyz needs "Authorization: Bearer TOKEN". Required
+  # when listen is not loopback (127.0.0.0/8, ::1, localhost; an empty
+  # host is every interface). Omit for none.
+  # token_file: /etc/levee/admin-token
 
 # Where levee keeps state on disk, such as last-known-good snapshots.
 state_dir: ./levee-state            # default
@@ -148,6 +154,13 @@ routes:
     # Who is refused first under pressure: sheddable, then normal, then
     # critical. A client's retry (Levee-Attempt above 1) counts as sheddable.
     priority: sheddable             # default normal; critical, normal or sheddable
+    # Who may call: none (anyone; the default), api_key or hmac (only apps
+    # whose grants name this route). See docs/apps.md.
+    auth: none                      # default
+    # Per client IP limit, only with auth: none. rate > 0 requests per
+    # second (fractions allowed); burst 1 to 1000000000, default
+    # max(1, ceil(rate)). Omit for none.
+    anonymous_limits: {rate: 10, burst: 20}
   - name: video
     match:
       host: video.example.com
@@ -161,6 +174,7 @@ routes:
     # {attempts: 1} turns retries off for this route.
     retry: {attempts: 2, on: [connect_failure]}
     priority: normal                # default
+    auth: api_key
   - name: api
     match:
       host: "*.api.example.com"
@@ -168,4 +182,28 @@ routes:
     upstream: api
     max_body_bytes: 10MB
     priority: critical              # refused last; never for memory_pressure
+    auth: hmac
+
+# Consumer apps. They seed the app store under state_dir; apps created or
+# changed through the admin API (/api/v1/apps, "levee apps") are kept
+# across restarts and are not overwritten by this file: see the
+# precedence rule in docs/apps.md. Ids: 1 to 64 of a-z, 0-9, "_", ".",
+# "-", unique.
+apps:
+  - id: safety-platform
+    name: Safety platform           # default: the id
+    status: active                  # default; active or suspended (every key refused)
+    # SHA-256 of each API key, 64 hex digits; never the key itself. At
+    # most 16, each used by one app only. ("levee apps key-create" makes
+    # keys in the store instead.)
+    api_key_sha256: [9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08]
+    grants: [video, api]            # route names this app may call
+    limits:                         # every field optional; omitted = no such limit
+      rate: 100                     # requests per second, sustained; > 0
+      burst: 200                    # default max(1, ceil(rate)); only with rate
+      quota: {requests: 1000000, per: 24h}  # both required; per from 1s to 8784h
+      max_concurrency: 32           # requests in flight; 1 to 100000
+    # Per route overrides of rate, burst and quota; each key is in grants.
+    route_limits:
+      video: {rate: 10, burst: 20}
 `

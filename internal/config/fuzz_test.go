@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -32,6 +34,7 @@ func FuzzParse(f *testing.F) {
 		"<<: {listen: ':80'}\n",
 		"? [a]\n: 1\n",
 		head + upstreams + "        weight: \"0\"\n" + routes,
+		head + upstreams + routes + "    auth: none\n    anonymous_limits: {rate: 0.5}\napps:\n  - {id: a, grants: [api], api_key_sha256: [" + strings.Repeat("ab", 32) + "], limits: {rate: 2.5, quota: {requests: 1, per: 1h}, max_concurrency: 3}, route_limits: {api: {rate: 1, burst: 2}}}\n  - {id: b, status: suspended, grants: [vidoe, api, api], limits: {burst: 1}}\n",
 		head + upstreams + "        weight: 2.5\n" + routes,
 		head + upstreams + "    timeouts: {connect: 5, idle: -1s, response_header: \"5 seconds\"}\n" + routes,
 		head + upstreams + "routes:\n  - {name: a, upstream: video, match: {host: 'a.*.com', methods: [get, GET, 'G T']}}\n  - {name: a, upstream: vidoe}\n",
@@ -133,6 +136,7 @@ func checkInvariants(t *testing.T, cfg *Config) {
 			t.Fatalf("upstream %q has a bad retry budget %+v", name, b)
 		}
 	}
+	checkApps(t, cfg)
 	for _, r := range cfg.Routes {
 		if r.Priority != PriorityCritical && r.Priority != PriorityNormal && r.Priority != PrioritySheddable {
 			t.Fatalf("route %q has priority %q", r.Name, r.Priority)
@@ -259,5 +263,47 @@ func checkDiscovery(t *testing.T, name string, d *Discovery) {
 	}
 	if d.Source() == "" {
 		t.Fatalf("upstream %q: no source name", name)
+	}
+}
+
+// checkApps fails t if an app or a route's auth breaks its documented
+// promises.
+func checkApps(t *testing.T, cfg *Config) {
+	t.Helper()
+	routes := map[string]Route{}
+	for _, r := range cfg.Routes {
+		routes[r.Name] = r
+		if r.Auth != AuthNone && r.Auth != AuthAPIKey && r.Auth != AuthHMAC || r.AnonymousLimits != nil && (r.Auth != AuthNone || r.AnonymousLimits.Rate <= 0 || r.AnonymousLimits.Burst < 1) {
+			t.Fatalf("route %q: auth %q, anonymous limits %+v", r.Name, r.Auth, r.AnonymousLimits)
+		}
+	}
+	if !isLoopbackListen(cfg.Admin.Listen) && cfg.Admin.TokenFile == "" {
+		t.Fatalf("admin.listen %q without a token file accepted", cfg.Admin.Listen)
+	}
+	ids, keys := map[string]bool{}, map[string]bool{}
+	for _, a := range cfg.Apps {
+		if ids[a.ID] || !validName(a.ID) || a.Name == "" || a.Status != AppStatusActive && a.Status != AppStatusSuspended {
+			t.Fatalf("bad app %+v", a)
+		}
+		ids[a.ID] = true
+		for _, k := range a.APIKeySHA256 {
+			if keys[k] || !isHexSHA256(k) {
+				t.Fatalf("app %q: bad or shared key hash %q", a.ID, k)
+			}
+			keys[k] = true
+		}
+		for _, g := range a.Grants {
+			if _, ok := routes[g]; !ok {
+				t.Fatalf("app %q granted unknown route %q", a.ID, g)
+			}
+		}
+		if a.Limits.Rate < 0 || a.Limits.Rate > 0 && a.Limits.Burst < 1 || a.Limits.Rate == 0 && a.Limits.Burst != 0 {
+			t.Fatalf("app %q limits %+v", a.ID, a.Limits)
+		}
+		for r := range a.RouteLimits {
+			if !slices.Contains(a.Grants, r) {
+				t.Fatalf("app %q route limit for %q outside grants", a.ID, r)
+			}
+		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := defaultConfig()
-	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "upstreams", "routes")
+	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "upstreams", "routes", "apps")
 	if !ok {
 		return c
 	}
@@ -49,6 +49,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 	}
 	declared, upstreamsOK := p.upstreams(c, f["upstreams"], root)
 	p.routes(c, f["routes"], root, declared, upstreamsOK)
+	if v := f["apps"]; v != nil {
+		var routeNames []string
+		for _, r := range c.Routes {
+			if validName(r.Name) {
+				routeNames = append(routeNames, r.Name)
+			}
+		}
+		p.apps(c, v, routeNames, len(c.Routes) > 0)
+	}
 	return c
 }
 
@@ -82,15 +91,29 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if parent == nil {
 		parent = root
 	}
-	f, ok := p.fields("admin", n, "listen")
+	f, ok := p.fields("admin", n, "listen", "token_file")
 	if !ok {
 		return
+	}
+	tokenOK := true
+	if v := f["token_file"]; v != nil {
+		if tf, ok := p.str("admin.token_file", v); ok {
+			if _, err := ReadTokenFile(tf); err != nil {
+				p.add(v, "admin.token_file", "%v", err)
+			}
+			c.Admin.TokenFile = tf
+		} else {
+			tokenOK = false
+		}
 	}
 	s, v, ok := p.required(f, parent, "admin", "listen")
 	if !ok || !p.address("admin.listen", v, s, true) {
 		return
 	}
 	c.Admin.Listen = s
+	if c.Admin.TokenFile == "" && tokenOK && !isLoopbackListen(s) {
+		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
+	}
 	if listenOK && sameBinding(s, c.Listen) {
 		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
 	}
@@ -603,7 +626,8 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
 		return r, s, nil, nil
 	}
-	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry", "priority")
+	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry", "priority",
+		"auth", "anonymous_limits")
 	if !ok {
 		return r, s, nil, nil
 	}
@@ -637,6 +661,20 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 	if v := f["priority"]; v != nil {
 		if pr, ok := p.oneOf(key(path, "priority"), v, priorities); ok {
 			r.Priority = pr
+		}
+	}
+	authOK := true
+	if v := f["auth"]; v != nil {
+		var a string
+		if a, authOK = p.oneOf(key(path, "auth"), v, authModes); authOK {
+			r.Auth = a
+		}
+	}
+	if v := f["anonymous_limits"]; v != nil {
+		if authOK && r.Auth != AuthNone {
+			p.add(v, key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", quote(r.Auth))
+		} else {
+			r.AnonymousLimits = p.anonymousLimits(key(path, "anonymous_limits"), v)
 		}
 	}
 	return r, s, nameNode, upNode

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
@@ -62,6 +63,11 @@ type Gateway struct {
 	cert  atomic.Pointer[tls.Certificate]
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
+	// apps is the consumer-app store, open from Start to Shutdown.
+	apps *apps.Store
+	// token is the admin API's bearer token ("" for none), replaced on
+	// reload.
+	token atomic.Pointer[string]
 
 	dataSrv, adminSrv *http.Server
 	dataLn, adminLn   net.Listener
@@ -126,6 +132,9 @@ func New(o Options) (*Gateway, error) {
 			return nil, err
 		}
 	}
+	if err := g.loadToken(cfg); err != nil {
+		return nil, err
+	}
 	if m := cfg.Memory; m != nil {
 		if g.memory, err = memguard.New(memguard.Options{Limit: m.Limit, SoftWatermark: m.SoftWatermark, HardWatermark: m.HardWatermark}); err != nil {
 			return nil, fmt.Errorf("memory: %w", err)
@@ -164,21 +173,32 @@ func (g *Gateway) Start() error {
 		return errors.New("gateway: already started")
 	}
 	cfg := g.cfg
+	store, err := g.openApps(cfg)
+	if err != nil {
+		return err
+	}
 	dataLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		store.Close()
 		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
 	}
 	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
 		dataLn.Close()
+		store.Close()
 		return fmt.Errorf("admin.listen on %s: %w", cfg.Admin.Listen, err)
 	}
-	adminHandler, err := admin.NewHandler(admin.Options{Gateway: adminView{g}, Gatherer: g.registry})
+	adminHandler, err := admin.NewHandler(admin.Options{
+		Gateway: adminView{g}, Gatherer: g.registry,
+		Apps: appStoreView{Store: store, g: g}, Token: g.adminToken,
+	})
 	if err != nil {
 		dataLn.Close()
 		adminLn.Close()
+		store.Close()
 		return err
 	}
+	g.apps = store
 	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
 		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
 			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
@@ -304,6 +324,10 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.loadCertificate(cfg.TLS)
 	}
+	prevToken := g.token.Load()
+	if err == nil {
+		err = g.loadToken(cfg)
+	}
 	var feeds map[string]*feed
 	var fresh []*feed
 	var table *proxy.Table
@@ -318,6 +342,7 @@ func (g *Gateway) Reload() error {
 		}
 	}
 	if err != nil {
+		g.token.Store(prevToken)
 		g.reloads.WithLabelValues("error").Inc()
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
@@ -329,6 +354,11 @@ func (g *Gateway) Reload() error {
 	}
 	g.handler.Swap(table)
 	g.cfg = cfg
+	if g.apps != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
+		g.seedApps(ctx, g.apps, cfg)
+		cancel()
+	}
 	g.reloads.WithLabelValues("success").Inc()
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
@@ -403,6 +433,15 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if g.accessLog != nil {
 		g.accessLog.Close()
 		<-g.accessLogDone
+	}
+	g.mu.Lock()
+	store := g.apps
+	g.apps = nil
+	g.mu.Unlock()
+	if store != nil {
+		if cerr := store.Close(); cerr != nil {
+			g.logger.Error("closing the app store", "error", cerr)
+		}
 	}
 	g.logger.Info("stopped")
 	return err

@@ -67,8 +67,14 @@ func start(t *testing.T, yaml string) *harness {
 	return h
 }
 
+// writeConfig writes yaml as the config file. Without a state_dir in
+// yaml, one under the config's directory is added, so that the app store
+// (and any snapshot) stays out of the source tree.
 func (h *harness) writeConfig(yaml string) {
 	h.t.Helper()
+	if !strings.Contains(yaml, "state_dir:") {
+		yaml = "state_dir: " + filepath.Join(filepath.Dir(h.cfgPath), "state") + "\n" + yaml
+	}
 	tmp := h.cfgPath + ".tmp"
 	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		h.t.Fatal(err)

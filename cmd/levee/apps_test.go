@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAppsCLI drives "levee apps" against a real levee's admin listener
+// (a child process on loopback, with a token).
+func TestAppsCLI(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("cli-test-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0, token_file: %s}
+state_dir: %s
+upstreams:
+  u: {endpoints: [{address: 127.0.0.1:1}]}
+routes:
+  - {name: video, match: {path_prefix: /}, upstream: u, auth: api_key}
+`, tokenFile, filepath.Join(dir, "state")))
+	p := startProcess(t, "run", "-config", cfg)
+	cli := func(args ...string) (int, map[string]any, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(append(append([]string{"apps"}, args...), "-admin", p.admin, "-token-file", tokenFile), &out, &errOut)
+		var doc map[string]any
+		if code == 0 {
+			if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+				t.Fatalf("apps %v: output is not JSON: %q", args, out.String())
+			}
+		}
+		return code, doc, errOut.String()
+	}
+
+	code, doc, stderr := cli("create", "-id", "safety", "-grants", "video", "-rate", "2.5", "-quota", "1000/24h")
+	if code != 0 || doc["id"] != "safety" || doc["limits"].(map[string]any)["burst"] != 3.0 {
+		t.Fatalf("create: %d %v %s", code, doc, stderr)
+	}
+	code, _, stderr = cli("create", "-id", "safety")
+	if code != 1 || !strings.Contains(stderr, "409 app_exists") {
+		t.Errorf("duplicate create: %d %q", code, stderr)
+	}
+	code, _, stderr = cli("create", "-id", "x", "-grants", "nope")
+	if code != 1 || !strings.Contains(stderr, "422 invalid_app") || !strings.Contains(stderr, `no route is named "nope"`) {
+		t.Errorf("unknown grant: %d %q", code, stderr)
+	}
+	code, _, stderr = cli("create", "-json", `{"id":"y","bogus":1}`)
+	if code != 1 || !strings.Contains(stderr, "400 bad_request") || !strings.Contains(stderr, "bogus") {
+		t.Errorf("unknown JSON field: %d %q", code, stderr)
+	}
+	if code, doc, stderr = cli("patch", "safety", "-status", "suspended"); code != 0 || doc["status"] != "suspended" {
+		t.Errorf("patch: %d %v %s", code, doc, stderr)
+	}
+	code, doc, stderr = cli("key-create", "safety")
+	key, _ := doc["key"].(string)
+	keyID, _ := doc["id"].(string)
+	if code != 0 || !strings.HasPrefix(key, "lvk_") || keyID == "" {
+		t.Fatalf("key-create: %d %v %s", code, doc, stderr)
+	}
+	if code, doc, _ = cli("get", "safety"); code != 0 || len(doc["keys"].([]any)) != 1 {
+		t.Errorf("get: %d %v", code, doc)
+	}
+	if code, doc, _ = cli("key-revoke", "safety", keyID); code != 0 || doc["revoked"] == nil {
+		t.Errorf("key-revoke: %d %v", code, doc)
+	}
+	if code, _, stderr = cli("key-revoke", "safety", keyID); code != 1 || !strings.Contains(stderr, "409 conflict") {
+		t.Errorf("second revoke: %d %q", code, stderr)
+	}
+	cli("create", "-id", "second")
+	if code, doc, _ = cli("list", "-limit", "1"); code != 0 || doc["next"] != "safety" {
+		t.Errorf("list page: %d %v", code, doc)
+	}
+	if code, doc, _ = cli("list", "-all", "-limit", "1"); code != 0 || len(doc["apps"].([]any)) != 2 {
+		t.Errorf("list -all: %d %v", code, doc)
+	}
+	if code, doc, _ = cli("delete", "second"); code != 0 || doc["deleted"] != "second" {
+		t.Errorf("delete: %d %v", code, doc)
+	}
+	if code, _, stderr = cli("get", "second"); code != 1 || !strings.Contains(stderr, "404 not_found") {
+		t.Errorf("get deleted: %d %q", code, stderr)
+	}
+
+	// Without the token: 401 from the API, exit 1.
+	var out, errOut bytes.Buffer
+	if code := run([]string{"apps", "list", "-admin", p.admin}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401 unauthorized") {
+		t.Errorf("no token: %d %q", code, errOut.String())
+	}
+	for _, bad := range [][]string{{"apps"}, {"apps", "frob"}, {"apps", "get"}, {"apps", "key-revoke", "a"}, {"apps", "create", "-name", "x"}, {"apps", "create", "-id", "a", "-quota", "lots"}} {
+		if code := run(bad, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2", bad, code)
+		}
+	}
+}

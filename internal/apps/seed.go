@@ -1,0 +1,286 @@
+package apps
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// SeedResult says what Seed did with each app, by id.
+type SeedResult struct {
+	// Created: new in the database from the file (first sight, or a
+	// tombstone whose file definition has since changed).
+	Created []string
+	// Updated: the file's definition changed and the app had not been
+	// changed at runtime, so the file's version was applied.
+	Updated []string
+	// Unchanged: the file's definition is the one last seeded.
+	Unchanged []string
+	// KeptRuntime: the file's definition changed (or the id belongs to
+	// an app created through the API, or the file no longer lists a file
+	// app) but the app was changed at runtime, so the runtime version was
+	// kept and PendingFileChange set. Each is logged as a warning.
+	KeptRuntime []string
+	// StayedDeleted: deleted at runtime, and the file's definition is
+	// still the one that was deleted.
+	StayedDeleted []string
+	// Removed: file apps the file no longer lists and that were not
+	// changed at runtime.
+	Removed []string
+	// Failed: apps that could not be seeded (invalid, or a key hash held
+	// by another app); the rest were seeded.
+	Failed map[string]error
+}
+
+// Seed applies the configuration file's apps to the store, by the
+// precedence rule of docs/apps.md:
+//
+//   - An app is created from the file when the store has never seen it.
+//   - Each file app remembers the hash of the file definition it was last
+//     seeded from. When the file's definition hashes the same, nothing
+//     happens: whatever was changed at runtime stays.
+//   - When the file's definition changed: if the app was not changed at
+//     runtime since it was seeded (not Overridden) the file's version is
+//     applied (name, status, grants, limits, route limits; file keys
+//     added, file keys the file dropped revoked; API keys untouched).
+//     Otherwise the runtime version is kept, PendingFileChange is set and
+//     a warning is logged. An app created through the API with the same
+//     id is kept likewise.
+//   - A file app deleted at runtime leaves a tombstone holding the
+//     definition's hash: it stays deleted while the file's definition is
+//     unchanged, and is created again once it changes.
+//   - A file app the file no longer lists is deleted, unless it was
+//     changed at runtime (then it is kept, with a warning). Tombstones of
+//     ids the file no longer lists are dropped.
+//
+// Each app is seeded in its own transaction, so one bad app fails alone
+// (SeedResult.Failed). The snapshot is published once, at the end. The
+// error is non-nil only when the store could not be read at all.
+func (s *Store) Seed(ctx context.Context, file []FileApp) (SeedResult, error) {
+	res := SeedResult{Failed: map[string]error{}}
+	if len(file) > MaxApps {
+		return res, fmt.Errorf("the file defines %d apps; at most %d", len(file), MaxApps)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	listed := make(map[string]bool, len(file))
+	for _, fa := range file {
+		listed[fa.ID] = true
+		if err := s.seedOne(ctx, fa, &res); err != nil {
+			res.Failed[fa.ID] = err
+			s.logger.Error("apps: seeding from the file failed; this app keeps its stored state", "app", fa.ID, "error", err)
+		}
+	}
+	if err := s.seedUnlisted(ctx, listed, &res); err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	s.publishLocked(ctx)
+	return res, nil
+}
+
+// definitionHash identifies a file definition: the SHA-256 of its
+// normalised spec and sorted key hashes in canonical JSON (Go sorts map
+// keys).
+func definitionHash(spec Spec, keys []string) string {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	b, _ := json.Marshal(struct {
+		Spec Spec     `json:"spec"`
+		Keys []string `json:"keys"`
+	}{spec, keys})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error {
+	spec := fa.Spec
+	spec.Normalize()
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(fa.KeySHA256))
+	for i, k := range fa.KeySHA256 {
+		if !ValidKeySHA256(k) {
+			return invalid(fmt.Sprintf("api_key_sha256[%d]", i), "must be 64 lower-case hex digits")
+		}
+		if slices.Contains(keys, k) {
+			return invalid(fmt.Sprintf("api_key_sha256[%d]", i), "duplicate key hash")
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) > MaxActiveKeys {
+		return invalid("api_key_sha256", "at most %d keys, got %d", MaxActiveKeys, len(keys))
+	}
+	hash := definitionHash(spec, keys)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var outcome *[]string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		r, err := getRecord(ctx, tx, spec.ID)
+		if errors.Is(err, ErrNotFound) {
+			var tomb string
+			switch err := tx.QueryRowContext(ctx, `SELECT file_hash FROM tombstones WHERE id = ?`, spec.ID).Scan(&tomb); {
+			case err == nil && tomb == hash:
+				outcome = &res.StayedDeleted
+				return nil
+			case err != nil && !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, spec.ID); err != nil {
+				return err
+			}
+			if err := checkCapacity(ctx, tx); err != nil {
+				return err
+			}
+			if err := insertApp(ctx, tx, spec, SourceFile, hash, now); err != nil {
+				return err
+			}
+			outcome = &res.Created
+			return seedKeys(ctx, tx, spec.ID, nil, keys, now)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.fileHash == hash:
+			outcome = &res.Unchanged
+			_, err = tx.ExecContext(ctx, `UPDATE apps SET pending_file = 0 WHERE id = ?`, spec.ID)
+			return err
+		case r.app.Source == SourceFile && !r.app.Overridden:
+			if err := updateSpec(ctx, tx, spec, now, false); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE apps SET file_hash = ?, pending_file = 0 WHERE id = ?`, hash, spec.ID); err != nil {
+				return err
+			}
+			outcome = &res.Updated
+			return seedKeys(ctx, tx, spec.ID, r.app.Keys, keys, now)
+		default:
+			outcome = &res.KeptRuntime
+			why := "changed at runtime since the file last seeded it"
+			if r.app.Source == SourceAPI {
+				why = "created through the admin API"
+			}
+			s.logger.Warn("apps: the file's definition of this app changed but was not applied: the app was "+why+
+				"; delete it through the admin API to take the file's version", "app", spec.ID)
+			_, err = tx.ExecContext(ctx, `UPDATE apps SET pending_file = 1 WHERE id = ?`, spec.ID)
+			return err
+		}
+	})
+	if err != nil {
+		if isUniqueViolation(err) {
+			return invalid("api_key_sha256", "a key hash is already held by another app")
+		}
+		return err
+	}
+	*outcome = append(*outcome, spec.ID)
+	return nil
+}
+
+// seedKeys makes the app's file keys match want: missing ones are added
+// (or re-activated), file keys no longer wanted are revoked. Keys created
+// through the API are left alone.
+func seedKeys(ctx context.Context, tx *sql.Tx, appID string, have []Key, want []string, now time.Time) error {
+	for _, k := range have {
+		if k.Source == SourceFile && k.Active() && !slices.Contains(want, k.SHA256) {
+			if err := revokeKey(ctx, tx, appID, k.ID, now); err != nil {
+				return err
+			}
+		}
+	}
+	for _, sha := range want {
+		i := slices.IndexFunc(have, func(k Key) bool { return k.SHA256 == sha })
+		if i >= 0 {
+			if !have[i].Active() {
+				if _, err := tx.ExecContext(ctx, `UPDATE app_keys SET revoked_at = NULL WHERE app_id = ? AND id = ?`, appID, have[i].ID); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := insertKey(ctx, tx, appID, Key{ID: keyID(sha), SHA256: sha, Source: SourceFile}, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seedUnlisted deletes the file apps the file no longer lists (keeping,
+// with a warning, those changed at runtime) and drops their tombstones.
+func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *SeedResult) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, overridden FROM apps WHERE source = 'file' ORDER BY id LIMIT ?`, MaxApps)
+		if err != nil {
+			return err
+		}
+		type fileApp struct {
+			id         string
+			overridden bool
+		}
+		var unlisted []fileApp
+		for rows.Next() {
+			var a fileApp
+			if err := rows.Scan(&a.id, &a.overridden); err != nil {
+				rows.Close()
+				return err
+			}
+			if !listed[a.id] {
+				unlisted = append(unlisted, a)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		for _, a := range unlisted {
+			if a.overridden {
+				s.logger.Warn("apps: the file no longer lists this app, but it was changed at runtime and is kept; delete it through the admin API", "app", a.id)
+				if _, err := tx.ExecContext(ctx, `UPDATE apps SET pending_file = 1 WHERE id = ?`, a.id); err != nil {
+					return err
+				}
+				res.KeptRuntime = append(res.KeptRuntime, a.id)
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, a.id); err != nil {
+				return err
+			}
+			s.logger.Info("apps: removed an app the file no longer lists", "app", a.id)
+			res.Removed = append(res.Removed, a.id)
+		}
+		// Tombstones matter only while the file lists the id.
+		trows, err := tx.QueryContext(ctx, `SELECT id FROM tombstones LIMIT ?`, MaxApps)
+		if err != nil {
+			return err
+		}
+		var drop []string
+		for trows.Next() {
+			var id string
+			if err := trows.Scan(&id); err != nil {
+				trows.Close()
+				return err
+			}
+			if !listed[id] {
+				drop = append(drop, id)
+			}
+		}
+		if err := errors.Join(trows.Err(), trows.Close()); err != nil {
+			return err
+		}
+		for _, id := range drop {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,450 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file reads the consumer apps (`apps`), a route's `auth` and
+// `anonymous_limits`, and the admin listener's token. The apps in the
+// file seed levee's app store; see docs/apps.md for how they interact
+// with changes made through the admin API.
+
+// App is one consumer app the file defines (`apps[i]`).
+type App struct {
+	// ID identifies the app (`id`, required, unique): 1 to 64 characters
+	// from a-z, 0-9, "_", "." and "-".
+	ID string
+	// Name is a human label (`name`, 1 to 128 bytes of text without
+	// control characters). Default: the ID.
+	Name string
+	// Status is AppStatusActive ("active", the default,
+	// DefaultAppStatus) or AppStatusSuspended ("suspended": every key of
+	// the app is refused).
+	Status string
+	// APIKeySHA256 are the SHA-256 hashes of the app's API keys, each 64
+	// hex digits, stored lower-case (`api_key_sha256`, optional, at most
+	// 16, unique across every app). The file never holds a key itself.
+	APIKeySHA256 []string
+	// Grants are the names of the routes the app may call (`grants`,
+	// optional, each a route name in `routes`, no duplicates). nil means
+	// none.
+	Grants []string
+	// Limits are the app's own limits across all its routes (`limits`,
+	// optional). The zero value means no limit.
+	Limits AppLimits
+	// RouteLimits overrides the rate and quota on single routes
+	// (`route_limits`, optional): a mapping of route name (one of Grants)
+	// to {rate, burst, quota}. nil when omitted.
+	RouteLimits map[string]RouteLimit
+}
+
+// AppLimits are an app's limits (`apps[i].limits`). Every field is
+// optional; zero means that limit is off.
+type AppLimits struct {
+	// Rate is the sustained rate in requests per second (`rate`, a number
+	// greater than 0 and at most 1000000000, fractions allowed). 0 when
+	// omitted: no rate limit.
+	Rate float64
+	// Burst is the most requests admitted at once above Rate (`burst`, a
+	// whole number 1 to 1000000000, only with rate). Default
+	// max(1, ceil(Rate)) when Rate is set, else 0.
+	Burst int
+	// Quota caps the requests per period (`quota`, optional). nil: none.
+	Quota *Quota
+	// MaxConcurrency caps the app's requests in flight (`max_concurrency`,
+	// a whole number 1 to 100000). 0 when omitted: no cap.
+	MaxConcurrency int
+}
+
+// RouteLimit is an app's rate and quota on one route
+// (`apps[i].route_limits.<route>`); fields as in AppLimits.
+type RouteLimit struct {
+	Rate  float64
+	Burst int
+	Quota *Quota
+}
+
+// Quota caps the requests in each period (`quota`).
+type Quota struct {
+	// Requests is the most requests per period (`requests`, required, a
+	// whole number 1 to 1000000000000).
+	Requests int64
+	// Per is the period (`per`, required, a duration from 1s to 8784h).
+	Per time.Duration
+}
+
+// AnonymousLimits rate-limits a route's requests per client IP address
+// (`routes[i].anonymous_limits`), for routes with auth none.
+type AnonymousLimits struct {
+	// Rate is the sustained rate per client IP in requests per second
+	// (`rate`, required, greater than 0 and at most 1000000000).
+	Rate float64
+	// Burst is the most requests one client IP may send at once above
+	// Rate (`burst`, a whole number 1 to 1000000000). Default
+	// max(1, ceil(Rate)).
+	Burst int
+}
+
+// The accepted values of App.Status.
+const (
+	AppStatusActive    = "active"
+	AppStatusSuspended = "suspended"
+)
+
+// The accepted values of Route.Auth.
+const (
+	// AuthNone admits every request; AnonymousLimits may limit it per IP.
+	AuthNone = "none"
+	// AuthAPIKey admits requests carrying an active API key of an active
+	// app granted the route.
+	AuthAPIKey = "api_key"
+	// AuthHMAC admits requests signed with an app's key.
+	AuthHMAC = "hmac"
+)
+
+var (
+	appStatuses = []string{AppStatusActive, AppStatusSuspended}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC}
+)
+
+// defaultBurst is the burst of a rate limit whose `burst` is omitted.
+func defaultBurst(rate float64) int {
+	return max(1, int(math.Ceil(rate)))
+}
+
+// rateBurst reads `rate` and `burst` from a limits block into *rate and
+// *burst. rate is required when requireRate; burst without rate is an
+// error; an omitted burst takes defaultBurst.
+func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, requireRate bool, rate *float64, burst *int) {
+	rateOK := true
+	if v := f["rate"]; v != nil {
+		var r float64
+		if r, rateOK = p.number(key(path, "rate"), v, 0, maxRate); rateOK && r == 0 {
+			p.add(v, key(path, "rate"), "must be greater than 0, got 0 (omit it for no rate limit)")
+			rateOK = false
+		}
+		*rate = r
+	} else if requireRate {
+		p.add(n, key(path, "rate"), "required")
+		rateOK = false
+	}
+	if v := f["burst"]; v != nil {
+		if f["rate"] == nil && !requireRate {
+			p.add(v, key(path, "burst"), "needs rate")
+			return
+		}
+		if b, ok := p.integer(key(path, "burst"), v, 1, maxBurst); ok {
+			*burst = int(b)
+		}
+		return
+	}
+	if rateOK && *rate > 0 {
+		*burst = defaultBurst(*rate)
+	}
+}
+
+// quota reads a `quota` block; both fields are required.
+func (p *parser) quota(path string, n *yaml.Node) *Quota {
+	f, ok := p.fields(path, n, "requests", "per")
+	if !ok {
+		return nil
+	}
+	q := &Quota{}
+	if v := f["requests"]; v != nil {
+		if r, ok := p.integer(key(path, "requests"), v, 1, maxQuotaRequests); ok {
+			q.Requests = r
+		}
+	} else {
+		p.add(n, key(path, "requests"), "required")
+	}
+	if v := f["per"]; v != nil {
+		if d, ok := p.duration(key(path, "per"), v); ok {
+			if d < minQuotaPer || d > maxQuotaPer {
+				p.add(v, key(path, "per"), "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, describe(v))
+			}
+			q.Per = d
+		}
+	} else {
+		p.add(n, key(path, "per"), "required")
+	}
+	return q
+}
+
+// appLimits reads `apps[i].limits`.
+func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "rate", "burst", "quota", "max_concurrency")
+	if !ok {
+		return
+	}
+	p.rateBurst(f, n, path, false, &l.Rate, &l.Burst)
+	if v := f["quota"]; v != nil {
+		l.Quota = p.quota(key(path, "quota"), v)
+	}
+	if v := f["max_concurrency"]; v != nil {
+		if c, ok := p.integer(key(path, "max_concurrency"), v, 1, maxConcurrencyCap); ok {
+			l.MaxConcurrency = int(c)
+		}
+	}
+}
+
+// anonymousLimits reads `routes[i].anonymous_limits`.
+func (p *parser) anonymousLimits(path string, n *yaml.Node) *AnonymousLimits {
+	a := &AnonymousLimits{}
+	f, ok := p.fields(path, n, "rate", "burst")
+	if !ok {
+		return a
+	}
+	p.rateBurst(f, n, path, true, &a.Rate, &a.Burst)
+	return a
+}
+
+// appsSeen is what the cross-app checks remember.
+type appsSeen struct {
+	ids  map[string]int    // app id -> index
+	keys map[string]string // key hash -> path of its first use
+}
+
+// apps reads `apps`. routeNames are the valid route names, for grants;
+// routesOK is false when routes could not be read, in which case grants
+// are not checked against them.
+func (p *parser) apps(c *Config, n *yaml.Node, routeNames []string, routesOK bool) {
+	const path = "apps"
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return
+	}
+	if len(items) > maxApps {
+		p.add(n, path, "at most %d apps, got %d", maxApps, len(items))
+		return
+	}
+	seen := appsSeen{ids: map[string]int{}, keys: map[string]string{}}
+	c.Apps = make([]App, 0, len(items))
+	for i, item := range items {
+		c.Apps = append(c.Apps, p.app(index(path, i), i, item, &seen, routeNames, routesOK))
+	}
+}
+
+// app reads one item of `apps`.
+func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeNames []string, routesOK bool) App {
+	a := App{Status: DefaultAppStatus}
+	if n.Kind == yaml.AliasNode {
+		return a
+	}
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping with id and grants, got %s", describe(n))
+		return a
+	}
+	f, ok := p.fields(path, n, "id", "name", "status", "api_key_sha256", "grants", "limits", "route_limits")
+	if !ok {
+		return a
+	}
+	if id, v, ok := p.required(f, n, path, "id"); ok {
+		a.ID = id
+		switch j, dup := seen.ids[id]; {
+		case !validName(id):
+			p.add(v, key(path, "id"), "%s, got %s", nameRule, quote(id))
+		case dup:
+			p.add(v, key(path, "id"), "duplicate app id %s (first at apps[%d])", quote(id), j)
+		default:
+			seen.ids[id] = i
+		}
+	}
+	a.Name = a.ID
+	if v := f["name"]; v != nil {
+		if s, ok := p.str(key(path, "name"), v); ok {
+			if problem := checkAppName(s); problem != "" {
+				p.add(v, key(path, "name"), "%s, got %s", problem, quote(s))
+			}
+			a.Name = s
+		}
+	}
+	if v := f["status"]; v != nil {
+		if s, ok := p.oneOf(key(path, "status"), v, appStatuses); ok {
+			a.Status = s
+		}
+	}
+	if v := f["api_key_sha256"]; v != nil {
+		a.APIKeySHA256 = p.keyHashes(key(path, "api_key_sha256"), v, seen)
+	}
+	if v := f["grants"]; v != nil {
+		a.Grants = p.grants(key(path, "grants"), v, routeNames, routesOK)
+	}
+	if v := f["limits"]; v != nil {
+		p.appLimits(&a.Limits, key(path, "limits"), v)
+	}
+	if v := f["route_limits"]; v != nil {
+		a.RouteLimits = p.routeLimits(key(path, "route_limits"), v, a.Grants)
+	}
+	return a
+}
+
+// checkAppName checks an app's display name.
+func checkAppName(s string) string {
+	if s == "" || len(s) > maxAppNameLen {
+		return fmt.Sprintf("must be 1 to %d bytes", maxAppNameLen)
+	}
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "must be text without control characters"
+	}
+	return ""
+}
+
+// keyHashes reads `api_key_sha256`: hex SHA-256 hashes, unique across
+// every app, stored lower-case.
+func (p *parser) keyHashes(path string, n *yaml.Node, seen *appsSeen) []string {
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return nil
+	}
+	if len(items) > maxAppKeys {
+		p.add(n, path, "at most %d keys, got %d", maxAppKeys, len(items))
+		return nil
+	}
+	var out []string
+	for i, item := range items {
+		ip := index(path, i)
+		s, ok := p.str(ip, item)
+		if !ok {
+			continue
+		}
+		h := strings.ToLower(s)
+		if !isHexSHA256(h) {
+			p.add(item, ip, "must be a SHA-256 as 64 hex digits (the file holds hashes, never keys), got %s", quote(s))
+			continue
+		}
+		if first, dup := seen.keys[h]; dup {
+			p.add(item, ip, "duplicate key hash (first at %s)", first)
+			continue
+		}
+		seen.keys[h] = ip
+		out = append(out, h)
+	}
+	return out
+}
+
+func isHexSHA256(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// grants reads `grants`: distinct names of routes in the file.
+func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK bool) []string {
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	first := map[string]int{}
+	for i, item := range items {
+		ip := index(path, i)
+		s, ok := p.str(ip, item)
+		if !ok {
+			continue
+		}
+		switch j, dup := first[s]; {
+		case dup:
+			p.add(item, ip, "duplicate route %s (first at grants[%d])", quote(s), j)
+			continue
+		case routesOK && !slices.Contains(routeNames, s):
+			p.add(item, ip, "unknown route %s%s", quote(s), suggest(s, routeNames))
+			continue
+		}
+		first[s] = i
+		out = append(out, s)
+	}
+	return out
+}
+
+// routeLimits reads `route_limits`: each key one of the app's grants.
+func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[string]RouteLimit {
+	if n.Kind == yaml.AliasNode {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping of route names to {rate, burst, quota}, got %s", describe(n))
+		return nil
+	}
+	out := map[string]RouteLimit{}
+	for _, e := range p.pairs(path, n) {
+		rp := key(path, e.key)
+		if !slices.Contains(grants, e.key) {
+			p.add(e.k, rp, "route %s is not in this app's grants", quote(e.key))
+			continue
+		}
+		var rl RouteLimit
+		f, ok := p.fields(rp, e.v, "rate", "burst", "quota")
+		if !ok {
+			continue
+		}
+		p.rateBurst(f, e.v, rp, false, &rl.Rate, &rl.Burst)
+		if v := f["quota"]; v != nil {
+			rl.Quota = p.quota(key(rp, "quota"), v)
+		}
+		out[e.key] = rl
+	}
+	return out
+}
+
+// isLoopbackListen reports whether a listener address binds only the
+// loopback interface: host "localhost", 127.0.0.0/8 or ::1. An empty
+// host or an unspecified address binds every interface.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// Bounds of an admin token file.
+const (
+	maxTokenFileBytes = 4 << 10
+	minTokenLen       = 16
+)
+
+// ReadTokenFile reads the admin API token from path: the file's content
+// with surrounding white space removed. A file that is not a regular
+// file, is larger than 4KiB, or holds fewer than 16 characters is an
+// error, whose message does not repeat the content.
+func ReadTokenFile(path string) (string, error) {
+	if problem := checkReadableFile(path); problem != "" {
+		return "", errors.New(problem)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+	}
+	if len(b) > maxTokenFileBytes {
+		return "", fmt.Errorf("token file %s is larger than %s", quoteMax(path, maxPathShown), formatSize(maxTokenFileBytes))
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("token file %s is empty", quoteMax(path, maxPathShown))
+	case len(tok) < minTokenLen:
+		return "", fmt.Errorf("token in %s is shorter than %d characters", quoteMax(path, maxPathShown), minTokenLen)
+	case strings.ContainsFunc(tok, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return "", fmt.Errorf("token in %s must be one line of printable text", quoteMax(path, maxPathShown))
+	}
+	return tok, nil
+}

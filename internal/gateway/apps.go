@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/config"
+)
+
+// This file wires the consumer-app store: opened under state_dir at
+// Start, seeded from the file at Start and on every reload, closed at
+// Shutdown, and served by the admin API. The request path reads only
+// g.apps.Current() (an immutable snapshot), never the database.
+
+// appsDBName is the app store's file under state_dir.
+const appsDBName = "apps.db"
+
+// seedTimeout bounds seeding the store at start or reload; each statement
+// is also bounded by the store's own query timeout.
+const seedTimeout = 30 * time.Second
+
+// openApps opens the app store under cfg.StateDir (creating the
+// directory) and seeds it from cfg.Apps.
+func (g *Gateway) openApps(cfg *config.Config) (*apps.Store, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
+		return nil, fmt.Errorf("state_dir: %w", err)
+	}
+	path := filepath.Join(cfg.StateDir, appsDBName)
+	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
+	defer cancel()
+	store, err := apps.Open(ctx, apps.Options{Path: path, Logger: g.logger})
+	if err != nil {
+		return nil, err
+	}
+	g.seedApps(ctx, store, cfg)
+	return store, nil
+}
+
+// seedApps applies the file's apps to the store and logs the outcome.
+// Failures are per app (logged by the store) and never refuse the
+// configuration: the stored state of that app keeps serving.
+func (g *Gateway) seedApps(ctx context.Context, store *apps.Store, cfg *config.Config) {
+	res, err := store.Seed(ctx, fileApps(cfg.Apps))
+	if err != nil {
+		g.logger.Error("apps: seeding from the file failed; the stored apps keep serving", "error", err)
+		return
+	}
+	g.logger.Info("apps seeded from the file", "created", len(res.Created), "updated", len(res.Updated),
+		"unchanged", len(res.Unchanged), "kept_runtime", len(res.KeptRuntime), "stayed_deleted", len(res.StayedDeleted),
+		"removed", len(res.Removed), "failed", len(res.Failed), "apps", store.Current().Len())
+}
+
+// fileApps converts the file's apps to the store's model.
+func fileApps(in []config.App) []apps.FileApp {
+	out := make([]apps.FileApp, 0, len(in))
+	for _, a := range in {
+		fa := apps.FileApp{
+			Spec: apps.Spec{
+				ID:     a.ID,
+				Name:   a.Name,
+				Status: apps.Status(a.Status),
+				Grants: slices.Clone(a.Grants),
+				Limits: apps.Limits{
+					Rate: a.Limits.Rate, Burst: a.Limits.Burst, Quota: quota(a.Limits.Quota),
+					MaxConcurrency: a.Limits.MaxConcurrency,
+				},
+			},
+			KeySHA256: slices.Clone(a.APIKeySHA256),
+		}
+		if len(a.RouteLimits) > 0 {
+			fa.RouteLimits = make(map[string]apps.RouteLimit, len(a.RouteLimits))
+			for r, l := range a.RouteLimits {
+				fa.RouteLimits[r] = apps.RouteLimit{Rate: l.Rate, Burst: l.Burst, Quota: quota(l.Quota)}
+			}
+		}
+		out = append(out, fa)
+	}
+	return out
+}
+
+func quota(q *config.Quota) *apps.Quota {
+	if q == nil {
+		return nil
+	}
+	return &apps.Quota{Requests: q.Requests, Per: apps.Duration(q.Per)}
+}
+
+// Apps returns the consumer-app store (after Start; nil before). Its
+// Current snapshot is what the request path may read.
+func (g *Gateway) Apps() *apps.Store {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.apps
+}
+
+// adminToken returns the admin API's bearer token ("" for none).
+func (g *Gateway) adminToken() string {
+	if t := g.token.Load(); t != nil {
+		return *t
+	}
+	return ""
+}
+
+// loadToken reads cfg's admin token file; on error nothing changes.
+func (g *Gateway) loadToken(cfg *config.Config) error {
+	tok := ""
+	if cfg.Admin.TokenFile != "" {
+		var err error
+		if tok, err = config.ReadTokenFile(cfg.Admin.TokenFile); err != nil {
+			return &config.Errors{{Path: "admin.token_file", Message: err.Error()}}
+		}
+	}
+	g.token.Store(&tok)
+	return nil
+}
+
+// appStoreView is the admin API's AppStore: the store, with grants
+// checked against the routes serving now.
+type appStoreView struct {
+	*apps.Store
+	g *Gateway
+}
+
+var _ admin.AppStore = appStoreView{}
+
+func (v appStoreView) Create(ctx context.Context, spec apps.Spec) (*apps.App, error) {
+	if err := v.checkGrants(spec.Grants); err != nil {
+		return nil, err
+	}
+	return v.Store.Create(ctx, spec)
+}
+
+func (v appStoreView) Patch(ctx context.Context, id string, p apps.Patch) (*apps.App, error) {
+	if p.Grants != nil {
+		if err := v.checkGrants(*p.Grants); err != nil {
+			return nil, err
+		}
+	}
+	return v.Store.Patch(ctx, id, p)
+}
+
+// checkGrants refuses a grant naming no route of the serving
+// configuration. A route removed later leaves the grant inert.
+func (v appStoreView) checkGrants(grants []string) error {
+	v.g.mu.Lock()
+	routes := v.g.cfg.Routes
+	v.g.mu.Unlock()
+	for i, name := range grants {
+		if !slices.ContainsFunc(routes, func(r config.Route) bool { return r.Name == name }) {
+			return &apps.ValidationError{Field: fmt.Sprintf("grants[%d]", i), Message: fmt.Sprintf("no route is named %q", name)}
+		}
+	}
+	return nil
+}
