@@ -49,6 +49,8 @@ type Config struct {
 	Memory *Memory
 	// Log configures logging (`log`).
 	Log Log
+	// Metrics configures what the metrics endpoint reports (`metrics`).
+	Metrics Metrics
 	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
 	// least one required). Every value is non-nil and its Name equals its
 	// key.
@@ -207,6 +209,16 @@ type Log struct {
 	// Access turns the per-request access log on (`access`, true or
 	// false). Default DefaultLogAccess (true).
 	Access bool
+}
+
+// Metrics configures the metrics levee reports (`metrics`).
+type Metrics struct {
+	// AppLabels is the most apps with an app label of their own in
+	// levee_app_requests_total; the others are summed under
+	// app="other" (`app_labels`, a whole number 0 to 1000). Default
+	// DefaultMetricsAppLabels (50). It bounds the series an operator's
+	// Prometheus receives however many apps exist.
+	AppLabels int
 }
 
 // Upstream is a named group of endpoints that routes send requests to

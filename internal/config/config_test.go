@@ -318,6 +318,10 @@ func TestParseRejects(t *testing.T) {
 			`log.level: must be one of "debug", "info", "warn", "error", got "verbose"`,
 			`log.access: must be true or false, got "yes"`,
 		}},
+		{"metrics app_labels", head + "metrics:\n  app_labels: 1001\n  top: 3\n" + upstreams + routes, []string{
+			"metrics.app_labels: must be a number from 0 to 1000, got 1001",
+			"metrics.top: unknown field",
+		}},
 		{"state_dir empty", head + "state_dir: \"\"\n" + upstreams + routes, []string{
 			`state_dir: must not be empty (omit it for the default "./levee-state")`,
 		}},
@@ -803,7 +807,8 @@ func TestDefaults(t *testing.T) {
 
 			HTTP2MaxConcurrentStreams: 250,
 		},
-		Log: Log{Level: "info", Access: true},
+		Log:     Log{Level: "info", Access: true},
+		Metrics: Metrics{AppLabels: 50},
 		Upstreams: map[string]*Upstream{"video": {
 			Name:      "video",
 			Balancer:  "weighted_round_robin",

@@ -37,6 +37,8 @@ const (
 	DefaultLogLevel = "info"
 	// DefaultLogAccess is Log.Access when omitted.
 	DefaultLogAccess = true
+	// DefaultMetricsAppLabels is Metrics.AppLabels when omitted.
+	DefaultMetricsAppLabels = 50
 	// DefaultBalancer is Upstream.Balancer when omitted.
 	DefaultBalancer = BalancerWeightedRoundRobin
 	// DefaultLeastRequestEWMA is LeastRequest.EWMA when omitted: in-flight
@@ -222,7 +224,8 @@ func defaultConfig() *Config {
 			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
 			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
 		},
-		Log: Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
+		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
+		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
 	}
 }
 

@@ -58,6 +58,12 @@ log:
   level: info                       # default; one of debug, info, warn, error
   access: true                      # default; one line per request
 
+metrics:
+  # The busiest apps get their own app label in levee_app_requests_total,
+  # up to this many (chosen at scrape time, then kept); the rest are summed
+  # under app="other". 0 to 1000.
+  app_labels: 50                    # default
+
 # Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
 upstreams:
   video:

@@ -16,7 +16,7 @@ import (
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := defaultConfig()
-	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "upstreams", "routes", "apps")
+	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "metrics", "upstreams", "routes", "apps")
 	if !ok {
 		return c
 	}
@@ -46,6 +46,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 	}
 	if v := f["log"]; v != nil {
 		p.log(&c.Log, "log", v)
+	}
+	if v := f["metrics"]; v != nil {
+		if mf, ok := p.fields("metrics", v, "app_labels"); ok {
+			if n := mf["app_labels"]; n != nil {
+				if x, ok := p.integer("metrics.app_labels", n, 0, 1000); ok {
+					c.Metrics.AppLabels = int(x)
+				}
+			}
+		}
 	}
 	declared, upstreamsOK := p.upstreams(c, f["upstreams"], root)
 	p.routes(c, f["routes"], root, declared, upstreamsOK)

@@ -102,12 +102,17 @@ routes:
 // are served; once the ballast is freed everything is served again.
 func TestMemoryPressureSheds(t *testing.T) {
 	a, _ := backend(t, "a")
-	const limit = 256 << 20 // soft watermark 76.8 MiB, hard 153.6 MiB
+	const (
+		mib   = 1 << 20
+		limit = 1024 * mib // soft watermark 307 MiB, hard 614 MiB
+		soft  = 0.3 * limit
+		hard  = 0.6 * limit
+	)
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 log: {access: false}
-memory: {limit: 256MiB, soft_watermark: 0.3, hard_watermark: 0.6}
+memory: {limit: 1GiB, soft_watermark: 0.3, hard_watermark: 0.6}
 upstreams:
   a: {endpoints: [{address: %s}]}
 routes:
@@ -117,24 +122,25 @@ routes:
 `, hostPort(a)))
 	runtime.GC()
 	heap := func() float64 { return h.metric(`levee_memory_heap_bytes`) }
-	waitFor(t, "the memory guard to sample an ordinary heap", func() bool { return heap() > 0 && h.metric(`levee_memory_pressure_level`) == 0 })
+	waitFor(t, "the memory guard to sample the heap", func() bool { return heap() > 0 })
 	base := heap()
-	if base > 0.3*limit-64<<20 {
-		t.Fatalf("heap %.0f MiB before the ballast leaves no room to stay between the watermarks", base/(1<<20))
+	if base > soft-64*mib {
+		t.Fatalf("heap %.0f MiB before the ballast leaves no room to stay between the watermarks", base/mib)
 	}
+	waitFor(t, "no memory pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
 	served := func(path string) {
 		t.Helper()
 		resp := h.get(path)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
-			t.Errorf("%s at heap %.0f MiB: status %d, want 200", path, heap()/(1<<20), resp.StatusCode)
+			t.Errorf("%s at heap %.0f MiB: status %d, want 200", path, heap()/mib, resp.StatusCode)
 		}
 	}
 	var ballast [][]byte
-	grow := func(toMiB float64) {
-		for heap() < toMiB*(1<<20) {
-			b := make([]byte, 4<<20)
+	grow := func(to float64) {
+		for heap() < to {
+			b := make([]byte, 16*mib)
 			for i := 0; i < len(b); i += 4096 {
 				b[i] = 1 // touch it: resident, not just reserved
 			}
@@ -143,16 +149,16 @@ routes:
 		}
 	}
 
-	grow(100) // between the watermarks
+	grow((soft + hard) / 2) // between the watermarks
 	waitFor(t, "soft pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 1 })
-	t.Logf("soft: heap %.0f MiB (base %.0f MiB)", heap()/(1<<20), base/(1<<20))
+	t.Logf("soft: heap %.0f MiB (base %.0f MiB)", heap()/mib, base/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	served("/normal")
 	served("/critical/")
 
-	grow(170) // past the hard watermark
+	grow(hard + 32*mib) // past the hard watermark
 	waitFor(t, "hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
-	t.Logf("hard: heap %.0f MiB", heap()/(1<<20))
+	t.Logf("hard: heap %.0f MiB", heap()/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
 	served("/critical/")

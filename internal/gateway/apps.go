@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
 // This file wires the consumer-app store: opened under state_dir at
@@ -34,10 +38,11 @@ func (g *Gateway) openApps(cfg *config.Config) (*apps.Store, error) {
 	path := filepath.Join(cfg.StateDir, appsDBName)
 	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 	defer cancel()
-	store, err := apps.Open(ctx, apps.Options{Path: path, Logger: g.logger})
+	store, err := apps.Open(ctx, apps.Options{Path: path, Logger: g.logger, OnChange: g.publishApps})
 	if err != nil {
 		return nil, err
 	}
+	g.publishApps(store.Current())
 	g.seedApps(ctx, store, cfg)
 	return store, nil
 }
@@ -157,4 +162,79 @@ func (v appStoreView) checkGrants(grants []string) error {
 		}
 	}
 	return nil
+}
+
+// publishApps turns the store's snapshot into the request path's and
+// swaps it in. The store calls it after every committed change, in commit
+// order; appsMu keeps two swaps from interleaving, so each new snapshot
+// carries its predecessor's per-app counters.
+func (g *Gateway) publishApps(s *apps.Snapshot) {
+	g.appsMu.Lock()
+	defer g.appsMu.Unlock()
+	g.handler.SwapApps(proxyApps(s, g.handler.Apps(), g.logger))
+}
+
+// proxyApps converts a store snapshot to the request path's model: O(apps
+// + keys), run once per change, never per request. A limit the store
+// accepted but ratelimit refuses (it validates the same bounds, so this is
+// a bug) is logged and the app is left out: its calls are refused rather
+// than let through unlimited.
+func proxyApps(s *apps.Snapshot, prev *proxy.Apps, logger *slog.Logger) *proxy.Apps {
+	list := s.Apps()
+	out := make([]*proxy.App, 0, len(list))
+	var keys []proxy.Key
+	for _, a := range list {
+		pa := &proxy.App{ID: a.ID, Suspended: !a.Active(), MaxConcurrency: a.Limits.MaxConcurrency,
+			Grants: make(map[string]bool, len(a.Grants))}
+		for _, r := range a.Grants {
+			pa.Grants[r] = true
+		}
+		var err error
+		if pa.Limit, err = appPolicy(a.Limits.Rate, a.Limits.Burst, a.Limits.Quota); err != nil {
+			logger.Error("apps: an app's limits are invalid; its requests are refused", "app", a.ID, "error", err)
+			continue
+		}
+		if len(a.RouteLimits) > 0 {
+			pa.RouteLimits = make(map[string]ratelimit.Policy, len(a.RouteLimits))
+			for r, l := range a.RouteLimits {
+				if pa.RouteLimits[r], err = appPolicy(l.Rate, l.Burst, l.Quota); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				logger.Error("apps: an app's route limits are invalid; its requests are refused", "app", a.ID, "error", err)
+				continue
+			}
+		}
+		for _, k := range a.Keys {
+			var sum [32]byte
+			if !k.Active() || len(k.SHA256) != hex.EncodedLen(len(sum)) {
+				continue
+			}
+			if _, err := hex.Decode(sum[:], []byte(k.SHA256)); err != nil {
+				continue
+			}
+			keys = append(keys, proxy.Key{SHA256: sum, KeyID: k.ID, AppID: a.ID})
+		}
+		out = append(out, pa)
+	}
+	return proxy.NewApps(out, keys, prev)
+}
+
+// appPolicy builds a rate-limit policy from an app's limits (rate 0: no
+// rate limit; quota nil: no quota).
+func appPolicy(rate float64, burst int, q *apps.Quota) (ratelimit.Policy, error) {
+	var p ratelimit.Policy
+	var err error
+	if rate > 0 {
+		if p.Rate, err = ratelimit.NewRate(rate, int64(max(burst, 1))); err != nil {
+			return p, err
+		}
+	}
+	if q != nil {
+		if p.Quota, err = ratelimit.NewQuota(q.Requests, time.Duration(q.Per)); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }

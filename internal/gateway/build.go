@@ -13,6 +13,7 @@ import (
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
 )
 
@@ -252,8 +253,14 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if retry == nil {
 			retry = cfg.Upstreams[rc.Upstream].Retry
 		}
+		anon, err := anonymousPolicy(rc.AnonymousLimits)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%s].anonymous_limits: %w", rc.Name, err)
+		}
 		routes = append(routes, &proxy.Route{
-			Name:         rc.Name,
+			Auth:           authMode(rc.Auth),
+			AnonymousLimit: anon,
+			Name:           rc.Name,
 			Host:         rc.Match.Host,
 			PathPrefix:   rc.Match.PathPrefix,
 			Methods:      rc.Match.Methods,
@@ -266,6 +273,27 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	return proxy.NewTable(routes, ordered, g.metrics), nil
+}
+
+// authMode maps a route's configured auth to the request path's.
+func authMode(a string) proxy.AuthMode {
+	switch a {
+	case config.AuthAPIKey:
+		return proxy.AuthAPIKey
+	case config.AuthHMAC:
+		return proxy.AuthHMAC
+	}
+	return proxy.AuthNone
+}
+
+// anonymousPolicy turns a route's anonymous_limits into a rate policy; nil
+// is no limit.
+func anonymousPolicy(l *config.AnonymousLimits) (ratelimit.Policy, error) {
+	if l == nil {
+		return ratelimit.Policy{}, nil
+	}
+	r, err := ratelimit.NewRate(l.Rate, int64(l.Burst))
+	return ratelimit.Policy{Rate: r}, err
 }
 
 // priority maps a route's configured priority to admission's.

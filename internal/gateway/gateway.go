@@ -55,6 +55,10 @@ type Gateway struct {
 	discoveryMetrics *discoveryMetrics
 	// memory sheds work under memory pressure; nil without a memory block.
 	memory *memguard.Guard
+	// appsMu serialises publishing app snapshots to the handler (apps.go).
+	// It is taken under mu (a seed at reload) or alone (an admin API
+	// write); nothing is locked under it.
+	appsMu sync.Mutex
 
 	// mu serialises reloads and guards the fields below it.
 	mu    sync.Mutex
@@ -153,6 +157,9 @@ func New(o Options) (*Gateway, error) {
 	})
 	if err == nil {
 		err = g.registry.Register(admissionCollector{g})
+	}
+	if err == nil {
+		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err != nil {
 		return nil, err

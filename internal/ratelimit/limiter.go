@@ -95,7 +95,10 @@ func New[K comparable](o Options) (*Limiter[K], error) {
 			c++
 		}
 		l.shards[i].cap = c
-		l.shards[i].m = make(map[K]*entry, c)
+		// Maps grow with the keys they get: Capacity is a bound, not a
+		// reservation (a limiter sized for a million client addresses
+		// must not cost ~100 MB before the first request).
+		l.shards[i].m = make(map[K]*entry)
 	}
 	return l, nil
 }
