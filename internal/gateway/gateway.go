@@ -23,6 +23,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/proxy"
@@ -54,6 +55,9 @@ type Gateway struct {
 	discoveryMetrics *discoveryMetrics
 	// memory sheds work under memory pressure; nil without a memory block.
 	memory *memguard.Guard
+	// health decides each endpoint's effective weight; its goroutines run
+	// from Start to Shutdown.
+	health *health.Manager
 
 	// mu serialises reloads and guards the fields below it.
 	mu    sync.Mutex
@@ -113,6 +117,7 @@ func New(o Options) (*Gateway, error) {
 	if g.discoveryMetrics, err = newDiscoveryMetrics(g.registry); err != nil {
 		return nil, err
 	}
+	g.health = health.New(health.Options{Logger: logger, OnChange: g.onHealthChange})
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
@@ -144,6 +149,9 @@ func New(o Options) (*Gateway, error) {
 	})
 	if err == nil {
 		err = g.registry.Register(admissionCollector{g})
+	}
+	if err == nil {
+		err = g.registry.Register(healthCollector{g})
 	}
 	if err != nil {
 		return nil, err
@@ -209,6 +217,7 @@ func (g *Gateway) Start() error {
 	if g.memory != nil {
 		g.memory.Start()
 	}
+	g.health.Start()
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -381,6 +390,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = g.dataSrv.Close()
 	}
 	g.handler.CloseUpgrades()
+	// Not under g.mu: the health loop may be waiting for it to rebuild.
+	g.health.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.mu.Lock()
