@@ -1,6 +1,7 @@
 package balance
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -159,4 +160,64 @@ func BenchmarkZonedPick(b *testing.B) {
 			sinkEndpoint = e
 		})
 	}
+}
+
+// FuzzZoned: endpoint sets from the fuzz operations are split into three
+// tiers (by position), each tier's healthy weight is that of its live
+// endpoints at even positions; every pick returns a live endpoint of a
+// tier with a positive share, or ErrNoEndpoint exactly when no share is
+// positive.
+func FuzzZoned(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var (
+			z      *Zoned
+			tierOf map[*endpoint.Endpoint]int
+			shares []float64
+		)
+		build := func(eps []*endpoint.Endpoint) {
+			const n = 3
+			members := make([][]*endpoint.Endpoint, n)
+			healthy, total := make([]uint64, n), make([]uint64, n)
+			tierOf = map[*endpoint.Endpoint]int{}
+			for i, e := range eps {
+				members[i%n] = append(members[i%n], e)
+				if e == nil || e.Weight == 0 {
+					continue
+				}
+				tierOf[e] = i % n
+				total[i%n] += uint64(e.Weight)
+				if i%2 == 0 {
+					healthy[i%n] += uint64(e.Weight)
+				}
+			}
+			shares = make([]float64, n)
+			ZoneShares(healthy, total, DefaultOverprovisioning, shares)
+			tiers := make([]Picker, n)
+			for i := range tiers {
+				tiers[i] = NewSmoothWeighted(members[i])
+			}
+			z = NewZoned(tiers, shares)
+		}
+		pick := func(n int, r *fuzzReader) {
+			if z == nil {
+				return
+			}
+			anyShare := shares[0] > 0 || shares[1] > 0 || shares[2] > 0
+			for range n {
+				e, err := z.PickKey(uint64(r.u32()))
+				if !anyShare {
+					if e != nil || !errors.Is(err, ErrNoEndpoint) {
+						t.Fatalf("no share: PickKey = %v, %v", e, err)
+					}
+					continue
+				}
+				tier, live := tierOf[e]
+				if err != nil || !live || shares[tier] <= 0 {
+					t.Fatalf("PickKey = %v, %v (tier %d, shares %v); want a live endpoint of a tier with a share", e, err, tier, shares)
+				}
+			}
+		}
+		fuzzPickerOps(data, build, pick)
+	})
 }

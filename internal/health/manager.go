@@ -477,7 +477,8 @@ type Plan struct {
 // Apply records upstream name's options and endpoint set (addresses
 // unique, Stats non-nil, as the gateway builds them) and returns the plan
 // to build its picker from, at the current time. New endpoints start
-// healthy; after the upstream's first set they start in slow start.
+// healthy; after the upstream's first set, new and undrained endpoints
+// start in slow start.
 // Endpoints no longer in eps are forgotten. O(len(eps)).
 func (m *Manager) Apply(name string, o UpstreamOptions, eps []*endpoint.Endpoint) Plan {
 	now := m.o.Now()
@@ -500,6 +501,9 @@ func (m *Manager) Apply(name string, o UpstreamOptions, eps []*endpoint.Endpoint
 			if u.seeded && e.Weight > 0 {
 				m.startRampLocked(mb, now)
 			}
+		}
+		if mb.weight == 0 && e.Weight > 0 && u.seeded {
+			m.startRampLocked(mb, now) // undrained: it joins again
 		}
 		mb.weight = e.Weight
 		if mb.stats != e.Stats {

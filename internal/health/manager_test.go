@@ -160,3 +160,39 @@ func TestManagerStopWithoutStart(t *testing.T) {
 	m.Stop()
 	m.Stop()
 }
+
+// TestApplySlowStartsJoiners: endpoints of the first set start at full
+// weight; one added later, or undrained, starts at the ramp's floor; the
+// time comes from the injected clock.
+func TestApplySlowStartsJoiners(t *testing.T) {
+	now := t0
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}, Now: func() time.Time { return now }})
+	o := UpstreamOptions{SlowStart: 10 * time.Second}
+	eps := testEndpoints(3)
+	eps[2].Weight = 0
+	p := m.Apply("u", o, eps)
+	if p.Endpoints[0].Weight != 100 || p.Endpoints[2].Weight != 0 {
+		t.Fatalf("first set: %d, %d", p.Endpoints[0].Weight, p.Endpoints[2].Weight)
+	}
+	now = now.Add(time.Second)
+	joined := append(testEndpoints(3), endpoint.New("10.9.9.9:80", 1000))
+	p = m.Apply("u", o, joined)
+	if w := []uint32{p.Endpoints[0].Weight, p.Endpoints[2].Weight, p.Endpoints[3].Weight}; w[0] != 100 || w[1] != 10 || w[2] != 100 {
+		t.Fatalf("after join and undrain: weights %v, want [100 10 100]", w)
+	}
+	if p.Endpoints[3].Stats != joined[3].Stats {
+		t.Fatal("a ramped endpoint must share the original's Stats")
+	}
+	now = now.Add(5 * time.Second)
+	p = m.Apply("u", o, joined)
+	if p.Endpoints[3].Weight != 500 {
+		t.Fatalf("halfway: %d, want 500", p.Endpoints[3].Weight)
+	}
+	if s := states(m, "u"); s[SlowStart] != 2 || s[Healthy] != 2 {
+		t.Fatalf("states %v", s)
+	}
+	now = now.Add(5 * time.Second)
+	if p = m.Apply("u", o, joined); p.Endpoints[3] != joined[3] {
+		t.Fatalf("after the window the endpoint itself is used, weight %d", p.Endpoints[3].Weight)
+	}
+}
