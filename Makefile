@@ -16,6 +16,7 @@ FUZZ_TARGETS := \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \
+	./internal/balance:FuzzZoned:1000 \
 	./internal/route:FuzzMatch:50000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./client:FuzzParseRetryAfter:50000 \

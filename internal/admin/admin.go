@@ -21,20 +21,35 @@ import (
 
 // EndpointView is one endpoint as the API shows it.
 type EndpointView struct {
-	Address  string  `json:"address"`
-	Weight   float64 `json:"weight"` // as configured or announced (two decimals)
-	Zone     string  `json:"zone,omitempty"`
-	State    string  `json:"state"` // "active" or "drained"
-	Inflight int64   `json:"inflight"`
-	Requests uint64  `json:"requests"`
-	Failures uint64  `json:"failures"`
+	Address string  `json:"address"`
+	Weight  float64 `json:"weight"` // as configured or announced (two decimals)
+	// EffectiveWeight is the weight the picker uses now: 0 while the
+	// endpoint does not serve, less than Weight during slow start.
+	EffectiveWeight float64 `json:"effective_weight"`
+	Zone            string  `json:"zone,omitempty"`
+	// State is "healthy", "slow_start", "unhealthy" (failed active
+	// checks), "ejected" (outlier detection) or "drained" (weight 0).
+	// (Before health checks existed a serving endpoint showed "active".)
+	State string `json:"state"`
+	// Ejections counts the ejections that still lengthen the next one.
+	Ejections int `json:"ejections"`
+	// LastReason says why the state last changed.
+	LastReason string    `json:"last_reason,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+	Inflight   int64     `json:"inflight"`
+	Requests   uint64    `json:"requests"`
+	Failures   uint64    `json:"failures"`
 }
 
 // UpstreamView is one upstream as the API shows it.
 type UpstreamView struct {
-	Name      string         `json:"name"`
-	Balancer  string         `json:"balancer"`
-	Endpoints []EndpointView `json:"endpoints"`
+	Name     string `json:"name"`
+	Balancer string `json:"balancer"`
+	// Panic is true while too few endpoints are healthy and requests are
+	// balanced over every non-drained one; PanicTotal counts entries.
+	Panic      bool           `json:"panic"`
+	PanicTotal uint64         `json:"panic_total"`
+	Endpoints  []EndpointView `json:"endpoints"`
 	// Discovery is set for upstreams fed by a registry or by pushes.
 	Discovery *DiscoveryView `json:"discovery,omitempty"`
 }

@@ -273,6 +273,112 @@ type Upstream struct {
 	// A route may replace it with its own Route.Retry. Its Budget caps
 	// the retries of every route sending to this upstream.
 	Retry *Retry
+	// HealthCheck, when not nil, probes every endpoint on an interval and
+	// takes failing ones out of service (`health_check`, optional). nil,
+	// the default, means no active checks. See docs/health.md.
+	HealthCheck *HealthCheck
+	// OutlierDetection, when not nil, ejects endpoints that fail live
+	// traffic (`outlier_detection`, optional). nil, the default, means no
+	// passive ejection; `outlier_detection: {}` turns it on with every
+	// default.
+	OutlierDetection *OutlierDetection
+	// PanicThreshold is a percentage of the non-drained weight
+	// (`panic_threshold`, a number from 0 to 100). When the healthy share
+	// falls below it, requests are balanced over every non-drained
+	// endpoint, healthy or not. Default DefaultPanicThreshold (50); 0
+	// disables panic mode.
+	PanicThreshold float64
+	// SlowStart is the window over which a joining or returning
+	// endpoint's weight ramps from 10 % to 100 % (`slow_start`, a
+	// duration greater than 0). Default 0, which means none (omit the
+	// field).
+	SlowStart time.Duration
+	// Zones, when not nil, keeps traffic in the local zone while it has
+	// enough healthy capacity and spills to the failover zones in order
+	// (`zones`, optional). nil, the default, ignores zones.
+	Zones *Zones
+}
+
+// HealthCheck is an upstream's active health check (`health_check`):
+// exactly one of HTTP or TCP.
+type HealthCheck struct {
+	// HTTP, when not nil, makes each check an HTTP GET (`http`).
+	HTTP *HTTPCheck
+	// TCP, when true, makes each check a TCP connect (`tcp`, true or
+	// false). Exactly one of http and tcp: true is required.
+	TCP bool
+	// Interval is the time between two checks of one endpoint
+	// (`interval`, a duration greater than 0), shortened by up to 10 %
+	// of random jitter. Default DefaultHealthCheckInterval (5s).
+	Interval time.Duration
+	// Timeout bounds one check (`timeout`, a duration greater than 0 and
+	// at most interval). Default DefaultHealthCheckTimeout (1s).
+	Timeout time.Duration
+	// HealthyAfter is the passes in a row that return an unhealthy (or
+	// ejected) endpoint to service (`healthy_after`, 1 to 100). Default
+	// DefaultHealthyAfter (2).
+	HealthyAfter int
+	// UnhealthyAfter is the failures in a row that take a healthy
+	// endpoint out (`unhealthy_after`, 1 to 100). Default
+	// DefaultUnhealthyAfter (3).
+	UnhealthyAfter int
+}
+
+// HTTPCheck is an HTTP health check (`health_check.http`).
+type HTTPCheck struct {
+	// Path is requested with GET (`path`, starts with "/", at most 1024
+	// bytes, no "?", "#", spaces or control characters). Default
+	// DefaultHealthCheckPath ("/healthz").
+	Path string
+	// Expect lists the statuses that pass (`expect`, 1 to 16 distinct
+	// whole numbers from 100 to 599), sorted. Default [200].
+	Expect []int
+}
+
+// OutlierDetection is passive ejection of failing endpoints
+// (`outlier_detection`), with Envoy's names and meaning. See
+// docs/health.md.
+type OutlierDetection struct {
+	// ConsecutiveGatewayFailures ejects an endpoint after this many
+	// gateway failures in a row: connect errors, resets, timeouts and
+	// answers 502, 503 and 504 (`consecutive_gateway_failures`, 0 to
+	// 1000). Default DefaultConsecutiveGatewayFailures (5); 0 turns this
+	// rule off.
+	ConsecutiveGatewayFailures int
+	// Consecutive5xx ejects after this many 5xx answers (or gateway
+	// failures) in a row (`consecutive_5xx`, 0 to 1000). Default
+	// DefaultConsecutive5xx (0), off.
+	Consecutive5xx int
+	// BaseEjectionTime is how long a first ejection lasts; the n-th
+	// lasts n times as long (`base_ejection_time`, a duration greater
+	// than 0). Default DefaultBaseEjectionTime (30s).
+	BaseEjectionTime time.Duration
+	// MaxEjectionTime caps an ejection (`max_ejection_time`, a duration
+	// at least base_ejection_time). Default DefaultMaxEjectionTime (300s).
+	MaxEjectionTime time.Duration
+	// MaxEjectionPercent caps the share of the upstream's non-drained
+	// endpoints ejected at once (`max_ejection_percent`, 0 to 100): an
+	// ejection happens only if afterwards at most ⌊percent × n / 100⌋ are
+	// ejected. Default DefaultMaxEjectionPercent (50).
+	MaxEjectionPercent int
+}
+
+// Zones is zone-aware routing (`zones`). Tiers are Local, then each of
+// Failover in order, then every zone not listed (and endpoints without a
+// zone) as one last tier. See docs/health.md for the shares.
+type Zones struct {
+	// Local is the zone this levee runs in (`local`, required; 1 to 64 of
+	// a-z, 0-9, "_", "." and "-").
+	Local string
+	// Failover lists the zones to spill to, in order (`failover`, at most
+	// 16 distinct zone names, not Local). Default none.
+	Failover []string
+	// Overprovisioning is the factor by which a zone's healthy share is
+	// multiplied before it counts as short of capacity
+	// (`overprovisioning`, a number from 1 to 10). Default
+	// DefaultOverprovisioning (1.4): a zone keeps all its traffic while at
+	// least 1/1.4 ≈ 71 % of its weight is healthy.
+	Overprovisioning float64
 }
 
 // RetryBudget returns the budget that caps retries to this upstream: its
@@ -413,6 +519,10 @@ type Endpoint struct {
 	// DefaultWeight (1). 0 means drained: the endpoint gets no new
 	// requests.
 	Weight uint32
+	// Zone is the failure domain the endpoint lives in (`zone`, 1 to 64
+	// of a-z, 0-9, "_", "." and "-"). Default "", no zone. Used by an
+	// upstream's Zones.
+	Zone string
 }
 
 // Timeouts bound the phases of a request to an upstream endpoint

@@ -819,6 +819,7 @@ func TestDefaults(t *testing.T) {
 				Idle:           90 * time.Second,
 			},
 			MaxIdleConnsPerEndpoint: 256,
+			PanicThreshold:          50,
 		}},
 		UpstreamOrder: []string{"video"},
 		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none"}},

@@ -121,7 +121,68 @@ const (
 	// DefaultRetryReplayBodyLimit is Retry.ReplayBodyLimit when omitted:
 	// 64KiB.
 	DefaultRetryReplayBodyLimit int64 = 64 << 10
+
+	// DefaultPanicThreshold is Upstream.PanicThreshold when omitted, in
+	// percent.
+	DefaultPanicThreshold = 50.0
+	// DefaultHealthCheckInterval is HealthCheck.Interval when omitted.
+	DefaultHealthCheckInterval = 5 * time.Second
+	// DefaultHealthCheckTimeout is HealthCheck.Timeout when omitted.
+	DefaultHealthCheckTimeout = 1 * time.Second
+	// DefaultHealthyAfter is HealthCheck.HealthyAfter when omitted.
+	DefaultHealthyAfter = 2
+	// DefaultUnhealthyAfter is HealthCheck.UnhealthyAfter when omitted.
+	DefaultUnhealthyAfter = 3
+	// DefaultHealthCheckPath is HTTPCheck.Path when omitted.
+	DefaultHealthCheckPath = "/healthz"
+	// DefaultConsecutiveGatewayFailures is
+	// OutlierDetection.ConsecutiveGatewayFailures when omitted.
+	DefaultConsecutiveGatewayFailures = 5
+	// DefaultConsecutive5xx is OutlierDetection.Consecutive5xx when
+	// omitted: 0, off.
+	DefaultConsecutive5xx = 0
+	// DefaultBaseEjectionTime is OutlierDetection.BaseEjectionTime when
+	// omitted.
+	DefaultBaseEjectionTime = 30 * time.Second
+	// DefaultMaxEjectionTime is OutlierDetection.MaxEjectionTime when
+	// omitted.
+	DefaultMaxEjectionTime = 300 * time.Second
+	// DefaultMaxEjectionPercent is OutlierDetection.MaxEjectionPercent
+	// when omitted.
+	DefaultMaxEjectionPercent = 50
+	// DefaultOverprovisioning is Zones.Overprovisioning when omitted.
+	DefaultOverprovisioning = 1.4
 )
+
+// DefaultHealthCheckExpect returns HTTPCheck.Expect when omitted: [200].
+func DefaultHealthCheckExpect() []int { return []int{200} }
+
+func defaultHealthCheck() *HealthCheck {
+	return &HealthCheck{
+		Interval:       DefaultHealthCheckInterval,
+		Timeout:        DefaultHealthCheckTimeout,
+		HealthyAfter:   DefaultHealthyAfter,
+		UnhealthyAfter: DefaultUnhealthyAfter,
+	}
+}
+
+func defaultHTTPCheck() *HTTPCheck {
+	return &HTTPCheck{Path: DefaultHealthCheckPath, Expect: DefaultHealthCheckExpect()}
+}
+
+func defaultOutlierDetection() *OutlierDetection {
+	return &OutlierDetection{
+		ConsecutiveGatewayFailures: DefaultConsecutiveGatewayFailures,
+		Consecutive5xx:             DefaultConsecutive5xx,
+		BaseEjectionTime:           DefaultBaseEjectionTime,
+		MaxEjectionTime:            DefaultMaxEjectionTime,
+		MaxEjectionPercent:         DefaultMaxEjectionPercent,
+	}
+}
+
+func defaultZones() *Zones {
+	return &Zones{Overprovisioning: DefaultOverprovisioning}
+}
 
 // DefaultRetryOn returns RetryOn when `on` is omitted: connect_failure,
 // refused_stream, reset_before_response, 502, 503 and 504. Each call
@@ -239,6 +300,7 @@ func defaultUpstream(name string) *Upstream {
 			Idle:           DefaultUpstreamIdleTimeout,
 		},
 		MaxIdleConnsPerEndpoint: DefaultMaxIdleConnsPerEndpoint,
+		PanicThreshold:          DefaultPanicThreshold,
 	}
 }
 

@@ -79,9 +79,12 @@ upstreams:
     endpoints:
       # host:port; the host is an IP address ([::1] for IPv6) or a DNS name.
       # weight: a whole number 0 to 10000, default 1; 0 drains the endpoint.
+      # zone: the endpoint's failure domain (a-z, 0-9, "_", ".", "-"), default none.
       - address: "10.0.0.1:8080"
         weight: 3
+        zone: a
       - address: "10.0.0.2:8080"
+        zone: b
       - address: "video-3.internal:8080"
         weight: 0                   # drained: gets no new requests
     timeouts:
@@ -114,6 +117,34 @@ upstreams:
       max_queue: 128                # default 2 x max_concurrency (256 with adaptive); 0 to 1000000; 0 = no queue
       queue_timeout: 50ms           # default; longest wait in the queue, then 503 queue_timeout; > 0
       max_per_consumer: 0           # default 0 = the limit plus half the queue; over it 429 consumer_limit
+    # Health (each optional; see docs/health.md). Active checks probe
+    # every endpoint, exactly one of http or tcp: true; at most 64 checks
+    # run at once. Endpoints start healthy.
+    health_check:
+      http: {path: /healthz, expect: [200]}   # defaults; expect: 1 to 16 statuses
+      # tcp: true                   # instead of http: a TCP connect
+      interval: 5s                  # default; each wait is shortened by up to 10 % (jitter)
+      timeout: 1s                   # default; at most interval
+      healthy_after: 2              # default; passes in a row that return an endpoint (1 to 100)
+      unhealthy_after: 3            # default; failures in a row that take it out (1 to 100)
+    # Passive outlier detection: eject endpoints that fail live traffic.
+    # Omit for none; outlier_detection: {} turns it on with the defaults.
+    outlier_detection:
+      consecutive_gateway_failures: 5   # default; connect errors, resets, timeouts, 502/503/504 in a row; 0 = off
+      consecutive_5xx: 0            # default 0 = off; any 5xx (or gateway failure) in a row; 0 to 1000
+      base_ejection_time: 30s       # default; the n-th ejection in a row lasts n x this
+      max_ejection_time: 300s       # default; at least base_ejection_time
+      max_ejection_percent: 50      # default; never more than this share of the endpoints ejected (rounded down)
+    # Below this share (percent of the non-drained weight) of healthy
+    # endpoints, balance over all non-drained endpoints. 0 = off.
+    panic_threshold: 50             # default; 0 to 100
+    slow_start: 30s                 # default none (omit); a joining or returning endpoint ramps from 10 % over this
+    # Keep traffic in the local zone while it has enough healthy
+    # capacity; spill to failover zones in order. Unlisted zones come last.
+    zones:
+      local: a                      # required with zones
+      failover: [b]                 # default none; at most 16
+      overprovisioning: 1.4         # default; 1 to 10
   api:
     balancer: least_request         # the less loaded of two random endpoints, weighted
     least_request:                  # only with least_request, an error with any other balancer

@@ -106,11 +106,12 @@ func checkInvariants(t *testing.T, cfg *Config) {
 		if u.Limits != nil {
 			checkLimits(t, name, u.Limits)
 		}
+		checkHealth(t, u)
 		if u.Timeouts.Connect <= 0 || u.Timeouts.ResponseHeader <= 0 || u.Timeouts.Idle <= 0 {
 			t.Fatalf("upstream %q has a non-positive timeout: %+v", name, u.Timeouts)
 		}
 		for _, e := range u.Endpoints {
-			if e.Weight > maxWeight || checkAddress(e.Address, false) != "" {
+			if e.Weight > maxWeight || checkAddress(e.Address, false) != "" || e.Zone != "" && !validName(e.Zone) {
 				t.Fatalf("upstream %q has a bad endpoint %+v", name, e)
 			}
 		}
@@ -305,5 +306,29 @@ func checkApps(t *testing.T, cfg *Config) {
 				t.Fatalf("app %q route limit for %q outside grants", a.ID, r)
 			}
 		}
+	}
+}
+
+// checkHealth: the health blocks are within their documented bounds.
+func checkHealth(t *testing.T, u *Upstream) {
+	t.Helper()
+	if hc := u.HealthCheck; hc != nil {
+		if (hc.HTTP != nil) == hc.TCP || hc.Interval <= 0 || hc.Timeout <= 0 || hc.Timeout > hc.Interval ||
+			hc.HealthyAfter < 1 || hc.HealthyAfter > 100 || hc.UnhealthyAfter < 1 || hc.UnhealthyAfter > 100 {
+			t.Fatalf("upstream %q: bad health_check %+v", u.Name, hc)
+		}
+		if h := hc.HTTP; h != nil && (checkPathPrefix(h.Path) != "" || len(h.Expect) == 0 || len(h.Expect) > 16) {
+			t.Fatalf("upstream %q: bad health_check.http %+v", u.Name, h)
+		}
+	}
+	if od := u.OutlierDetection; od != nil && (od.BaseEjectionTime <= 0 || od.MaxEjectionTime < od.BaseEjectionTime ||
+		od.MaxEjectionPercent < 0 || od.MaxEjectionPercent > 100 || od.ConsecutiveGatewayFailures < 0 || od.Consecutive5xx < 0) {
+		t.Fatalf("upstream %q: bad outlier_detection %+v", u.Name, od)
+	}
+	if u.PanicThreshold < 0 || u.PanicThreshold > 100 || u.SlowStart < 0 {
+		t.Fatalf("upstream %q: panic_threshold %v, slow_start %v", u.Name, u.PanicThreshold, u.SlowStart)
+	}
+	if z := u.Zones; z != nil && (!validName(z.Local) || z.Overprovisioning < 1 || z.Overprovisioning > 10 || len(z.Failover) > 16) {
+		t.Fatalf("upstream %q: bad zones %+v", u.Name, z)
 	}
 }

@@ -161,12 +161,15 @@ func (p *parser) server(s *Server, path string, n *yaml.Node) {
 }
 
 // durationField sets *dst from f[name] when the file sets it.
-func (p *parser) durationField(f map[string]*yaml.Node, path, name string, dst *time.Duration) {
+func (p *parser) durationField(f map[string]*yaml.Node, path, name string, dst *time.Duration) bool {
 	if v := f[name]; v != nil {
-		if d, ok := p.duration(key(path, name), v); ok {
+		d, ok := p.duration(key(path, name), v)
+		if ok {
 			*dst = d
 		}
+		return ok
 	}
+	return true
 }
 
 // log reads `log`.
@@ -227,7 +230,8 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
 	f, ok := p.fields(path, n, "balancer", "least_request", "consistent_hash", "discovery", "endpoints",
-		"timeouts", "max_idle_conns_per_endpoint", "retry", "limits")
+		"timeouts", "max_idle_conns_per_endpoint", "retry", "limits", "health_check", "outlier_detection", "panic_threshold",
+		"slow_start", "zones")
 	if !ok {
 		return u
 	}
@@ -256,6 +260,21 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	}
 	if v := f["limits"]; v != nil {
 		u.Limits = p.limits(key(path, "limits"), v)
+	}
+	if v := f["health_check"]; v != nil {
+		u.HealthCheck = p.healthCheck(key(path, "health_check"), v)
+	}
+	if v := f["outlier_detection"]; v != nil {
+		u.OutlierDetection = p.outlierDetection(key(path, "outlier_detection"), v)
+	}
+	if v := f["panic_threshold"]; v != nil {
+		if t, ok := p.number(key(path, "panic_threshold"), v, 0, 100); ok {
+			u.PanicThreshold = t
+		}
+	}
+	p.durationField(f, path, "slow_start", &u.SlowStart)
+	if v := f["zones"]; v != nil {
+		u.Zones = p.zones(key(path, "zones"), v)
 	}
 	return u
 }
@@ -497,9 +516,14 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 		p.add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", describe(n))
 		return e, nil, false
 	}
-	f, ok := p.fields(path, n, "address", "weight")
+	f, ok := p.fields(path, n, "address", "weight", "zone")
 	if !ok {
 		return e, nil, false
+	}
+	if z := f["zone"]; z != nil {
+		zone, zok := p.zoneName(key(path, "zone"), z)
+		ok = ok && zok
+		e.Zone = zone
 	}
 	s, v, ok := p.required(f, n, path, "address")
 	if ok {

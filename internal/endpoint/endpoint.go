@@ -47,6 +47,75 @@ type Stats struct {
 	// Failures counts requests that ended in a gateway failure (connect
 	// error, timeout, reset) at this endpoint.
 	Failures atomic.Uint64
+	// GatewayFailuresInARow counts the attempts in a row that ended in a
+	// gateway failure: a connect error, reset or timeout, or an answer
+	// 502, 503 or 504. Any other answer resets it.
+	GatewayFailuresInARow atomic.Uint32
+	// Status5xxInARow counts the attempts in a row that ended in any 5xx
+	// answer or a gateway failure. An answer below 500 resets it.
+	Status5xxInARow atomic.Uint32
+
+	watch   atomic.Pointer[Watch]
+	tripped atomic.Bool
+}
+
+// Watch asks an endpoint's counters to raise a signal when a run of
+// failures reaches a threshold (passive outlier detection). It is
+// immutable once set; the health manager owns it.
+type Watch struct {
+	// GatewayFailures is the GatewayFailuresInARow that trips the
+	// signal; 0 watches nothing.
+	GatewayFailures uint32
+	// Status5xx is the Status5xxInARow that trips the signal; 0 watches
+	// nothing.
+	Status5xx uint32
+	// Signal is sent to without blocking when a threshold is reached: a
+	// buffered channel whose reader then calls TakeTrip on the endpoints
+	// it watches. A full channel drops the send; the trip flag stays set.
+	Signal chan<- struct{}
+}
+
+// SetWatch installs w (nil removes the watch).
+func (s *Stats) SetWatch(w *Watch) { s.watch.Store(w) }
+
+// TakeTrip reports whether a watched threshold was reached since the last
+// call, and clears the flag.
+func (s *Stats) TakeTrip() bool { return s.tripped.Swap(false) }
+
+// ResetRuns sets both failure runs back to 0 (after an ejection, so the
+// endpoint starts afresh when it returns).
+func (s *Stats) ResetRuns() {
+	s.GatewayFailuresInARow.Store(0)
+	s.Status5xxInARow.Store(0)
+}
+
+// record counts one attempt's result in the failure runs and trips the
+// watch when a run reaches its threshold exactly (so one run trips once).
+// gateway: a gateway failure; fivexx: any 5xx or gateway failure. Lock-free;
+// a trip costs one non-blocking channel send.
+func (s *Stats) record(gateway, fivexx bool) {
+	var gw, sx uint32
+	if gateway {
+		gw = s.GatewayFailuresInARow.Add(1)
+	} else if s.GatewayFailuresInARow.Load() != 0 {
+		s.GatewayFailuresInARow.Store(0)
+	}
+	if fivexx {
+		sx = s.Status5xxInARow.Add(1)
+	} else if s.Status5xxInARow.Load() != 0 {
+		s.Status5xxInARow.Store(0)
+	}
+	w := s.watch.Load()
+	if w == nil || (!gateway && !fivexx) {
+		return
+	}
+	if (w.GatewayFailures > 0 && gw == w.GatewayFailures) || (w.Status5xx > 0 && sx == w.Status5xx) {
+		s.tripped.Store(true)
+		select {
+		case w.Signal <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Outcome is how a request to an endpoint ended, as reported by the proxy.
@@ -87,10 +156,24 @@ func (e *Endpoint) Begin() {
 	e.Stats.Requests.Add(1)
 }
 
-// End records how a request begun with Begin ended.
+// End records how a request begun with Begin ended. A Failure also counts
+// as a gateway failure in the endpoint's failure runs; the other outcomes
+// leave the runs alone (use EndStatus when the endpoint answered).
 func (e *Endpoint) End(o Outcome) {
 	e.Stats.Inflight.Add(-1)
 	if o == Failure {
 		e.Stats.Failures.Add(1)
+		e.Stats.record(true, true)
 	}
+}
+
+// EndStatus ends a request begun with Begin to which the endpoint answered
+// with status: a Success for the request's accounting, and a result for
+// the failure runs that passive outlier detection watches (502, 503 and
+// 504 are gateway failures; any 5xx extends the 5xx run; anything else
+// resets both).
+func (e *Endpoint) EndStatus(status int) {
+	e.Stats.Inflight.Add(-1)
+	gateway := status == 502 || status == 503 || status == 504
+	e.Stats.record(gateway, status >= 500 && status <= 599)
 }

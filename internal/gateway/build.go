@@ -12,6 +12,7 @@ import (
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
@@ -39,7 +40,8 @@ type pools struct {
 
 type pooledPicker struct {
 	fingerprint uint64
-	raw         balance.Picker // unguarded, for Prev
+	raw         balance.Picker   // unguarded, for Prev
+	tiers       []balance.Picker // with zones: each tier's picker, for Prev
 	guarded     balance.Picker
 	endpoints   []*endpoint.Endpoint
 	observe     func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
@@ -47,12 +49,13 @@ type pooledPicker struct {
 }
 
 // pickerFingerprint hashes what a picker is built from: the balancer and
-// its options, and every endpoint's address, weight and zone, in order.
-func pickerFingerprint(uc *config.Upstream, eps []*endpoint.Endpoint) uint64 {
+// its options, the zones, panic mode, and every endpoint's address,
+// configured and effective weight, zone and health, in order.
+func pickerFingerprint(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s|%+v|%+v|", uc.Balancer, uc.LeastRequest, uc.ConsistentHash)
-	for _, e := range eps {
-		fmt.Fprintf(h, "%s,%d,%s;", e.Address, e.Weight, e.Zone)
+	fmt.Fprintf(h, "%s|%+v|%+v|%+v|%v|", uc.Balancer, uc.LeastRequest, uc.ConsistentHash, uc.Zones, plan.Panic)
+	for i, e := range plan.Endpoints {
+		fmt.Fprintf(h, "%s,%d,%d,%s,%v;", e.Address, base[i].Weight, e.Weight, e.Zone, plan.Healthy[i])
 	}
 	return h.Sum64()
 }
@@ -209,7 +212,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			list, _ = f.instances()
 		} else {
 			for _, ec := range uc.Endpoints {
-				list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale})
+				list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
 			}
 		}
 		eps := make([]*endpoint.Endpoint, 0, len(list))
@@ -223,9 +226,10 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			liveStats[key] = true
 			eps = append(eps, &endpoint.Endpoint{Address: in.Address, Weight: in.Weight, Zone: in.Zone, Stats: st})
 		}
+		plan := g.health.Apply(name, healthOptions(uc), eps)
 		up := &proxy.Upstream{
 			Name:      name,
-			Endpoints: eps,
+			Endpoints: plan.Endpoints,
 			Transport: g.pools.transport(name, proxy.TransportOptions{
 				Connect:            uc.Timeouts.Connect,
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
@@ -233,7 +237,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
 			}),
 		}
-		g.pools.setPicker(up, uc, g.metrics.PickerFallback(name))
+		g.pools.setPicker(up, uc, eps, plan, g.metrics.PickerFallback(name))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})
 		if err != nil {
@@ -261,17 +265,18 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Auth:           authMode(rc.Auth),
 			AnonymousLimit: anon,
 			Name:           rc.Name,
-			Host:         rc.Match.Host,
-			PathPrefix:   rc.Match.PathPrefix,
-			Methods:      rc.Match.Methods,
-			Upstream:     upstreams[rc.Upstream],
-			MaxBodyBytes: rc.MaxBodyBytes,
-			Timeout:      rc.Timeout,
-			Retry:        retryPolicy(retry),
-			Priority:     priority(rc.Priority),
+			Host:           rc.Match.Host,
+			PathPrefix:     rc.Match.PathPrefix,
+			Methods:        rc.Match.Methods,
+			Upstream:       upstreams[rc.Upstream],
+			MaxBodyBytes:   rc.MaxBodyBytes,
+			Timeout:        rc.Timeout,
+			Retry:          retryPolicy(retry),
+			Priority:       priority(rc.Priority),
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
+	g.health.Retain(liveUpstreams)
 	return proxy.NewTable(routes, ordered, g.metrics), nil
 }
 
@@ -400,15 +405,20 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 		if f := v.feed(up.Name); f != nil {
 			uv.Discovery = f.view()
 		}
+		hv, _ := g.health.View(up.Name)
+		uv.Panic, uv.PanicTotal = hv.Panic, hv.PanicTotal
+		byAddr := healthByAddress(hv)
 		for _, ep := range up.Endpoints {
-			state := "active"
-			if ep.Weight == 0 {
-				state = "drained"
-			}
-			uv.Endpoints = append(uv.Endpoints, admin.EndpointView{
-				Address: ep.Address, Weight: float64(ep.Weight) / endpoint.WeightScale, Zone: ep.Zone, State: state,
+			ev := admin.EndpointView{
+				Address: ep.Address, Weight: weightUnits(ep.Weight), EffectiveWeight: weightUnits(ep.Weight), Zone: ep.Zone, State: "healthy",
 				Inflight: ep.Stats.Inflight.Load(), Requests: ep.Stats.Requests.Load(), Failures: ep.Stats.Failures.Load(),
-			})
+			}
+			if h, ok := byAddr[ep.Address]; ok {
+				ev.Weight, ev.State, ev.Ejections, ev.LastReason, ev.Since = weightUnits(h.Weight), string(h.State), h.Ejections, h.LastReason, h.Since
+			} else if ep.Weight == 0 {
+				ev.State = string(health.Drained)
+			}
+			uv.Endpoints = append(uv.Endpoints, ev)
 		}
 		out = append(out, uv)
 	}
@@ -416,40 +426,110 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 }
 
 // setPicker builds up's picker for the configured balancer over
-// up.Endpoints, guarded so that a picker failure falls back to a uniform
-// pick over the same set (counted by onFallback).
-func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, onFallback func()) {
-	fp := pickerFingerprint(uc, up.Endpoints)
+// up.Endpoints (the health plan's effective endpoints; base are the
+// configured ones, parallel), with zone tiers when the upstream has zones
+// and is not in panic mode, guarded so that a picker failure falls back to
+// a uniform pick over the same set (counted by onFallback).
+func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, onFallback func()) {
+	fp := pickerFingerprint(uc, base, plan)
 	prev, had := p.pickers[up.Name]
 	if had && prev.fingerprint == fp {
 		up.Endpoints, up.Picker, up.Observe, up.HashOn = prev.endpoints, prev.guarded, prev.observe, prev.hashOn
 		return
 	}
+	if ch := uc.ConsistentHash; ch != nil {
+		kind, name := ch.Key()
+		up.HashOn = &proxy.HashOn{Kind: kind, Name: name}
+	}
 	var picker balance.Picker
+	var tiers []balance.Picker
+	var observers []*balance.LeastRequest
+	if uc.Zones != nil && !plan.Panic {
+		picker, tiers, observers = zonedPicker(uc, base, plan, prev.tiers)
+	} else {
+		var lrp *balance.LeastRequest
+		picker, lrp = newPicker(uc, up.Endpoints, prev.raw)
+		if lrp != nil {
+			observers = []*balance.LeastRequest{lrp}
+		}
+	}
+	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(observers) > 0 {
+		up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) {
+			for _, o := range observers {
+				if o.Observe(ep, rtt, now) {
+					return
+				}
+			}
+		}
+	}
+	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
+	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, tiers: tiers, guarded: up.Picker,
+		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn}
+}
+
+// newPicker builds the configured balancer over eps, handing it prev (the
+// previous picker at the same place) so that least_request keeps its
+// latency estimates and consistent_hash its table. lrp is the picker when
+// it is a least_request one.
+func newPicker(uc *config.Upstream, eps []*endpoint.Endpoint, prev balance.Picker) (picker balance.Picker, lrp *balance.LeastRequest) {
 	switch uc.Balancer {
 	case config.BalancerLeastRequest:
 		o := balance.LeastRequestOptions{}
 		if lr := uc.LeastRequest; lr != nil {
 			o.EWMA, o.Tau = lr.EWMA, lr.Tau
 		}
-		o.Prev, _ = prev.raw.(*balance.LeastRequest)
-		lrp := balance.NewLeastRequest(up.Endpoints, o)
-		if o.EWMA {
-			up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) { lrp.Observe(ep, rtt, now) }
-		}
-		picker = lrp
+		o.Prev, _ = prev.(*balance.LeastRequest)
+		lrp = balance.NewLeastRequest(eps, o)
+		return lrp, lrp
 	case config.BalancerConsistentHash:
 		o := balance.HashOptions{}
-		o.Prev, _ = prev.raw.(*balance.ConsistentHash)
-		picker = balance.NewConsistentHash(up.Endpoints, o)
-		if ch := uc.ConsistentHash; ch != nil {
-			kind, name := ch.Key()
-			up.HashOn = &proxy.HashOn{Kind: kind, Name: name}
-		}
-	default:
-		picker = balance.NewSmoothWeighted(up.Endpoints)
+		o.Prev, _ = prev.(*balance.ConsistentHash)
+		return balance.NewConsistentHash(eps, o), nil
 	}
-	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
-	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, guarded: up.Picker,
-		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn}
+	return balance.NewSmoothWeighted(eps), nil
+}
+
+// zonedPicker builds one picker per zone tier (the local zone, each
+// failover zone in order, then every other zone and endpoints without
+// one) over plan's effective endpoints, and a balance.Zoned over them
+// whose shares come from each tier's healthy and total configured weight.
+func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, prev []balance.Picker) (balance.Picker, []balance.Picker, []*balance.LeastRequest) {
+	z := uc.Zones
+	n := len(z.Failover) + 2
+	tierOf := make(map[string]int, n-1)
+	tierOf[z.Local] = 0
+	for i, name := range z.Failover {
+		tierOf[name] = i + 1
+	}
+	members := make([][]*endpoint.Endpoint, n)
+	healthy, total := make([]uint64, n), make([]uint64, n)
+	for i, e := range plan.Endpoints {
+		t, listed := tierOf[e.Zone]
+		if !listed {
+			t = n - 1
+		}
+		members[t] = append(members[t], e)
+		if w := uint64(base[i].Weight); w > 0 {
+			total[t] += w
+			if plan.Healthy[i] {
+				healthy[t] += w
+			}
+		}
+	}
+	shares := make([]float64, n)
+	balance.ZoneShares(healthy, total, z.Overprovisioning, shares)
+	tiers := make([]balance.Picker, n)
+	var observers []*balance.LeastRequest
+	for t := range tiers {
+		var prevTier balance.Picker
+		if t < len(prev) {
+			prevTier = prev[t]
+		}
+		var lrp *balance.LeastRequest
+		tiers[t], lrp = newPicker(uc, members[t], prevTier)
+		if lrp != nil {
+			observers = append(observers, lrp)
+		}
+	}
+	return balance.NewZoned(tiers, shares), tiers, observers
 }

@@ -87,10 +87,10 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 		metrics:  g.discoveryMetrics,
 		logger:   g.logger.With("upstream", name),
 		dedupe:   discovery.NewDeduper(discovery.DefaultDedupeCapacity),
-		applied:  g.rebuildFromFeeds,
+		applied:  func() { g.rebuild("a discovery update") },
 	}
 	for _, ec := range uc.Endpoints {
-		f.static = append(f.static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale})
+		f.static = append(f.static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
 	}
 	var err error
 	if f.guard, err = discovery.NewGuard(discovery.GuardOptions{MaxDropFraction: d.MaxDropFraction, ConfirmAfter: d.ConfirmAfter}); err != nil {
@@ -287,14 +287,16 @@ func (g *Gateway) reconcileFeeds(cfg *config.Config, current map[string]*feed) (
 	return next, fresh, retired, nil
 }
 
-// rebuildFromFeeds rebuilds the routing table after a feed applied an
-// update, so new requests use the new endpoint set at once.
-func (g *Gateway) rebuildFromFeeds() {
+// rebuild rebuilds the routing table after a feed applied an update or
+// an endpoint's health changed (why says which), so new requests use the
+// new endpoint set at once. Pickers whose inputs did not change are
+// reused.
+func (g *Gateway) rebuild(why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	table, err := g.buildTable(g.cfg)
 	if err != nil {
-		g.logger.Error("rebuilding the routing table after a discovery update failed; the previous one keeps serving", "error", err)
+		g.logger.Error("rebuilding the routing table after "+why+" failed; the previous one keeps serving", "error", err)
 		return
 	}
 	g.handler.Swap(table)

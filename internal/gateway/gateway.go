@@ -24,6 +24,7 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/proxy"
@@ -59,6 +60,9 @@ type Gateway struct {
 	// It is taken under mu (a seed at reload) or alone (an admin API
 	// write); nothing is locked under it.
 	appsMu sync.Mutex
+	// health decides each endpoint's effective weight; its goroutines run
+	// from Start to Shutdown.
+	health *health.Manager
 
 	// mu serialises reloads and guards the fields below it.
 	mu    sync.Mutex
@@ -123,6 +127,7 @@ func New(o Options) (*Gateway, error) {
 	if g.discoveryMetrics, err = newDiscoveryMetrics(g.registry); err != nil {
 		return nil, err
 	}
+	g.health = health.New(health.Options{Logger: logger, OnChange: g.onHealthChange})
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
@@ -160,6 +165,9 @@ func New(o Options) (*Gateway, error) {
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
+	}
+	if err == nil {
+		err = g.registry.Register(healthCollector{g})
 	}
 	if err != nil {
 		return nil, err
@@ -236,6 +244,7 @@ func (g *Gateway) Start() error {
 	if g.memory != nil {
 		g.memory.Start()
 	}
+	g.health.Start()
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -418,6 +427,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = g.dataSrv.Close()
 	}
 	g.handler.CloseUpgrades()
+	// Not under g.mu: the health loop may be waiting for it to rebuild.
+	g.health.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.mu.Lock()

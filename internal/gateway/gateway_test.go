@@ -406,7 +406,7 @@ routes:
 		t.Fatalf("upstreams = %+v", doc)
 	}
 	e0, e1 := doc.Upstreams[0].Endpoints[0], doc.Upstreams[0].Endpoints[1]
-	if e0.Address != hostPort(a) || e0.Weight != 3 || e0.State != "active" || e0.Requests != 1 {
+	if e0.Address != hostPort(a) || e0.Weight != 3 || e0.State != "healthy" || e0.Requests != 1 {
 		t.Errorf("endpoint 0 = %+v", e0)
 	}
 	if e1.State != "drained" || e1.Weight != 0 {

@@ -414,7 +414,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 			if ok && (deadline.IsZero() || time.Now().Add(wait).Before(deadline)) {
 				if up.Budget == nil || up.Budget.TryRetry(time.Now()) {
 					if resp != nil {
-						ep.End(endpoint.Success)
+						ep.EndStatus(resp.StatusCode)
 						discard(resp)
 					}
 					release()
@@ -498,7 +498,7 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 // respond streams an upstream's answer to the client.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, ep *endpoint.Endpoint, resp *http.Response) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		ep.End(endpoint.Success)
+		ep.EndStatus(resp.StatusCode)
 		x.status = http.StatusSwitchingProtocols
 		h.serveUpgrade(w, r, resp)
 		return
@@ -515,7 +515,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, e
 	resp.Body.Close()
 	if copyErr != nil {
 		if r.Context().Err() != nil || copyErr.side == sideClient {
-			ep.End(endpoint.Success)
+			ep.EndStatus(resp.StatusCode)
 			return
 		}
 		// The endpoint broke off mid-body. The status is already sent, so the
@@ -525,7 +525,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, e
 		x.reason = ReasonUpstreamUnavailable
 		panic(http.ErrAbortHandler)
 	}
-	ep.End(endpoint.Success)
+	ep.EndStatus(resp.StatusCode)
 	copyTrailers(dst, resp.Trailer)
 }
 

@@ -1,0 +1,217 @@
+package config
+
+import (
+	"slices"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file reads an upstream's health blocks: `health_check`,
+// `outlier_detection` and `zones`, and an endpoint's `zone`.
+
+// Bounds of the health fields.
+const (
+	maxCheckRun         = 100
+	maxExpectStatuses   = 16
+	maxHealthPathLen    = 1024
+	maxFailureRun       = 1000
+	maxFailoverZones    = 16
+	maxOverprovisioning = 10
+)
+
+// healthCheck reads `health_check`: exactly one of http and tcp: true,
+// and a timeout no longer than the interval.
+func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
+	hc := defaultHealthCheck()
+	f, ok := p.fields(path, n, "http", "tcp", "interval", "timeout", "healthy_after", "unhealthy_after")
+	if !ok {
+		return hc
+	}
+	kindOK := true
+	if v := f["http"]; v != nil {
+		hc.HTTP = p.httpCheck(key(path, "http"), v)
+	}
+	if v := f["tcp"]; v != nil {
+		hc.TCP, kindOK = p.boolean(key(path, "tcp"), v)
+	}
+	switch {
+	case !kindOK:
+	case hc.HTTP != nil && hc.TCP:
+		p.add(firstKey(n, "tcp"), key(path, "tcp"), "http and tcp: true exclude each other; set one")
+	case hc.HTTP == nil && !hc.TCP:
+		p.add(n, path, "needs exactly one of http (such as {path: /healthz}) or tcp: true")
+	}
+	intervalOK := p.durationField(f, path, "interval", &hc.Interval)
+	timeoutOK := p.durationField(f, path, "timeout", &hc.Timeout)
+	if intervalOK && timeoutOK && hc.Timeout > hc.Interval {
+		at, where := f["timeout"], key(path, "timeout")
+		if at == nil {
+			p.add(f["interval"], key(path, "interval"), "must be at least timeout (%s, the default), got %s", hc.Timeout, describe(f["interval"]))
+		} else {
+			was := hc.Interval.String()
+			if f["interval"] == nil {
+				was += ", the default"
+			}
+			p.add(at, where, "must be at most interval (%s), got %s", was, describe(at))
+		}
+	}
+	for _, run := range []struct {
+		name string
+		dst  *int
+	}{{"healthy_after", &hc.HealthyAfter}, {"unhealthy_after", &hc.UnhealthyAfter}} {
+		if v := f[run.name]; v != nil {
+			if i, ok := p.integer(key(path, run.name), v, 1, maxCheckRun); ok {
+				*run.dst = int(i)
+			}
+		}
+	}
+	return hc
+}
+
+// httpCheck reads `health_check.http`; null reads as every default.
+func (p *parser) httpCheck(path string, n *yaml.Node) *HTTPCheck {
+	hc := defaultHTTPCheck()
+	f, ok := p.fields(path, n, "path", "expect")
+	if !ok {
+		return hc
+	}
+	if v := f["path"]; v != nil {
+		if s, ok := p.str(key(path, "path"), v); ok {
+			problem := checkPathPrefix(s)
+			if problem == "" && len(s) > maxHealthPathLen {
+				problem = "must be at most 1024 bytes"
+			}
+			if problem != "" {
+				p.add(v, key(path, "path"), "%s, got %s", problem, quoteMax(s, 64))
+			} else {
+				hc.Path = s
+			}
+		}
+	}
+	if v := f["expect"]; v != nil {
+		hc.Expect = p.expect(key(path, "expect"), v)
+	}
+	return hc
+}
+
+// expect reads a list of 1 to 16 distinct statuses, 100 to 599, sorted.
+func (p *parser) expect(path string, n *yaml.Node) []int {
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return DefaultHealthCheckExpect()
+	}
+	if len(items) == 0 || len(items) > maxExpectStatuses {
+		p.add(n, path, "must list 1 to %d statuses, got %d", maxExpectStatuses, len(items))
+		return DefaultHealthCheckExpect()
+	}
+	var out []int
+	for i, item := range items {
+		s, ok := p.integer(index(path, i), item, 100, 599)
+		if !ok {
+			continue
+		}
+		if slices.Contains(out, int(s)) {
+			p.add(item, index(path, i), "duplicate status %d", s)
+			continue
+		}
+		out = append(out, int(s))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// outlierDetection reads `outlier_detection`; null or {} reads as every
+// default.
+func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
+	od := defaultOutlierDetection()
+	f, ok := p.fields(path, n, "consecutive_gateway_failures", "consecutive_5xx", "base_ejection_time", "max_ejection_time", "max_ejection_percent")
+	if !ok {
+		return od
+	}
+	for _, field := range []struct {
+		name   string
+		hi     int64
+		dst    *int
+		lowest int64
+	}{
+		{"consecutive_gateway_failures", maxFailureRun, &od.ConsecutiveGatewayFailures, 0},
+		{"consecutive_5xx", maxFailureRun, &od.Consecutive5xx, 0},
+		{"max_ejection_percent", 100, &od.MaxEjectionPercent, 0},
+	} {
+		if v := f[field.name]; v != nil {
+			if i, ok := p.integer(key(path, field.name), v, field.lowest, field.hi); ok {
+				*field.dst = int(i)
+			}
+		}
+	}
+	baseOK := p.durationField(f, path, "base_ejection_time", &od.BaseEjectionTime)
+	maxOK := p.durationField(f, path, "max_ejection_time", &od.MaxEjectionTime)
+	if baseOK && maxOK && od.MaxEjectionTime < od.BaseEjectionTime {
+		if v := f["max_ejection_time"]; v != nil {
+			was := od.BaseEjectionTime.String()
+			if f["base_ejection_time"] == nil {
+				was += ", the default"
+			}
+			p.add(v, key(path, "max_ejection_time"), "must be at least base_ejection_time (%s), got %s", was, describe(v))
+		} else {
+			v := f["base_ejection_time"]
+			p.add(v, key(path, "base_ejection_time"), "must be at most max_ejection_time (%s, the default), got %s", od.MaxEjectionTime, describe(v))
+		}
+	}
+	return od
+}
+
+// zones reads `zones`: local is required; failover zones are distinct and
+// not the local one.
+func (p *parser) zones(path string, n *yaml.Node) *Zones {
+	z := defaultZones()
+	f, ok := p.fields(path, n, "local", "failover", "overprovisioning")
+	if !ok {
+		return z
+	}
+	if v := f["local"]; v != nil {
+		z.Local, _ = p.zoneName(key(path, "local"), v)
+	} else {
+		p.add(n, key(path, "local"), "required, the zone this levee runs in")
+	}
+	if v := f["failover"]; v != nil && !isNull(v) {
+		items, ok := p.sequence(key(path, "failover"), v)
+		if ok && len(items) > maxFailoverZones {
+			p.add(v, key(path, "failover"), "must list at most %d zones, got %d", maxFailoverZones, len(items))
+			items = nil
+		}
+		for i, item := range items {
+			ip := index(key(path, "failover"), i)
+			name, ok := p.zoneName(ip, item)
+			switch {
+			case !ok:
+			case name == z.Local:
+				p.add(item, ip, "%s is the local zone; list only other zones", quote(name))
+			case slices.Contains(z.Failover, name):
+				p.add(item, ip, "duplicate zone %s", quote(name))
+			default:
+				z.Failover = append(z.Failover, name)
+			}
+		}
+	}
+	if v := f["overprovisioning"]; v != nil {
+		if o, ok := p.number(key(path, "overprovisioning"), v, 1, maxOverprovisioning); ok {
+			z.Overprovisioning = o
+		}
+	}
+	return z
+}
+
+// zoneName reads a zone name: 1 to 64 of a-z, 0-9, "_", "." and "-" (the
+// discovery firewall's rule for an instance's zone).
+func (p *parser) zoneName(path string, n *yaml.Node) (string, bool) {
+	s, ok := p.str(path, n)
+	if !ok {
+		return "", false
+	}
+	if !validName(s) {
+		p.add(n, path, "zone %s, got %s", nameRule, quoteMax(s, 64))
+		return "", false
+	}
+	return s, true
+}

@@ -1,0 +1,659 @@
+package health
+
+// The Manager: one goroutine that owns every health decision, and a bounded
+// pool of check workers.
+//
+// LOOP. Manager.run waits for the earliest of: a check result, an outlier
+// signal, a kick (Apply changed the schedule), the next due check, the next
+// timed event (an ejection ending, a slow-start step) and the next allowed
+// rebuild. It applies what happened under mu, then, without mu, calls
+// Options.OnChange with the upstreams whose effective endpoint set changed.
+// Each upstream is rebuilt at most once per minRebuildGap; transitions in
+// between are coalesced into one rebuild.
+//
+// BOUNDS. At most Options.Workers (default MaxConcurrentChecks = 64)
+// checks run at once, whatever the number of endpoints; a check due while
+// every worker is busy waits for one (the schedule then slips, it does not
+// pile up: one endpoint has at most one check queued or running). Each
+// check is bounded by its Timeout. Due checks live in a heap (O(log n) per
+// check). An outlier signal costs one scan of the upstreams' members. Timed
+// events are recomputed with one scan after each transition, never per
+// check.
+//
+// LOCKING. mu guards the upstreams and their members. The loop never holds
+// mu while calling OnChange, so OnChange may call Apply (which takes mu).
+// Lock order for callers: their own locks, then mu.
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
+)
+
+// MaxConcurrentChecks is the default bound on checks running at once.
+const MaxConcurrentChecks = 64
+
+// minRebuildGap is the shortest time between two OnChange calls for one
+// upstream.
+const minRebuildGap = 50 * time.Millisecond
+
+// maxResultBatch bounds the check results handled per loop turn before
+// rebuilds are considered.
+const maxResultBatch = 256
+
+// Options configure a Manager.
+type Options struct {
+	// Logger receives one line per transition. Required.
+	Logger *slog.Logger
+	// OnChange is called from the Manager's goroutine, without its lock,
+	// with the upstreams whose effective endpoints changed; the owner
+	// rebuilds their pickers by calling Apply. It may block briefly (it
+	// delays the next decisions, never a request). Required.
+	OnChange func(upstreams []string)
+	// Probe runs one check; nil means Probe (real HTTP or TCP).
+	Probe func(ctx context.Context, addr string, c *CheckOptions) error
+	// Workers bounds concurrent checks; 0 means MaxConcurrentChecks.
+	Workers int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Manager tracks the health of every upstream's endpoints. Build it with
+// New, feed it endpoint sets with Apply, run it with Start and stop it with
+// Stop. Safe for concurrent use.
+type Manager struct {
+	o       Options
+	trip    chan struct{} // outlier signals from endpoint.Stats
+	kick    chan struct{} // Apply changed the schedule
+	jobs    chan job
+	results chan result
+	stop    chan struct{}
+	cancel  context.CancelFunc
+	ctx     context.Context
+	wg      sync.WaitGroup
+	once    sync.Once
+	started bool
+
+	mu struct {
+		sync.Mutex
+		ups         map[string]*upstream
+		due         dueHeap
+		outstanding int       // checks handed to workers and not yet returned
+		nextTimed   time.Time // earliest ejection end or ramp step; zero: none
+		dirty       map[string]bool
+		lastRebuild map[string]time.Time
+	}
+}
+
+type upstream struct {
+	name    string
+	opts    UpstreamOptions
+	members map[string]*member
+	seeded  bool // the first set has been applied
+	panic   bool
+	panics  uint64
+	ejects  map[string]uint64
+	watch   *endpoint.Watch
+}
+
+type job struct {
+	m     *member
+	addr  string
+	check *CheckOptions
+}
+
+type result struct {
+	m   *member
+	err error
+}
+
+// New returns a Manager; it starts nothing.
+func New(o Options) *Manager {
+	if o.Probe == nil {
+		o.Probe = Probe
+	}
+	if o.Workers <= 0 {
+		o.Workers = MaxConcurrentChecks
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m := &Manager{
+		o:       o,
+		trip:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		jobs:    make(chan job, o.Workers),
+		results: make(chan result, o.Workers),
+		stop:    make(chan struct{}),
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.mu.ups = map[string]*upstream{}
+	m.mu.dirty = map[string]bool{}
+	m.mu.lastRebuild = map[string]time.Time{}
+	return m
+}
+
+// Start runs the loop and the check workers until Stop.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return
+	}
+	m.started = true
+	m.wg.Add(1 + m.o.Workers)
+	for range m.o.Workers {
+		go m.worker()
+	}
+	go m.run()
+}
+
+// Stop ends the loop and the workers, cancelling checks in flight, and
+// waits for them. It is safe to call without Start and more than once.
+func (m *Manager) Stop() {
+	m.once.Do(func() {
+		close(m.stop)
+		m.cancel()
+	})
+	m.wg.Wait()
+}
+
+func (m *Manager) worker() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case j := <-m.jobs:
+			ctx, cancel := context.WithTimeout(m.ctx, j.check.Timeout)
+			err := m.o.Probe(ctx, j.addr, j.check)
+			cancel()
+			// results has room for every outstanding job: never blocks.
+			m.results <- result{m: j.m, err: err}
+		}
+	}
+}
+
+func (m *Manager) run() {
+	defer m.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := m.o.Now()
+		m.mu.Lock()
+		m.dispatchLocked(now)
+		if t := m.mu.nextTimed; !t.IsZero() && !now.Before(t) {
+			m.timedLocked(now)
+		}
+		ready, wake := m.takeDirtyLocked(now)
+		if w := m.nextWakeLocked(); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
+		}
+		m.mu.Unlock()
+		if len(ready) > 0 {
+			m.o.OnChange(ready)
+			continue
+		}
+		wait := time.Hour
+		if !wake.IsZero() {
+			wait = max(time.Millisecond, wake.Sub(now))
+		}
+		timer.Reset(wait)
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+		case <-m.trip:
+			m.mu.Lock()
+			m.tripsLocked(m.o.Now())
+			m.mu.Unlock()
+		case r := <-m.results:
+			m.mu.Lock()
+			m.resultLocked(r, m.o.Now())
+			for range maxResultBatch - 1 {
+				select {
+				case r = <-m.results:
+					m.resultLocked(r, m.o.Now())
+					continue
+				default:
+				}
+				break
+			}
+			m.mu.Unlock()
+		case <-timer.C:
+		}
+	}
+}
+
+// poke wakes the loop without blocking.
+func (m *Manager) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// nextWakeLocked is the earliest of the next due check (when a worker is
+// free) and the next timed event.
+func (m *Manager) nextWakeLocked() time.Time {
+	var w time.Time
+	if len(m.mu.due) > 0 && m.mu.outstanding < m.o.Workers {
+		w = m.mu.due[0].nextCheck
+	}
+	if t := m.mu.nextTimed; !t.IsZero() && (w.IsZero() || t.Before(w)) {
+		w = t
+	}
+	return w
+}
+
+// dispatchLocked hands due checks to free workers.
+func (m *Manager) dispatchLocked(now time.Time) {
+	for len(m.mu.due) > 0 && m.mu.outstanding < m.o.Workers {
+		mb := m.mu.due[0]
+		if mb.nextCheck.After(now) {
+			return
+		}
+		heap.Pop(&m.mu.due)
+		c := mb.up.opts.Check
+		if mb.removed || c == nil {
+			continue
+		}
+		// Fixed rate: the next check is due one jittered interval after
+		// this one was due, so a slow check does not stretch the schedule
+		// (Timeout <= Interval). A schedule that fell behind restarts
+		// from now.
+		next := mb.nextCheck.Add(jitter(c.Interval))
+		if next.Before(now) {
+			next = now.Add(jitter(c.Interval))
+		}
+		mb.nextCheck = next
+		heap.Push(&m.mu.due, mb)
+		if mb.checking {
+			continue // the previous check is still out; skip this one
+		}
+		mb.checking = true
+		m.mu.outstanding++
+		m.jobs <- job{m: mb, addr: mb.addr, check: c} // has room: outstanding < Workers
+	}
+}
+
+// jitter returns d scaled by a uniform factor in (0.9, 1].
+func jitter(d time.Duration) time.Duration {
+	return d - time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// resultLocked applies one check result.
+func (m *Manager) resultLocked(r result, now time.Time) {
+	mb := r.m
+	mb.checking = false
+	m.mu.outstanding--
+	c := mb.up.opts.Check
+	if mb.removed || c == nil {
+		return
+	}
+	flipped, up, returned := mb.recordCheck(r.err == nil, c)
+	reason := "check_passed"
+	if r.err != nil {
+		reason = "check_failed: " + r.err.Error()
+	}
+	if returned {
+		mb.uneject(now)
+		reason = "passed_checks_while_ejected"
+	}
+	if flipped || returned {
+		if (up || returned) && mb.serving() {
+			m.startRampLocked(mb, now)
+		}
+		m.transitionLocked(mb, reason, now)
+	}
+}
+
+// tripsLocked handles outlier signals: every tripped member of an upstream
+// with outlier detection is ejected if its run still stands and the
+// ejection cap allows.
+func (m *Manager) tripsLocked(now time.Time) {
+	for _, u := range m.mu.ups {
+		o := u.opts.Outlier
+		if o == nil {
+			continue
+		}
+		for _, mb := range u.members {
+			if !mb.stats.TakeTrip() {
+				continue
+			}
+			reason := ""
+			switch {
+			case o.ConsecutiveGatewayFailures > 0 && mb.stats.GatewayFailuresInARow.Load() >= o.ConsecutiveGatewayFailures:
+				reason = "consecutive_gateway_failures"
+			case o.Consecutive5xx > 0 && mb.stats.Status5xxInARow.Load() >= o.Consecutive5xx:
+				reason = "consecutive_5xx"
+			}
+			if reason == "" || mb.ejected() || mb.weight == 0 {
+				mb.stats.ResetRuns()
+				continue
+			}
+			ejected, n := u.count()
+			if !mayEject(ejected, n, o.MaxEjectionPercent) {
+				mb.stats.ResetRuns() // trips again after another full run
+				m.o.Logger.Debug("ejection skipped: max_ejection_percent reached", "upstream", u.name, "endpoint", mb.addr,
+					"reason", reason, "ejected", ejected, "endpoints", n)
+				continue
+			}
+			d := mb.eject(o, now)
+			u.ejects[reason]++
+			m.transitionLocked(mb, reason+" (ejected for "+d.String()+")", now)
+		}
+	}
+}
+
+// count returns the ejected and the non-drained members of u.
+func (u *upstream) count() (ejected, n int) {
+	for _, mb := range u.members {
+		if mb.weight == 0 {
+			continue
+		}
+		n++
+		if mb.ejected() {
+			ejected++
+		}
+	}
+	return ejected, n
+}
+
+// timedLocked ends the ejections that are over, marks upstreams whose ramps
+// stepped as dirty, and finds the next timed event.
+func (m *Manager) timedLocked(now time.Time) {
+	for _, u := range m.mu.ups {
+		for _, mb := range u.members {
+			if mb.ejected() && !now.Before(mb.ejectedUntil) {
+				mb.uneject(now)
+				if mb.serving() {
+					m.startRampLocked(mb, now)
+				}
+				m.transitionLocked(mb, "ejection_time_over", now)
+				continue
+			}
+			if !mb.rampFrom.IsZero() {
+				if !ramping(mb.rampFrom, u.opts.SlowStart, now) {
+					mb.rampFrom = time.Time{}
+					m.transitionLocked(mb, "slow_start_done", now)
+				} else {
+					m.mu.dirty[u.name] = true
+				}
+			}
+		}
+	}
+	m.recomputeTimedLocked(now)
+}
+
+// recomputeTimedLocked finds the earliest ejection end or ramp step. O(n).
+func (m *Manager) recomputeTimedLocked(now time.Time) {
+	var next time.Time
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, u := range m.mu.ups {
+		for _, mb := range u.members {
+			if mb.ejected() {
+				earlier(mb.ejectedUntil)
+			}
+			if !mb.rampFrom.IsZero() {
+				_, step := rampWeight(mb.weight, mb.rampFrom, u.opts.SlowStart, now)
+				if step.IsZero() {
+					step = mb.rampFrom.Add(u.opts.SlowStart)
+				}
+				earlier(step)
+			}
+		}
+	}
+	m.mu.nextTimed = next
+}
+
+// startRampLocked starts mb's slow start, when its upstream has one.
+func (m *Manager) startRampLocked(mb *member, now time.Time) {
+	if mb.up.opts.SlowStart > 0 {
+		mb.rampFrom = now
+	}
+}
+
+// transitionLocked records a change of mb's health: its state (logged once
+// when it changes), the upstream marked for a rebuild, timed events
+// recomputed.
+func (m *Manager) transitionLocked(mb *member, reason string, now time.Time) {
+	mb.reason = reason
+	if s := mb.currentState(mb.up.opts.SlowStart, now); s != mb.state {
+		m.o.Logger.Info("endpoint health changed", "upstream", mb.up.name, "endpoint", mb.addr,
+			"from", string(mb.state), "to", string(s), "reason", reason, "ejections", mb.ejections)
+		mb.state, mb.since = s, now
+	}
+	m.mu.dirty[mb.up.name] = true
+	m.recomputeTimedLocked(now)
+}
+
+// takeDirtyLocked returns the dirty upstreams that may be rebuilt now, and
+// when the next of the others may be.
+func (m *Manager) takeDirtyLocked(now time.Time) (ready []string, next time.Time) {
+	for name := range m.mu.dirty {
+		at := m.mu.lastRebuild[name].Add(minRebuildGap)
+		if now.Before(at) {
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
+			continue
+		}
+		delete(m.mu.dirty, name)
+		m.mu.lastRebuild[name] = now
+		if m.mu.ups[name] != nil {
+			ready = append(ready, name)
+		}
+	}
+	return ready, next
+}
+
+// Plan is the endpoint set an upstream's picker is built from, as Apply
+// decides it at one instant.
+type Plan struct {
+	// Endpoints is parallel to Apply's input. Each is the input endpoint
+	// itself when its weight is unchanged, else a copy with the effective
+	// weight that shares the input's Stats: 0 for an endpoint that does
+	// not serve, a ramped weight during slow start. In panic mode every
+	// non-drained endpoint keeps its configured weight.
+	Endpoints []*endpoint.Endpoint
+	// Healthy[i] reports whether endpoint i serves (outside panic mode);
+	// zone shares count the configured weight of these.
+	Healthy []bool
+	// Panic is true when the healthy share of the non-drained weight is
+	// below the panic threshold.
+	Panic bool
+}
+
+// Apply records upstream name's options and endpoint set (addresses
+// unique, Stats non-nil, as the gateway builds them) and returns the plan
+// to build its picker from, at the current time. New endpoints start
+// healthy; after the upstream's first set, new and undrained endpoints
+// start in slow start.
+// Endpoints no longer in eps are forgotten. O(len(eps)).
+func (m *Manager) Apply(name string, o UpstreamOptions, eps []*endpoint.Endpoint) Plan {
+	now := m.o.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.mu.ups[name]
+	if u == nil {
+		u = &upstream{name: name, members: map[string]*member{}, ejects: map[string]uint64{}}
+		m.mu.ups[name] = u
+	}
+	u.setOptions(o, m.trip)
+	seen := make(map[string]bool, len(eps))
+	scheduled := false
+	for _, e := range eps {
+		seen[e.Address] = true
+		mb := u.members[e.Address]
+		if mb == nil {
+			mb = &member{up: u, addr: e.Address, heapIdx: -1, since: now, state: Healthy}
+			u.members[e.Address] = mb
+			if u.seeded && e.Weight > 0 {
+				m.startRampLocked(mb, now)
+			}
+		}
+		if mb.weight == 0 && e.Weight > 0 && u.seeded {
+			m.startRampLocked(mb, now) // undrained: it joins again
+		}
+		mb.weight = e.Weight
+		if mb.stats != e.Stats {
+			mb.stats = e.Stats
+			mb.stats.SetWatch(u.watch)
+		}
+		if c := o.Check; c != nil && mb.heapIdx < 0 {
+			mb.nextCheck = now.Add(time.Duration(rand.Int64N(int64(c.Interval))))
+			heap.Push(&m.mu.due, mb)
+			scheduled = true
+		}
+		if o.Check == nil {
+			mb.checkDown, mb.passes, mb.fails = false, 0, 0
+		}
+		if o.Outlier == nil && mb.ejected() {
+			mb.uneject(now)
+		}
+		if s := mb.currentState(o.SlowStart, now); s != mb.state {
+			m.o.Logger.Info("endpoint health changed", "upstream", name, "endpoint", mb.addr,
+				"from", string(mb.state), "to", string(s), "reason", "endpoint_set_changed")
+			mb.state, mb.since, mb.reason = s, now, "endpoint_set_changed"
+		}
+	}
+	for addr, mb := range u.members {
+		if !seen[addr] {
+			mb.removed = true
+			mb.stats.SetWatch(nil)
+			if mb.heapIdx >= 0 {
+				heap.Remove(&m.mu.due, mb.heapIdx)
+			}
+			delete(u.members, addr)
+		}
+	}
+	u.seeded = true
+	p := m.planLocked(u, eps, now)
+	m.recomputeTimedLocked(now)
+	if scheduled || !m.mu.nextTimed.IsZero() {
+		m.poke()
+	}
+	return p
+}
+
+// setOptions installs o, and the outlier watch on every member when it
+// changed.
+func (u *upstream) setOptions(o UpstreamOptions, signal chan<- struct{}) {
+	var w *endpoint.Watch
+	if ol := o.Outlier; ol != nil {
+		w = &endpoint.Watch{GatewayFailures: ol.ConsecutiveGatewayFailures, Status5xx: ol.Consecutive5xx, Signal: signal}
+	}
+	same := (w == nil) == (u.watch == nil) && (w == nil || (w.GatewayFailures == u.watch.GatewayFailures && w.Status5xx == u.watch.Status5xx))
+	u.opts = o
+	if same {
+		return
+	}
+	u.watch = w
+	for _, mb := range u.members {
+		mb.stats.SetWatch(w)
+	}
+}
+
+// planLocked computes u's plan at now and counts entries into panic mode.
+func (m *Manager) planLocked(u *upstream, eps []*endpoint.Endpoint, now time.Time) Plan {
+	p, _ := plan(eps, func(i int) (serving bool, rampFrom time.Time) {
+		mb := u.members[eps[i].Address]
+		return mb.serving(), mb.rampFrom
+	}, u.opts.PanicThreshold, u.opts.SlowStart, now)
+	if p.Panic != u.panic {
+		u.panic = p.Panic
+		if p.Panic {
+			u.panics++
+			m.o.Logger.Warn("upstream in panic mode: too few healthy endpoints; balancing over all non-drained endpoints", "upstream", u.name,
+				"panic_threshold", u.opts.PanicThreshold)
+		} else {
+			m.o.Logger.Info("upstream out of panic mode", "upstream", u.name)
+		}
+	}
+	return p
+}
+
+// Retain forgets the upstreams not in names.
+func (m *Manager) Retain(names map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, u := range m.mu.ups {
+		if names[name] {
+			continue
+		}
+		for _, mb := range u.members {
+			mb.removed = true
+			mb.stats.SetWatch(nil)
+			if mb.heapIdx >= 0 {
+				heap.Remove(&m.mu.due, mb.heapIdx)
+			}
+		}
+		delete(m.mu.ups, name)
+		delete(m.mu.dirty, name)
+		delete(m.mu.lastRebuild, name)
+	}
+}
+
+// View returns upstream name's health, endpoints in address order of
+// eps as last applied (map order otherwise); ok is false for an unknown
+// upstream.
+func (m *Manager) View(name string) (v UpstreamView, ok bool) {
+	now := m.o.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.mu.ups[name]
+	if u == nil {
+		return v, false
+	}
+	v = UpstreamView{Panic: u.panic, PanicTotal: u.panics, EjectionsTotal: make(map[string]uint64, len(u.ejects))}
+	for k, n := range u.ejects {
+		v.EjectionsTotal[k] = n
+	}
+	for _, mb := range u.members {
+		eff := uint32(0)
+		if mb.serving() || u.panic && mb.weight > 0 {
+			eff, _ = rampWeight(mb.weight, mb.rampFrom, u.opts.SlowStart, now)
+			if u.panic {
+				eff = mb.weight
+			}
+		}
+		v.Endpoints = append(v.Endpoints, EndpointView{
+			Address: mb.addr, Weight: mb.weight, Effective: eff, State: mb.currentState(u.opts.SlowStart, now),
+			Ejections: mb.ejections, LastReason: mb.reason, Since: mb.since,
+		})
+	}
+	return v, true
+}
+
+// dueHeap orders members by their next check.
+type dueHeap []*member
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].nextCheck.Before(h[j].nextCheck) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	mb := x.(*member)
+	mb.heapIdx = len(*h)
+	*h = append(*h, mb)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	mb := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	mb.heapIdx = -1
+	return mb
+}

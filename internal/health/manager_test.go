@@ -1,0 +1,198 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func testEndpoints(n int) []*endpoint.Endpoint {
+	eps := make([]*endpoint.Endpoint, n)
+	for i := range eps {
+		eps[i] = endpoint.New(fmt.Sprintf("10.0.%d.%d:80", i/256, i%256), 100)
+	}
+	return eps
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func states(m *Manager, name string) map[State]int {
+	v, _ := m.View(name)
+	out := map[State]int{}
+	for _, e := range v.Endpoints {
+		out[e.State]++
+	}
+	return out
+}
+
+// TestManagerBoundsConcurrentChecks: 1,000 endpoints whose checks each take
+// 20 ms never have more than Workers checks running at once, and every
+// endpoint still gets checked.
+func TestManagerBoundsConcurrentChecks(t *testing.T) {
+	var running, peak atomic.Int64
+	var mu sync.Mutex
+	checked := map[string]bool{}
+	m := New(Options{
+		Logger: quietLogger(), OnChange: func([]string) {}, Workers: 8,
+		Probe: func(ctx context.Context, addr string, c *CheckOptions) error {
+			n := running.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			defer running.Add(-1)
+			mu.Lock()
+			checked[addr] = true
+			mu.Unlock()
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil
+		},
+	})
+	eps := testEndpoints(1000)
+	m.Apply("u", UpstreamOptions{Check: &CheckOptions{TCP: true, Interval: 100 * time.Millisecond, Timeout: 50 * time.Millisecond, HealthyAfter: 1, UnhealthyAfter: 1}}, eps)
+	m.Start()
+	defer m.Stop()
+	waitUntil(t, "every endpoint checked", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(checked) == len(eps)
+	})
+	if p := peak.Load(); p > 8 || p < 2 {
+		t.Fatalf("peak concurrent checks = %d, want 2..8", p)
+	}
+	t.Logf("1000 endpoints, 8 workers: peak %d concurrent checks", peak.Load())
+}
+
+// TestManagerActiveAndOutlier: a failing check marks an endpoint unhealthy
+// and OnChange names its upstream; failures on the request path eject, at
+// most max_ejection_percent; the ejection ends after its time and the
+// endpoint slow-starts.
+func TestManagerActiveAndOutlier(t *testing.T) {
+	var bad sync.Map
+	changes := make(chan []string, 100)
+	m := New(Options{
+		Logger:   quietLogger(),
+		OnChange: func(u []string) { changes <- u },
+		Probe: func(ctx context.Context, addr string, c *CheckOptions) error {
+			if _, ok := bad.Load(addr); ok {
+				return errors.New("status 503")
+			}
+			return nil
+		},
+	})
+	checked := testEndpoints(3)
+	m.Apply("checked", UpstreamOptions{Check: &CheckOptions{HTTPPath: "/", Interval: 20 * time.Millisecond, Timeout: 10 * time.Millisecond, HealthyAfter: 2, UnhealthyAfter: 2}}, checked)
+	passive := testEndpoints(4)
+	oo := &OutlierOptions{ConsecutiveGatewayFailures: 3, BaseEjectionTime: 300 * time.Millisecond, MaxEjectionTime: time.Second, MaxEjectionPercent: 50}
+	m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: 500 * time.Millisecond}, passive)
+	m.Start()
+	defer m.Stop()
+
+	bad.Store(checked[1].Address, true)
+	waitUntil(t, "unhealthy", func() bool { return states(m, "checked")[Unhealthy] == 1 })
+	bad.Delete(checked[1].Address)
+	waitUntil(t, "healthy again", func() bool { return states(m, "checked")[Healthy] == 3 })
+
+	// Three of four fail on the request path: two may be ejected (50 %).
+	for _, e := range passive[:3] {
+		for range 3 {
+			e.Begin()
+			e.EndStatus(503)
+		}
+	}
+	waitUntil(t, "two ejected", func() bool { return states(m, "passive")[Ejected] == 2 })
+	for range 20 { // the third keeps failing: still not ejected
+		passive[2].Begin()
+		passive[2].End(endpoint.Failure)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := states(m, "passive")[Ejected]; n != 2 {
+		t.Fatalf("%d ejected, want 2 (max_ejection_percent 50 of 4)", n)
+	}
+	p := m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: 500 * time.Millisecond}, passive)
+	zero := 0
+	for _, e := range p.Endpoints {
+		if e.Weight == 0 {
+			zero++
+		}
+	}
+	if zero != 2 || p.Panic {
+		t.Fatalf("plan has %d endpoints at weight 0 (panic %v), want 2", zero, p.Panic)
+	}
+	waitUntil(t, "ejection over, slow start", func() bool { return states(m, "passive")[SlowStart] == 2 })
+	waitUntil(t, "slow start over", func() bool { return states(m, "passive")[Healthy] == 4 })
+	v, _ := m.View("passive")
+	if v.EjectionsTotal["consecutive_gateway_failures"] != 2 {
+		t.Fatalf("ejections = %v", v.EjectionsTotal)
+	}
+	select {
+	case <-changes:
+	default:
+		t.Fatal("OnChange never called")
+	}
+}
+
+// TestManagerStopWithoutStart and twice: no goroutine, no hang.
+func TestManagerStopWithoutStart(t *testing.T) {
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}})
+	m.Stop()
+	m.Stop()
+	m = New(Options{Logger: quietLogger(), OnChange: func([]string) {}})
+	m.Start()
+	m.Stop()
+	m.Stop()
+}
+
+// TestApplySlowStartsJoiners: endpoints of the first set start at full
+// weight; one added later, or undrained, starts at the ramp's floor; the
+// time comes from the injected clock.
+func TestApplySlowStartsJoiners(t *testing.T) {
+	now := t0
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}, Now: func() time.Time { return now }})
+	o := UpstreamOptions{SlowStart: 10 * time.Second}
+	eps := testEndpoints(3)
+	eps[2].Weight = 0
+	p := m.Apply("u", o, eps)
+	if p.Endpoints[0].Weight != 100 || p.Endpoints[2].Weight != 0 {
+		t.Fatalf("first set: %d, %d", p.Endpoints[0].Weight, p.Endpoints[2].Weight)
+	}
+	now = now.Add(time.Second)
+	joined := append(testEndpoints(3), endpoint.New("10.9.9.9:80", 1000))
+	p = m.Apply("u", o, joined)
+	if w := []uint32{p.Endpoints[0].Weight, p.Endpoints[2].Weight, p.Endpoints[3].Weight}; w[0] != 100 || w[1] != 10 || w[2] != 100 {
+		t.Fatalf("after join and undrain: weights %v, want [100 10 100]", w)
+	}
+	if p.Endpoints[3].Stats != joined[3].Stats {
+		t.Fatal("a ramped endpoint must share the original's Stats")
+	}
+	now = now.Add(5 * time.Second)
+	p = m.Apply("u", o, joined)
+	if p.Endpoints[3].Weight != 500 {
+		t.Fatalf("halfway: %d, want 500", p.Endpoints[3].Weight)
+	}
+	if s := states(m, "u"); s[SlowStart] != 2 || s[Healthy] != 2 {
+		t.Fatalf("states %v", s)
+	}
+	now = now.Add(5 * time.Second)
+	if p = m.Apply("u", o, joined); p.Endpoints[3] != joined[3] {
+		t.Fatalf("after the window the endpoint itself is used, weight %d", p.Endpoints[3].Weight)
+	}
+}

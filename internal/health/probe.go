@@ -1,0 +1,62 @@
+package health
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// maxProbeBody bounds what is read of a check's response body.
+const maxProbeBody = 4 << 10
+
+// Probe runs one check of the endpoint at addr: a TCP connect, or an HTTP
+// GET of c.HTTPPath over a fresh connection (Connection: close) whose
+// status must be in c.Expect (200 when empty). It returns nil when the
+// check passes. Every step is bounded by ctx's deadline (the Manager sets
+// it to c.Timeout); no connection outlives the call.
+func Probe(ctx context.Context, addr string, c *CheckOptions) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("connect timed out")
+		}
+		return errors.New("connect failed")
+	}
+	defer conn.Close()
+	if c.TCP {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: levee-health-check\r\nConnection: close\r\n\r\n", c.HTTPPath, addr); err != nil {
+		return errors.New("sending the check failed")
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return errors.New("timed out")
+		}
+		return errors.New("no valid HTTP response")
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	resp.Body.Close()
+	expect := c.Expect
+	if len(expect) == 0 {
+		expect = []int{http.StatusOK}
+	}
+	if !slices.Contains(expect, resp.StatusCode) {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
