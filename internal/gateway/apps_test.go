@@ -69,6 +69,21 @@ func (in *instance) api(method, path, body string) (int, map[string]any) {
 	return resp.StatusCode, doc
 }
 
+// call sends GET / to the data plane with an API key and returns the
+// status.
+func (in *instance) call(key string) int {
+	in.t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+in.g.Addr().String()+"/", nil)
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func keyState(t *testing.T, app map[string]any, id string) (found, revoked bool) {
 	t.Helper()
 	keys, _ := app["keys"].([]any)
@@ -130,6 +145,9 @@ apps:
 	if app, _, err := in.g.Apps().Current().Authenticate(sum); err != nil || app.ID != "runtime" {
 		t.Fatalf("snapshot before restart: %v, %v", app, err)
 	}
+	if got := in.call(plain); got != 200 {
+		t.Fatalf("the new key on the data plane: %d, want 200", got)
+	}
 	if status, doc = in.api("PATCH", "/api/v1/apps/from-file", `{"limits":{"rate":77}}`); status != 200 || doc["overridden"] != true {
 		t.Fatalf("patch file app: %d %v", status, doc)
 	}
@@ -148,6 +166,9 @@ apps:
 	if _, _, err := in.g.Apps().Current().Authenticate(sum); err != nil {
 		t.Errorf("key after restart: %v", err)
 	}
+	if got := in.call(plain); got != 200 {
+		t.Errorf("the key on the data plane after a restart: %d, want 200", got)
+	}
 	status, doc = in.api("GET", "/api/v1/apps/from-file", "")
 	if lim := doc["limits"].(map[string]any); status != 200 || lim["rate"] != 77.0 {
 		t.Errorf("runtime change to a file app reverted by a restart: %v", doc)
@@ -157,6 +178,9 @@ apps:
 	}
 	if _, _, err := in.g.Apps().Current().Authenticate(sum); err == nil {
 		t.Error("revoked key still in the snapshot")
+	}
+	if got := in.call(plain); got != 401 {
+		t.Errorf("a revoked key on the data plane: %d, want 401", got)
 	}
 	in.stop()
 
@@ -170,6 +194,9 @@ apps:
 	}
 	if _, _, err := in.g.Apps().Current().Authenticate(sum); err == nil {
 		t.Error("revoked key back in the snapshot after a restart")
+	}
+	if got := in.call(plain); got != 401 {
+		t.Errorf("a revoked key on the data plane after a restart: %d, want 401", got)
 	}
 	_, doc = in.api("GET", "/api/v1/apps/from-file", "")
 	if lim := doc["limits"].(map[string]any); lim["rate"] != 77.0 || doc["pending_file_change"] != true {
