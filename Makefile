@@ -24,7 +24,7 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000
 
-.PHONY: all build demo test services vet unit fuzz bench clean
+.PHONY: all build demo test services vet unit load fuzz bench clean
 
 all: build
 
@@ -37,7 +37,7 @@ demo: build
 
 ## test: install the real services the tests start (etcd), vet, the whole
 ## suite under the race detector, then each fuzz target briefly.
-test: services vet unit fuzz
+test: services vet unit load fuzz
 
 services:
 	scripts/install-services.sh
@@ -51,6 +51,13 @@ vet:
 # needs (installed by `make services`) is missing.
 unit:
 	LEVEE_REQUIRE_SERVICES=1 $(GO) test -race -count=1 -timeout 10m ./...
+
+# Load tests measure goodput and latency, so they are built without the
+# race detector (their files say //go:build !race) and run in a step of
+# their own, with nothing else competing for the cores.
+LOAD_TESTS := TestStormReplayed
+load:
+	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

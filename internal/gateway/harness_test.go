@@ -22,6 +22,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
 	goleak.VerifyTestMain(m)
 }
 
