@@ -19,6 +19,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -794,7 +795,8 @@ func BenchmarkForward(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		std  bool
-	}{{"fast", false}, {"std", true}} {
+		auth bool // an api_key route, 100,000 apps, a rate limit that admits all
+	}{{"fast", false, false}, {"std", true, false}, {"fast+auth+ratelimit", false, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			r := newRig(b, up.Listener.Addr().String(), defaultOpts(), bc.std)
 			req, _ := http.NewRequest(http.MethodGet, r.front.URL+"/bench?x=1", nil)
@@ -859,7 +861,8 @@ func BenchmarkHandler(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		std  bool
-	}{{"fast", false}, {"std", true}} {
+		auth bool // an api_key route, 100,000 apps, a rate limit that admits all
+	}{{"fast", false, false}, {"std", true, false}, {"fast+auth+ratelimit", false, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			m, _ := NewMetrics(reg)
@@ -871,16 +874,30 @@ func BenchmarkHandler(b *testing.B) {
 				up.Transport = tr.std
 			}
 			rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
+			var key []string
+			if bc.auth {
+				rt.Auth = AuthAPIKey
+				key = []string{benchKey(7)}
+			}
 			h, _ := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
+			if bc.auth {
+				apps, keys := benchApps(b, 100_000)
+				apps[7].Limit = ratelimit.Policy{Rate: mustRate(b, 1e9, 1e9)}
+				h.SwapApps(NewApps(apps, keys, nil))
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req := httptest.NewRequest(http.MethodGet, "/bench?x=1", nil).WithContext(ctx)
+			req.RemoteAddr = "192.0.2.1:1234"
 			req.Header.Set("Accept", "*/*")
 			req.Header.Set("User-Agent", "wrk")
 			w := &benchWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
+				if key != nil {
+					req.Header["X-Api-Key"] = key // the handler hides it from the upstream
+				}
 				h.ServeHTTP(w, req)
 				if w.code != 200 {
 					b.Fatalf("status %d", w.code)
