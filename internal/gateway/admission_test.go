@@ -265,3 +265,71 @@ routes:
 		t.Errorf("B and C were refused %d times; a flooding consumer must not push them out", refusedOthers.Load())
 	}
 }
+
+// TestHealthzUnderOverload: with 1,000 slow requests in flight on the data
+// plane (a backend that holds them) and more arriving, 200 sequential
+// /healthz calls on the admin listener all answer 200 within their 2 s
+// deadline; their p99 is reported. /readyz stays ready: load is never a
+// reason to be taken out of rotation.
+func TestHealthzUnderOverload(t *testing.T) {
+	release := make(chan struct{})
+	var held atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+upstreams:
+  slow: {endpoints: [{address: %s}], timeouts: {response_header: 30s}}
+routes:
+  - {name: slow, match: {path_prefix: /}, upstream: slow}
+`, hostPort(slow)))
+	const inFlight = 1000
+	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: inFlight}
+	t.Cleanup(tr.CloseIdleConnections)
+	cl := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := cl.Get(h.base + "/")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { close(stop); close(release); wg.Wait() })
+	waitFor(t, "1,000 slow requests in flight", func() bool { return held.Load() >= inFlight })
+
+	lat, err := sequentialLatencies(h.g.AdminAddr().String(), "/healthz", 200, 2*time.Second)
+	if err != nil {
+		t.Fatalf("/healthz under overload: %v", err)
+	}
+	t.Logf("/healthz with %d requests in flight: 200 of 200 answered, p50 %v p99 %v max %v",
+		held.Load(), percentile(lat, 50), percentile(lat, 99), percentile(lat, 100))
+	resp, err := http.Get(h.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/readyz under load: %d, want 200", resp.StatusCode)
+	}
+}
