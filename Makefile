@@ -9,7 +9,9 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # the package's testdata/fuzz and stay there. Budgets are execution counts,
 # not durations: with a duration, Go 1.26's fuzz coordinator can report a
 # spurious "context deadline exceeded" at the boundary on a busy machine
-# (go.dev/issue/75804, fixed in Go 1.27). FUZZSCALE multiplies every budget.
+# (go.dev/issue/75804, fixed in Go 1.27). Minimising each new interesting
+# input is capped too (-fuzzminimizetime, else up to 60 s per input for a
+# slow target such as FuzzZoned). FUZZSCALE multiplies every budget.
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
@@ -63,7 +65,7 @@ fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$$(( $${rest##*:} * $(FUZZSCALE) )); \
 		echo "fuzz $$pkg $$name for $$n executions"; \
-		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$${n}x $$pkg; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$${n}x -fuzzminimizetime=200x $$pkg; \
 	done
 
 ## bench: the Go benchmarks with allocation counts.
