@@ -113,6 +113,7 @@ upstreams:
       - {address: %s, weight: 3}
       - {address: %s, weight: 1}
     timeouts: {connect: 1s, response_header: 5s}
+    health_check: {http: {path: /healthz}, interval: 2s, timeout: 1s}
   slow:
     endpoints:
       - {address: %s}
@@ -131,11 +132,28 @@ routes:
     match: {path_prefix: /upload/, methods: [POST, PUT]}
     upstream: fast
     max_body_bytes: 1MiB
+  - name: keyed
+    match: {path_prefix: /keyed/}
+    upstream: fast
+    auth: api_key
   - name: fast
     match: {path_prefix: /}
     upstream: fast
-`, listen, adminListen, strconv.Quote(stateDir), b.FastA, b.FastB, b.Slow, b.Flaky)
+apps:
+  - id: demo-app
+    api_key_sha256: [%s]   # DemoKey's SHA-256: files hold hashes, never keys
+    grants: [keyed]
+    limits: {rate: 2, burst: 4}
+`, listen, adminListen, strconv.Quote(stateDir), b.FastA, b.FastB, b.Slow, b.Flaky, DemoKeySHA256)
 }
+
+// DemoKey is the demo app's API key. It is printed by the demo and is not
+// a secret; a real deployment creates keys with the admin API (POST
+// /api/v1/apps/{id}/keys) and never writes them into files.
+const DemoKey = "lvk_demo-key-not-a-secret-0123456789"
+
+// DemoKeySHA256 is DemoKey's SHA-256, as the demo configuration holds it.
+const DemoKeySHA256 = "791bbed31f74d15c78f622d3cd102648a297cde2e492a91ffc7970900ba49f55"
 
 // Intro writes what to try once the demo is up.
 func Intro(w io.Writer, data, adminAddr string) {
@@ -155,9 +173,12 @@ Try:
   curl -s http://%[1]s/flaky/                      # the flaky upstream answers 500 about 30%% of the time
   head -c 2000000 /dev/zero | curl -s --data-binary @- http://%[1]s/upload/   # 413 body_too_large (limit 1 MiB)
   curl -s http://%[1]s/upload/                     # 405: the upload route takes POST and PUT only
+  curl -s http://%[1]s/keyed/                      # 401 unauthenticated: the route needs an app's API key
+  curl -si -H 'X-Api-Key: %[3]s' http://%[1]s/keyed/ | grep -i ratelimit   # 2/s, burst 4; then 429
+  curl -s http://%[2]s/api/v1/apps                # the apps, their keys (ids only), grants and limits
   curl -s http://%[2]s/api/v1/upstreams           # endpoints, weights, live counters
   curl -s http://%[2]s/metrics | grep levee_requests_total
 
 Press Ctrl-C to stop (levee drains in-flight requests first).
-`, data, adminAddr)
+`, data, adminAddr, DemoKey)
 }
