@@ -18,6 +18,7 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/subtle"
 	"io"
 	"net/http"
 	"net/netip"
@@ -87,8 +88,9 @@ type Apps struct {
 }
 
 type keyRef struct {
-	app   *App
-	keyID string
+	app    *App
+	keyID  string
+	digest [32]byte
 }
 
 type secretRef struct {
@@ -116,7 +118,7 @@ func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
 		if a == nil {
 			continue
 		}
-		s.keys[k.SHA256] = keyRef{app: a, keyID: k.KeyID}
+		s.keys[k.SHA256] = keyRef{app: a, keyID: k.KeyID, digest: k.SHA256}
 		if k.KeyID != "" {
 			digest := k.SHA256
 			s.secrets[k.KeyID] = secretRef{app: a, secret: digest[:]}
@@ -232,12 +234,18 @@ func (h *Handler) identify(r *http.Request, rt *Route, apps *Apps, now time.Time
 	return app, "", ""
 }
 
+// lookupKey finds the key whose SHA-256 is sum, and confirms a hit with a
+// constant-time comparison of the two digests (as auth.KeyIndex does; its
+// doc says why a map keyed by the digest leaks nothing of a stored key).
 func (s *Apps) lookupKey(sum [32]byte) (keyRef, bool) {
 	if s == nil {
 		return keyRef{}, false
 	}
 	r, ok := s.keys[sum]
-	return r, ok
+	if !ok || subtle.ConstantTimeCompare(r.digest[:], sum[:]) != 1 {
+		return keyRef{}, false
+	}
+	return r, true
 }
 
 // authDetail is the auth.Reason of err, or "malformed_credentials".
