@@ -20,7 +20,8 @@ FUZZ_TARGETS := \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/discovery:FuzzParseList:5000 \
-	./internal/discovery:FuzzParseInstance:10000
+	./internal/discovery:FuzzParseInstance:10000 \
+	./internal/h1server:FuzzParseHead:30000
 
 .PHONY: all build demo test services vet unit fuzz bench clean
 
