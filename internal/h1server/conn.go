@@ -125,6 +125,12 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	handedOff := false
 	defer func() {
+		if v := recover(); v != nil {
+			// A bug of the loop's own (handler panics are caught in
+			// callHandler): this connection ends, the process goes on.
+			c.srv.logger.Error("h1server: panic serving "+c.remote, "panic", v, "stack", string(debug.Stack()))
+			handedOff = false
+		}
 		if !handedOff {
 			_ = c.nc.Close()
 		}

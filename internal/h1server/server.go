@@ -257,13 +257,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	serving := s.mu.serving
 	s.mu.Unlock()
 
+	if fl != nil {
+		fl.Close() // the fallback's Shutdown closes it too, unless its Serve has not begun
+	}
 	fbErr := make(chan error, 1)
 	if serving {
 		go func() { fbErr <- s.fallback.Shutdown(ctx) }()
 	} else {
 		fbErr <- nil
 	}
-	_ = fl // closed by the fallback's Shutdown (it closes its listeners)
 
 	// Poll as net/http does: from 1 ms, doubling, at most 500 ms apart.
 	wait := time.Millisecond
@@ -312,6 +314,9 @@ func (s *Server) Close() error {
 	}
 	for c := range s.mu.conns {
 		c.abort()
+	}
+	if s.mu.fallbackLn != nil {
+		s.mu.fallbackLn.Close()
 	}
 	serving := s.mu.serving
 	s.mu.Unlock()
