@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/discovery:FuzzParseList:5000 \
-	./internal/discovery:FuzzParseInstance:10000
+	./internal/discovery:FuzzParseInstance:10000 \
+	./internal/h1server:FuzzParseHead:30000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,7 +16,26 @@ var (
 		"Memory pressure: 0 ok, 1 above the soft watermark (sheddable refused), 2 above the hard (all but critical refused).", nil, nil)
 	memoryHeapDesc = prometheus.NewDesc("levee_memory_heap_bytes",
 		"The heap size the memory guard compared with its watermarks at its last sample.", nil, nil)
+	handoffDesc = prometheus.NewDesc("levee_h1_handoffs_total",
+		"Clear-text connections levee's HTTP/1.1 loop handed to net/http, by reason (h2_preface, upgrade, expect, transfer_encoding, other).", []string{"reason"}, nil)
 )
+
+// h1Collector reports the clear-text server's handoff counters (kept by the
+// server as atomics) at scrape time.
+type h1Collector struct{ g *Gateway }
+
+func (c h1Collector) Describe(ch chan<- *prometheus.Desc) { ch <- handoffDesc }
+
+func (c h1Collector) Collect(ch chan<- prometheus.Metric) {
+	srv := c.g.h1.Load()
+	var st h1server.Stats
+	if srv != nil {
+		st = srv.Stats()
+	}
+	for _, reason := range h1server.HandoffReasons() {
+		ch <- prometheus.MustNewConstMetric(handoffDesc, prometheus.CounterValue, float64(st.Handoffs[reason]), reason)
+	}
+}
 
 // admissionCollector reports the serving table's admission limiters and the
 // memory guard at scrape time (their state lives in them; nothing is

@@ -24,6 +24,7 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
@@ -78,13 +79,16 @@ type Gateway struct {
 	token atomic.Pointer[string]
 
 	dataSrv, adminSrv *http.Server
-	dataLn, adminLn   net.Listener
-	started           bool
-	ready             atomic.Bool
-	serveErr          chan error
-	accessLogDone     chan struct{}
-	sweepStop         chan struct{} // closed by Shutdown to stop sweepIdle
-	sweepDone         chan struct{} // closed when sweepIdle returns
+	// h1 serves the clear-text data listener (dataSrv then serves only the
+	// connections it hands off); nil with TLS, where dataSrv serves all.
+	h1              atomic.Pointer[h1server.Server]
+	dataLn, adminLn net.Listener
+	started         bool
+	ready           atomic.Bool
+	serveErr        chan error
+	accessLogDone   chan struct{}
+	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
+	sweepDone       chan struct{} // closed when sweepIdle returns
 }
 
 // New validates what it is given and builds the gateway without listening
@@ -169,6 +173,9 @@ func New(o Options) (*Gateway, error) {
 	if err == nil {
 		err = g.registry.Register(healthCollector{g})
 	}
+	if err == nil {
+		err = g.registry.Register(h1Collector{g})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +241,29 @@ func (g *Gateway) Start() error {
 			g.accessLog.Run()
 		}()
 	}
-	go g.serve(g.dataSrv, dataLn, cfg.TLS != nil)
+	if cfg.TLS == nil {
+		h1, err := h1server.New(h1server.Options{
+			Handler:           g.handler,
+			Fallback:          g.dataSrv,
+			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+			IdleTimeout:       cfg.Server.IdleTimeout,
+			MaxHeaderBytes:    g.dataSrv.MaxHeaderBytes,
+			HeaderTooLarge: func(w http.ResponseWriter) {
+				g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
+				proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
+			},
+			Logger: g.logger,
+		})
+		if err != nil {
+			dataLn.Close()
+			adminLn.Close()
+			return err
+		}
+		g.h1.Store(h1)
+		go g.serveH1(h1, dataLn)
+	} else {
+		go g.serve(g.dataSrv, dataLn, true)
+	}
 	go g.serve(g.adminSrv, adminLn, false)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go g.sweepIdle(g.sweepStop, g.sweepDone)
@@ -265,9 +294,18 @@ func (g *Gateway) serve(srv *http.Server, ln net.Listener, useTLS bool) {
 	}
 }
 
-// newDataServer builds the client-facing server: HTTP/1.1 and HTTP/2 (over
-// TLS, or h2c in clear text), with the downstream timeouts that stop
-// slowloris clients.
+func (g *Gateway) serveH1(srv *h1server.Server, ln net.Listener) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		g.ready.Store(false)
+		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
+		g.serveErr <- err
+	}
+}
+
+// newDataServer builds the client-facing net/http server: HTTP/1.1 and
+// HTTP/2 over TLS, or, in clear text, the fallback of h1server for the
+// connections it hands off (h2c, upgrades, chunked bodies, ...), with the
+// downstream timeouts that stop slowloris clients.
 func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -282,7 +320,8 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		// The handler answers header_too_large (431, JSON) above the
 		// configured limit; the server's own cut-off sits at twice that, so
-		// only absurd requests get net/http's plain-text 431.
+		// only absurd requests get a 431 from the server itself (JSON from
+		// h1server, plain text from net/http over TLS).
 		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
 		Protocols:      protocols,
 		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams},
@@ -421,8 +460,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	g.logger.Info("draining", "data", g.dataLn.Addr().String())
-	err := g.dataSrv.Shutdown(ctx)
-	if err != nil {
+	var err error
+	if h1 := g.h1.Load(); h1 != nil {
+		if err = h1.Shutdown(ctx); err != nil {
+			g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
+			_ = h1.Close()
+		}
+	} else if err = g.dataSrv.Shutdown(ctx); err != nil {
 		g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
 		_ = g.dataSrv.Close()
 	}

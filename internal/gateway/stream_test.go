@@ -261,6 +261,10 @@ routes:
 		if resp.ProtoMajor != 2 || string(body) != "a" {
 			t.Fatalf("proto %s body %q", resp.Proto, body)
 		}
+		// The clear-text loop handed the connection to net/http.
+		if got := h.metric(`levee_h1_handoffs_total{reason="h2_preface"}`); got != 1 {
+			t.Errorf("levee_h1_handoffs_total{reason=\"h2_preface\"} = %v, want 1", got)
+		}
 	})
 	t.Run("tls", func(t *testing.T) {
 		certFile, keyFile, pool := selfSigned(t)

@@ -1,0 +1,696 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds of one connection.
+const (
+	// smallBufSize is the read buffer a connection starts with and goes
+	// back to when it waits for a request with nothing buffered; most
+	// request heads fit. Pooled.
+	smallBufSize = 1 << 10
+	// bigBufSize is the next read buffer, for larger heads and bodies.
+	// Pooled. Heads larger still get a buffer of their own, at most the
+	// header cap, dropped after the request.
+	bigBufSize = 8 << 10
+	// writeBufSize is the pooled response buffer, taken for each response
+	// and given back once it is flushed.
+	writeBufSize = 4 << 10
+	// maxDrain is the most unread request body the loop reads after the
+	// handler (or its Close) to keep the connection, as net/http's
+	// maxPostHandlerReadBytes; a larger remainder closes the connection.
+	maxDrain = 256 << 10
+	// drainTimeout bounds reading that remainder, and the lingering read
+	// before closing after an error answer.
+	drainTimeout = 500 * time.Millisecond
+	// watchDelay is how long a handler runs before a watcher starts
+	// reading the connection to notice a client that went away. It bounds
+	// how late a departure is noticed (the waits it matters for, in the
+	// admission queue or on a slow upstream, last tens of milliseconds or
+	// more) and spares the watcher to requests answered sooner: under a
+	// closed-loop load of 32 connections a proxied request takes 3-4 ms, so
+	// 2 ms started a watcher for most of them (about 5 % more CPU per
+	// request than 20 ms in docs/performance.md's runs).
+	watchDelay = 10 * time.Millisecond
+	// newConnGrace: a new connection without a request yet counts as
+	// idle for Shutdown only after this long (as net/http).
+	newConnGrace = 5 * time.Second
+)
+
+var (
+	smallBufs = sync.Pool{New: func() any { b := make([]byte, smallBufSize); return &b }}
+	bigBufs   = sync.Pool{New: func() any { b := make([]byte, bigBufSize); return &b }}
+	writers   = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufSize) }}
+
+	// pastDeadline makes a pending read return at once.
+	pastDeadline = time.Unix(1, 0)
+)
+
+// Connection states, for Shutdown.
+const (
+	stateNew    int32 = iota // no request yet
+	stateActive              // a request is being read or served
+	stateIdle                // waiting for the next request, nothing buffered
+	stateClosed              // closed by Shutdown while idle
+)
+
+// Watcher states (under conn.mu).
+const (
+	watchOff     = iota
+	watchArmed   // the timer runs
+	watchReading // the watcher's read is pending
+	watchEnded   // the read returned; watchDone has a value
+)
+
+// conn is one client connection served by the loop. Its goroutine owns it;
+// the fields under mu are shared with the watcher and with Close.
+type conn struct {
+	srv      *Server
+	nc       net.Conn
+	remote   string
+	accepted time.Time
+	state    atomic.Int32
+
+	// buf[r:w] are bytes read and not consumed yet. bufp is its pool
+	// handle (nil for an oversized head buffer).
+	buf  []byte
+	bufp *[]byte
+	r, w int
+
+	bw   *bufio.Writer // taken per response
+	h    head
+	resp response
+
+	lastPost bool // the last request was a POST (net/http then skips stray CRLF)
+	// deadlineSet: a read deadline is set (reads during the handler must
+	// clear it first).
+	deadlineSet bool
+	// broken: a read failed (client gone); the connection is not reused.
+	broken atomic.Bool
+
+	dateSec int64
+	date    [29]byte
+
+	mu        sync.Mutex
+	cancel    context.CancelFunc // the current request's
+	watch     int
+	inHandler bool // the watcher may be armed only while the handler runs
+	aborted   bool // the watcher's read was stopped on purpose
+	timer     *time.Timer
+	watchDone chan struct{}
+	closed    bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, accepted: time.Now(), watchDone: make(chan struct{}, 1)}
+	if a := nc.RemoteAddr(); a != nil {
+		c.remote = a.String()
+	}
+	c.state.Store(stateNew)
+	c.resp.c = c
+	c.resp.header = make(http.Header, 8)
+	return c
+}
+
+// serve runs the connection's loop until it closes or is handed off.
+func (c *conn) serve() {
+	handedOff := false
+	defer func() {
+		if v := recover(); v != nil {
+			// A bug of the loop's own (handler panics are caught in
+			// callHandler): this connection ends, the process goes on.
+			c.srv.logger.Error("h1server: panic serving "+c.remote, "panic", v, "stack", string(debug.Stack()))
+			handedOff = false
+		}
+		if !handedOff {
+			_ = c.nc.Close()
+		}
+		c.releaseBuf()
+		c.srv.untrack(c)
+	}()
+	for first := true; ; first = false {
+		n, v, ok := c.readHead(first)
+		if !ok {
+			return
+		}
+		switch v {
+		case verdictReject:
+			c.reject(c.h.rejectText)
+			return
+		case verdictHandoff:
+			handedOff = c.handOff(c.h.handoff)
+			return
+		}
+		if !c.serveRequest(n) {
+			return
+		}
+	}
+}
+
+// readHead reads until buf[r:] holds a complete head and parses it. n is
+// the head's length. ok is false when the connection is to be closed
+// without an answer (or after one readHead wrote itself).
+func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
+	s := c.srv
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+		if len(c.buf) > smallBufSize {
+			c.releaseBuf()
+		}
+		if !first {
+			c.state.Store(stateIdle)
+		}
+	}
+	if c.buf == nil {
+		c.bufp = smallBufs.Get().(*[]byte)
+		c.buf = *c.bufp
+	}
+	// The deadline: the whole head within ReadHeaderTimeout on a new
+	// connection or when bytes are waiting; otherwise IdleTimeout for the
+	// first byte, then ReadHeaderTimeout from there (set only when the
+	// first read did not bring the whole head).
+	headerArmed := first || c.r < c.w
+	now := time.Now()
+	switch {
+	case headerArmed && s.headerTimeout > 0:
+		_ = c.nc.SetReadDeadline(now.Add(s.headerTimeout))
+		c.deadlineSet = true
+	case !headerArmed && s.idleTimeout > 0:
+		_ = c.nc.SetReadDeadline(now.Add(s.idleTimeout))
+		c.deadlineSet = true
+	case c.deadlineSet:
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = false
+	}
+	if c.lastPost {
+		// As net/http: up to 4 stray CR/LF bytes after a POST body are
+		// skipped.
+		for i := 0; i < 4; i++ {
+			if c.r == c.w && !c.fill(&headerArmed) {
+				return 0, 0, false
+			}
+			if b := c.buf[c.r]; b != '\r' && b != '\n' {
+				break
+			}
+			c.r++
+		}
+	}
+	scan := 0
+	for {
+		if c.r < c.w {
+			end, next, bareLF := findHeadEnd(c.buf[c.r:c.w], scan)
+			if bareLF {
+				c.h.handoff = handoffOther
+				return 0, verdictHandoff, true
+			}
+			if end > 0 {
+				if end > s.maxHead {
+					c.tooLarge()
+					return 0, 0, false
+				}
+				v := c.h.parse(c.buf[c.r : c.r+end])
+				if v == verdictServe {
+					c.lastPost = string(c.buf[c.r:c.r+int(c.h.m1)]) == http.MethodPost
+				}
+				return end, v, true
+			}
+			scan = next
+			if c.w-c.r > s.maxHead {
+				c.tooLarge()
+				return 0, 0, false
+			}
+		}
+		if !c.fill(&headerArmed) {
+			if c.r < c.w && !c.broken.Load() {
+				// The client ended its side mid-head: net/http answers 400.
+				c.reject("")
+			}
+			return 0, 0, false
+		}
+	}
+}
+
+// fill reads more of the head into buf, growing it as needed (up to the
+// header cap plus one byte). It reports false on a read error or when
+// Shutdown closed the idle connection.
+func (c *conn) fill(headerArmed *bool) bool {
+	if c.w == len(c.buf) {
+		c.grow()
+	}
+	n, err := c.nc.Read(c.buf[c.w:])
+	if n > 0 {
+		if !c.state.CompareAndSwap(stateIdle, stateActive) && !c.state.CompareAndSwap(stateNew, stateActive) && c.state.Load() == stateClosed {
+			return false
+		}
+		c.w += n
+		if !*headerArmed && c.srv.headerTimeout > 0 {
+			*headerArmed = true
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.headerTimeout))
+			c.deadlineSet = true
+		}
+		return true
+	}
+	if err == nil {
+		return true
+	}
+	c.broken.Store(err != io.EOF)
+	return false
+}
+
+// grow makes room after buf[r:w]: it moves the unread bytes to the front,
+// or takes the next larger buffer.
+func (c *conn) grow() {
+	unread := c.w - c.r
+	if c.r > 0 && unread < len(c.buf)/2 {
+		copy(c.buf, c.buf[c.r:c.w])
+		c.r, c.w = 0, unread
+		return
+	}
+	var nb []byte
+	var np *[]byte
+	switch {
+	case len(c.buf) < bigBufSize:
+		np = bigBufs.Get().(*[]byte)
+		nb = *np
+	default:
+		nb = make([]byte, min(2*len(c.buf), c.srv.maxHead+1))
+	}
+	copy(nb, c.buf[c.r:c.w])
+	c.releaseBuf()
+	c.buf, c.bufp = nb, np
+	c.r, c.w = 0, unread
+}
+
+func (c *conn) releaseBuf() {
+	if c.bufp != nil {
+		switch len(*c.bufp) {
+		case smallBufSize:
+			smallBufs.Put(c.bufp)
+		case bigBufSize:
+			bigBufs.Put(c.bufp)
+		}
+	}
+	c.buf, c.bufp = nil, nil
+}
+
+// handOff gives the connection, with every byte read so far, to net/http.
+func (c *conn) handOff(reason int) bool {
+	if c.deadlineSet {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	if c.srv.inShutdown.Load() {
+		return false
+	}
+	return c.srv.handOff(c.nc, c.buf[c.r:c.w], reason)
+}
+
+// reject answers 400 as net/http does (text is its reason, if any) and
+// the connection closes.
+func (c *conn) reject(text string) {
+	if c.srv.inShutdown.Load() {
+		return
+	}
+	msg := "400 Bad Request"
+	if text != "" {
+		msg += ": " + text
+	}
+	bw := c.writer()
+	bw.WriteString("HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg)
+	_ = bw.Flush()
+	c.putWriter()
+}
+
+// tooLarge answers a head over the cap with 431 and closes.
+func (c *conn) tooLarge() {
+	if c.srv.headerTooLarge == nil {
+		const msg = "431 Request Header Fields Too Large"
+		bw := c.writer()
+		bw.WriteString("HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg)
+		_ = bw.Flush()
+		c.putWriter()
+	} else {
+		r := &http.Request{Method: http.MethodGet, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{}, Body: http.NoBody, Close: true, RemoteAddr: c.remote}
+		c.resp.reset(r, nil, 1, false)
+		c.resp.closeAfter = true
+		c.srv.headerTooLarge(&c.resp)
+		c.resp.finish()
+	}
+	c.lingerClose()
+}
+
+// lingerClose stops sending and reads (discarding, bounded in bytes and
+// time) what the client still sends, so that closing does not reset the
+// connection before the client read the answer.
+func (c *conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(drainTimeout))
+	_, _ = io.CopyN(io.Discard, c.nc, maxDrain)
+}
+
+func (c *conn) writer() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = writers.Get().(*bufio.Writer)
+		c.bw.Reset(c.nc)
+	}
+	return c.bw
+}
+
+func (c *conn) putWriter() {
+	if c.bw != nil {
+		c.bw.Reset(nil)
+		writers.Put(c.bw)
+		c.bw = nil
+	}
+}
+
+// serveRequest serves the parsed head of n bytes at buf[r:] and reports
+// whether the connection stays open for another request.
+func (c *conn) serveRequest(n int) bool {
+	h := &c.h
+	text := string(c.buf[c.r : c.r+n]) // the one copy the request's strings share
+	c.r += n
+	target := text[h.t0:h.t1]
+	u, err := parseURL(target)
+	if err != nil {
+		c.reject("")
+		return false
+	}
+	proto := "HTTP/1.1"
+	if h.minor == 0 {
+		proto = "HTTP/1.0"
+	}
+	host := ""
+	if h.nHost == 1 {
+		host = text[h.host.v0:h.host.v1]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tmpl := http.Request{
+		Method: text[:h.m1], URL: u, Proto: proto, ProtoMajor: 1, ProtoMinor: h.minor,
+		Header: h.header(text), Host: host, RemoteAddr: c.remote, RequestURI: target,
+		Close: h.closeRq, Body: http.NoBody,
+	}
+	var b *body
+	if h.length > 0 {
+		b = &body{c: c, remaining: h.length}
+		tmpl.Body, tmpl.ContentLength = b, h.length
+	}
+	r := tmpl.WithContext(ctx)
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return false
+	}
+	c.cancel = cancel
+	c.inHandler = true
+	c.mu.Unlock()
+
+	c.resp.reset(r, b, h.minor, h.keep10)
+	if b == nil {
+		c.armWatch()
+	}
+	ok := c.callHandler(r)
+	c.disarmWatch()
+	if ok {
+		c.resp.finish()
+	} else if c.bw != nil {
+		_ = c.bw.Flush() // what was written so far; the answer stays cut short
+	}
+	c.putWriter()
+	c.mu.Lock()
+	c.cancel = nil
+	c.mu.Unlock()
+	cancel()
+	if b != nil {
+		b.finish()
+	}
+	if !ok || c.resp.closeAfter || c.broken.Load() || c.srv.inShutdown.Load() {
+		if ok && c.resp.lingerAfter {
+			c.lingerClose()
+		}
+		return false
+	}
+	return true
+}
+
+// callHandler runs the handler, reporting false when it panicked (the
+// connection is then closed, as net/http does; http.ErrAbortHandler is
+// not logged).
+func (c *conn) callHandler(r *http.Request) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			if v != http.ErrAbortHandler {
+				c.srv.logger.Error("h1server: panic serving "+c.remote, "panic", v, "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	c.srv.handler.ServeHTTP(&c.resp, r)
+	return true
+}
+
+// armWatch starts the watch timer for the request in the handler (whose
+// body, if any, has been read to its end).
+func (c *conn) armWatch() {
+	c.mu.Lock()
+	if c.watch == watchOff && c.inHandler {
+		c.watch = watchArmed
+		if c.timer == nil {
+			c.timer = time.AfterFunc(watchDelay, c.watchClient)
+		} else {
+			c.timer.Reset(watchDelay)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// watchClient runs in the timer's goroutine when a handler has run for
+// watchDelay: one read on the connection, whose failure means the client
+// went away (the request's context is cancelled) and whose bytes (a
+// pipelined request) are kept for the loop.
+func (c *conn) watchClient() {
+	c.mu.Lock()
+	if c.watch != watchArmed {
+		c.mu.Unlock()
+		return // disarmed in the meantime
+	}
+	if c.r > 0 {
+		copy(c.buf, c.buf[c.r:c.w])
+		c.r, c.w = 0, c.w-c.r
+	}
+	if c.w == len(c.buf) {
+		c.watch = watchOff // a full buffer of pipelined bytes: nothing to learn
+		c.mu.Unlock()
+		return
+	}
+	// Cleared before the state says reading, so that disarmWatch's past
+	// deadline (set once it sees watchReading) always comes after.
+	if c.deadlineSet {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = false
+	}
+	c.watch = watchReading
+	c.mu.Unlock()
+
+	n, err := c.nc.Read(c.buf[c.w:])
+	c.mu.Lock()
+	c.w += n
+	if err != nil && !c.aborted {
+		c.broken.Store(true)
+		if c.cancel != nil {
+			c.cancel()
+		}
+	}
+	c.watch = watchEnded
+	c.mu.Unlock()
+	c.watchDone <- struct{}{}
+}
+
+// disarmWatch stops the watcher after the handler returned: the timer, or
+// the pending read (through a past deadline, waited for).
+func (c *conn) disarmWatch() {
+	c.mu.Lock()
+	c.inHandler = false
+	switch c.watch {
+	case watchArmed:
+		c.watch = watchOff
+		c.timer.Stop()
+		c.mu.Unlock()
+		return
+	case watchReading:
+		c.aborted = true
+		c.mu.Unlock()
+		_ = c.nc.SetReadDeadline(pastDeadline)
+		<-c.watchDone
+		c.deadlineSet = true
+	case watchEnded:
+		c.mu.Unlock()
+		<-c.watchDone
+	default:
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	c.watch = watchOff
+	c.aborted = false
+	c.mu.Unlock()
+}
+
+// closeIfIdle closes the connection if it waits for a request (a new one
+// only after newConnGrace).
+func (c *conn) closeIfIdle(now time.Time) {
+	if c.state.CompareAndSwap(stateIdle, stateClosed) ||
+		now.Sub(c.accepted) > newConnGrace && c.state.CompareAndSwap(stateNew, stateClosed) {
+		_ = c.nc.Close()
+	}
+}
+
+// abort closes the connection at once and cancels its request.
+func (c *conn) abort() {
+	_ = c.nc.Close() // first, so that nothing is written once the handler sees the cancel
+	c.mu.Lock()
+	c.closed = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.mu.Unlock()
+}
+
+// clearDeadline removes the read deadline before a body read.
+func (c *conn) clearDeadline() {
+	if c.deadlineSet {
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = false
+	}
+}
+
+// body is a request body of known length, read from the connection's
+// buffer and then the connection. Safe for concurrent use (the handler may
+// hand it to another goroutine, as the proxy's transport does).
+type body struct {
+	c         *conn
+	mu        sync.Mutex
+	remaining int64
+	sawEOF    bool
+	closed    bool // Close was called, or the request finished
+	early     bool // closed with more than maxDrain unread, or the drain failed
+	err       error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.readLocked(p)
+}
+
+func (b *body) readLocked(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.remaining == 0 {
+		b.sawEOF = true
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if int64(len(p)) > b.remaining {
+		p = p[:b.remaining]
+	}
+	c := b.c
+	var n int
+	var err error
+	switch {
+	case c.r < c.w:
+		n = copy(p, c.buf[c.r:c.w])
+		c.r += n
+	case len(p) >= len(c.buf):
+		c.clearDeadline()
+		n, err = c.nc.Read(p)
+	default:
+		c.clearDeadline()
+		c.r, c.w = 0, 0
+		var m int
+		m, err = c.nc.Read(c.buf)
+		c.w = m
+		n = copy(p, c.buf[:m])
+		c.r = n
+	}
+	b.remaining -= int64(n)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		b.err = err
+		c.broken.Store(true)
+		return n, err
+	}
+	if b.remaining == 0 {
+		b.sawEOF = true
+		c.armWatch()
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Close reads what is left of the body, up to maxDrain, so the connection
+// can serve another request (as net/http's server body does); a larger
+// remainder, or a failing drain, closes the connection after the answer.
+func (b *body) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.drainLocked()
+	return nil
+}
+
+// drainLocked discards the unread remainder (bounded by maxDrain and
+// drainTimeout) or marks the body early-closed.
+func (b *body) drainLocked() {
+	if b.sawEOF || b.err != nil {
+		b.early = b.err != nil
+		return
+	}
+	if b.remaining > maxDrain {
+		b.early = true
+		return
+	}
+	c := b.c
+	if c.r == c.w {
+		_ = c.nc.SetReadDeadline(time.Now().Add(drainTimeout))
+		c.deadlineSet = true
+	}
+	var scratch [512]byte
+	for !b.sawEOF {
+		if _, err := b.readLocked(scratch[:]); err != nil && err != io.EOF {
+			b.early = true
+			return
+		}
+	}
+}
+
+// finish ends the body with its request: later reads fail.
+func (b *body) finish() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+}

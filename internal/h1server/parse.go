@@ -1,0 +1,498 @@
+package h1server
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// The request-head parser.
+//
+// parseHead reads one complete request head (request line, header fields,
+// the empty line) and returns one of three verdicts:
+//
+//   - verdictServe: the loop serves the request itself. Only plain
+//     HTTP/1.0 and HTTP/1.1 requests with an origin-form target, CRLF line
+//     ends, at most maxFields fields, no Transfer-Encoding, Upgrade or
+//     Expect, and a valid Content-Length (or none) get here.
+//   - verdictReject: the head is malformed in a way net/http rejects too
+//     (or, deliberately, where net/http is lenient; see below): 400 and
+//     close.
+//   - verdictHandoff: anything else, valid or not, goes to net/http on the
+//     same connection, which decides exactly as it always did.
+//
+// Where the loop serves a request, method, URL, Proto, Header, Host,
+// ContentLength and Close are what http.ReadRequest plus net/http's server
+// checks give for the same bytes (FuzzDifferential checks it). Deliberate
+// differences, all stricter than net/http:
+//
+//   - obs-fold (a field line starting with SP or HTAB) is rejected with 400
+//     (RFC 9112 section 5.2 allows either); net/http joins folded lines.
+//   - Content-Length together with Transfer-Encoding is rejected with 400
+//     (RFC 9112 section 6.3 says it "ought to be handled as an error");
+//     net/http drops the Content-Length and reads the chunked body.
+//
+// Every other question goes to net/http: a bare LF line end, an unknown
+// protocol version, absolute-form, authority-form and asterisk-form
+// targets, CONNECT and PRI, chunked (or any Transfer-Encoding) bodies,
+// Upgrade, Expect, more than maxFields fields.
+//
+// Work is linear in the head's length; the head's length is bounded by the
+// server's header cap before parseHead is called.
+
+type verdict uint8
+
+const (
+	verdictServe verdict = iota
+	verdictReject
+	verdictHandoff
+)
+
+// Handoff reasons, counted in Stats.
+const (
+	handoffH2Preface        = iota // PRI * HTTP/2.0: HTTP/2 prior knowledge (h2c)
+	handoffUpgrade                 // an Upgrade field (WebSocket, h2c upgrade)
+	handoffExpect                  // an Expect field (100-continue)
+	handoffTransferEncoding        // a chunked (or other) request body
+	handoffOther                   // anything else the loop does not own
+	numHandoffReasons
+)
+
+// maxFields is the most header fields the loop parses itself; a request
+// with more is handed to net/http (which bounds it by bytes only). It bounds
+// the per-connection field table.
+const maxFields = 128
+
+// field is one header field line, as offsets into the head.
+type field struct {
+	k0, k1 uint32 // name
+	v0, v1 uint32 // value, trimmed of SP and HTAB
+}
+
+// head is a parsed request head. Strings are substrings of raw; fields
+// index raw. It is reused per connection.
+type head struct {
+	raw    []byte
+	m1     uint32 // the method is raw[:m1]
+	t0, t1 uint32 // the target is raw[t0:t1]
+	minor  int    // 1: HTTP/1.1, 0: HTTP/1.0
+
+	fields  []field
+	nHost   int
+	host    field
+	length  int64 // -1: no Content-Length
+	closeRq bool  // the request asks to close the connection (http.Request.Close)
+	keep10  bool  // HTTP/1.0 with Connection: keep-alive
+
+	// addCacheControl: Pragma: no-cache without Cache-Control, to which
+	// net/http adds Cache-Control: no-cache.
+	addCacheControl bool
+	// rejectText is net/http's reason text for a 400 (may be empty).
+	rejectText string
+	// handoff is the reason of a verdictHandoff.
+	handoff int
+}
+
+// Field names the parser looks for, canonical.
+var (
+	nameHost             = []byte("Host")
+	nameContentLength    = []byte("Content-Length")
+	nameTransferEncoding = []byte("Transfer-Encoding")
+	nameConnection       = []byte("Connection")
+	nameUpgrade          = []byte("Upgrade")
+	nameExpect           = []byte("Expect")
+)
+
+// parse parses raw, which holds exactly one request head as findHeadEnd
+// delimited it: CRLF-ended lines, the last one empty. It canonicalizes
+// field names in place.
+func (h *head) parse(raw []byte) verdict {
+	h.raw = raw
+	h.fields = h.fields[:0]
+	h.nHost = 0
+	h.length = -1
+	h.closeRq, h.keep10 = false, false
+	h.rejectText = ""
+	h.addCacheControl = false
+
+	eol := bytes.IndexByte(raw, '\n') // raw ends in CRLF CRLF: found
+	line := raw[:eol-1]
+	// request-line = method SP request-target SP HTTP-version, split as
+	// net/http does (at the first two spaces).
+	sp1 := bytes.IndexByte(line, ' ')
+	if sp1 < 0 {
+		return verdictReject
+	}
+	rest := line[sp1+1:]
+	sp2 := bytes.IndexByte(rest, ' ')
+	if sp2 < 0 {
+		return verdictReject
+	}
+	method, target, proto := line[:sp1], rest[:sp2], rest[sp2+1:]
+	if len(method) == 0 || !allToken(method) {
+		return verdictReject
+	}
+	switch string(proto) {
+	case "HTTP/1.1":
+		h.minor = 1
+	case "HTTP/1.0":
+		h.minor = 0
+	default:
+		if validVersionShape(proto) {
+			if string(method) == "PRI" {
+				return h.handOff(handoffH2Preface)
+			}
+			return h.handOff(handoffOther)
+		}
+		return verdictReject
+	}
+	if len(target) == 0 || hasCTL(target) {
+		return verdictReject // url.ParseRequestURI fails
+	}
+	if target[0] != '/' || string(method) == "CONNECT" || string(method) == "PRI" {
+		return h.handOff(handoffOther)
+	}
+
+	var nCL, nTE, nUpgrade, nExpect int
+	var cl0 field
+	var connVals [4]field // the first Connection values, for close/keep-alive
+	nConn := 0
+	// net/http's fixPragmaCacheControl: a first Pragma value of no-cache
+	// without Cache-Control adds Cache-Control: no-cache.
+	seenPragma, pragmaNoCache, haveCacheControl := false, false, false
+
+	pos := eol + 1
+	for {
+		rel := bytes.IndexByte(raw[pos:], '\n')
+		end := pos + rel // index of '\n'; the line is raw[pos:end-1]
+		if end-1 == pos {
+			break // the empty line
+		}
+		c := raw[pos]
+		if c == ' ' || c == '\t' {
+			return verdictReject // obs-fold (deliberately strict)
+		}
+		colon := bytes.IndexByte(raw[pos:end-1], ':')
+		if colon <= 0 {
+			return verdictReject // no colon, or an empty name
+		}
+		k0, k1 := pos, pos+colon
+		if !allToken(raw[k0:k1]) {
+			return verdictReject // invalid byte in the name (space included)
+		}
+		v0, v1 := k1+1, end-1
+		for i := v0; i < v1; i++ {
+			if !validValueByte(raw[i]) {
+				return verdictReject
+			}
+		}
+		for v0 < v1 && (raw[v0] == ' ' || raw[v0] == '\t') {
+			v0++
+		}
+		for v1 > v0 && (raw[v1-1] == ' ' || raw[v1-1] == '\t') {
+			v1--
+		}
+		if len(h.fields) == maxFields {
+			return h.handOff(handoffOther)
+		}
+		canonicalize(raw[k0:k1])
+		f := field{uint32(k0), uint32(k1), uint32(v0), uint32(v1)}
+		h.fields = append(h.fields, f)
+		name := raw[k0:k1]
+		switch len(name) {
+		case 4:
+			if bytes.Equal(name, nameHost) {
+				h.nHost++
+				h.host = f
+			}
+		case 6:
+			if bytes.Equal(name, nameExpect) {
+				nExpect++
+			} else if string(name) == "Pragma" && !seenPragma {
+				seenPragma = true
+				pragmaNoCache = string(raw[v0:v1]) == "no-cache"
+			}
+		case 7:
+			if bytes.Equal(name, nameUpgrade) {
+				nUpgrade++
+			}
+		case 10:
+			if bytes.Equal(name, nameConnection) {
+				if nConn < len(connVals) {
+					connVals[nConn] = f
+				}
+				nConn++
+			}
+		case 13:
+			if string(name) == "Cache-Control" {
+				haveCacheControl = true
+			}
+		case 14:
+			if bytes.Equal(name, nameContentLength) {
+				if nCL == 0 {
+					cl0 = f
+				} else if !bytes.Equal(raw[cl0.v0:cl0.v1], raw[v0:v1]) {
+					return verdictReject // conflicting Content-Length values
+				}
+				nCL++
+			}
+		case 17:
+			if bytes.Equal(name, nameTransferEncoding) {
+				nTE++
+			}
+		}
+		pos = end + 1
+	}
+
+	if h.nHost > 1 {
+		return verdictReject // too many Host headers
+	}
+	if nTE > 0 {
+		if nCL > 0 {
+			return verdictReject // deliberately strict: smuggling shape
+		}
+		return h.handOff(handoffTransferEncoding)
+	}
+	if nCL > 0 {
+		n, err := strconv.ParseUint(string(raw[cl0.v0:cl0.v1]), 10, 63)
+		if err != nil {
+			return verdictReject // empty or not a number
+		}
+		h.length = int64(n)
+	}
+	if nUpgrade > 0 {
+		return h.handOff(handoffUpgrade)
+	}
+	if nExpect > 0 {
+		return h.handOff(handoffExpect)
+	}
+	if nConn > len(connVals) {
+		return h.handOff(handoffOther)
+	}
+	if h.minor == 1 && h.nHost == 0 {
+		h.rejectText = "missing required Host header"
+		return verdictReject
+	}
+	if h.nHost == 1 && !validHost(raw[h.host.v0:h.host.v1]) {
+		h.rejectText = "malformed Host header"
+		return verdictReject
+	}
+	hasClose, hasKeep := false, false
+	for _, f := range connVals[:nConn] {
+		hasClose = hasClose || hasToken(raw[f.v0:f.v1], "close")
+		hasKeep = hasKeep || hasToken(raw[f.v0:f.v1], "keep-alive")
+	}
+	if h.minor == 0 {
+		h.closeRq = hasClose || !hasKeep
+		h.keep10 = hasKeep
+	} else {
+		h.closeRq = hasClose
+	}
+	h.m1 = uint32(sp1)
+	h.t0, h.t1 = uint32(sp1+1), uint32(sp1+1+sp2)
+	h.addCacheControl = pragmaNoCache && !haveCacheControl
+	return verdictServe
+}
+
+func (h *head) handOff(reason int) verdict {
+	h.handoff = reason
+	return verdictHandoff
+}
+
+// findHeadEnd looks for the end of a request head in buf, starting its
+// search at from (a line start at or before the first unscanned byte). It
+// returns the length of the head (through the empty line's LF) or 0 when
+// the head is not complete yet, and bareLF when a line ends in LF without
+// CR (the head is then handed to net/http, which accepts those). next is
+// where the next call should start.
+func findHeadEnd(buf []byte, from int) (n, next int, bareLF bool) {
+	pos := from
+	for {
+		i := bytes.IndexByte(buf[pos:], '\n')
+		if i < 0 {
+			return 0, pos, false
+		}
+		end := pos + i
+		if end == 0 || buf[end-1] != '\r' {
+			return 0, pos, true
+		}
+		if end-1 == pos {
+			return end + 1, end + 1, false // the empty line ends the head
+		}
+		pos = end + 1
+	}
+}
+
+// header builds the header map of a head the loop serves, from s, a string
+// copy of h.raw: keys and values are substrings of s, so the head costs
+// one allocation for its text, one for the map and one for the value
+// slices.
+func (h *head) header(s string) http.Header {
+	n := len(h.fields)
+	hdr := make(http.Header, n)
+	strs := make([]string, n)
+	for _, f := range h.fields {
+		k := s[f.k0:f.k1]
+		v := s[f.v0:f.v1]
+		if vv, ok := hdr[k]; ok {
+			if k == "Content-Length" {
+				continue // identical duplicates are folded into one (as net/http)
+			}
+			hdr[k] = append(vv, v)
+			continue
+		}
+		vv := strs[:1:1]
+		strs = strs[1:]
+		vv[0] = v
+		hdr[k] = vv
+	}
+	delete(hdr, "Host")
+	if h.addCacheControl {
+		hdr["Cache-Control"] = []string{"no-cache"}
+	}
+	return hdr
+}
+
+// parseURL returns the URL of an origin-form target as url.ParseRequestURI
+// would: Path and RawQuery split at the first '?', RawPath only when the
+// path is not in its default encoding. Targets with bytes that need
+// escaping or percent-encoding take url.ParseRequestURI itself.
+func parseURL(target string) (*url.URL, error) {
+	path, query := target, ""
+	force := false
+	for i := 0; i < len(target); i++ {
+		if target[i] == '?' {
+			path, query = target[:i], target[i+1:]
+			break
+		}
+		if !plainPathByte(target[i]) {
+			return url.ParseRequestURI(target)
+		}
+	}
+	if query == "" && len(path) < len(target) {
+		// "/p?" sets ForceQuery when it is the only '?'.
+		force = true
+	}
+	if force || strings.IndexByte(query, '?') >= 0 {
+		return url.ParseRequestURI(target)
+	}
+	return &url.URL{Path: path, RawQuery: query}, nil
+}
+
+// plainPathByte reports whether c stands for itself in a path: the bytes
+// url's encodePath mode leaves unescaped, less '%' (percent-encoding) and
+// '?' (the query).
+func plainPathByte(c byte) bool {
+	return plainPath[c]
+}
+
+var plainPath = alnumAnd("-_.~$&+,/:;=@")
+
+// tokenTable marks RFC 9110 tchar bytes (field names, methods).
+var tokenTable = alnumAnd("!#$%&'*+-.^_`|~")
+
+// alnumAnd returns a table marking ASCII letters, digits and the bytes of
+// extra.
+func alnumAnd(extra string) (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	for i := 0; i < len(extra); i++ {
+		t[extra[i]] = true
+	}
+	return t
+}
+
+func allToken(b []byte) bool {
+	for _, c := range b {
+		if !tokenTable[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// validValueByte: VCHAR, SP, HTAB and obs-text, as net/textproto accepts.
+func validValueByte(c byte) bool {
+	return c >= 0x20 && c != 0x7f || c == '\t'
+}
+
+func hasCTL(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// validVersionShape reports whether v looks like "HTTP/d.d", which
+// net/http's ParseHTTPVersion accepts.
+func validVersionShape(v []byte) bool {
+	return len(v) == 8 && string(v[:5]) == "HTTP/" && v[5] >= '0' && v[5] <= '9' && v[6] == '.' && v[7] >= '0' && v[7] <= '9'
+}
+
+// validHost mirrors httpguts.ValidHostHeader: any byte of a host, a port,
+// an IPv6 literal or a zone.
+func validHost(b []byte) bool {
+	for _, c := range b {
+		if !hostTable[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var hostTable = alnumAnd("!$%&'()*+,-.:;=[]_~")
+
+// canonicalize rewrites a valid field name in place to its canonical form
+// (textproto.CanonicalMIMEHeaderKey): upper case first and after each '-',
+// lower case elsewhere.
+func canonicalize(b []byte) {
+	upper := true
+	for i, c := range b {
+		if upper && 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+		upper = c == '-'
+	}
+}
+
+// hasToken reports whether the comma-separated list v holds tok (ASCII
+// case-insensitive, optional whitespace around elements), as
+// httpguts.HeaderValuesContainsToken does for one value.
+func hasToken(v []byte, tok string) bool {
+	for len(v) > 0 {
+		var el []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			el, v = v[:i], v[i+1:]
+		} else {
+			el, v = v, nil
+		}
+		el = bytes.Trim(el, " \t")
+		if len(el) == len(tok) && asciiEqualFold(el, tok) {
+			return true
+		}
+	}
+	return false
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	for i := range b {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,388 @@
+// Package h1server serves levee's clear-text data listener: an HTTP/1.1
+// server loop of levee's own for the requests that make up nearly all of
+// the traffic, and net/http on the same connection for everything else.
+//
+// Why: net/http's server costs more CPU per request than levee's handler
+// does (a background read goroutine and its extra read per request, a
+// header clone at WriteHeader, deadline juggling, allocation). Under
+// overload, when most requests are refused in microseconds, that overhead
+// is most of levee's CPU. See docs/performance.md for the figures.
+//
+// What the loop serves: HTTP/1.0 and HTTP/1.1 requests with an origin-form
+// target and a Content-Length body or none (see parse.go for the exact
+// rule). It calls the Handler with an *http.Request whose method, URL,
+// Proto, Header, Host, ContentLength and Close are what net/http would
+// give, and a ResponseWriter (with Flusher) that writes the response head
+// straight into a pooled buffer: Content-Length when the handler set it or
+// when the handler finished within the first 2 KiB of body, chunked
+// otherwise (close-delimited for HTTP/1.0), trailers, HEAD, Connection:
+// close, keep-alive and pipelining.
+//
+// What it hands to net/http (the Fallback server) on the same connection,
+// with the bytes already read replayed first: the HTTP/2 prior-knowledge
+// preface (h2c), Upgrade (WebSocket), Expect (100-continue), bodies with a
+// Transfer-Encoding (chunked), and every other shape the parser does not
+// own (bare-LF line ends, absolute-form targets, CONNECT, unknown
+// versions, over 128 fields). net/http owns such a connection to its end.
+// Handoffs are counted by reason (Stats).
+//
+// Client gone: while a request is in the handler, the loop's goroutine is
+// busy, so nothing reads the connection. A per-connection timer, armed when
+// the handler starts (and the request body is done), starts a one-read
+// watcher when the handler has run for watchDelay: its read returning EOF
+// or an error cancels the request's context; a byte arriving (a pipelined
+// request) is kept for the loop. Requests answered within watchDelay (all
+// refusals, most proxied requests) cost one timer reset and stop.
+package h1server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Server. Handler and Fallback are required.
+type Options struct {
+	// Handler serves the requests the loop parses.
+	Handler http.Handler
+	// Fallback serves handed-off connections (it is given them through
+	// an in-memory listener by Serve). It should have the same Handler,
+	// timeouts and header limit.
+	Fallback *http.Server
+	// ReadHeaderTimeout bounds the time from a request's first byte (a
+	// connection's start, for its first request) to the end of its head;
+	// as http.Server's, 0: none.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a keep-alive
+	// connection; 0: ReadHeaderTimeout (as net/http falls back to its
+	// read timeout), and both 0: no bound.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request head, as http.Server's does
+	// (net/http allows 4096 bytes above it; so does the loop). A larger
+	// head is answered by HeaderTooLarge and the connection closed.
+	// 0: http.DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+	// HeaderTooLarge writes the answer to a head over the cap (431). nil:
+	// a plain-text 431 as net/http writes.
+	HeaderTooLarge func(w http.ResponseWriter)
+	// Logger receives handler panics (nil: discard).
+	Logger *slog.Logger
+}
+
+// Stats are the server's counters since it was made.
+type Stats struct {
+	// Handoffs counts connections handed to net/http, by reason.
+	Handoffs map[string]uint64
+}
+
+// handoffNames are the reason labels of Stats.Handoffs.
+var handoffNames = [numHandoffReasons]string{
+	handoffH2Preface:        "h2_preface",
+	handoffUpgrade:          "upgrade",
+	handoffExpect:           "expect",
+	handoffTransferEncoding: "transfer_encoding",
+	handoffOther:            "other",
+}
+
+// HandoffReasons lists the reasons Stats.Handoffs counts by.
+func HandoffReasons() []string { return handoffNames[:] }
+
+// Server is the clear-text HTTP/1.1 server. Safe for concurrent use.
+type Server struct {
+	handler        http.Handler
+	fallback       *http.Server
+	headerTimeout  time.Duration
+	idleTimeout    time.Duration
+	maxHead        int // the cap on a head's bytes (MaxHeaderBytes + 4096)
+	headerTooLarge func(w http.ResponseWriter)
+	logger         *slog.Logger
+
+	handoffs [numHandoffReasons]atomic.Uint64
+
+	inShutdown atomic.Bool
+	mu         struct {
+		sync.Mutex
+		ln    net.Listener
+		conns map[*conn]struct{}
+		// fallbackLn feeds handed-off connections to the fallback.
+		fallbackLn *chanListener
+		serving    bool
+	}
+	fallbackDone chan struct{} // closed when the fallback's Serve returned
+	fallbackErr  error
+}
+
+// New returns a Server; it starts nothing.
+func New(o Options) (*Server, error) {
+	if o.Handler == nil {
+		return nil, errors.New("h1server: Options.Handler is required")
+	}
+	if o.Fallback == nil {
+		return nil, errors.New("h1server: Options.Fallback is required")
+	}
+	if o.ReadHeaderTimeout < 0 || o.IdleTimeout < 0 || o.MaxHeaderBytes < 0 {
+		return nil, errors.New("h1server: timeouts and MaxHeaderBytes must not be negative")
+	}
+	maxHead := o.MaxHeaderBytes
+	if maxHead == 0 {
+		maxHead = http.DefaultMaxHeaderBytes
+	}
+	idle := o.IdleTimeout
+	if idle == 0 {
+		idle = o.ReadHeaderTimeout
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		handler: o.Handler, fallback: o.Fallback,
+		headerTimeout: o.ReadHeaderTimeout, idleTimeout: idle,
+		maxHead: maxHead + 4096, headerTooLarge: o.HeaderTooLarge, logger: logger,
+		fallbackDone: make(chan struct{}),
+	}
+	s.mu.conns = map[*conn]struct{}{}
+	return s, nil
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	st := Stats{Handoffs: make(map[string]uint64, numHandoffReasons)}
+	for i := range s.handoffs {
+		st.Handoffs[handoffNames[i]] = s.handoffs[i].Load()
+	}
+	return st
+}
+
+// Serve accepts connections on ln, one goroutine each, until Shutdown or
+// Close; it then returns http.ErrServerClosed. Another error means ln
+// failed (ln is closed). Serve may be called once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.mu.serving || s.inShutdown.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	s.mu.serving = true
+	s.mu.ln = ln
+	fl := newChanListener(ln.Addr())
+	s.mu.fallbackLn = fl
+	s.mu.Unlock()
+	go func() {
+		defer close(s.fallbackDone)
+		if err := s.fallback.Serve(fl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.fallbackErr = err
+		}
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.inShutdown.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// As net/http: back off 5 ms doubling to 1 s.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			ln.Close()
+			return err
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		if !s.track(c) {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// track adds c to the open connections, or reports false during shutdown.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inShutdown.Load() {
+		return false
+	}
+	s.mu.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.mu.conns, c)
+	s.mu.Unlock()
+}
+
+// handOff gives c's connection, with the bytes already read, to the
+// fallback server. It reports false when the server is shutting down (the
+// caller closes the connection).
+func (s *Server) handOff(nc net.Conn, pending []byte, reason int) bool {
+	s.handoffs[reason].Add(1)
+	s.mu.Lock()
+	fl := s.mu.fallbackLn
+	s.mu.Unlock()
+	hc := &replayConn{Conn: nc, pending: append([]byte(nil), pending...)}
+	return fl.deliver(hc)
+}
+
+// Shutdown stops the server gracefully: the listener closes at once, idle
+// connections are closed, requests in flight finish (their connections
+// close after the response), handed-off connections are shut down by the
+// fallback's own Shutdown. It returns when all are closed, or ctx's error
+// when ctx ends first (then call Close).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	if s.mu.ln != nil {
+		s.mu.ln.Close()
+	}
+	fl := s.mu.fallbackLn
+	serving := s.mu.serving
+	s.mu.Unlock()
+
+	if fl != nil {
+		fl.Close() // the fallback's Shutdown closes it too, unless its Serve has not begun
+	}
+	fbErr := make(chan error, 1)
+	if serving {
+		go func() { fbErr <- s.fallback.Shutdown(ctx) }()
+	} else {
+		fbErr <- nil
+	}
+
+	// Poll as net/http does: from 1 ms, doubling, at most 500 ms apart.
+	wait := time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if s.closeIdle() == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			wait = min(2*wait, 500*time.Millisecond)
+			timer.Reset(wait)
+		}
+	}
+	if err := <-fbErr; err != nil {
+		return err
+	}
+	if serving {
+		<-s.fallbackDone
+	}
+	return nil
+}
+
+// closeIdle closes the connections waiting for a request (a new one only
+// after 5 s without one, as net/http) and returns how many remain open.
+func (s *Server) closeIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for c := range s.mu.conns {
+		c.closeIfIdle(now)
+	}
+	return len(s.mu.conns)
+}
+
+// Close closes the listener and every connection at once, cancelling the
+// requests in flight, and closes the fallback server.
+func (s *Server) Close() error {
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	if s.mu.ln != nil {
+		s.mu.ln.Close()
+	}
+	for c := range s.mu.conns {
+		c.abort()
+	}
+	if s.mu.fallbackLn != nil {
+		s.mu.fallbackLn.Close()
+	}
+	serving := s.mu.serving
+	s.mu.Unlock()
+	err := s.fallback.Close()
+	if serving {
+		<-s.fallbackDone
+	}
+	return err
+}
+
+// chanListener is the in-memory listener of handed-off connections.
+type chanListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// deliver passes c to the fallback's accept loop (which takes it at once:
+// net/http starts a goroutine per connection), or reports false once the
+// listener is closed.
+func (l *chanListener) deliver(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// replayConn is a handed-off connection: its first reads return the bytes
+// the loop had already read, then it reads the connection.
+type replayConn struct {
+	net.Conn
+	mu      sync.Mutex // net/http may read from two goroutines in turn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}

@@ -1,0 +1,501 @@
+package h1server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if a connection goroutine, watcher or
+// timer outlives them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testServer is a Server on a loopback port with its net/http fallback.
+type testServer struct {
+	t    *testing.T
+	srv  *Server
+	addr string
+	done chan error
+}
+
+func startServer(t *testing.T, h http.Handler, tweak ...func(*Options)) *testServer {
+	t.Helper()
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	o := Options{
+		Handler:           h,
+		Fallback:          &http.Server{Handler: h, Protocols: p, ReadHeaderTimeout: 2 * time.Second},
+		ReadHeaderTimeout: 2 * time.Second,
+		IdleTimeout:       5 * time.Second,
+		MaxHeaderBytes:    4096,
+	}
+	for _, f := range tweak {
+		f(&o)
+	}
+	srv, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, srv: srv, addr: ln.Addr().String(), done: make(chan error, 1)}
+	go func() { ts.done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-ts.done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	return ts
+}
+
+// dial opens a raw connection with a 10 s deadline (bounding the test).
+func (ts *testServer) dial() (net.Conn, *bufio.Reader) {
+	ts.t.Helper()
+	c, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func readResponse(t *testing.T, br *bufio.Reader, method string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// echo answers with the request's method, path and query, Host and body.
+var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "text/plain")
+	fmt.Fprintf(w, "%s %s %s %s %s", r.Method, r.URL.Path, r.URL.RawQuery, r.Host, b)
+})
+
+func TestKeepAliveAndPipelining(t *testing.T) {
+	ts := startServer(t, echo)
+	c, br := ts.dial()
+	// Two requests in one write, answered in order; then a third.
+	io.WriteString(c, "GET /a?x=1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+	resp, body := readResponse(t, br, "GET")
+	if body != "GET /a x=1 h " || resp.ContentLength != int64(len(body)) || resp.Close {
+		t.Fatalf("first: %q (length %d, close %v)", body, resp.ContentLength, resp.Close)
+	}
+	if resp.Header.Get("Date") == "" {
+		t.Error("no Date header")
+	}
+	if _, body = readResponse(t, br, "POST"); body != "POST /b  h abc" {
+		t.Fatalf("second: %q", body)
+	}
+	io.WriteString(c, "GET /c HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, body = readResponse(t, br, "GET"); body != "GET /c  h " {
+		t.Fatalf("third: %q", body)
+	}
+}
+
+func TestConnectionClose(t *testing.T) {
+	ts := startServer(t, echo)
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	resp, _ := readResponse(t, br, "GET")
+	if !resp.Close {
+		t.Error("response lacks Connection: close")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection still open: %v", err)
+	}
+}
+
+func TestHTTP10(t *testing.T) {
+	ts := startServer(t, echo)
+	t.Run("closes by default", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "GET /x HTTP/1.0\r\n\r\n")
+		resp, body := readResponse(t, br, "GET")
+		if resp.ProtoMinor != 0 || body != "GET /x   " {
+			t.Fatalf("%s %q", resp.Proto, body)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("connection still open: %v", err)
+		}
+	})
+	t.Run("keep-alive", func(t *testing.T) {
+		c, br := ts.dial()
+		for range 2 {
+			io.WriteString(c, "GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+			resp, _ := readResponse(t, br, "GET")
+			if resp.Header.Get("Connection") != "keep-alive" {
+				t.Fatalf("Connection = %q", resp.Header.Get("Connection"))
+			}
+		}
+	})
+	t.Run("unknown length is close-delimited", func(t *testing.T) {
+		ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("a"))
+			w.(http.Flusher).Flush()
+			w.Write([]byte("b"))
+		}))
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		resp, body := readResponse(t, br, "GET")
+		if body != "ab" || resp.ContentLength != -1 || len(resp.TransferEncoding) != 0 {
+			t.Fatalf("body %q length %d te %v", body, resp.ContentLength, resp.TransferEncoding)
+		}
+	})
+}
+
+func TestChunkedResponseAndTrailers(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Sum")
+		w.WriteHeader(200)
+		for i := range 3 {
+			fmt.Fprintf(w, "part%d;", i)
+			w.(http.Flusher).Flush()
+		}
+		w.Header().Set("X-Sum", "3")
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, body := readResponse(t, br, "GET")
+	if body != "part0;part1;part2;" || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("body %q te %v", body, resp.TransferEncoding)
+	}
+	if resp.Trailer.Get("X-Sum") != "3" {
+		t.Fatalf("trailer %v", resp.Trailer)
+	}
+	// The connection is still usable.
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResponse(t, br, "GET")
+}
+
+func TestLargeBodyIsChunked(t *testing.T) {
+	big := strings.Repeat("z", 3*bufferBeforeChunking)
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, big[:10])
+		io.WriteString(w, big[10:])
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, body := readResponse(t, br, "GET")
+	if body != big || resp.ContentLength != -1 {
+		t.Fatalf("%d bytes, length %d", len(body), resp.ContentLength)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+		t.Errorf("sniffed Content-Type %q", ct)
+	}
+}
+
+func TestHEAD(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "HEAD / HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, body := readResponse(t, br, "HEAD")
+	if body != "" || resp.ContentLength != 5 {
+		t.Fatalf("HEAD: body %q length %d", body, resp.ContentLength)
+	}
+	if _, body = readResponse(t, br, "GET"); body != "hello" {
+		t.Fatalf("GET after HEAD: %q", body)
+	}
+}
+
+func TestUnreadBody(t *testing.T) {
+	ignore := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	ts := startServer(t, ignore)
+	t.Run("small remainder is drained", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		for range 2 {
+			if resp, body := readResponse(t, br, "POST"); body != "ok" || resp.Close {
+				t.Fatalf("%q close %v", body, resp.Close)
+			}
+		}
+	})
+	t.Run("large remainder closes", func(t *testing.T) {
+		c, br := ts.dial()
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", maxDrain+1)
+		resp, _ := readResponse(t, br, "POST")
+		if !resp.Close {
+			t.Fatal("connection not closed after an unread large body")
+		}
+	})
+}
+
+func TestBadRequests(t *testing.T) {
+	ts := startServer(t, echo, func(o *Options) {
+		o.HeaderTooLarge = func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+			io.WriteString(w, `{"reason":"header_too_large"}`)
+		}
+	})
+	for _, tc := range []struct {
+		name, req string
+		status    int
+		body      string
+	}{
+		{"missing host", "GET / HTTP/1.1\r\n\r\n", 400, "400 Bad Request: missing required Host header"},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n", 400, "400 Bad Request"},
+		{"smuggling shape", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "400 Bad Request"},
+		{"conflicting lengths", "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", 400, "400 Bad Request"},
+		{"head too large", "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("x", 4096+4096) + "\r\n\r\n", 431, `{"reason":"header_too_large"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := ts.dial()
+			io.WriteString(c, tc.req)
+			resp, body := readResponse(t, br, "GET")
+			if resp.StatusCode != tc.status || body != tc.body || !resp.Close {
+				t.Fatalf("status %d body %q close %v", resp.StatusCode, body, resp.Close)
+			}
+		})
+	}
+}
+
+func TestHandoff(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", r.Proto, b)
+	})
+	mux.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		io.WriteString(conn, "echo "+line)
+	})
+	ts := startServer(t, mux)
+
+	t.Run("h2c prior knowledge", func(t *testing.T) {
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: p}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + ts.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "HTTP/2.0 " {
+			t.Fatalf("%q", b)
+		}
+	})
+	t.Run("upgrade after a request the loop served", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		readResponse(t, br, "GET")
+		io.WriteString(c, "GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nping\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 101 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		if line, _ := br.ReadString('\n'); line != "echo ping\n" {
+			t.Fatalf("%q", line)
+		}
+	})
+	t.Run("expect 100-continue", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 100 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		io.WriteString(c, "hi")
+		if _, body := readResponse(t, br, "PUT"); body != "HTTP/1.1 hi" {
+			t.Fatalf("%q", body)
+		}
+	})
+	t.Run("chunked request body", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+		if _, body := readResponse(t, br, "POST"); body != "HTTP/1.1 hi" {
+			t.Fatalf("%q", body)
+		}
+	})
+	st := ts.srv.Stats().Handoffs
+	for _, r := range []string{"h2_preface", "upgrade", "expect", "transfer_encoding"} {
+		if st[r] != 1 {
+			t.Errorf("handoffs[%s] = %d, want 1 (%v)", r, st[r], st)
+		}
+	}
+}
+
+func TestSlowClients(t *testing.T) {
+	ts := startServer(t, echo, func(o *Options) {
+		o.ReadHeaderTimeout = 200 * time.Millisecond
+		o.IdleTimeout = 400 * time.Millisecond
+	})
+	closedWithin := func(t *testing.T, c net.Conn, br *bufio.Reader, lo, hi time.Duration) {
+		t.Helper()
+		start := time.Now()
+		_, err := br.ReadByte()
+		d := time.Since(start)
+		if err == nil || d < lo || d > hi {
+			t.Fatalf("read returned %v after %v; want a close between %v and %v", err, d, lo, hi)
+		}
+	}
+	t.Run("incomplete head", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Slow: ")
+		closedWithin(t, c, br, 100*time.Millisecond, 2*time.Second)
+	})
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		readResponse(t, br, "GET")
+		closedWithin(t, c, br, 300*time.Millisecond, 3*time.Second)
+	})
+}
+
+func TestClientGoneCancelsContext(t *testing.T) {
+	cancelled := make(chan struct{})
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	c, _ := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // let the handler start (and the watcher)
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request's context was not cancelled after the client left")
+	}
+}
+
+func TestPipelinedRequestDuringSlowHandler(t *testing.T) {
+	// The watcher reads the second request while the first is served; it
+	// must be kept, not taken for a client that left.
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-r.Context().Done():
+				t.Error("context cancelled for a client that is still there")
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		io.WriteString(w, r.URL.Path)
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(30 * time.Millisecond)
+	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	for _, want := range []string{"/slow", "/next"} {
+		if _, body := readResponse(t, br, "GET"); body != want {
+			t.Fatalf("%q, want %q", body, want)
+		}
+	}
+}
+
+func TestShutdownDrains(t *testing.T) {
+	release := make(chan struct{})
+	var started atomic.Int32
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started.Add(1)
+			<-release
+		}
+		io.WriteString(w, "done")
+	}))
+	idle, ibr := ts.dial()
+	io.WriteString(idle, "GET /quick HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResponse(t, ibr, "GET") // this connection is now idle
+	busy, bbr := ts.dial()
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	for started.Load() < 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		shut <- ts.srv.Shutdown(ctx)
+	}()
+	// The idle connection is closed at once, the listener refuses.
+	if _, err := ibr.ReadByte(); err == nil {
+		t.Fatal("idle connection not closed by Shutdown")
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	resp, body := readResponse(t, bbr, "GET")
+	if body != "done" || !resp.Close {
+		t.Fatalf("in-flight answer %q close %v", body, resp.Close)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+func TestShutdownDeadlineThenClose(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // only Close ends it
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want the deadline", err)
+	}
+	ts.srv.Close()
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("connection open after Close")
+	}
+}
+
+func TestHandlerPanicClosesConnection(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("connection still open after the handler aborted")
+	}
+}
