@@ -48,8 +48,12 @@
 // queue timeout is QueueTimeout only while the consumer's own sub-queue
 // has been non-empty for less than QueueInterval; once it has stayed
 // non-empty that long (the consumer is sending more than its share, all
-// the time), its new waiters wait at most QueueTarget. This is the
-// controlled delay of Facebook's request queues (Maurer, "Fail at Scale",
+// the time), or while one of its queued requests was refused (timed out
+// or evicted) less than QueueInterval ago, its new waiters wait at most
+// QueueTarget. The second rule keeps the short wait through a moment when
+// the flooder's sub-queue happens to drain (a pause of its client, a burst
+// of releases), which would otherwise give the next interval's waiters
+// the whole QueueTimeout. This is the controlled delay of Facebook's request queues (Maurer, "Fail at Scale",
 // ACM Queue 2015, after CoDel), kept per consumer so that a flood shortens
 // only the flooding consumer's waits: a consumer whose requests come one
 // at a time empties its sub-queue at every grant and keeps QueueTimeout.
@@ -362,6 +366,9 @@ type consumer struct {
 	// busySince is when queued last went from 0 to 1 (ns on the limiter's
 	// clock); meaningful only while queued > 0.
 	busySince int64
+	// lastShed is when a queued request of this consumer was last refused
+	// (queue_timeout, or evicted: queue_full); 0 for never.
+	lastShed int64
 	q         [numClasses]wlist
 	link      [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
 }
@@ -497,6 +504,9 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		l.canceled.Add(1)
 		return Release{}, err
 	}
+	if !adaptive {
+		now = l.nanos() // the queue path: the clock is read here only
+	}
 	if l.mu.queued >= l.maxQueue {
 		v := l.victimLocked(c, cl)
 		if v == nil {
@@ -504,6 +514,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 			return Release{}, l.refuse(rQueueFull)
 		}
 		l.removeLocked(v)
+		v.c.lastShed = max(1, now)
 		v.state = evicted
 		v.ch <- struct{}{}
 		if vc := v.c; vc.inflight == 0 && vc.queued == 0 {
@@ -519,13 +530,11 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		c = l.newConsumerLocked(consumerKey)
 	}
 	w := &waiter{c: c, class: cl, ch: make(chan struct{}, 1)}
-	if !adaptive {
-		now = l.nanos()
-	}
 	timeout := l.queueTimeout
 	if c.queued == 0 {
 		c.busySince = now
-	} else if now-c.busySince >= l.queueInterval {
+	}
+	if now-c.busySince >= l.queueInterval || (c.lastShed != 0 && now-c.lastShed < l.queueInterval) {
 		timeout = l.queueTarget
 	}
 	// The timer is made under the lock, before the waiter is visible, so a
@@ -560,6 +569,9 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		return Release{}, l.refuse(rQueueFull)
 	}
 	l.removeLocked(w)
+	if !cancelled {
+		c.lastShed = max(1, l.nanos())
+	}
 	if c.inflight == 0 && c.queued == 0 {
 		l.dropConsumerLocked(c)
 	}

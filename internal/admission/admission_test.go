@@ -406,3 +406,32 @@ func TestControlledDelay(t *testing.T) {
 		t.Fatalf("QueueTimeout refusals = %d, want 1", s.QueueTimeout)
 	}
 }
+
+// TestControlledDelayAfterShed: once a consumer's queued request was
+// refused, its next waiter gets QueueTarget even if its sub-queue had
+// drained meanwhile; QueueInterval after the refusal it gets QueueTimeout
+// again.
+func TestControlledDelayAfterShed(t *testing.T) {
+	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 8, QueueTimeout: 50 * time.Millisecond,
+		QueueTarget: 5 * time.Millisecond, QueueInterval: 100 * time.Millisecond, MaxPerConsumer: -1})
+	a0 := h.start("a0", "a", Normal)
+	a1 := h.start("a1", "a", Normal)
+	h.clk.Advance(50 * time.Millisecond)
+	h.settle()
+	wantState(t, "the first wait is QueueTimeout", a1, "queue_timeout")
+	h.clk.Advance(10 * time.Millisecond)
+	a2 := h.start("a2", "a", Normal) // sub-queue empty, but a refusal 10ms ago
+	a2.timeout = 5 * time.Millisecond
+	h.clk.Advance(5 * time.Millisecond)
+	h.settle()
+	wantState(t, "after a refusal: QueueTarget", a2, "queue_timeout")
+	h.clk.Advance(100 * time.Millisecond) // the last refusal is 100ms old
+	a3 := h.start("a3", "a", Normal)
+	h.clk.Advance(40 * time.Millisecond)
+	h.settle()
+	wantState(t, "an interval after the last refusal: QueueTimeout", a3, "pending")
+	h.release(a0, Success)
+	wantState(t, "served", a3, "admitted")
+	h.release(a3, Success)
+	wantStats(t, "done", h, 0, 0, 0)
+}

@@ -113,6 +113,12 @@ func newHarness(t testing.TB, o Options) *harness {
 	t.Helper()
 	clk := newFakeClock()
 	o.Clock = clk
+	if o.QueueTarget == 0 {
+		// Every wait is QueueTimeout, so settle knows when a waiter is due;
+		// the controlled-delay tests set QueueTarget and mark the waiters
+		// it shortens (req.timeout).
+		o.QueueTarget = o.QueueTimeout
+	}
 	if o.Rand == nil {
 		var n atomic.Uint64
 		o.Rand = func() uint64 { return n.Add(0x9e3779b97f4a7c15) }
