@@ -369,8 +369,8 @@ type consumer struct {
 	// lastShed is when a queued request of this consumer was last refused
 	// (queue_timeout, or evicted: queue_full); 0 for never.
 	lastShed int64
-	q         [numClasses]wlist
-	link      [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
+	q        [numClasses]wlist
+	link     [numClasses]struct{ prev, next *consumer } // in mu.rings[c] iff q[c].n > 0
 }
 
 type ring struct{ head, tail *consumer }
