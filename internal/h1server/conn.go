@@ -97,9 +97,6 @@ type conn struct {
 	// broken: a read failed (client gone); the connection is not reused.
 	broken atomic.Bool
 
-	dateSec int64
-	date    [29]byte
-
 	mu        sync.Mutex
 	cancel    context.CancelFunc // the current request's
 	watch     int

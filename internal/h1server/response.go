@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -501,12 +502,27 @@ func writeField(bw interface {
 	bw.WriteString("\r\n")
 }
 
-// httpDate returns the Date value for now, formatted once per second.
+// dateValue is the Date header value of the current second, shared by
+// every connection: formatted once a second for the process rather than
+// once per connection (under overload, thousands of new connections each
+// formatted their own, growing each one's stack to do it).
+type dateValue struct {
+	sec int64
+	b   [29]byte
+}
+
+var currentDate atomic.Pointer[dateValue]
+
+// httpDate returns the Date value for now. Two connections crossing a
+// second at once may both format it; either result is right.
 func (c *conn) httpDate() []byte {
 	now := time.Now()
-	if sec := now.Unix(); sec != c.dateSec {
-		c.dateSec = sec
-		now.UTC().AppendFormat(c.date[:0], http.TimeFormat)
+	sec := now.Unix()
+	d := currentDate.Load()
+	if d == nil || d.sec != sec {
+		d = &dateValue{sec: sec}
+		now.UTC().AppendFormat(d.b[:0], http.TimeFormat)
+		currentDate.Store(d)
 	}
-	return c.date[:]
+	return d.b[:]
 }
