@@ -106,13 +106,18 @@ func Refuse(w http.ResponseWriter, reason Reason) int {
 		_, _ = w.Write([]byte(`{"error":"internal error","reason":"internal"}` + "\n"))
 		return http.StatusInternalServerError
 	}
+	if rf.retryAfter {
+		w.Header()["Retry-After"] = retryAfterValue
+	}
+	return rf.write(w)
+}
+
+// write sends the rendered refusal: its headers, status and body.
+func (rf *refusal) write(w http.ResponseWriter) int {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["X-Content-Type-Options"] = noSniff
 	h["Content-Length"] = rf.contentLength
-	if rf.retryAfter {
-		h["Retry-After"] = retryAfterValue
-	}
 	w.WriteHeader(rf.status)
 	_, _ = w.Write(rf.body)
 	return rf.status
@@ -125,13 +130,7 @@ func RefuseRetryAfter(w http.ResponseWriter, reason Reason, d time.Duration) int
 	if rf := refusals[reason]; rf != nil && rf.retryAfter && d > 0 {
 		secs := (d + time.Second - 1) / time.Second
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(int64(max(secs, 1)), 10)}
-		h := w.Header()
-		h["Content-Type"] = jsonContentType
-		h["X-Content-Type-Options"] = noSniff
-		h["Content-Length"] = rf.contentLength
-		w.WriteHeader(rf.status)
-		_, _ = w.Write(rf.body)
-		return rf.status
+		return rf.write(w)
 	}
 	return Refuse(w, reason)
 }
@@ -165,14 +164,7 @@ func RefuseDetail(w http.ResponseWriter, reason Reason, detail string) int {
 		v, _ = detailBodies.LoadOrStore(k, &refusal{status: base.status, retryAfter: base.retryAfter, body: body,
 			contentLength: []string{strconv.Itoa(len(body))}})
 	}
-	rf := v.(*refusal)
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	h["X-Content-Type-Options"] = noSniff
-	h["Content-Length"] = rf.contentLength
-	w.WriteHeader(rf.status)
-	_, _ = w.Write(rf.body)
-	return rf.status
+	return v.(*refusal).write(w)
 }
 
 // StatusOf returns the HTTP status a reason is answered with (0 if unknown).
