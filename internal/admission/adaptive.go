@@ -13,7 +13,7 @@ import (
 //  1. minRTT, the latency of the upstream when it is not queueing, is
 //     measured by a probe: the limit drops to Min until ProbeSamples
 //     requests admitted after the probe began have finished; minRTT is
-//     their median latency. A probe runs at start, every ProbeInterval
+//     the 10th percentile of their latencies (probeQuantile). A probe runs at start, every ProbeInterval
 //     (jittered ±10 % so a fleet does not probe in step), and after
 //     floorWindows consecutive windows ended with the limit at Min (the
 //     upstream got slower for good, so the old minRTT is wrong). After a
@@ -97,6 +97,12 @@ const (
 	// floorWindows consecutive windows ending at Min trigger a probe
 	// (Envoy uses 5).
 	floorWindows = 5
+	// probeQuantile is the quantile of a probe's samples taken as minRTT:
+	// a low one, since the upstream's latency without a queue is what the
+	// probe is after, and on a busy proxy every sample also carries some
+	// scheduling delay of the proxy's own; not the minimum, so that one
+	// stray fast answer does not set it.
+	probeQuantile = 0.1
 	// maxWindowSamples bounds the latencies kept per window and per probe
 	// (2 KiB); the median is taken over at most this many. ProbeSamples
 	// above it still wait for that many samples, with a reservoir.
@@ -188,7 +194,7 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 		if g.count < g.probeSamples {
 			return false
 		}
-		g.minRTT = max(1, g.median())
+		g.minRTT = max(1, g.quantile(probeQuantile))
 		g.probing = false
 		g.limit = g.saved
 		g.atFloor = 0
@@ -225,7 +231,7 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 
 // update applies the gradient formula to the closed window.
 func (g *gradient) update() {
-	rtt := float64(max(1, g.median()))
+	rtt := float64(max(1, g.quantile(0.5)))
 	grad := float64(g.minRTT) * (1 + g.buffer) / rtt
 	if 2*g.failures > g.count {
 		grad = 0.5
@@ -257,17 +263,17 @@ func (g *gradient) keep(lat int64, rnd func() uint64) {
 	g.count++
 }
 
-// median returns the median of the kept samples (the upper one of an
-// even count), sorting them in place: O(k log k) for k <= 256, once per
-// window.
-func (g *gradient) median() int64 {
+// quantile returns the q-quantile (0 <= q < 1) of the kept samples by
+// nearest rank (q 0.5: the median, the upper one of an even count),
+// sorting them in place: O(k log k) for k <= 256, once per window.
+func (g *gradient) quantile(q float64) int64 {
 	k := min(g.count, maxWindowSamples)
 	if k == 0 {
 		return 0
 	}
 	s := g.samples[:k]
 	slices.Sort(s)
-	return s[k/2]
+	return s[int(q*float64(k))]
 }
 
 func (g *gradient) startProbe(now int64) {
