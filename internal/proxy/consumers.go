@@ -61,6 +61,7 @@ type App struct {
 	MaxConcurrency int
 
 	counters *appCounters // shared with the same app in later snapshots
+	header   []string     // AppHeader's value, made once per snapshot
 }
 
 // appCounters are an app's live counters.
@@ -106,6 +107,7 @@ type secretRef struct {
 func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
 	s := &Apps{byID: make(map[string]*App, len(apps)), keys: make(map[[32]byte]keyRef, len(keys)), secrets: make(map[string]secretRef, len(keys))}
 	for _, a := range apps {
+		a.header = []string{a.ID}
 		if old := prev.App(a.ID); old != nil {
 			a.counters = old.counters
 		} else {

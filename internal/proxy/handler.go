@@ -253,7 +253,7 @@ func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *excha
 		x.app = app
 		delete(r.Header, "X-Api-Key")
 		delete(r.Header, "Authorization")
-		r.Header[AppHeader] = []string{app.ID}
+		r.Header[AppHeader] = app.header
 	}
 	d, limited := h.limit(r, rt, x.app, now)
 	if !limited {
