@@ -60,8 +60,9 @@ type App struct {
 	// MaxConcurrency caps the app's requests in flight; 0: no cap.
 	MaxConcurrency int
 
-	counters *appCounters // shared with the same app in later snapshots
-	header   []string     // AppHeader's value, made once per snapshot
+	counters  *appCounters      // shared with the same app in later snapshots
+	routeKeys map[string]string // limiter key per route in RouteLimits: id + "\x00" + route
+	header    []string          // AppHeader's value, made once per snapshot
 }
 
 // appCounters are an app's live counters.
@@ -108,6 +109,10 @@ func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
 	s := &Apps{byID: make(map[string]*App, len(apps)), keys: make(map[[32]byte]keyRef, len(keys)), secrets: make(map[string]secretRef, len(keys))}
 	for _, a := range apps {
 		a.header = []string{a.ID}
+		a.routeKeys = make(map[string]string, len(a.RouteLimits))
+		for r := range a.RouteLimits {
+			a.routeKeys[r] = a.ID + "\x00" + r
+		}
 		if old := prev.App(a.ID); old != nil {
 			a.counters = old.counters
 		} else {
@@ -213,6 +218,12 @@ func (h *Handler) identify(r *http.Request, rt *Route, apps *Apps, now time.Time
 		}
 		app = ref.app
 	case AuthHMAC:
+		if !auth.IsSigned(r.Header) {
+			// Refused before any byte of the body is read: Verify fails on
+			// the Authorization header, before it would use the digest.
+			_, err := h.consumers.verifier.Verify(r, [32]byte{}, apps, now)
+			return nil, ReasonUnauthenticated, authDetail(err)
+		}
 		digest, ok := hashSignedBody(r)
 		if !ok {
 			return nil, ReasonBodyTooLarge, ""
@@ -297,7 +308,7 @@ func (h *Handler) limit(r *http.Request, rt *Route, app *App, now time.Time) (d 
 	}
 	per, hasRoute := app.RouteLimits[rt.Name]
 	if hasRoute && per != (ratelimit.Policy{}) {
-		d = cs.appLimits.Allow(app.ID+"\x00"+rt.Name, per, now)
+		d = cs.appLimits.Allow(app.routeKeys[rt.Name], per, now)
 		limited = true
 		if !d.Allowed {
 			return d, true
