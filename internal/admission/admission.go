@@ -15,9 +15,18 @@
 // Waiters are served by priority class first (Critical, then Normal, then
 // Sheddable). Within a class, consumers with waiters in that class take
 // turns (round robin, one request per turn: requests are unit cost, so this
-// is deficit round robin with a quantum of one), and each consumer's
-// requests are served first in, first out. After its turn a consumer goes
-// to the back of its class's ring if it still has waiters there.
+// is deficit round robin with a quantum of one). After its turn a consumer
+// goes to the back of its class's ring if it still has waiters there.
+//
+// Within a consumer's sub-queue of one class the order is adaptive LIFO
+// (Maurer, "Fail at Scale", ACM Queue 2015): first in, first out while the
+// sub-queue drains, that is while its oldest waiter has waited at most
+// QueueTarget; newest first once the oldest has waited longer. A queue that
+// is not draining is a standing queue: its oldest requests are the ones
+// whose clients are most likely to have given up, and serving them first
+// would give every admitted request the whole wait. Served newest first,
+// admitted requests wait about as long as a slot takes to free, and the
+// surplus ages out at the back (queue_timeout) or is evicted (rule 5).
 //
 // # Refusal rules, checked in this order
 //
@@ -28,16 +37,20 @@
 //  4. shed_priority: the request is Sheddable and more than half the queue
 //     is taken (2 × queued > MaxQueue).
 //  5. The queue is full (queued == MaxQueue). The newcomer may evict one
-//     queued request, which is refused with queue_full:
-//     a. if any request of a lower priority class is queued, the newest
-//     request of the longest sub-queue in the lowest such class (a
-//     Critical newcomer evicts Sheddable before Normal; a Normal one evicts
-//     Sheddable);
+//     queued request, which is refused with queue_full. A victim is always
+//     the request its sub-queue would serve last: the newest in FIFO
+//     order, the oldest in LIFO order.
+//     a. if any request of a lower priority class is queued, the last of
+//     the longest sub-queue in the lowest such class (a Critical newcomer
+//     evicts Sheddable before Normal; a Normal one evicts Sheddable);
 //     b. else, if the newcomer's consumer has fewer requests queued in the
-//     newcomer's class than the longest sub-queue of that class, the
-//     newest request of that longest sub-queue. A flooding consumer
-//     therefore cannot push others out: it loses its own newest requests.
-//     Otherwise the newcomer is refused with queue_full.
+//     newcomer's class than the longest sub-queue of that class, the last
+//     of that longest sub-queue. A flooding consumer therefore cannot push
+//     others out: it loses its own requests.
+//     c. else, if the newcomer's own sub-queue is in LIFO order, its
+//     oldest request: the newcomer would be served before it.
+//     Otherwise the newcomer is refused with queue_full (in FIFO order it
+//     would be served last).
 //  6. queue_timeout: the request waited its queue timeout without a slot.
 //     A context that ends first returns ctx.Err() instead (not a refusal).
 //
@@ -395,6 +408,7 @@ type waiter struct {
 	class      int
 	prev, next *waiter
 	state      waitState
+	enq        int64 // when it was queued, ns on the limiter's clock
 	start      int64
 	ch         chan struct{}
 }
@@ -422,6 +436,9 @@ func (r Release) Done(o Outcome) {
 		now = l.nanos()
 	}
 	l.mu.Lock()
+	if !adaptive && l.mu.queued > 0 {
+		now = l.nanos() // dispatch orders the queue by age
+	}
 	c := r.c
 	c.inflight--
 	l.mu.inflight--
@@ -508,7 +525,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		now = l.nanos() // the queue path: the clock is read here only
 	}
 	if l.mu.queued >= l.maxQueue {
-		v := l.victimLocked(c, cl)
+		v := l.victimLocked(c, cl, now)
 		if v == nil {
 			l.mu.Unlock()
 			return Release{}, l.refuse(rQueueFull)
@@ -529,7 +546,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if c == nil {
 		c = l.newConsumerLocked(consumerKey)
 	}
-	w := &waiter{c: c, class: cl, ch: make(chan struct{}, 1)}
+	w := &waiter{c: c, class: cl, enq: now, ch: make(chan struct{}, 1)}
 	timeout := l.queueTimeout
 	if c.queued == 0 {
 		c.busySince = now
@@ -608,14 +625,15 @@ func (l *Limiter) grantLocked(c *consumer) {
 }
 
 // dispatchLocked hands free slots to waiters: highest class first, round
-// robin over consumers within it, FIFO within a consumer. now stamps the
-// admitted requests' start (adaptive limiters only).
+// robin over consumers within it, adaptive LIFO within a consumer. now is
+// the time (ns on the limiter's clock); it stamps the admitted requests'
+// start.
 func (l *Limiter) dispatchLocked(now int64) {
 	for l.mu.queued > 0 && l.mu.inflight < l.mu.limit {
 		var w *waiter
 		for cl := range numClasses {
 			if c := l.mu.rings[cl].head; c != nil {
-				w = c.q[cl].head
+				w = l.firstLocked(&c.q[cl], now)
 				break
 			}
 		}
@@ -632,13 +650,35 @@ func (l *Limiter) dispatchLocked(now int64) {
 	}
 }
 
+// lifoLocked reports whether q is a standing queue, served newest first:
+// its oldest waiter has waited longer than QueueTarget.
+func (l *Limiter) lifoLocked(q *wlist, now int64) bool {
+	return q.head != nil && now-q.head.enq > int64(l.queueTarget)
+}
+
+// firstLocked is the waiter of a non-empty q served first.
+func (l *Limiter) firstLocked(q *wlist, now int64) *waiter {
+	if l.lifoLocked(q, now) {
+		return q.tail
+	}
+	return q.head
+}
+
+// lastLocked is the waiter of a non-empty q served last.
+func (l *Limiter) lastLocked(q *wlist, now int64) *waiter {
+	if l.lifoLocked(q, now) {
+		return q.head
+	}
+	return q.tail
+}
+
 // victimLocked picks the queued request a newcomer of consumer c (nil if
 // new) in class cl evicts from a full queue (rule 5 in the package doc), or
 // nil.
-func (l *Limiter) victimLocked(c *consumer, cl int) *waiter {
+func (l *Limiter) victimLocked(c *consumer, cl int, now int64) *waiter {
 	for lower := numClasses - 1; lower > cl; lower-- {
 		if l.mu.classLen[lower] > 0 {
-			return l.longestLocked(lower).q[lower].tail
+			return l.lastLocked(&l.longestLocked(lower).q[lower], now)
 		}
 	}
 	if l.mu.classLen[cl] == 0 {
@@ -650,7 +690,10 @@ func (l *Limiter) victimLocked(c *consumer, cl int) *waiter {
 		mine = c.q[cl].n
 	}
 	if mine < longest.q[cl].n {
-		return longest.q[cl].tail
+		return l.lastLocked(&longest.q[cl], now)
+	}
+	if mine > 0 && l.lifoLocked(&c.q[cl], now) {
+		return c.q[cl].head
 	}
 	return nil
 }

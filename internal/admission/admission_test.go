@@ -186,6 +186,49 @@ func TestFullQueueEvictsLongestSubQueue(t *testing.T) {
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
+// TestAdaptiveLIFO: a consumer's sub-queue is served first in, first out
+// while its oldest waiter has waited at most QueueTarget, newest first once
+// it has waited longer; a victim is the request its sub-queue would serve
+// last, and in LIFO order a newcomer evicts its own consumer's oldest.
+func TestAdaptiveLIFO(t *testing.T) {
+	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 3, QueueTimeout: time.Second,
+		QueueTarget: 5 * time.Millisecond, QueueInterval: 10 * time.Second, MaxPerConsumer: -1})
+	hold := h.start("hold", "x", Normal)
+	a1 := h.start("a1", "a", Normal) // t = 0
+	h.clk.Advance(5 * time.Millisecond)
+	h.settle()
+	a2 := h.start("a2", "a", Normal) // t = 5ms
+	h.release(hold, Success)
+	wantState(t, "oldest waited exactly QueueTarget: FIFO", a1, "admitted")
+	wantState(t, "oldest waited exactly QueueTarget: FIFO", a2, "pending")
+	a3 := h.start("a3", "a", Normal)
+	a4 := h.start("a4", "a", Normal) // the queue is full: a2 a3 a4
+	h.clk.Advance(time.Millisecond)
+	h.settle()
+	a5 := h.start("a5", "a", Normal)
+	wantState(t, "FIFO: the newcomer would be served last", a5, "queue_full")
+	h.clk.Advance(5 * time.Millisecond) // a2 has waited 6ms
+	h.settle()
+	a6 := h.start("a6", "a", Normal)
+	wantState(t, "LIFO: the newcomer evicts a's oldest", a2, "queue_full")
+	wantState(t, "LIFO: the newcomer queued", a6, "pending")
+	b1 := h.start("b1", "b", Normal)
+	wantState(t, "b evicts what a would serve last: its oldest", a3, "queue_full")
+	wantState(t, "b queued", b1, "pending")
+	h.release(a1, Success)
+	wantState(t, "a's turn, newest first", a6, "admitted")
+	wantState(t, "a's turn, newest first", a4, "pending")
+	h.release(a6, Success)
+	wantState(t, "b's turn", b1, "admitted")
+	h.release(b1, Success)
+	wantState(t, "a's last", a4, "admitted")
+	h.release(a4, Success)
+	wantStats(t, "done", h, 0, 0, 0)
+	if s := h.l.Stats(); s.QueueFull != 3 || s.QueueTimeout != 0 {
+		t.Fatalf("refusals: queue_full %d, queue_timeout %d; want 3 and 0", s.QueueFull, s.QueueTimeout)
+	}
+}
+
 func TestPriorities(t *testing.T) {
 	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 4, QueueTimeout: time.Second, MaxPerConsumer: -1})
 	hold := h.start("hold", "x", Normal)
@@ -387,18 +430,20 @@ func TestControlledDelay(t *testing.T) {
 		wantState(t, "half the queue timeout", r, "pending")
 	}
 	h.release(a0, Success)
-	wantState(t, "a's turn", a1, "admitted")
-	h.release(a1, Success)
+	// a's oldest has waited past QueueTarget: newest first (adaptive LIFO).
+	wantState(t, "a's turn, newest first", a2, "admitted")
+	wantState(t, "a's turn, newest first", a1, "pending")
+	h.release(a2, Success)
 	wantState(t, "b's turn", b1, "admitted")
 	h.release(b1, Success)
-	wantState(t, "a again", a2, "admitted")
+	wantState(t, "a again", a1, "admitted")
 	// a's sub-queue is empty now: a new waiter of a gets QueueTimeout.
 	h.clk.Advance(time.Second)
 	a4 := h.start("a4", "a", Normal)
 	h.clk.Advance(500 * time.Millisecond)
 	h.settle()
 	wantState(t, "a's sub-queue emptied: QueueTimeout again", a4, "pending")
-	h.release(a2, Success)
+	h.release(a1, Success)
 	wantState(t, "a4 served", a4, "admitted")
 	h.release(a4, Success)
 	wantStats(t, "done", h, 0, 0, 0)
