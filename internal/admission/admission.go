@@ -47,10 +47,12 @@
 //     newcomer's class than the longest sub-queue of that class, the last
 //     of that longest sub-queue. A flooding consumer therefore cannot push
 //     others out: it loses its own requests.
-//     c. else, if the newcomer's own sub-queue is in LIFO order, its
-//     oldest request: the newcomer would be served before it.
-//     Otherwise the newcomer is refused with queue_full (in FIFO order it
-//     would be served last).
+//     Otherwise the newcomer is refused with queue_full. (Its own oldest
+//     request is not evicted for it even in LIFO order: at a full queue
+//     every slot that frees is taken by the next arrival, so the newest
+//     waiter is at most one grant old anyway, and replacing a waiter per
+//     arrival would wake one goroutine and start one timer per refused
+//     request, the cost that matters most at 10x overload.)
 //  6. queue_timeout: the request waited its queue timeout without a slot.
 //     A context that ends first returns ctx.Err() instead (not a refusal).
 //
@@ -691,9 +693,6 @@ func (l *Limiter) victimLocked(c *consumer, cl int, now int64) *waiter {
 	}
 	if mine < longest.q[cl].n {
 		return l.lastLocked(&longest.q[cl], now)
-	}
-	if mine > 0 && l.lifoLocked(&c.q[cl], now) {
-		return c.q[cl].head
 	}
 	return nil
 }

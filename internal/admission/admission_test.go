@@ -189,7 +189,7 @@ func TestFullQueueEvictsLongestSubQueue(t *testing.T) {
 // TestAdaptiveLIFO: a consumer's sub-queue is served first in, first out
 // while its oldest waiter has waited at most QueueTarget, newest first once
 // it has waited longer; a victim is the request its sub-queue would serve
-// last, and in LIFO order a newcomer evicts its own consumer's oldest.
+// last, and a newcomer never evicts its own consumer's waiters.
 func TestAdaptiveLIFO(t *testing.T) {
 	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 3, QueueTimeout: time.Second,
 		QueueTarget: 5 * time.Millisecond, QueueInterval: 10 * time.Second, MaxPerConsumer: -1})
@@ -210,19 +210,18 @@ func TestAdaptiveLIFO(t *testing.T) {
 	h.clk.Advance(5 * time.Millisecond) // a2 has waited 6ms
 	h.settle()
 	a6 := h.start("a6", "a", Normal)
-	wantState(t, "LIFO: the newcomer evicts a's oldest", a2, "queue_full")
-	wantState(t, "LIFO: the newcomer queued", a6, "pending")
+	wantState(t, "LIFO: a newcomer of the longest sub-queue is refused", a6, "queue_full")
 	b1 := h.start("b1", "b", Normal)
-	wantState(t, "b evicts what a would serve last: its oldest", a3, "queue_full")
+	wantState(t, "b evicts what a would serve last: its oldest", a2, "queue_full")
 	wantState(t, "b queued", b1, "pending")
 	h.release(a1, Success)
-	wantState(t, "a's turn, newest first", a6, "admitted")
-	wantState(t, "a's turn, newest first", a4, "pending")
-	h.release(a6, Success)
+	wantState(t, "a's turn, newest first", a4, "admitted")
+	wantState(t, "a's turn, newest first", a3, "pending")
+	h.release(a4, Success)
 	wantState(t, "b's turn", b1, "admitted")
 	h.release(b1, Success)
-	wantState(t, "a's last", a4, "admitted")
-	h.release(a4, Success)
+	wantState(t, "a's last", a3, "admitted")
+	h.release(a3, Success)
 	wantStats(t, "done", h, 0, 0, 0)
 	if s := h.l.Stats(); s.QueueFull != 3 || s.QueueTimeout != 0 {
 		t.Fatalf("refusals: queue_full %d, queue_timeout %d; want 3 and 0", s.QueueFull, s.QueueTimeout)
