@@ -3,6 +3,7 @@ package h1server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type response struct {
 
 	pendp    *[]byte // body held before commit (no Content-Length yet)
 	trailers []string
+	keys     []string // writeFields' sorted header names, reused
 	scratch  [32]byte
 	clBuf    [20]byte
 }
@@ -57,7 +59,7 @@ type response struct {
 func (w *response) reset(r *http.Request, b *body, minor int, keep10 bool) {
 	clear(w.header)
 	*w = response{c: w.c, req: r, body: b, header: w.header, minor: minor, keep10: keep10,
-		isHEAD: r.Method == http.MethodHead, contentLength: -1, trailers: w.trailers[:0]}
+		isHEAD: r.Method == http.MethodHead, contentLength: -1, trailers: w.trailers[:0], keys: w.keys[:0]}
 }
 
 // Header returns the response header map.
@@ -420,10 +422,18 @@ func (w *response) writeStatusLine(code int) {
 }
 
 // writeFields writes the handler's header map, less the excluded fields,
-// trailers and invalid names.
+// trailers and invalid names, sorted by name (as net/http does): the same
+// response always has the same bytes, whatever the map's order.
 func (w *response) writeFields(excl int) {
 	bw := w.c.writer()
-	for k, vv := range w.header {
+	keys := w.keys[:0]
+	for k := range w.header {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	defer func() { clear(keys); w.keys = keys[:0] }()
+	for _, k := range keys {
+		vv := w.header[k]
 		switch k {
 		case "Content-Length":
 			if excl&exclCL != 0 {

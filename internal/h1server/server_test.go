@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -497,5 +498,44 @@ func TestHandlerPanicClosesConnection(t *testing.T) {
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := br.ReadByte(); err == nil {
 		t.Fatal("connection still open after the handler aborted")
+	}
+}
+
+// TestHeadersSorted: the response head lists the handler's fields sorted
+// by name (then the server's own Date and Content-Length, as net/http
+// does), so the same response always has the same bytes.
+func TestHeadersSorted(t *testing.T) {
+	names := []string{"Zeta", "Alpha", "X-Request-Id", "Mid", "Beta", "Content-Type", "Retry-After", "Omega"}
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, n := range names {
+			w.Header()[n] = []string{"v"}
+		}
+		io.WriteString(w, "ok")
+	}))
+	c, br := ts.dial()
+	for range 3 { // map order differs between iterations; the output must not
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		var got []string
+		if _, err := br.ReadString('\n'); err != nil { // status line
+			t.Fatal(err)
+		}
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line == "\r\n" {
+				break
+			}
+			if n := line[:strings.IndexByte(line, ':')]; slices.Contains(names, n) {
+				got = append(got, n) // levee's own Date and Content-Length follow them
+			}
+		}
+		if _, err := io.ReadFull(br, make([]byte, 2)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSorted(got) || len(got) != len(names) {
+			t.Fatalf("header names %v: want all of %v, sorted", got, names)
+		}
 	}
 }
