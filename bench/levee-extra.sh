@@ -4,8 +4,10 @@
 # into $BENCH_RUN_DIR, then execs levee (so levee leads the process group).
 #   ../shared/bench/proxy-compare.sh --extra 'levee=exec bench/levee-extra.sh'
 # In overload mode LEVEE_LIMIT picks levee's protection: "adaptive" (the
-# default: max_concurrency: adaptive, never told the capacity), "static"
-# (max_concurrency: $BENCH_CAPACITY) or "none".
+# default: max_concurrency: adaptive with every default, so never told the
+# capacity, not even as a queue size), "static" (max_concurrency and
+# max_queue $BENCH_CAPACITY, queue_timeout 50ms, like HAProxy's queue
+# config) or "none".
 #   MODE=open CAPACITY=20 SERVICE_MS=20 ../shared/bench/overload.sh \
 #     --extra 'levee-adaptive=LEVEE_LIMIT=adaptive exec bench/levee-extra.sh' \
 #     --extra 'levee-static=LEVEE_LIMIT=static exec bench/levee-extra.sh'
@@ -28,7 +30,7 @@ cfg=$BENCH_RUN_DIR/levee.yaml
   for u in "${ups[@]}"; do echo "      - {address: $u, weight: 1}"; done
   if [ "${BENCH_MODE:-compare}" = overload ]; then
     case ${LEVEE_LIMIT:-adaptive} in
-      adaptive) echo "    limits: {max_concurrency: adaptive, min: 2, max: 1000, max_queue: ${BENCH_CAPACITY:-50}, queue_timeout: 50ms}" ;;
+      adaptive) echo "    limits: {max_concurrency: adaptive}" ;;  # every default: never told the capacity
       static) echo "    limits: {max_concurrency: ${BENCH_CAPACITY:-50}, max_queue: ${BENCH_CAPACITY:-50}, queue_timeout: 50ms}" ;;
       none) ;;
       *) echo "levee-extra: LEVEE_LIMIT must be adaptive, static or none" >&2; exit 2 ;;
