@@ -10,14 +10,7 @@ import (
 // sticks; the rest are summed under "other"; every series stays monotonic
 // when apps are promoted or deleted.
 func TestAppCollectorTopN(t *testing.T) {
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := NewHandler(NewTable(nil, nil, m), Options{Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newTestHandler(t, nil, nil)
 	mk := func(ids ...string) []*App {
 		var out []*App
 		for _, id := range ids {

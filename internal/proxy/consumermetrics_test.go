@@ -18,18 +18,11 @@ import (
 // TestConsumerStateCollector: evictions from a full anonymous rate-limit
 // table and a full HMAC replay cache show up in their series.
 func TestConsumerStateCollector(t *testing.T) {
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil)} // no endpoint: 503 after the limits
 	anon := &Route{Name: "anon", PathPrefix: "/anon/", Upstream: up,
 		AnonymousLimit: ratelimit.Policy{Rate: mustRate(t, 1, 2)}}
 	signed := &Route{Name: "all", PathPrefix: "/signed/", Upstream: up, Auth: AuthHMAC}
-	h, err := NewHandler(NewTable([]*Route{anon, signed}, []*Upstream{up}, m), Options{Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newTestHandler(t, []*Route{anon, signed}, []*Upstream{up})
 	apps, keys := benchApps(t, 1)
 	h.SwapApps(NewApps(apps, keys, nil))
 	// Small tables, so that a few requests fill them.

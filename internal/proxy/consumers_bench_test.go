@@ -10,7 +10,6 @@ import (
 
 	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/ratelimit"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // benchKey is the plaintext API key of bench app i.
@@ -41,15 +40,8 @@ func mustRate(tb testing.TB, perSecond float64, burst int64) ratelimit.Rate {
 
 func benchHandler(b *testing.B, auth AuthMode) (*Handler, *Route) {
 	b.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: &Upstream{Name: "up"}, Auth: auth}
-	h, err := NewHandler(NewTable([]*Route{rt}, []*Upstream{rt.Upstream}, m), Options{Metrics: m})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := newTestHandler(b, []*Route{rt}, []*Upstream{rt.Upstream})
 	apps, keys := benchApps(b, 100_000)
 	apps[7].Limit = ratelimit.Policy{Rate: mustRate(b, 1e9, 1e9)}
 	h.SwapApps(NewApps(apps, keys, nil))

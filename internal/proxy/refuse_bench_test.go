@@ -8,17 +8,12 @@ import (
 
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkRefuseAtLimit: the handler's whole path for a request its
 // upstream's limiter refuses at once (every slot busy, no queue): request
 // id, route lookup, admission, the 503 with Retry-After and its metrics.
 func BenchmarkRefuseAtLimit(b *testing.B) {
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
 	lim, err := admission.New(admission.Options{MaxConcurrency: 1, QueueTimeout: time.Second})
 	if err != nil {
 		b.Fatal(err)
@@ -30,10 +25,7 @@ func BenchmarkRefuseAtLimit(b *testing.B) {
 	defer hold.Done(admission.Dropped)
 	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil), Admission: lim}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
-	h, err := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := newTestHandler(b, []*Route{rt}, []*Upstream{up})
 	r, err := http.NewRequest(http.MethodGet, "http://bench/x", nil)
 	if err != nil {
 		b.Fatal(err)
