@@ -431,7 +431,6 @@ func (w *response) writeFields(excl int) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	defer func() { clear(keys); w.keys = keys[:0] }()
 	for _, k := range keys {
 		vv := w.header[k]
 		switch k {
@@ -461,6 +460,8 @@ func (w *response) writeFields(excl int) {
 			writeField(bw, k, v)
 		}
 	}
+	clear(keys) // hold no header names until the next response
+	w.keys = keys[:0]
 }
 
 func (w *response) isTrailer(k string) bool {
