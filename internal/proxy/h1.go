@@ -383,7 +383,7 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID stri
 	// pending write or read fails, and the caller (seeing ctx done)
 	// classifies the request as abandoned rather than as a timeout.
 	c.stop = context.AfterFunc(ctx, c.abort)
-	resp, err := c.exchangeHead(r, addr, reqID, headerTimeout)
+	resp, err := c.exchangeHead(ctx, r, addr, reqID, headerTimeout)
 	if err == nil && ctx.Err() != nil {
 		// The hook may have fired before the header deadline was cleared.
 		err = ctx.Err()
@@ -397,7 +397,11 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID stri
 	return resp, nil
 }
 
-func (c *h1Conn) exchangeHead(r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+// testHookHeadWritten, when set by a test, runs between writing a request
+// head and arming the response-header deadline.
+var testHookHeadWritten func()
+
+func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
 	err := writeRequestHead(c.bw, r, addr, reqID)
 	if err == nil {
 		err = c.bw.Flush()
@@ -408,8 +412,19 @@ func (c *h1Conn) exchangeHead(r *http.Request, addr, reqID string, headerTimeout
 		}
 		return nil, err
 	}
+	if testHookHeadWritten != nil {
+		testHookHeadWritten()
+	}
 	if headerTimeout > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+		if ctx.Err() != nil {
+			// The abort hook may have set its past deadline before this
+			// one replaced it (the client left while the head was being
+			// written): set it again, or the read below would wait out
+			// the whole header timeout. A hook that runs after this check
+			// comes after the deadline above, so its own deadline stands.
+			c.setPastDeadline()
+		}
 	}
 	c.readLimit = maxResponseHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {

@@ -947,3 +947,49 @@ func TestPoolDropsAddressesNoLongerUsed(t *testing.T) {
 		t.Fatal("a connection was pooled on a dropped stack")
 	}
 }
+
+// TestClientGoneWhileHeadIsWritten: a client that leaves between the
+// request head's write and the arming of the response-header deadline
+// (the abort hook's past deadline would be replaced by the header
+// timeout) still frees the upstream read at once. This once waited out
+// the whole header timeout (TestFastPathClientGoneCancelsUpstream failed
+// now and then under load).
+func TestClientGoneWhileHeadIsWritten(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 1)
+	go func() { // an upstream that reads and never answers
+		c, err := ln.Accept()
+		if err == nil {
+			held <- c
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	defer func() {
+		select {
+		case c := <-held:
+			c.Close()
+		default:
+		}
+	}()
+	c := newH1Conn(nc, nil, nil)
+	aborted := make(chan struct{})
+	c.abort = func() { c.setPastDeadline(); close(aborted) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	testHookHeadWritten = func() { cancel(); <-aborted } // the hook has run: its deadline is set
+	defer func() { testHookHeadWritten = nil }()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	start := time.Now()
+	_, err = c.exchange(ctx, r, ln.Addr().String(), "id", 10*time.Second)
+	if took := time.Since(start); err == nil || took > 2*time.Second {
+		t.Fatalf("exchange returned %v after %v; want an error at once (not after the 10s header timeout)", err, took)
+	}
+}
