@@ -208,30 +208,19 @@ routes:
 	stop := make(chan struct{})
 	var aOK, aRefused atomic.Int64
 	var wg sync.WaitGroup
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := a.Get(h.base + "/")
-				if err != nil {
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					aOK.Add(1)
-				} else {
-					aRefused.Add(1)
-				}
-			}
-		}()
-	}
+	repeatUntil(stop, &wg, 20, func() {
+		resp, err := a.Get(h.base + "/")
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			aOK.Add(1)
+		} else {
+			aRefused.Add(1)
+		}
+	})
 	waitFor(t, "consumer A to be refused", func() bool { return aRefused.Load() > 0 })
 	var others sync.WaitGroup
 	var refusedOthers atomic.Int64
@@ -297,24 +286,13 @@ routes:
 	cl := &http.Client{Transport: tr, Timeout: 60 * time.Second}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range inFlight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := cl.Get(h.base + "/")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-		}()
-	}
+	repeatUntil(stop, &wg, inFlight, func() {
+		resp, err := cl.Get(h.base + "/")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
 	t.Cleanup(func() { close(stop); close(release); wg.Wait() })
 	waitFor(t, "1,000 slow requests in flight", func() bool { return held.Load() >= inFlight })
 

@@ -222,6 +222,25 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 // waitFor polls cond (bounded: 10 s) and fails the test if it never holds.
+// repeatUntil starts n goroutines, counted in wg, that each call do again
+// and again until stop is closed.
+func repeatUntil(stop <-chan struct{}, wg *sync.WaitGroup, n int, do func()) {
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				do()
+			}
+		}()
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {

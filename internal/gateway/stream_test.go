@@ -163,32 +163,21 @@ routes:
 	var sent, failed atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				sent.Add(1)
-				resp, err := h.client.Get(h.base + "/")
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, resp.Status)
-				}
-			}
-		}()
-	}
+	repeatUntil(stop, &wg, 4, func() {
+		sent.Add(1)
+		resp, err := h.client.Get(h.base + "/")
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, resp.Status)
+		}
+	})
 	for i := range 20 {
 		h.writeConfig(cfg(1+i%5, 5-i%5))
 		if err := h.g.Reload(); err != nil {
