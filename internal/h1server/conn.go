@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-gw/levee/internal/rawsock"
 )
 
 // Bounds of one connection.
@@ -74,8 +76,11 @@ const (
 // conn is one client connection served by the loop. Its goroutine owns it;
 // the fields under mu are shared with the watcher and with Close.
 type conn struct {
-	srv      *Server
-	nc       net.Conn
+	srv *Server
+	nc  net.Conn
+	// sock is nc with raw reads and writes (rawsock): the request path's
+	// I/O; deadlines, Close and hand-offs use nc.
+	sock     net.Conn
 	remote   string
 	accepted time.Time
 	state    atomic.Int32
@@ -108,7 +113,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, accepted: time.Now(), watchDone: make(chan struct{}, 1)}
+	c := &conn{srv: s, nc: nc, sock: rawsock.Wrap(nc), accepted: time.Now(), watchDone: make(chan struct{}, 1)}
 	if a := nc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -243,7 +248,7 @@ func (c *conn) fill(headerArmed *bool) bool {
 	if c.w == len(c.buf) {
 		c.grow()
 	}
-	n, err := c.nc.Read(c.buf[c.w:])
+	n, err := c.sock.Read(c.buf[c.w:])
 	if n > 0 {
 		if !c.state.CompareAndSwap(stateIdle, stateActive) && !c.state.CompareAndSwap(stateNew, stateActive) && c.state.Load() == stateClosed {
 			return false
@@ -359,7 +364,7 @@ func (c *conn) lingerClose() {
 func (c *conn) writer() *bufio.Writer {
 	if c.bw == nil {
 		c.bw = writers.Get().(*bufio.Writer)
-		c.bw.Reset(c.nc)
+		c.bw.Reset(c.sock)
 	}
 	return c.bw
 }
@@ -502,7 +507,7 @@ func (c *conn) watchClient() {
 	c.watch = watchReading
 	c.mu.Unlock()
 
-	n, err := c.nc.Read(c.buf[c.w:])
+	n, err := c.sock.Read(c.buf[c.w:])
 	c.mu.Lock()
 	c.w += n
 	if err != nil && !c.aborted {
@@ -619,12 +624,12 @@ func (b *body) readLocked(p []byte) (int, error) {
 		c.r += n
 	case len(p) >= len(c.buf):
 		c.clearDeadline()
-		n, err = c.nc.Read(p)
+		n, err = c.sock.Read(p)
 	default:
 		c.clearDeadline()
 		c.r, c.w = 0, 0
 		var m int
-		m, err = c.nc.Read(c.buf)
+		m, err = c.sock.Read(c.buf)
 		c.w = m
 		n = copy(p, c.buf[:m])
 		c.r = n

@@ -539,3 +539,26 @@ func TestHeadersSorted(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPConnectionsUseRawIO: a TCP client's requests are read and answered
+// through rawsock (out of the scheduler's sight), and the hand-off to
+// net/http still gets the original connection.
+func TestTCPConnectionsUseRawIO(t *testing.T) {
+	var sockType, ncType string
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	c, br := ts.dial()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+	if _, body := readResponse(t, br, "GET"); body != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	ts.srv.mu.Lock()
+	for sc := range ts.srv.mu.conns {
+		sockType, ncType = fmt.Sprintf("%T", sc.sock), fmt.Sprintf("%T", sc.nc)
+	}
+	ts.srv.mu.Unlock()
+	if sockType != "*rawsock.Conn" || ncType != "*net.TCPConn" {
+		t.Fatalf("connection I/O through %s (nc %s); want *rawsock.Conn over *net.TCPConn", sockType, ncType)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -200,6 +201,23 @@ type conn struct {
 	l    *Listener
 	ip   netip.Addr // valid when counted against a per-address cap
 	once sync.Once
+}
+
+// CloseWrite and SyscallConn forward to the accepted connection: the
+// server half-closes before a lingering close, and reads and writes the
+// socket directly (rawsock); an embedded net.Conn would hide both.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *conn) Close() error {

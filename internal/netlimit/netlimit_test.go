@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -130,5 +131,45 @@ func TestLimitPerIP(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after closing everything: %d addresses tracked, %d open", n, ln.Open())
 		}
+	}
+}
+
+// TestConnKeepsSocketMethods: the counted connection still offers the
+// socket's half-close and raw access (the server's lingering close and its
+// raw reads and writes depend on them), and a half-close reaches the peer.
+func TestConnKeepsSocketMethods(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := Limit(raw, 2, nil)
+	defer ln.Close()
+	peer, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatalf("%T hides SyscallConn", c)
+	}
+	if rc, err := sc.SyscallConn(); err != nil || rc == nil {
+		t.Fatalf("SyscallConn = %v, %v", rc, err)
+	}
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatalf("%T hides CloseWrite", c)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := peer.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("peer read after CloseWrite = %d, %v; want EOF", n, err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/levee-gw/levee/internal/rawsock"
 )
 
 // The HTTP/1.1 fast path.
@@ -350,6 +352,7 @@ type h1Conn struct {
 }
 
 func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
+	nc = rawsock.Wrap(nc) // reads and writes out of the scheduler's sight
 	c := &h1Conn{nc: nc, home: home, pool: p, readLimit: math.MaxInt64}
 	c.br = bufio.NewReaderSize(c, h1ReadBufSize)
 	c.bw = bufio.NewWriterSize(nc, h1WriteBufSize)

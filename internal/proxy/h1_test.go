@@ -221,6 +221,15 @@ func TestFastPathReusesOneConnection(t *testing.T) {
 	if n := r.tr.h1.idleCount(up.addr()); n != 1 {
 		t.Errorf("fast-path pool holds %d idle connections, want 1", n)
 	}
+	// Its reads and writes are raw system calls (rawsock).
+	e := r.tr.h1.endpoint(up.addr())
+	e.mu.Lock()
+	for _, c := range e.conns {
+		if got := fmt.Sprintf("%T", c.nc); got != "*rawsock.Conn" {
+			t.Errorf("pooled connection does I/O through %s, want *rawsock.Conn", got)
+		}
+	}
+	e.mu.Unlock()
 	if f := r.ep.Stats.Failures.Load(); f != 0 {
 		t.Errorf("%d endpoint failures", f)
 	}
