@@ -21,7 +21,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 streak=0
 for ((i = 1; i <= probes; i++)); do
-	if [ -e "$pause_file" ]; then sleep 10; continue; fi
+	# A paused spell does not count against PROBES.
+	while [ -e "$pause_file" ]; do sleep 10; done
 	MODE=open CAPACITY=20 SERVICE_MS=20 LEVELS=10 DURATION=5 CONFIGS=nginx-limit \
 		timeout 300 "$bench/overload.sh" >"$log" 2>&1 || true
 	cpu=$(grep -o 'proxy CPU [0-9]*%' "$log" | grep -o '[0-9]*' | head -1 || true)
