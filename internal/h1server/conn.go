@@ -68,7 +68,7 @@ const (
 // Watcher states (under conn.mu).
 const (
 	watchOff     = iota
-	watchArmed   // the timer runs
+	watchArmed   // on the server's watch list
 	watchReading // the watcher's read is pending
 	watchEnded   // the read returned; watchDone has a value
 )
@@ -105,9 +105,10 @@ type conn struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc // the current request's
 	watch     int
-	inHandler bool // the watcher may be armed only while the handler runs
-	aborted   bool // the watcher's read was stopped on purpose
-	timer     *time.Timer
+	inHandler bool      // the watcher may be armed only while the handler runs
+	aborted   bool      // the watcher's read was stopped on purpose
+	watchGen  uint64    // counts armings, so a late sweeper's watcher is ignored
+	wn        watchNode // under srv.watches.mu
 	watchDone chan struct{}
 	closed    bool
 }
@@ -464,30 +465,27 @@ func (c *conn) callHandler(r *http.Request) (ok bool) {
 	return true
 }
 
-// armWatch starts the watch timer for the request in the handler (whose
-// body, if any, has been read to its end).
+// armWatch lists the connection for a watcher (watch.go) while the request
+// is in the handler (whose body, if any, has been read to its end).
 func (c *conn) armWatch() {
 	c.mu.Lock()
 	if c.watch == watchOff && c.inHandler {
 		c.watch = watchArmed
-		if c.timer == nil {
-			c.timer = time.AfterFunc(watchDelay, c.watchClient)
-		} else {
-			c.timer.Reset(watchDelay)
-		}
+		c.watchGen++
+		c.srv.watches.add(c, c.watchGen)
 	}
 	c.mu.Unlock()
 }
 
-// watchClient runs in the timer's goroutine when a handler has run for
-// watchDelay: one read on the connection, whose failure means the client
+// watchClient runs in a goroutine of its own, started by the sweeper for
+// the arming gen once the handler has run for watchDelay: one read on the connection, whose failure means the client
 // went away (the request's context is cancelled) and whose bytes (a
 // pipelined request) are kept for the loop.
-func (c *conn) watchClient() {
+func (c *conn) watchClient(gen uint64) {
 	c.mu.Lock()
-	if c.watch != watchArmed {
+	if c.watch != watchArmed || c.watchGen != gen {
 		c.mu.Unlock()
-		return // disarmed in the meantime
+		return // disarmed in the meantime (and maybe armed again since)
 	}
 	if c.r > 0 {
 		copy(c.buf, c.buf[c.r:c.w])
@@ -521,7 +519,7 @@ func (c *conn) watchClient() {
 	c.watchDone <- struct{}{}
 }
 
-// disarmWatch stops the watcher after the handler returned: the timer, or
+// disarmWatch stops the watcher after the handler returned: its listing, or
 // the pending read (through a past deadline, waited for).
 func (c *conn) disarmWatch() {
 	c.mu.Lock()
@@ -529,7 +527,7 @@ func (c *conn) disarmWatch() {
 	switch c.watch {
 	case watchArmed:
 		c.watch = watchOff
-		c.timer.Stop()
+		c.srv.watches.remove(c)
 		c.mu.Unlock()
 		return
 	case watchReading:

@@ -27,12 +27,13 @@
 // Handoffs are counted by reason (Stats).
 //
 // Client gone: while a request is in the handler, the loop's goroutine is
-// busy, so nothing reads the connection. A per-connection timer, armed when
-// the handler starts (and the request body is done), starts a one-read
-// watcher when the handler has run for watchDelay: its read returning EOF
-// or an error cancels the request's context; a byte arriving (a pipelined
-// request) is kept for the loop. Requests answered within watchDelay (all
-// refusals, most proxied requests) cost one timer reset and stop.
+// busy, so nothing reads the connection. When the handler starts (and the
+// request body is done), the connection joins the server's watch list; a
+// sweeper starts a one-read watcher for each handler that has run for
+// watchDelay (watch.go): its read returning EOF or an error cancels the
+// request's context; a byte arriving (a pipelined request) is kept for the
+// loop. Requests answered within watchDelay (all refusals, most proxied
+// requests) cost a list insertion and removal, not a runtime timer.
 package h1server
 
 import (
@@ -113,6 +114,7 @@ type Server struct {
 		fallbackLn *chanListener
 		serving    bool
 	}
+	watches      watchList     // handlers running, for client-gone watchers
 	fallbackDone chan struct{} // closed when the fallback's Serve returned
 	fallbackErr  error
 }
@@ -283,6 +285,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Reset(wait)
 		}
 	}
+	s.watches.close() // every connection is closed: nothing left to watch
 	if err := <-fbErr; err != nil {
 		return err
 	}
@@ -320,6 +323,7 @@ func (s *Server) Close() error {
 	}
 	serving := s.mu.serving
 	s.mu.Unlock()
+	s.watches.close()
 	err := s.fallback.Close()
 	if serving {
 		<-s.fallbackDone
