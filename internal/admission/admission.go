@@ -26,7 +26,8 @@
 // whose clients are most likely to have given up, and serving them first
 // would give every admitted request the whole wait. Served newest first,
 // admitted requests wait about as long as a slot takes to free, and the
-// surplus ages out at the back (queue_timeout) or is evicted (rule 5).
+// surplus ages out at the back (queue_timeout), is refused at once (rule 5)
+// or is evicted (rule 6).
 //
 // # Refusal rules, checked in this order
 //
@@ -36,7 +37,15 @@
 //  3. concurrency_limit: MaxQueue is 0, so there is no queue to wait in.
 //  4. shed_priority: the request is Sheddable and more than half the queue
 //     is taken (2 × queued > MaxQueue).
-//  5. The queue is full (queued == MaxQueue). The newcomer may evict one
+//  5. queue_full, short-wait bound: the newcomer's consumer is under
+//     controlled delay (below) and its sub-queue of the newcomer's class
+//     already holds as many waiters as slots are expected to free up
+//     within QueueTarget (the grants out of the queue in the last
+//     QueueInterval, all consumers together, scaled to QueueTarget; at
+//     least one). Waiting would end in queue_timeout all the same, after
+//     a timer, a parked goroutine and a wake-up: at 10x overload that was
+//     nearly every refusal.
+//  6. The queue is full (queued == MaxQueue). The newcomer may evict one
 //     queued request, which is refused with queue_full. A victim is always
 //     the request its sub-queue would serve last: the newest in FIFO
 //     order, the oldest in LIFO order.
@@ -53,7 +62,7 @@
 //     waiter is at most one grant old anyway, and replacing a waiter per
 //     arrival would wake one goroutine and start one timer per refused
 //     request, the cost that matters most at 10x overload.)
-//  6. queue_timeout: the request waited its queue timeout without a slot.
+//  7. queue_timeout: the request waited its queue timeout without a slot.
 //     A context that ends first returns ctx.Err() instead (not a refusal).
 //
 // # Controlled delay
@@ -73,7 +82,7 @@
 // only the flooding consumer's waits: a consumer whose requests come one
 // at a time empties its sub-queue at every grant and keeps QueueTimeout.
 //
-// Finding the longest sub-queue (rule 5) walks the consumers with waiters
+// Finding the longest sub-queue (rule 6) walks the consumers with waiters
 // in one class: at most MaxQueue of them, and only when the queue is full.
 // Every other queue operation is O(1): waiters are in intrusive doubly
 // linked lists, so a waiter that times out unlinks itself.
@@ -275,6 +284,11 @@ type Limiter struct {
 		rings    [numClasses]ring
 		classLen [numClasses]int
 		gradient *gradient // nil for a static limit
+		// Grants out of the queue, counted per QueueInterval window: the
+		// rate that bounds a short-wait sub-queue (shortBoundLocked).
+		grantWin   int64 // the current window's start
+		grantCount int   // grants in the current window
+		grantPrev  int   // grants in the last whole window
 	}
 }
 
@@ -526,6 +540,17 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if !adaptive {
 		now = l.nanos() // the queue path: the clock is read here only
 	}
+	// Controlled delay (see the package doc): a consumer whose sub-queue
+	// has stood for QueueInterval, or that was refused a queued request
+	// less than QueueInterval ago, waits at most QueueTarget.
+	short := c != nil && (c.queued > 0 && now-c.busySince >= int64(l.queueInterval) ||
+		c.lastShed != 0 && now-c.lastShed < int64(l.queueInterval))
+	if short && c.q[cl].n >= l.shortBoundLocked(now) {
+		// More waiters than the slots that free up within QueueTarget:
+		// the newcomer would only wait out its timer.
+		l.mu.Unlock()
+		return Release{}, l.refuse(rQueueFull)
+	}
 	if l.mu.queued >= l.maxQueue {
 		v := l.victimLocked(c, cl, now)
 		if v == nil {
@@ -549,11 +574,11 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		c = l.newConsumerLocked(consumerKey)
 	}
 	w := &waiter{c: c, class: cl, enq: now, ch: make(chan struct{}, 1)}
-	timeout := l.queueTimeout
 	if c.queued == 0 {
 		c.busySince = now
 	}
-	if now-c.busySince >= l.queueInterval || (c.lastShed != 0 && now-c.lastShed < l.queueInterval) {
+	timeout := l.queueTimeout
+	if short {
 		timeout = l.queueTarget
 	}
 	// The timer is made under the lock, before the waiter is visible, so a
@@ -649,7 +674,37 @@ func (l *Limiter) dispatchLocked(now int64) {
 		w.state = granted
 		w.start = now
 		w.ch <- struct{}{}
+		l.countGrantLocked(now)
 	}
+}
+
+// countGrantLocked counts a grant out of the queue in the QueueInterval
+// windows shortBoundLocked reads.
+func (l *Limiter) countGrantLocked(now int64) {
+	iv := int64(l.queueInterval)
+	if d := now - l.mu.grantWin; d >= iv {
+		// A window has ended; one that ran long (no grant for a while)
+		// is scaled to a whole interval's worth.
+		l.mu.grantPrev = int(int64(l.mu.grantCount) * iv / d)
+		l.mu.grantCount, l.mu.grantWin = 0, now
+	}
+	l.mu.grantCount++
+}
+
+// shortBoundLocked is how many waiters a consumer's short-wait sub-queue
+// may hold: the grants out of the queue expected within QueueTarget (from
+// the last window's count, all consumers together, so a generous bound
+// for any one of them), at least 1. Beyond it a newcomer is refused at
+// once: waiting would cost a timer, a parked goroutine and a wake-up, and
+// end in queue_timeout all the same. At a backend of 20 slots × 20 ms (1,000
+// grants a second) and the default 5 ms target, the bound is 5.
+func (l *Limiter) shortBoundLocked(now int64) int {
+	iv := int64(l.queueInterval)
+	prev := l.mu.grantPrev
+	if d := now - l.mu.grantWin; d >= iv {
+		prev = int(int64(l.mu.grantCount) * iv / d) // the current window has ended
+	}
+	return max(1, int((int64(prev)*int64(l.queueTarget)+iv-1)/iv))
 }
 
 // lifoLocked reports whether q is a standing queue, served newest first:
@@ -675,7 +730,7 @@ func (l *Limiter) lastLocked(q *wlist, now int64) *waiter {
 }
 
 // victimLocked picks the queued request a newcomer of consumer c (nil if
-// new) in class cl evicts from a full queue (rule 5 in the package doc), or
+// new) in class cl evicts from a full queue (rule 6 in the package doc), or
 // nil.
 func (l *Limiter) victimLocked(c *consumer, cl int, now int64) *waiter {
 	for lower := numClasses - 1; lower > cl; lower-- {

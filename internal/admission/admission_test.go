@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -411,15 +412,11 @@ func TestControlledDelay(t *testing.T) {
 	a2 := h.start("a2", "a", Normal) // non-empty for 99ms: QueueTimeout
 	h.clk.Advance(time.Millisecond)
 	h.settle()
-	a3 := h.start("a3", "a", Normal) // non-empty for 100ms: QueueTarget
-	a3.timeout = 5 * time.Millisecond
+	// Non-empty for 100ms: QueueTarget, and with no grant out of the queue
+	// yet, no slot is expected within it: a3 is refused at once (rule 5).
+	a3 := h.start("a3", "a", Normal)
 	b1 := h.start("b1", "b", Normal) // b's sub-queue was empty: QueueTimeout
-	h.clk.Advance(4 * time.Millisecond)
-	h.settle()
-	wantState(t, "before the target", a3, "pending")
-	h.clk.Advance(time.Millisecond)
-	h.settle()
-	wantState(t, "at the target", a3, "queue_timeout")
+	wantState(t, "short wait, nothing draining", a3, "queue_full")
 	for _, r := range []*req{a1, a2, b1} {
 		wantState(t, "the others wait on", r, "pending")
 	}
@@ -446,8 +443,8 @@ func TestControlledDelay(t *testing.T) {
 	wantState(t, "a4 served", a4, "admitted")
 	h.release(a4, Success)
 	wantStats(t, "done", h, 0, 0, 0)
-	if s := h.l.Stats(); s.QueueTimeout != 1 {
-		t.Fatalf("QueueTimeout refusals = %d, want 1", s.QueueTimeout)
+	if s := h.l.Stats(); s.QueueTimeout != 0 || s.QueueFull != 1 {
+		t.Fatalf("refusals: %d queue_timeout, %d queue_full; want 0 and 1", s.QueueTimeout, s.QueueFull)
 	}
 }
 
@@ -478,4 +475,88 @@ func TestControlledDelayAfterShed(t *testing.T) {
 	wantState(t, "served", a3, "admitted")
 	h.release(a3, Success)
 	wantStats(t, "done", h, 0, 0, 0)
+}
+
+// TestShortWaitBound: under controlled delay a consumer's sub-queue holds
+// at most the grants expected within QueueTarget (rule 5); a newcomer
+// beyond that is refused at once, one within it waits QueueTarget, and a
+// consumer not under controlled delay is not bounded by it.
+func TestShortWaitBound(t *testing.T) {
+	h := newHarness(t, Options{MaxConcurrency: 1, MaxQueue: 64, QueueTimeout: time.Second,
+		QueueTarget: 20 * time.Millisecond, QueueInterval: 100 * time.Millisecond, MaxPerConsumer: -1})
+	all := []*req{h.start("a0", "a", Normal)}
+	for i := 1; i <= 25; i++ {
+		all = append(all, h.start(fmt.Sprintf("a%d", i), "a", Normal)) // normal mode: QueueTimeout
+	}
+	holder := func() *req {
+		for _, r := range all {
+			if r.state() == "admitted" {
+				return r
+			}
+		}
+		t.Fatal("no request holds the slot")
+		return nil
+	}
+	bound := func() int {
+		h.l.mu.Lock()
+		defer h.l.mu.Unlock()
+		return h.l.shortBoundLocked(h.l.nanos())
+	}
+	// 10 grants per 100 ms window, for two windows.
+	for range 20 {
+		h.clk.Advance(10 * time.Millisecond)
+		h.settle()
+		h.release(holder(), Success)
+	}
+	if b := bound(); b != 2 { // 10 grants per 100 ms, scaled to 20 ms
+		t.Fatalf("bound after 10 grants per window = %d, want 2", b)
+	}
+	// a's sub-queue has stood for 200 ms and holds 5: a newcomer is refused
+	// at once; b, whose sub-queue is empty, queues with QueueTimeout.
+	if r := h.start("a-over", "a", Normal); r.state() != "queue_full" {
+		t.Fatalf("a newcomer over the bound: %s, want queue_full at once", r.state())
+	}
+	b1 := h.start("b1", "b", Normal)
+	all = append(all, b1)
+	if b1.state() != "pending" {
+		t.Fatalf("b1: %s, want pending", b1.state())
+	}
+	// Drain a's sub-queue to one waiter (b1 takes one grant in turn).
+	for a := 0; countPending(all, "a") > 1; a++ {
+		if a > 10 {
+			t.Fatal("a's sub-queue does not drain")
+		}
+		h.clk.Advance(time.Millisecond)
+		h.release(holder(), Success)
+	}
+	within := h.start("a-within", "a", Normal) // 1 waiter < bound 2: queued, short wait
+	within.timeout = 20 * time.Millisecond
+	all = append(all, within)
+	h.clk.Advance(19 * time.Millisecond)
+	h.settle()
+	wantState(t, "within the bound, before QueueTarget", within, "pending")
+	h.clk.Advance(time.Millisecond)
+	h.settle()
+	wantState(t, "within the bound, at QueueTarget", within, "queue_timeout")
+	// No grant for a whole window: nothing is expected to drain, bound 1.
+	h.clk.Advance(150 * time.Millisecond)
+	h.settle()
+	if b := bound(); b != 1 {
+		t.Fatalf("bound with no grant for 150 ms = %d, want 1", b)
+	}
+	for countPending(all, "") > 0 {
+		h.release(holder(), Success)
+	}
+	h.release(holder(), Success)
+	wantStats(t, "done", h, 0, 0, 0)
+}
+
+func countPending(rs []*req, consumer string) int {
+	n := 0
+	for _, r := range rs {
+		if (consumer == "" || r.consumer == consumer) && r.state() == "pending" {
+			n++
+		}
+	}
+	return n
 }
