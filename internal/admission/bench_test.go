@@ -110,3 +110,28 @@ func BenchmarkRefuseParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRefuseShortWait: the short-wait bound (rule 5). A consumer whose
+// sub-queue has stood for QueueInterval, with no grants out of the queue,
+// may keep one waiter; every further request of it is refused at once.
+func BenchmarkRefuseShortWait(b *testing.B) {
+	h := newHarness(b, Options{MaxConcurrency: 1, MaxQueue: 64, QueueTimeout: time.Hour,
+		QueueTarget: time.Hour, QueueInterval: 100 * time.Millisecond, MaxPerConsumer: -1})
+	hold := h.start("hold", "flood", Normal)
+	h.start("q1", "flood", Normal)
+	h.start("q2", "flood", Normal)
+	h.clk.Advance(100 * time.Millisecond)
+	h.settle()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, err := h.l.Acquire(ctx, "flood", Normal)
+		if ref, ok := err.(*Refusal); !ok || ref.Reason != ReasonQueueFull {
+			b.Fatalf("got %v, want a queue_full refusal", err)
+		}
+	}
+	b.StopTimer()
+	h.clk.Advance(2 * time.Hour)
+	h.settle()
+	h.release(hold, Success)
+}
