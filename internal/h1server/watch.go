@@ -8,7 +8,7 @@ import (
 // Client-gone watching without a timer per request.
 //
 // A handler that runs longer than watchDelay gets a watcher (one read on its
-// connection). Arming a runtime timer per request for that cost a tenth of
+// connection). Arming a runtime timer per request for that cost 5-10 % of
 // levee's CPU per refused request: a timer that becomes the earliest on its
 // P wakes another thread (runtime.wakeNetPoller), a futex wake and a
 // context switch, for a request answered in microseconds. Instead, a
