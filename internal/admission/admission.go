@@ -543,8 +543,8 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	// Controlled delay (see the package doc): a consumer whose sub-queue
 	// has stood for QueueInterval, or that was refused a queued request
 	// less than QueueInterval ago, waits at most QueueTarget.
-	short := c != nil && (c.queued > 0 && now-c.busySince >= int64(l.queueInterval) ||
-		c.lastShed != 0 && now-c.lastShed < int64(l.queueInterval))
+	short := c != nil && ((c.queued > 0 && now-c.busySince >= l.queueInterval) ||
+		(c.lastShed != 0 && now-c.lastShed < l.queueInterval))
 	if short && c.q[cl].n >= l.shortBoundLocked(now) {
 		// More waiters than the slots that free up within QueueTarget:
 		// the newcomer would only wait out its timer.
@@ -681,7 +681,7 @@ func (l *Limiter) dispatchLocked(now int64) {
 // countGrantLocked counts a grant out of the queue in the QueueInterval
 // windows shortBoundLocked reads.
 func (l *Limiter) countGrantLocked(now int64) {
-	iv := int64(l.queueInterval)
+	iv := l.queueInterval
 	if d := now - l.mu.grantWin; d >= iv {
 		// A window has ended; one that ran long (no grant for a while)
 		// is scaled to a whole interval's worth.
@@ -699,7 +699,7 @@ func (l *Limiter) countGrantLocked(now int64) {
 // end in queue_timeout all the same. At a backend of 20 slots × 20 ms (1,000
 // grants a second) and the default 5 ms target, the bound is 5.
 func (l *Limiter) shortBoundLocked(now int64) int {
-	iv := int64(l.queueInterval)
+	iv := l.queueInterval
 	prev := l.mu.grantPrev
 	if d := now - l.mu.grantWin; d >= iv {
 		prev = int(int64(l.mu.grantCount) * iv / d) // the current window has ended

@@ -478,9 +478,10 @@ func (c *conn) armWatch() {
 }
 
 // watchClient runs in a goroutine of its own, started by the sweeper for
-// the arming gen once the handler has run for watchDelay: one read on the connection, whose failure means the client
-// went away (the request's context is cancelled) and whose bytes (a
-// pipelined request) are kept for the loop.
+// the arming gen once the handler has run for watchDelay: one read on the
+// connection, whose failure means the client went away (the request's
+// context is cancelled) and whose bytes (a pipelined request) are kept for
+// the loop.
 func (c *conn) watchClient(gen uint64) {
 	c.mu.Lock()
 	if c.watch != watchArmed || c.watchGen != gen {
