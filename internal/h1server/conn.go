@@ -198,7 +198,7 @@ func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
 		// As net/http: up to 4 stray CR/LF bytes after a POST body are
 		// skipped.
 		for i := 0; i < 4; i++ {
-			if c.r == c.w && !c.fill(&headerArmed) {
+			if c.r == c.w && !c.fill() {
 				return 0, 0, false
 			}
 			if b := c.buf[c.r]; b != '\r' && b != '\n' {
@@ -232,7 +232,15 @@ func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
 				return 0, 0, false
 			}
 		}
-		if !c.fill(&headerArmed) {
+		if !headerArmed && c.r < c.w && s.headerTimeout > 0 {
+			// The first read brought part of a head: the rest must come
+			// within ReadHeaderTimeout. (A head that came whole, nearly
+			// every one, needs no deadline of its own.)
+			headerArmed = true
+			_ = c.nc.SetReadDeadline(time.Now().Add(s.headerTimeout))
+			c.deadlineSet = true
+		}
+		if !c.fill() {
 			if c.r < c.w && !c.broken.Load() {
 				// The client ended its side mid-head: net/http answers 400.
 				c.reject("")
@@ -245,7 +253,7 @@ func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
 // fill reads more of the head into buf, growing it as needed (up to the
 // header cap plus one byte). It reports false on a read error or when
 // Shutdown closed the idle connection.
-func (c *conn) fill(headerArmed *bool) bool {
+func (c *conn) fill() bool {
 	if c.w == len(c.buf) {
 		c.grow()
 	}
@@ -255,11 +263,6 @@ func (c *conn) fill(headerArmed *bool) bool {
 			return false
 		}
 		c.w += n
-		if !*headerArmed && c.srv.headerTimeout > 0 {
-			*headerArmed = true
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.headerTimeout))
-			c.deadlineSet = true
-		}
 		return true
 	}
 	if err == nil {

@@ -382,6 +382,20 @@ func TestSlowClients(t *testing.T) {
 		readResponse(t, br, "GET")
 		closedWithin(t, c, br, 300*time.Millisecond, 3*time.Second)
 	})
+	t.Run("partial head on a kept-alive connection", func(t *testing.T) {
+		// Once part of the next head came, the rest is due within
+		// ReadHeaderTimeout (200 ms), not within what is left of the
+		// idle timeout (here 5 s).
+		ts := startServer(t, echo, func(o *Options) {
+			o.ReadHeaderTimeout = 200 * time.Millisecond
+			o.IdleTimeout = 5 * time.Second
+		})
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		readResponse(t, br, "GET")
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Slow: ")
+		closedWithin(t, c, br, 100*time.Millisecond, 2500*time.Millisecond)
+	})
 }
 
 func TestClientGoneCancelsContext(t *testing.T) {
