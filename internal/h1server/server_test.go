@@ -382,6 +382,16 @@ func TestSlowClients(t *testing.T) {
 		readResponse(t, br, "GET")
 		closedWithin(t, c, br, 300*time.Millisecond, 3*time.Second)
 	})
+	t.Run("busy keep-alive outlives the idle timeout", func(t *testing.T) {
+		// Each request pushes the idle deadline on, so a connection used
+		// every 100 ms stays open for 4 idle timeouts.
+		c, br := ts.dial()
+		for i := 0; i < 16; i++ {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			readResponse(t, br, "GET")
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	t.Run("partial head on a kept-alive connection", func(t *testing.T) {
 		// Once part of the next head came, the rest is due within
 		// ReadHeaderTimeout (200 ms), not within what is left of the
