@@ -42,19 +42,15 @@ type op struct {
 	fn    func(fd uintptr) bool
 }
 
-// Syscaller is what Wrap needs of a connection: net.TCPConn has it, and
-// wrappers that keep the socket (a connection cap's) forward it.
-type Syscaller interface {
-	SyscallConn() (syscall.RawConn, error)
-}
-
 // Wrap returns nc reading and writing through raw system calls, or nc itself
-// where that is not possible (not a socket, or not on Linux).
+// where that is not possible (not a socket, or not on Linux). nc must be a
+// syscall.Conn: net.TCPConn is, and wrappers that keep the socket (a
+// connection cap's) forward SyscallConn.
 func Wrap(nc net.Conn) net.Conn {
 	if !supported {
 		return nc
 	}
-	sc, ok := nc.(Syscaller)
+	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nc
 	}
