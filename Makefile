@@ -25,7 +25,8 @@ FUZZ_TARGETS := \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
-	./internal/h1server:FuzzParseHead:30000
+	./internal/h1server:FuzzParseHead:30000 \
+	./internal/loadgen:FuzzExchange:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
 

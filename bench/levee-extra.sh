@@ -31,7 +31,7 @@ cfg=$BENCH_RUN_DIR/levee.yaml
   if [ "${BENCH_MODE:-compare}" = overload ]; then
     case ${LEVEE_LIMIT:-adaptive} in
       adaptive) echo "    limits: {max_concurrency: adaptive}" ;;  # every default: never told the capacity
-      static) echo "    limits: {max_concurrency: ${BENCH_CAPACITY:-50}, max_queue: ${BENCH_CAPACITY:-50}, queue_timeout: 50ms}" ;;
+      static) echo "    limits: {max_concurrency: ${BENCH_CAPACITY:-50}, max_queue: ${LEVEE_MAX_QUEUE:-${BENCH_CAPACITY:-50}}, queue_timeout: 50ms}" ;;
       none) ;;
       *) echo "levee-extra: LEVEE_LIMIT must be adaptive, static or none" >&2; exit 2 ;;
     esac

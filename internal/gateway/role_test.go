@@ -61,7 +61,7 @@ func runRole(role string) int {
 		out := make([][]shot, len(loops))
 		var wg sync.WaitGroup
 		for i, o := range loops {
-			wg.Go(func() { out[i] = o.run() })
+			wg.Go(func() { out[i] = o.Run() })
 		}
 		wg.Wait()
 		w := bufio.NewWriter(os.Stdout)
