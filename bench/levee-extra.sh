@@ -7,7 +7,7 @@
 # default: max_concurrency: adaptive with every default, so never told the
 # capacity, not even as a queue size), "static" (max_concurrency and
 # max_queue $BENCH_CAPACITY, queue_timeout 50ms, like HAProxy's queue
-# config) or "none".
+# config; LEVEE_MAX_QUEUE overrides its queue, for experiments) or "none".
 #   MODE=open CAPACITY=20 SERVICE_MS=20 ../shared/bench/overload.sh \
 #     --extra 'levee-adaptive=LEVEE_LIMIT=adaptive exec bench/levee-extra.sh' \
 #     --extra 'levee-static=LEVEE_LIMIT=static exec bench/levee-extra.sh'
