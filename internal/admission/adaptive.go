@@ -119,8 +119,9 @@ type gradient struct {
 	probeInterval int64
 	probeSamples  int
 
-	limit  float64 // the estimate; the enforced limit is its rounding
-	minRTT int64   // 0 until the first probe ends
+	limit   float64 // the estimate; the enforced limit is its rounding
+	minRTT  int64   // 0 until the first probe ends
+	lastRTT int64   // the last closed window's median latency, ns; 0 before the first
 
 	// The open window.
 	windowStart int64
@@ -231,7 +232,8 @@ func (g *gradient) sample(now, start int64, failed bool, rnd func() uint64, infl
 
 // update applies the gradient formula to the closed window.
 func (g *gradient) update() {
-	rtt := float64(max(1, g.quantile(0.5)))
+	g.lastRTT = max(1, g.quantile(0.5))
+	rtt := float64(g.lastRTT)
 	grad := float64(g.minRTT) * (1 + g.buffer) / rtt
 	if 2*g.failures > g.count {
 		grad = 0.5

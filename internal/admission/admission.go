@@ -36,7 +36,7 @@
 //  2. Fast path: admitted.
 //  3. concurrency_limit: MaxQueue is 0, so there is no queue to wait in.
 //  4. shed_priority: the request is Sheddable and more than half the queue
-//     is taken (2 × queued > MaxQueue).
+//     is taken (2 × queued > the queue's capacity, rule 6).
 //  5. queue_full, short-wait bound: the newcomer's consumer is under
 //     controlled delay (below) and its sub-queue of the newcomer's class
 //     already holds as many waiters as slots are expected to free up
@@ -45,7 +45,10 @@
 //     least one). Waiting would end in queue_timeout all the same, after
 //     a timer, a parked goroutine and a wake-up: at 10x overload that was
 //     nearly every refusal.
-//  6. The queue is full (queued == MaxQueue). The newcomer may evict one
+//  6. The queue is full: queued == MaxQueue, or for an adaptive limit
+//     queued == what the limit serves within QueueTimeout at the last
+//     window's median latency, when that is fewer (queueCapLocked: a
+//     waiter beyond it could only time out). The newcomer may evict one
 //     queued request, which is refused with queue_full. A victim is always
 //     the request its sub-queue would serve last: the newest in FIFO
 //     order, the oldest in LIFO order.
@@ -108,6 +111,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -528,7 +532,8 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		l.mu.Unlock()
 		return Release{}, l.refuse(rConcurrency)
 	}
-	if p == Sheddable && 2*l.mu.queued > l.maxQueue {
+	queueCap := l.queueCapLocked()
+	if p == Sheddable && 2*l.mu.queued > queueCap {
 		l.mu.Unlock()
 		return Release{}, l.refuse(rShed)
 	}
@@ -551,7 +556,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		l.mu.Unlock()
 		return Release{}, l.refuse(rQueueFull)
 	}
-	if l.mu.queued >= l.maxQueue {
+	if l.mu.queued >= queueCap {
 		v := l.victimLocked(c, cl, now)
 		if v == nil {
 			l.mu.Unlock()
@@ -625,6 +630,28 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		return Release{}, ctx.Err()
 	}
 	return Release{}, l.refuse(rQueueTimeout)
+}
+
+// queueCapLocked is how many requests the queue holds now: MaxQueue, or,
+// for an adaptive limit, as many as the limit serves within QueueTimeout
+// at the last window's median latency if that is fewer (at least 1).
+// Beyond that a waiter could only time out: at the start of an overload,
+// before controlled delay engages, a queue of 256 at a limit of 28 and a
+// latency of 28 ms held 200 clients for the whole QueueTimeout each, and
+// a client that opens connections for its waiting requests ran away.
+// A static limit keeps MaxQueue: its owner chose the queue knowing the
+// upstream, and finding the latency would cost it a clock read per request.
+func (l *Limiter) queueCapLocked() int {
+	g := l.mu.gradient
+	if g == nil || g.lastRTT == 0 {
+		return l.maxQueue
+	}
+	// In floating point: limit × QueueTimeout may not fit in an int64.
+	n := math.Ceil(float64(l.mu.limit) * float64(l.queueTimeout) / float64(g.lastRTT))
+	if n >= float64(l.maxQueue) {
+		return l.maxQueue
+	}
+	return max(1, int(n))
 }
 
 func (l *Limiter) refuse(i int) error {

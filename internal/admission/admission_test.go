@@ -560,3 +560,76 @@ func countPending(rs []*req, consumer string) int {
 	}
 	return n
 }
+
+// TestAdaptiveQueueCap: an adaptive limiter's queue holds only as many
+// waiters as its limit serves within QueueTimeout at the last window's
+// median latency (MaxQueue before the first window closes); the newcomer
+// beyond is refused at once, and the Sheddable rule takes half of that.
+func TestAdaptiveQueueCap(t *testing.T) {
+	h := newHarness(t, Options{MaxQueue: 256, QueueTimeout: 50 * time.Millisecond, MaxPerConsumer: -1,
+		Adaptive: &AdaptiveOptions{Min: 10, Max: 10, Window: 100 * time.Millisecond, MinSamples: 10, ProbeSamples: 10}})
+	queueCap := func() int {
+		h.l.mu.Lock()
+		defer h.l.mu.Unlock()
+		return h.l.queueCapLocked()
+	}
+	fill := func(consumer string) []*req {
+		var rs []*req
+		for i := range 10 {
+			r := h.start(fmt.Sprintf("%s%d", consumer, i), consumer, Normal)
+			wantState(t, "below the limit", r, "admitted")
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	// Before any window: MaxQueue. 30 waiters queue (more than the cap to come).
+	held := fill("a")
+	var waiting []*req
+	for i := range 30 {
+		waiting = append(waiting, h.start(fmt.Sprintf("b%d", i), "b", Normal))
+	}
+	for _, r := range waiting {
+		wantState(t, "before the first window", r, "pending")
+	}
+	if c := queueCap(); c != 256 {
+		t.Fatalf("cap before the first window = %d, want MaxQueue 256", c)
+	}
+	h.clk.Advance(50 * time.Millisecond)
+	h.settle()
+	for _, r := range held {
+		h.release(r, Success) // the probe's samples
+	}
+	// Round trips of 20 ms at the limit until a window has closed.
+	for range 6 {
+		rs := fill("c")
+		h.clk.Advance(20 * time.Millisecond)
+		for _, r := range rs {
+			h.release(r, Success)
+		}
+	}
+	if c := queueCap(); c != 25 { // 10 slots × 50 ms / 20 ms
+		t.Fatalf("cap after a window at 20 ms = %d, want 25", c)
+	}
+	held = fill("d")
+	waiting = waiting[:0]
+	for i := range 13 {
+		waiting = append(waiting, h.start(fmt.Sprintf("e%d", i), "e", Normal))
+	}
+	if r := h.start("shed", "f", Sheddable); r.state() != "shed_priority" { // 2 × 13 > 25
+		t.Fatalf("a Sheddable newcomer with 13 of 25 queued: %s, want shed_priority", r.state())
+	}
+	for i := 13; i < 25; i++ {
+		waiting = append(waiting, h.start(fmt.Sprintf("e%d", i), "e", Normal))
+	}
+	for _, r := range waiting {
+		wantState(t, "within the cap", r, "pending")
+	}
+	if r := h.start("over", "e", Normal); r.state() != "queue_full" {
+		t.Fatalf("the 26th waiter: %s, want queue_full at once", r.state())
+	}
+	h.clk.Advance(50 * time.Millisecond)
+	h.settle()
+	for _, r := range held {
+		h.release(r, Success)
+	}
+}
