@@ -42,9 +42,13 @@ import (
 //     never idle. Two levee additions: a window where more than half the
 //     samples were Failures uses gradient 0.5 (timeouts and errors are a
 //     congestion signal even when fast), and a window whose peak in-flight
-//     count stayed below half the limit does not raise it (the limit was not
-//     what held traffic back, so the samples say nothing about a higher one;
-//     Netflix Gradient2 does the same).
+//     count stayed below the limit does not raise it (the limit was not
+//     what held traffic back, so the samples say nothing about a higher
+//     one: TCP's congestion window validation, RFC 7661). Netflix
+//     Gradient2 only stops at half the limit; that let 20 clients, which
+//     never queue at a 20-slot upstream, lift the limit to 40, and the
+//     first 100 ms of a flood then ran at 40 in flight and twice the
+//     latency.
 //
 // Fixed point: against an upstream that serves C at a time and queues the
 // rest (latency = base × inflight/C once inflight > C), a saturated window
@@ -239,8 +243,8 @@ func (g *gradient) update() {
 		grad = 0.5
 	}
 	grad = min(2, max(0.5, grad))
-	if grad > 1 && 2*g.peak < int(math.Round(g.limit)) {
-		return // app-limited: no evidence for a higher limit
+	if grad > 1 && g.peak < int(math.Round(g.limit)) {
+		return // the limit was not reached: no evidence for a higher one
 	}
 	l := grad * g.limit
 	l += math.Sqrt(l)

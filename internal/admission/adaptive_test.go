@@ -186,15 +186,27 @@ func TestGradientArithmetic(t *testing.T) {
 	if math.Abs(g.limit-15.734) > 0.01 {
 		t.Fatalf("doubled latency: limit %v, want 15.73", g.limit)
 	}
-	// App-limited: low latency but peak below half the limit: no growth.
-	g.peak = 3
-	g.sample(300*ms, 295*ms, false, zeroRand, 3)
-	if math.Abs(g.limit-15.734) > 0.01 {
-		t.Fatalf("app-limited window raised the limit to %v", g.limit)
+	// Low latency, but the limit (16) was not reached: no growth, whether
+	// the peak was far below it or one short.
+	now := 200 * ms
+	for _, peak := range []int{3, 15} {
+		now += 100 * ms
+		g.peak = peak
+		if !g.sample(now, now-5*ms, false, zeroRand, peak) || math.Abs(g.limit-15.734) > 0.01 {
+			t.Fatalf("a window with peak %d: limit %v, want it closed at 15.73", peak, g.limit)
+		}
 	}
+	// Reached: it grows (gradient 2 at 5 ms: 31.47 + sqrt(31.47) = 37.08).
+	now += 100 * ms
+	g.peak = 16
+	g.sample(now, now-5*ms, false, zeroRand, 16)
+	if want := 2*15.734 + math.Sqrt(2*15.734); math.Abs(g.limit-want) > 0.01 {
+		t.Fatalf("a window that reached the limit: %v, want %v", g.limit, want)
+	}
+	g.limit = 15.734
 	// A window of failures halves, whatever the latency.
 	g.peak = 16
-	g.sample(400*ms, 399*ms, true, zeroRand, 16)
+	g.sample(now+100*ms, now+99*ms, true, zeroRand, 16)
 	if want := 15.734*0.5 + math.Sqrt(15.734*0.5); math.Abs(g.limit-want) > 0.01 {
 		t.Fatalf("failures: limit %v, want %v", g.limit, want)
 	}
