@@ -8,8 +8,8 @@
 # Why: on these 2-core machines the shared loadgen's net/http client needs
 # more CPU per request than the proxies do, so at 10x (10,000 requests/s) it
 # saturates the machine by itself, and every proxy is then measured by how
-# much CPU it leaves the client (docs/admission.md, "A lean load
-# generator"). With this client NGINX reproduces the figures the issue
+# much CPU it leaves the client (docs/admission.md, "The client, not the
+# host"). With this client NGINX reproduces the figures the issue
 # quotes for a quiet machine.
 #
 #   bench/overload-lean.sh                      # open loop, 1x 3x 10x, 4 configs
