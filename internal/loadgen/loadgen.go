@@ -280,7 +280,7 @@ func Sequential(addr, path string, n int, timeout time.Duration) ([]time.Duratio
 		return nil, err
 	}
 	defer c.Close()
-	req := []byte("GET " + path + " HTTP/1.1\r\nHost: levee.test\r\n\r\n")
+	req := Request(path, nil)
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
 		begin := time.Now()
