@@ -118,7 +118,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonHeaderTooLarge)
 		return
 	}
-	rt, ok, wrongMethod := t.router.Lookup(r.Host, r.URL.Path, r.Method)
+	rt, ok, wrongMethod, badPath := t.routeRequest(r)
+	if badPath {
+		h.refuse(w, &x, ReasonBadPath)
+		return
+	}
 	if !ok {
 		if wrongMethod {
 			h.refuse(w, &x, ReasonMethodNotAllowed)
@@ -542,7 +546,7 @@ func perTry(p *RetryPolicy) time.Duration {
 func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, body io.ReadCloser, length int64) *http.Request {
 	out := r.WithContext(ctx)
 	out.Body, out.ContentLength = body, length
-	out.URL = &url.URL{Scheme: "http", Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.URL = &url.URL{Scheme: "http", Host: addr, Opaque: r.URL.Opaque, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	out.RequestURI = ""
 	out.Close = false
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
