@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/client"
 )
 
 // rawUpstream is an HTTP/1.1 upstream on a real listener that records the
@@ -442,4 +445,43 @@ func TestPathNormalisationRawTargets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSignedPathAsSent: an HMAC signature covers the path as the client
+// sent it (docs/authentication.md), while the upstream gets its normal
+// form; a signature over one path does not admit another that normalises
+// to it.
+func TestSignedPathAsSent(t *testing.T) {
+	up := newRawUpstream(t)
+	h := start(t, consumersConfig(up.addr()))
+	secret := sha256.Sum256([]byte(goodKey))
+	keyID := keyHash(goodKey)[:12]
+	sign := func(path string) *http.Request {
+		req, err := http.NewRequest(http.MethodGet, h.base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Sign(req, keyID, secret[:], nil, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return req
+	}
+	req := sign("/signed/a/./%7eb/../c%c3%a9")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "/signed/a/c%C3%A9" {
+		t.Errorf("signed non-normal path: %d, upstream received %q; want 200 and /signed/a/c%%C3%%A9", resp.StatusCode, body)
+	}
+
+	req = sign("/signed/x")
+	req.URL.Path, req.URL.RawPath = "/signed/y/../x", ""
+	resp, err = h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectConsumerRefusal(t, "signature over another path", resp, 401, "unauthenticated", "bad_signature")
 }

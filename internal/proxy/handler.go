@@ -101,6 +101,7 @@ type exchange struct {
 	reqID    string
 	attempts int
 	app      *App
+	sentPath string // the path as sent, when normalising changed it
 }
 
 // ServeHTTP serves one request.
@@ -118,7 +119,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonHeaderTooLarge)
 		return
 	}
-	rt, ok, wrongMethod, badPath := t.routeRequest(r)
+	rt, ok, wrongMethod, badPath, sentPath := t.routeRequest(r)
 	if badPath {
 		h.refuse(w, &x, ReasonBadPath)
 		return
@@ -146,6 +147,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	consumer := ""
 	if rt.Auth != AuthNone || rt.AnonymousLimit != (ratelimit.Policy{}) {
+		x.sentPath = sentPath
 		if !h.admitConsumer(w, r, &x, rt) {
 			return
 		}
@@ -244,7 +246,7 @@ const consumerRetryAfter = time.Second
 func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
 	if rt.Auth != AuthNone {
-		app, reason, detail := h.identify(r, rt, h.consumers.apps.Load(), now)
+		app, reason, detail := h.identify(r, x.sentPath, rt, h.consumers.apps.Load(), now)
 		if app == nil {
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth)

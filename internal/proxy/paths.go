@@ -43,8 +43,10 @@ func (t *Table) WithEscapedSlashes(m urlpath.EscapedSlashes) *Table {
 // absolute-form target its authority as Host (RFC 9112 section 3.2.2). A
 // route with RawPath is routed the same way but keeps the received path
 // bytes in RequestURI (and URL.Opaque) for forwarding. badPath is set when
-// the target is refused.
-func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPath bool) {
+// the target is refused. sent is the path as the client sent it when that
+// differs from the normal form ("" otherwise), for checking signatures
+// over the path as sent.
+func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPath bool, sent string) {
 	target := r.RequestURI
 	if target == "" {
 		target = r.URL.RequestURI() // a request built in code, not read from a client
@@ -55,11 +57,11 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 			r.Method == http.MethodConnect && r.URL.Path == "":
 			// asterisk-form and authority-form have no path to normalise.
 			rt, ok, wrongMethod = t.router.Lookup(r.Host, r.URL.Path, r.Method)
-			return rt, ok, wrongMethod, false
+			return rt, ok, wrongMethod, false, ""
 		}
 		var host string
 		if target, host, ok = originForm(target, r.URL.Host); !ok {
-			return nil, false, false, true
+			return nil, false, false, true, ""
 		}
 		r.Host = host
 		r.URL.Scheme, r.URL.Host, r.URL.User = "", "", nil
@@ -74,7 +76,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 		slashesKept = true
 	}
 	if err != nil {
-		return nil, false, false, true
+		return nil, false, false, true, ""
 	}
 	path := urlpath.Unescape(norm)
 	r.URL.Path = path
@@ -84,13 +86,16 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 	}
 	rt, ok, wrongMethod = t.router.Lookup(r.Host, path, r.Method)
 	if !ok {
-		return rt, ok, wrongMethod, false
+		return rt, ok, wrongMethod, false, ""
+	}
+	if norm != rawPath {
+		sent = rawPath
 	}
 	if slashesKept && t.escapedSlashes == urlpath.Reject && !rt.RawPath {
-		return nil, false, false, true
+		return nil, false, false, true, ""
 	}
 	if t.ambiguous(r, rt, rawPath, norm, slashesKept) {
-		return nil, false, false, true
+		return nil, false, false, true, ""
 	}
 	switch {
 	case rt.RawPath:
@@ -110,7 +115,21 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 			r.RequestURI = norm
 		}
 	}
-	return rt, true, false, false
+	return rt, true, false, false, sent
+}
+
+// asSent returns r as the client sent its path, for a signature check:
+// r itself when sent is "", else a shallow copy whose URL has the path as
+// net/http had parsed it. The copy is only read.
+func asSent(r *http.Request, sent string) *http.Request {
+	if sent == "" {
+		return r
+	}
+	u := *r.URL
+	u.Opaque, u.Path, u.RawPath = "", urlpath.Unescape(sent), sent
+	c := *r
+	c.URL = &u
+	return &c
 }
 
 // originForm reduces an absolute-form target t (http or https, no

@@ -80,7 +80,7 @@ func TestRouteRequestNormalises(t *testing.T) {
 			host = "h.example"
 		}
 		r := readRequest(t, "GET "+c.target+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
-		rt, ok, _, bad := tab.routeRequest(r)
+		rt, ok, _, bad, _ := tab.routeRequest(r)
 		name := ""
 		if ok {
 			name = rt.Name
@@ -111,7 +111,7 @@ func TestRouteRequestNormalPathDoesNotAllocate(t *testing.T) {
 	tab := pathsTable(t, urlpath.Reject)
 	r := readRequest(t, "GET /users/42/profile?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
 	n := testing.AllocsPerRun(100, func() {
-		if rt, ok, _, bad := tab.routeRequest(r); !ok || bad || rt.Name != "users" {
+		if rt, ok, _, bad, _ := tab.routeRequest(r); !ok || bad || rt.Name != "users" {
 			t.Fatal("not routed")
 		}
 	})
