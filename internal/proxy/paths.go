@@ -42,7 +42,8 @@ func (t *Table) WithEscapedSlashes(m urlpath.EscapedSlashes) *Table {
 // URL.RawPath and RequestURI (origin form, query as received), and for an
 // absolute-form target its authority as Host (RFC 9112 section 3.2.2). A
 // route with RawPath is routed the same way but keeps the received path
-// bytes in RequestURI (and URL.Opaque) for forwarding. badPath is set when
+// bytes in RequestURI (and URL.Opaque) for forwarding, unless they start
+// with "//". badPath is set when
 // the target is refused. sent is the path as the client sent it when that
 // differs from the normal form ("" otherwise), for checking signatures
 // over the path as sent.
@@ -85,28 +86,25 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 		r.URL.RawPath = norm
 	}
 	rt, ok, wrongMethod = t.router.Lookup(r.Host, path, r.Method)
+	if slashesKept && t.escapedSlashes == urlpath.Reject && (!ok || !rt.RawPath) {
+		return nil, false, false, true, ""
+	}
 	if !ok {
 		return rt, ok, wrongMethod, false, ""
 	}
 	if norm != rawPath {
 		sent = rawPath
 	}
-	if slashesKept && t.escapedSlashes == urlpath.Reject && !rt.RawPath {
-		return nil, false, false, true, ""
-	}
 	if t.ambiguous(r, rt, rawPath, norm, slashesKept) {
 		return nil, false, false, true, ""
 	}
 	switch {
-	case rt.RawPath:
+	case rt.RawPath && !strings.HasPrefix(rawPath, "//"):
+		// outboundRequest sends an Opaque path verbatim. One that starts
+		// with "//" would be read as an authority there, so such a path
+		// is forwarded in its normal form, on both transports alike.
 		r.RequestURI = target
-		if !strings.HasPrefix(rawPath, "//") {
-			// outboundRequest sends an Opaque path verbatim ("//" would
-			// read as an authority there; RawPath carries it instead).
-			r.URL.Opaque = rawPath
-		} else {
-			r.URL.RawPath = rawPath
-		}
+		r.URL.Opaque = rawPath
 	case norm != rawPath || target != r.RequestURI:
 		// changed, absolute-form, or built in code
 		if hasQuery {

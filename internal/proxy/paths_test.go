@@ -66,6 +66,7 @@ func TestRouteRequestNormalises(t *testing.T) {
 		{mode: urlpath.Reject, target: "/raw/@scope%2fpkg/./x?v", route: "raw", uri: "/raw/@scope%2fpkg/./x?v", path: "/raw/@scope/pkg/x", opaque: "/raw/@scope%2fpkg/./x"},
 		{mode: urlpath.Reject, target: "/raw/a%2F..%2F..%2Fusers/admin/x", bad: true},
 		{mode: urlpath.Reject, target: "/raw/../users/admin/x", route: "admin", uri: "/users/admin/x", path: "/users/admin/x"},
+		{mode: urlpath.Reject, target: "//raw/a/../b", route: "raw", uri: "/raw/b", path: "/raw/b"},
 		// absolute-form: origin form forwarded, authority is the host.
 		{mode: urlpath.Reject, target: "http://api.example/users/./admin/x?k=v", host: "other", route: "admin", uri: "/users/admin/x?k=v", path: "/users/admin/x", wantHost: "api.example"},
 		{mode: urlpath.Reject, target: "HTTP://api.example", route: "all", uri: "/", path: "/", wantHost: "api.example"},
