@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
+	./internal/urlpath:FuzzNormalizePath:20000 \
 	./internal/loadgen:FuzzExchange:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean

@@ -137,7 +137,31 @@ type Server struct {
 	// a whole number 1 to 10000). Default DefaultHTTP2MaxConcurrentStreams
 	// (250). Zero is not allowed.
 	HTTP2MaxConcurrentStreams int
+	// Paths is how request-target paths are normalised before routing
+	// (`paths`).
+	Paths ServerPaths
 }
+
+// ServerPaths is the request-path normalisation policy (`server.paths`).
+// Every path is normalised (dot segments removed, slashes merged, escapes
+// made canonical) before it is routed, authorized and forwarded; see
+// "Request paths" in docs/configuration.md.
+type ServerPaths struct {
+	// EscapedSlashes is what a path's %2F or %5C (any case) gets
+	// (`escaped_slashes`): EscapedSlashesReject ("reject", the default,
+	// DefaultEscapedSlashes: 400 bad_path, except on raw_path routes),
+	// EscapedSlashesKeep ("keep": left encoded, an ordinary byte of its
+	// segment) or EscapedSlashesDecode ("decode": read as '/' before
+	// normalising). Never empty after parsing.
+	EscapedSlashes string
+}
+
+// The accepted values of ServerPaths.EscapedSlashes.
+const (
+	EscapedSlashesReject = "reject"
+	EscapedSlashesKeep   = "keep"
+	EscapedSlashesDecode = "decode"
+)
 
 // Memory guards the process against running out of memory (`memory`).
 // The watermarks are fractions of Limit compared with the live heap as
@@ -694,6 +718,13 @@ type Match struct {
 	// token stored upper-case, no duplicates. nil, the default, matches any
 	// method. An explicit empty list is an error.
 	Methods []string
+	// RawPath forwards the request target's path bytes as received
+	// instead of their normal form (`raw_path`, a boolean). Default
+	// false. The route is still matched (so its auth is decided) on the
+	// normal form; the backend gets the bytes as sent, so it must resolve
+	// them as levee does: a risk, see "Request paths" in
+	// docs/configuration.md.
+	RawPath bool
 }
 
 // Load reads the file at path and parses it with Parse. Files larger than

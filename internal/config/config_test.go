@@ -617,6 +617,12 @@ func TestParseRejects(t *testing.T) {
 			"server.http2_max_concurrent_streams: must be a number from 1 to 10000, got 10001",
 			"server.max_connections_per_ip: must be a number from 0 up, got 1.5",
 		}},
+		{"server paths and raw_path", head + "server: {paths: {escaped_slashes: Decode, merge_slashes: true}}\n" + upstreams + routes + "    match: {raw_path: \"yes\"}\n  - {name: b, match: {path_prefix: /b, raw_path: 1}, upstream: video}\n", []string{
+			`server.paths.escaped_slashes: must be one of "reject", "keep", "decode", got "Decode"`,
+			"server.paths.merge_slashes: unknown field",
+			`routes[0].match.raw_path: must be true or false, got "yes"`,
+			"routes[1].match.raw_path: must be true or false, got 1",
+		}},
 		{"memory limit missing", head + "memory: {}\n" + upstreams + routes, []string{
 			`memory.limit: required when memory is set, a size such as "2GiB"`,
 		}},
@@ -806,6 +812,7 @@ func TestDefaults(t *testing.T) {
 			ShutdownTimeout:   15 * time.Second,
 
 			HTTP2MaxConcurrentStreams: 250,
+			Paths:                     ServerPaths{EscapedSlashes: "reject"},
 		},
 		Log:     Log{Level: "info", Access: true},
 		Metrics: Metrics{AppLabels: 50},

@@ -29,6 +29,8 @@ const (
 	// DefaultHTTP2MaxConcurrentStreams is Server.HTTP2MaxConcurrentStreams
 	// when omitted.
 	DefaultHTTP2MaxConcurrentStreams = 250
+	// DefaultEscapedSlashes is ServerPaths.EscapedSlashes when omitted.
+	DefaultEscapedSlashes = EscapedSlashesReject
 	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
 	DefaultMemorySoftWatermark = 0.8
 	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
@@ -255,6 +257,10 @@ var balancers = []string{BalancerWeightedRoundRobin, BalancerLeastRequest, Balan
 // list them.
 const hashOnForms = `"header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`
 
+// escapedSlashesModes are the accepted values of
+// ServerPaths.EscapedSlashes.
+var escapedSlashesModes = []string{EscapedSlashesReject, EscapedSlashesKeep, EscapedSlashesDecode}
+
 // priorities are the accepted values of Route.Priority.
 var priorities = []string{PriorityCritical, PriorityNormal, PrioritySheddable}
 
@@ -284,6 +290,7 @@ func defaultConfig() *Config {
 			MaxConnections:            DefaultMaxConnections,
 			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
 			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
+			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},

@@ -44,6 +44,9 @@ server:
   max_connections: 0                # default: 0 = unlimited; above the cap a connection gets 503 connection_limit
   max_connections_per_ip: 0         # default: 0 = unlimited; the same cap per client IP address
   http2_max_concurrent_streams: 250 # default; 1 to 10000; concurrent requests on one HTTP/2 connection
+  # Every request path is normalised before routing (see "Request paths").
+  paths:
+    escaped_slashes: reject         # default: %2F or %5C in a path is 400 bad_path; keep or decode
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
 # limit; above soft_watermark x limit of live heap sheddable requests get
@@ -216,6 +219,7 @@ routes:
     match:
       host: "*.api.example.com"
       path_prefix: /v1/
+      raw_path: false               # default; true forwards the path as received (a risk: see "Request paths")
     upstream: api
     max_body_bytes: 10MB
     priority: critical              # refused last; never for memory_pressure

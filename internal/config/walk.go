@@ -131,9 +131,12 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 // server reads `server`.
 func (p *parser) server(s *Server, path string, n *yaml.Node) {
 	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections",
-		"max_connections_per_ip", "http2_max_concurrent_streams")
+		"max_connections_per_ip", "http2_max_concurrent_streams", "paths")
 	if !ok {
 		return
+	}
+	if v := f["paths"]; v != nil {
+		p.serverPaths(&s.Paths, key(path, "paths"), v)
 	}
 	if v := f["max_header_bytes"]; v != nil {
 		if b, ok := p.size(key(path, "max_header_bytes"), v, minMaxHeaderBytes, maxMaxHeaderBytes); ok {
@@ -156,6 +159,19 @@ func (p *parser) server(s *Server, path string, n *yaml.Node) {
 	if v := f["http2_max_concurrent_streams"]; v != nil {
 		if i, ok := p.integer(key(path, "http2_max_concurrent_streams"), v, minHTTP2Streams, maxHTTP2Streams); ok {
 			s.HTTP2MaxConcurrentStreams = int(i)
+		}
+	}
+}
+
+// serverPaths reads `server.paths`.
+func (p *parser) serverPaths(sp *ServerPaths, path string, n *yaml.Node) {
+	f, ok := p.fields(path, n, "escaped_slashes")
+	if !ok {
+		return
+	}
+	if v := f["escaped_slashes"]; v != nil {
+		if s, ok := p.oneOf(key(path, "escaped_slashes"), v, escapedSlashesModes); ok {
+			sp.EscapedSlashes = s
 		}
 	}
 }
@@ -715,9 +731,14 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 
 // match reads a route's `match` and reports whether it was all valid.
 func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
-	f, ok := p.fields(path, n, "host", "path_prefix", "methods")
+	f, ok := p.fields(path, n, "host", "path_prefix", "methods", "raw_path")
 	if !ok {
 		return false
+	}
+	if v := f["raw_path"]; v != nil {
+		b, bok := p.boolean(key(path, "raw_path"), v)
+		m.RawPath = b
+		ok = ok && bok
 	}
 	if v := f["host"]; v != nil {
 		hp := key(path, "host")

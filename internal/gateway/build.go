@@ -16,6 +16,7 @@ import (
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
+	"github.com/levee-gw/levee/internal/urlpath"
 )
 
 // pools keeps what must outlive one snapshot: each upstream's transport
@@ -273,11 +274,24 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Timeout:        rc.Timeout,
 			Retry:          retryPolicy(retry),
 			Priority:       priority(rc.Priority),
+			RawPath:        rc.Match.RawPath,
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	g.health.Retain(liveUpstreams)
-	return proxy.NewTable(routes, ordered, g.metrics), nil
+	return proxy.NewTable(routes, ordered, g.metrics).WithEscapedSlashes(escapedSlashes(cfg.Server.Paths.EscapedSlashes)), nil
+}
+
+// escapedSlashes maps server.paths.escaped_slashes to the request path's
+// mode.
+func escapedSlashes(s string) urlpath.EscapedSlashes {
+	switch s {
+	case config.EscapedSlashesKeep:
+		return urlpath.Keep
+	case config.EscapedSlashesDecode:
+		return urlpath.Decode
+	}
+	return urlpath.Reject
 }
 
 // authMode maps a route's configured auth to the request path's.

@@ -205,7 +205,9 @@ func (h *Handler) Apps() *Apps { return h.consumers.apps.Load() }
 
 // identify authenticates r for rt. It returns the app, or the refusal
 // reason and its detail (an auth.Reason, or "suspended" / "no_grant").
-func (h *Handler) identify(r *http.Request, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
+// A signature covers the path as sent (sentPath when normalising changed
+// it, see paths.go).
+func (h *Handler) identify(r *http.Request, sentPath string, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
 	switch rt.Auth {
 	case AuthAPIKey:
 		key, err := auth.ExtractAPIKey(r.Header)
@@ -221,14 +223,14 @@ func (h *Handler) identify(r *http.Request, rt *Route, apps *Apps, now time.Time
 		if !auth.IsSigned(r.Header) {
 			// Refused before any byte of the body is read: Verify fails on
 			// the Authorization header, before it would use the digest.
-			_, err := h.consumers.verifier.Verify(r, [32]byte{}, apps, now)
+			_, err := h.consumers.verifier.Verify(asSent(r, sentPath), [32]byte{}, apps, now)
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}
 		digest, ok := hashSignedBody(r)
 		if !ok {
 			return nil, ReasonBodyTooLarge, ""
 		}
-		id, err := h.consumers.verifier.Verify(r, digest, apps, now)
+		id, err := h.consumers.verifier.Verify(asSent(r, sentPath), digest, apps, now)
 		if err != nil {
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}

@@ -58,7 +58,7 @@ func BenchmarkIdentifyAPIKey(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if app, reason, _ := h.identify(req, rt, apps, now); app == nil {
+		if app, reason, _ := h.identify(req, "", rt, apps, now); app == nil {
 			b.Fatalf("refused: %s", reason)
 		}
 	}
@@ -91,7 +91,7 @@ func BenchmarkIdentifyHMAC(b *testing.B) {
 			i = 0
 			b.StartTimer()
 		}
-		if app, reason, detail := h.identify(reqs[i], rt, apps, base); app == nil {
+		if app, reason, detail := h.identify(reqs[i], "", rt, apps, base); app == nil {
 			b.Fatalf("refused: %s %s", reason, detail)
 		}
 		i++

@@ -101,6 +101,7 @@ type exchange struct {
 	reqID    string
 	attempts int
 	app      *App
+	sentPath string // the path as sent, when normalising changed it
 }
 
 // ServeHTTP serves one request.
@@ -118,7 +119,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonHeaderTooLarge)
 		return
 	}
-	rt, ok, wrongMethod := t.router.Lookup(r.Host, r.URL.Path, r.Method)
+	rt, ok, wrongMethod, badPath, sentPath := t.routeRequest(r)
+	if badPath {
+		h.refuse(w, &x, ReasonBadPath)
+		return
+	}
 	if !ok {
 		if wrongMethod {
 			h.refuse(w, &x, ReasonMethodNotAllowed)
@@ -142,6 +147,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	consumer := ""
 	if rt.Auth != AuthNone || rt.AnonymousLimit != (ratelimit.Policy{}) {
+		x.sentPath = sentPath
 		if !h.admitConsumer(w, r, &x, rt) {
 			return
 		}
@@ -240,7 +246,7 @@ const consumerRetryAfter = time.Second
 func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
 	if rt.Auth != AuthNone {
-		app, reason, detail := h.identify(r, rt, h.consumers.apps.Load(), now)
+		app, reason, detail := h.identify(r, x.sentPath, rt, h.consumers.apps.Load(), now)
 		if app == nil {
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
@@ -542,7 +548,7 @@ func perTry(p *RetryPolicy) time.Duration {
 func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, body io.ReadCloser, length int64) *http.Request {
 	out := r.WithContext(ctx)
 	out.Body, out.ContentLength = body, length
-	out.URL = &url.URL{Scheme: "http", Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	out.URL = &url.URL{Scheme: "http", Host: addr, Opaque: r.URL.Opaque, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	out.RequestURI = ""
 	out.Close = false
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1

@@ -22,6 +22,9 @@ const (
 	ReasonUpstreamTimeout     Reason = "upstream_timeout"
 	ReasonBodyTooLarge        Reason = "body_too_large"
 	ReasonHeaderTooLarge      Reason = "header_too_large"
+	// ReasonBadPath: the request target's path is malformed or could be
+	// read two ways (see paths.go).
+	ReasonBadPath Reason = "bad_path"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -68,6 +71,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamUnavailable, http.StatusBadGateway, false, "the upstream endpoint could not be reached or broke the connection")
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
+	add(ReasonBadPath, http.StatusBadRequest, false, "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
 	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
 	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")

@@ -11,6 +11,7 @@ import (
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
 	"github.com/levee-gw/levee/internal/route"
+	"github.com/levee-gw/levee/internal/urlpath"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -77,6 +78,10 @@ type Route struct {
 	// AnonymousLimit, on a route with AuthNone, limits each client
 	// address; the zero Policy means no limit.
 	AnonymousLimit ratelimit.Policy
+	// RawPath forwards the request target's path as received instead of
+	// its normal form (match.raw_path). The route is still matched, and
+	// its auth decided, on the normal form; see paths.go.
+	RawPath bool
 
 	metrics *routeMetrics // set by NewTable
 }
@@ -89,6 +94,9 @@ type Table struct {
 	routes    []*Route
 	upstreams []*Upstream
 	noRoute   *Route // stands in for "no route matched" in metrics and logs
+	// escapedSlashes is what a path's %2F and %5C get (see
+	// WithEscapedSlashes).
+	escapedSlashes urlpath.EscapedSlashes
 }
 
 // NewTable builds a Table from routes (in precedence-irrelevant order; the
