@@ -137,7 +137,22 @@ type Server struct {
 	// a whole number 1 to 10000). Default DefaultHTTP2MaxConcurrentStreams
 	// (250). Zero is not allowed.
 	HTTP2MaxConcurrentStreams int
+	// UnderscoresInHeaders is what becomes of a request header whose name
+	// holds "_" (`underscores_in_headers`): UnderscoresDrop ("drop", the
+	// default, DefaultUnderscoresInHeaders: removed before routing, auth
+	// and forwarding, as NGINX does), UnderscoresAllow ("allow": kept) or
+	// UnderscoresReject ("reject": 400 bad_header_name). Some backends
+	// (CGI, PHP, Django) read X-Api_Key and X-Api-Key as one name, so a
+	// header levee does not look at could stand in for one it does.
+	UnderscoresInHeaders string
 }
+
+// The accepted values of Server.UnderscoresInHeaders.
+const (
+	UnderscoresDrop   = "drop"
+	UnderscoresAllow  = "allow"
+	UnderscoresReject = "reject"
+)
 
 // Memory guards the process against running out of memory (`memory`).
 // The watermarks are fractions of Limit compared with the live heap as
@@ -589,6 +604,23 @@ type Route struct {
 	// none: with api_key or hmac every caller is an app and is limited
 	// by its own limits). nil, the default, means no per-IP limit.
 	AnonymousLimits *AnonymousLimits
+	// ForwardTrailers names the request trailer fields forwarded upstream
+	// after a chunked body (`forward_trailers`, a list of field names,
+	// stored canonical, no duplicates); every other request trailer is
+	// dropped. nil or empty, the default, forwards none. Names that frame,
+	// route, authenticate or identify a request (ForbiddenTrailer) are
+	// errors: RFC 9110 section 6.5.1 lets such fields be sent as trailers,
+	// where levee's checks on headers would not see them. Response
+	// trailers always pass (gRPC needs them).
+	ForwardTrailers []string
+	// Upgrades lists the protocols a client may switch this route's
+	// connections to with Upgrade (`upgrades`, a list of protocol names,
+	// stored lower-case, no duplicates). Default DefaultUpgrades
+	// (["websocket"]); an explicit [] allows none. Tokens not listed are
+	// removed from the request's Upgrade before it is forwarded (RFC 9110
+	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
+	// never hands an upstream a connection that would bypass its routing.
+	Upgrades []string
 }
 
 // The accepted values of Route.Priority, most important first.

@@ -29,6 +29,9 @@ const (
 	// DefaultHTTP2MaxConcurrentStreams is Server.HTTP2MaxConcurrentStreams
 	// when omitted.
 	DefaultHTTP2MaxConcurrentStreams = 250
+	// DefaultUnderscoresInHeaders is Server.UnderscoresInHeaders when
+	// omitted.
+	DefaultUnderscoresInHeaders = UnderscoresDrop
 	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
 	DefaultMemorySoftWatermark = 0.8
 	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
@@ -284,6 +287,7 @@ func defaultConfig() *Config {
 			MaxConnections:            DefaultMaxConnections,
 			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
 			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
+			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
@@ -331,8 +335,13 @@ func defaultRoute() Route {
 		Timeout:      DefaultRouteTimeout,
 		Priority:     DefaultPriority,
 		Auth:         DefaultRouteAuth,
+		Upgrades:     DefaultUpgrades(),
 	}
 }
+
+// DefaultUpgrades is Route.Upgrades when omitted: WebSocket only. A new
+// slice each call.
+func DefaultUpgrades() []string { return []string{"websocket"} }
 
 func defaultMemory() *Memory {
 	return &Memory{SoftWatermark: DefaultMemorySoftWatermark, HardWatermark: DefaultMemoryHardWatermark}

@@ -44,6 +44,9 @@ server:
   max_connections: 0                # default: 0 = unlimited; above the cap a connection gets 503 connection_limit
   max_connections_per_ip: 0         # default: 0 = unlimited; the same cap per client IP address
   http2_max_concurrent_streams: 250 # default; 1 to 10000; concurrent requests on one HTTP/2 connection
+  # Request header names with "_": drop (removed before routing, auth and
+  # forwarding), allow, or reject (400 bad_header_name).
+  underscores_in_headers: drop      # default
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
 # limit; above soft_watermark x limit of live heap sheddable requests get
@@ -212,6 +215,14 @@ routes:
     retry: {attempts: 2, on: [connect_failure]}
     priority: normal                # default
     auth: api_key
+    # Request trailers (after a chunked body) forwarded upstream; all others
+    # are dropped. Default none. Fields that frame, route, authenticate or
+    # identify a request (Host, Content-Length, Authorization, Levee-*,
+    # X-Forwarded-*, ...) are errors.
+    forward_trailers: [X-Checksum]
+    # Protocols a client may switch to with Upgrade; others are removed from
+    # the request. Default [websocket]; [] allows none; h2c is an error.
+    upgrades: [websocket]
   - name: api
     match:
       host: "*.api.example.com"
