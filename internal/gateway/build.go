@@ -273,11 +273,25 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Timeout:        rc.Timeout,
 			Retry:          retryPolicy(retry),
 			Priority:       priority(rc.Priority),
+
+			Upgrades:        rc.Upgrades,
+			ForwardTrailers: rc.ForwardTrailers,
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	g.health.Retain(liveUpstreams)
 	return proxy.NewTable(routes, ordered, g.metrics), nil
+}
+
+// underscoreMode maps server.underscores_in_headers to the handler's mode.
+func underscoreMode(s string) proxy.UnderscoreMode {
+	switch s {
+	case config.UnderscoresAllow:
+		return proxy.UnderscoresAllow
+	case config.UnderscoresReject:
+		return proxy.UnderscoresReject
+	}
+	return proxy.UnderscoresDrop
 }
 
 // authMode maps a route's configured auth to the request path's.

@@ -163,6 +163,8 @@ func New(o Options) (*Gateway, error) {
 		Logger:         logger,
 		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
 		Memory:         g.memory,
+
+		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
 	})
 	if err == nil {
 		err = g.registry.Register(admissionCollector{g})

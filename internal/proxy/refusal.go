@@ -22,6 +22,9 @@ const (
 	ReasonUpstreamTimeout     Reason = "upstream_timeout"
 	ReasonBodyTooLarge        Reason = "body_too_large"
 	ReasonHeaderTooLarge      Reason = "header_too_large"
+	// ReasonBadHeaderName: a header name holds "_" and
+	// server.underscores_in_headers is reject.
+	ReasonBadHeaderName Reason = "bad_header_name"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -69,6 +72,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
+	add(ReasonBadHeaderName, http.StatusBadRequest, false, `a request header name contains "_", which levee does not accept`)
 	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
 	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")
 	add(ReasonQueueTimeout, http.StatusServiceUnavailable, true, "the request waited too long for the upstream; retry later")

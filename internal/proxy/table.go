@@ -77,6 +77,14 @@ type Route struct {
 	// AnonymousLimit, on a route with AuthNone, limits each client
 	// address; the zero Policy means no limit.
 	AnonymousLimit ratelimit.Policy
+	// Upgrades lists the protocols (lower case) a client may switch to
+	// with Upgrade; others are removed from the request (framing.go).
+	// nil: none.
+	Upgrades []string
+	// ForwardTrailers lists the request trailer fields (canonical names)
+	// forwarded upstream; every other request trailer is dropped. nil:
+	// none.
+	ForwardTrailers []string
 
 	metrics *routeMetrics // set by NewTable
 }
