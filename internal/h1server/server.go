@@ -20,11 +20,14 @@
 //
 // What it hands to net/http (the Fallback server) on the same connection,
 // with the bytes already read replayed first: the HTTP/2 prior-knowledge
-// preface (h2c), Upgrade (WebSocket), Expect (100-continue), bodies with a
-// Transfer-Encoding (chunked), and every other shape the parser does not
-// own (bare-LF line ends, absolute-form targets, CONNECT, unknown
-// versions, over 128 fields). net/http owns such a connection to its end.
-// Handoffs are counted by reason (Stats).
+// preface (h2c), Upgrade (WebSocket), Expect (100-continue), chunked
+// bodies, and every other valid shape the loop does not serve itself
+// (absolute-form and asterisk-form targets, CONNECT, HTTP/1.2 and later,
+// over 128 fields). Each head is checked whole first, its framing decided
+// strictly (parse.go): a head refused there never reaches net/http, and a
+// handed-off HTTP/1 connection serves that one request and closes, so that
+// net/http, laxer about framing, never parses a head the loop did not
+// check. Handoffs are counted by reason (Stats).
 //
 // Client gone: while a request is in the handler, the loop's goroutine is
 // busy, so nothing reads the connection. When the handler starts (and the
