@@ -497,6 +497,13 @@ func TestUnderscoreHeaders(t *testing.T) {
 			if forwarded != (mode == "allow") || !strings.Contains(got.raw, "X-Kept: 1") {
 				t.Fatalf("mode %s: upstream got %q", mode, got.raw)
 			}
+			if mode == "drop" {
+				// The mode is fixed at start: a reload changing it is refused.
+				h.writeConfig(framingConfig(u.ln.Addr().String(), "allow"))
+				if err := h.g.Reload(); err == nil || !strings.Contains(err.Error(), "server.underscores_in_headers") {
+					t.Fatalf("reload changing underscores_in_headers: %v", err)
+				}
+			}
 		})
 	}
 }
