@@ -724,7 +724,8 @@ type Match struct {
 	PathPrefix string
 	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
 	// token stored upper-case, no duplicates. nil, the default, matches any
-	// method. An explicit empty list is an error.
+	// method but CONNECT, which is refused (405) unless the route lists it
+	// here. An explicit empty list is an error.
 	Methods []string
 }
 
