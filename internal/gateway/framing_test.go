@@ -328,7 +328,13 @@ func TestFramingForwardedOnce(t *testing.T) {
 // route names them and the client declared them; fields that frame,
 // route or identify never do, whatever the client declares.
 func TestRequestTrailers(t *testing.T) {
-	u := newRawUpstream(t, nil)
+	u := newRawUpstream(t, func(r *http.Request) string {
+		if r.URL.Path == "/grpc" {
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: Grpc-Status\r\nConnection: close\r\n\r\n" +
+				"2\r\nok\r\n0\r\nGrpc-Status: 0\r\n\r\n"
+		}
+		return rawOK
+	})
 	h := start(t, framingConfig(u.ln.Addr().String(), "drop"))
 	addr := h.g.Addr().String()
 	evil := "Host: evil.example\r\nLevee-App: admin\r\nX-Forwarded-For: 6.6.6.6\r\nX-Api-Key: " + goodKey + "\r\nX-Other: 1\r\n"
@@ -366,6 +372,15 @@ func TestRequestTrailers(t *testing.T) {
 		if len(got.req.Trailer) != 0 || strings.Contains(got.raw, "abc") {
 			t.Fatalf("upstream trailers %v: %q", got.req.Trailer, got.raw)
 		}
+	})
+	t.Run("response trailers pass", func(t *testing.T) {
+		skip := u.count()
+		_, br, resp, body := rawSend(t, addr, "POST /grpc HTTP/1.1\r\nHost: a\r\nTE: trailers\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+		if resp.StatusCode != 200 || body != "ok" || resp.Trailer.Get("Grpc-Status") != "0" {
+			t.Fatalf("%d %q trailers %v", resp.StatusCode, body, resp.Trailer)
+		}
+		expectClosed(t, br)
+		u.oneRequest(t, skip)
 	})
 	t.Run("route allows none", func(t *testing.T) {
 		got := send(t, "/other", "X-Checksum, Host, Levee-App", "X-Checksum: abc\r\n"+evil)
