@@ -140,6 +140,14 @@ type Server struct {
 	// Paths is how request-target paths are normalised before routing
 	// (`paths`).
 	Paths ServerPaths
+	// UnderscoresInHeaders is what becomes of a request header whose name
+	// holds "_" (`underscores_in_headers`): UnderscoresDrop ("drop", the
+	// default, DefaultUnderscoresInHeaders: removed before routing, auth
+	// and forwarding, as NGINX does), UnderscoresAllow ("allow": kept) or
+	// UnderscoresReject ("reject": 400 bad_header_name). Some backends
+	// (CGI, PHP, Django) read X-Api_Key and X-Api-Key as one name, so a
+	// header levee does not look at could stand in for one it does.
+	UnderscoresInHeaders string
 }
 
 // ServerPaths is the request-path normalisation policy (`server.paths`).
@@ -161,6 +169,13 @@ const (
 	EscapedSlashesReject = "reject"
 	EscapedSlashesKeep   = "keep"
 	EscapedSlashesDecode = "decode"
+)
+
+// The accepted values of Server.UnderscoresInHeaders.
+const (
+	UnderscoresDrop   = "drop"
+	UnderscoresAllow  = "allow"
+	UnderscoresReject = "reject"
 )
 
 // Memory guards the process against running out of memory (`memory`).
@@ -613,6 +628,23 @@ type Route struct {
 	// none: with api_key or hmac every caller is an app and is limited
 	// by its own limits). nil, the default, means no per-IP limit.
 	AnonymousLimits *AnonymousLimits
+	// ForwardTrailers names the request trailer fields forwarded upstream
+	// after a chunked body (`forward_trailers`, a list of field names,
+	// stored canonical, no duplicates); every other request trailer is
+	// dropped. nil or empty, the default, forwards none. Names that frame,
+	// route, authenticate or identify a request (ForbiddenTrailer) are
+	// errors: RFC 9110 section 6.5.1 lets such fields be sent as trailers,
+	// where levee's checks on headers would not see them. Response
+	// trailers always pass (gRPC needs them).
+	ForwardTrailers []string
+	// Upgrades lists the protocols a client may switch this route's
+	// connections to with Upgrade (`upgrades`, a list of protocol names,
+	// stored lower-case, no duplicates). Default DefaultUpgrades
+	// (["websocket"]); an explicit [] allows none. Tokens not listed are
+	// removed from the request's Upgrade before it is forwarded (RFC 9110
+	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
+	// never hands an upstream a connection that would bypass its routing.
+	Upgrades []string
 }
 
 // The accepted values of Route.Priority, most important first.
@@ -716,7 +748,8 @@ type Match struct {
 	PathPrefix string
 	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
 	// token stored upper-case, no duplicates. nil, the default, matches any
-	// method. An explicit empty list is an error.
+	// method but CONNECT, which is refused (405) unless the route lists it
+	// here. An explicit empty list is an error.
 	Methods []string
 	// RawPath forwards the request target's path bytes as received
 	// instead of their normal form (`raw_path`, a boolean). Default

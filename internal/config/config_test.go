@@ -813,6 +813,7 @@ func TestDefaults(t *testing.T) {
 
 			HTTP2MaxConcurrentStreams: 250,
 			Paths:                     ServerPaths{EscapedSlashes: "reject"},
+			UnderscoresInHeaders:      "drop",
 		},
 		Log:     Log{Level: "info", Access: true},
 		Metrics: Metrics{AppLabels: 50},
@@ -829,7 +830,8 @@ func TestDefaults(t *testing.T) {
 			PanicThreshold:          50,
 		}},
 		UpstreamOrder: []string{"video"},
-		Routes:        []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none"}},
+		Routes: []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none",
+			Upgrades: []string{"websocket"}}},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)

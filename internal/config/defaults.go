@@ -31,6 +31,9 @@ const (
 	DefaultHTTP2MaxConcurrentStreams = 250
 	// DefaultEscapedSlashes is ServerPaths.EscapedSlashes when omitted.
 	DefaultEscapedSlashes = EscapedSlashesReject
+	// DefaultUnderscoresInHeaders is Server.UnderscoresInHeaders when
+	// omitted.
+	DefaultUnderscoresInHeaders = UnderscoresDrop
 	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
 	DefaultMemorySoftWatermark = 0.8
 	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
@@ -291,6 +294,7 @@ func defaultConfig() *Config {
 			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
 			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
 			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
+			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
@@ -338,8 +342,13 @@ func defaultRoute() Route {
 		Timeout:      DefaultRouteTimeout,
 		Priority:     DefaultPriority,
 		Auth:         DefaultRouteAuth,
+		Upgrades:     DefaultUpgrades(),
 	}
 }
+
+// DefaultUpgrades is Route.Upgrades when omitted: WebSocket only. A new
+// slice each call.
+func DefaultUpgrades() []string { return []string{"websocket"} }
 
 func defaultMemory() *Memory {
 	return &Memory{SoftWatermark: DefaultMemorySoftWatermark, HardWatermark: DefaultMemoryHardWatermark}

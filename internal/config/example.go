@@ -47,6 +47,9 @@ server:
   # Every request path is normalised before routing (see "Request paths").
   paths:
     escaped_slashes: reject         # default: %2F or %5C in a path is 400 bad_path; keep or decode
+  # Request header names with "_": drop (removed before routing, auth and
+  # forwarding), allow, or reject (400 bad_header_name).
+  underscores_in_headers: drop      # default
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
 # limit; above soft_watermark x limit of live heap sheddable requests get
@@ -215,6 +218,14 @@ routes:
     retry: {attempts: 2, on: [connect_failure]}
     priority: normal                # default
     auth: api_key
+    # Request trailers (after a chunked body) forwarded upstream; all others
+    # are dropped. Default none. Fields that frame, route, authenticate or
+    # identify a request (Host, Content-Length, Authorization, Levee-*,
+    # X-Forwarded-*, ...) are errors.
+    forward_trailers: [X-Checksum]
+    # Protocols a client may switch to with Upgrade; others are removed from
+    # the request. Default [websocket]; [] allows none; h2c is an error.
+    upgrades: [websocket]
   - name: api
     match:
       host: "*.api.example.com"

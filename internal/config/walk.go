@@ -131,7 +131,7 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 // server reads `server`.
 func (p *parser) server(s *Server, path string, n *yaml.Node) {
 	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections",
-		"max_connections_per_ip", "http2_max_concurrent_streams", "paths")
+		"max_connections_per_ip", "http2_max_concurrent_streams", "paths", "underscores_in_headers")
 	if !ok {
 		return
 	}
@@ -159,6 +159,11 @@ func (p *parser) server(s *Server, path string, n *yaml.Node) {
 	if v := f["http2_max_concurrent_streams"]; v != nil {
 		if i, ok := p.integer(key(path, "http2_max_concurrent_streams"), v, minHTTP2Streams, maxHTTP2Streams); ok {
 			s.HTTP2MaxConcurrentStreams = int(i)
+		}
+	}
+	if v := f["underscores_in_headers"]; v != nil {
+		if u, ok := p.oneOf(key(path, "underscores_in_headers"), v, underscoreModes); ok {
+			s.UnderscoresInHeaders = u
 		}
 	}
 }
@@ -676,7 +681,7 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		return r, s, nil, nil
 	}
 	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry", "priority",
-		"auth", "anonymous_limits")
+		"auth", "anonymous_limits", "forward_trailers", "upgrades")
 	if !ok {
 		return r, s, nil, nil
 	}
@@ -725,6 +730,12 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		} else {
 			r.AnonymousLimits = p.anonymousLimits(key(path, "anonymous_limits"), v)
 		}
+	}
+	if v := f["forward_trailers"]; v != nil {
+		r.ForwardTrailers = p.forwardTrailers(key(path, "forward_trailers"), v)
+	}
+	if v := f["upgrades"]; v != nil {
+		r.Upgrades = p.upgrades(key(path, "upgrades"), v)
 	}
 	return r, s, nameNode, upNode
 }

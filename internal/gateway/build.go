@@ -275,6 +275,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Retry:          retryPolicy(retry),
 			Priority:       priority(rc.Priority),
 			RawPath:        rc.Match.RawPath,
+
+			Upgrades:        rc.Upgrades,
+			ForwardTrailers: rc.ForwardTrailers,
 		})
 	}
 	g.pools.retain(liveUpstreams, liveStats)
@@ -292,6 +295,17 @@ func escapedSlashes(s string) urlpath.EscapedSlashes {
 		return urlpath.Decode
 	}
 	return urlpath.Reject
+}
+
+// underscoreMode maps server.underscores_in_headers to the handler's mode.
+func underscoreMode(s string) proxy.UnderscoreMode {
+	switch s {
+	case config.UnderscoresAllow:
+		return proxy.UnderscoresAllow
+	case config.UnderscoresReject:
+		return proxy.UnderscoresReject
+	}
+	return proxy.UnderscoresDrop
 }
 
 // authMode maps a route's configured auth to the request path's.

@@ -163,6 +163,8 @@ func New(o Options) (*Gateway, error) {
 		Logger:         logger,
 		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
 		Memory:         g.memory,
+
+		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
 	})
 	if err == nil {
 		err = g.registry.Register(admissionCollector{g})
@@ -435,6 +437,9 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	}
 	if (next.TLS == nil) != (g.cfg.TLS == nil) {
 		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
+	}
+	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
+		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
 	}
 	if len(errs) > 0 {
 		return &errs

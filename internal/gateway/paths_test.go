@@ -18,12 +18,12 @@ import (
 	"github.com/levee-gw/levee/client"
 )
 
-// rawUpstream is an HTTP/1.1 upstream on a real listener that records the
+// targetUpstream is an HTTP/1.1 upstream on a real listener that records the
 // request-target bytes (and Host) of every request it receives, exactly as
 // they arrived, and answers 200 with the target as its body. It parses
 // only what it needs (request line, Host, Content-Length) and keeps
 // connections alive, as levee's pools expect.
-type rawUpstream struct {
+type targetUpstream struct {
 	ln net.Listener
 	wg sync.WaitGroup
 
@@ -34,22 +34,22 @@ type rawUpstream struct {
 	closed  bool
 }
 
-func newRawUpstream(t *testing.T) *rawUpstream {
+func newTargetUpstream(t *testing.T) *targetUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUpstream{ln: ln, conns: map[net.Conn]struct{}{}}
+	u := &targetUpstream{ln: ln, conns: map[net.Conn]struct{}{}}
 	u.wg.Add(1)
 	go u.accept()
 	t.Cleanup(u.close)
 	return u
 }
 
-func (u *rawUpstream) addr() string { return u.ln.Addr().String() }
+func (u *targetUpstream) addr() string { return u.ln.Addr().String() }
 
-func (u *rawUpstream) accept() {
+func (u *targetUpstream) accept() {
 	defer u.wg.Done()
 	for {
 		c, err := u.ln.Accept()
@@ -71,7 +71,7 @@ func (u *rawUpstream) accept() {
 
 // serve answers requests on c until it closes or stays idle for 30 s;
 // each head is bounded to 64 KiB, each body to 1 MiB.
-func (u *rawUpstream) serve(c net.Conn) {
+func (u *targetUpstream) serve(c net.Conn) {
 	defer u.wg.Done()
 	defer func() {
 		u.mu.Lock()
@@ -125,7 +125,7 @@ func (u *rawUpstream) serve(c net.Conn) {
 	}
 }
 
-func (u *rawUpstream) close() {
+func (u *targetUpstream) close() {
 	u.mu.Lock()
 	u.closed = true
 	for c := range u.conns {
@@ -137,7 +137,7 @@ func (u *rawUpstream) close() {
 }
 
 // seen returns every request-target the upstream received so far.
-func (u *rawUpstream) seen() []string {
+func (u *targetUpstream) seen() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.targets...)
@@ -397,7 +397,7 @@ func TestPathNormalisationRawTargets(t *testing.T) {
 		cases []pathCase
 	}{{"reject", rejectCases}, {"keep", keepCases}, {"decode", decodeCases}} {
 		t.Run(mode.name, func(t *testing.T) {
-			up := newRawUpstream(t)
+			up := newTargetUpstream(t)
 			h := start(t, pathsConfig(up.addr(), mode.name))
 			addr := strings.TrimPrefix(h.base, "http://")
 			for _, c := range mode.cases {
@@ -452,7 +452,7 @@ func TestPathNormalisationRawTargets(t *testing.T) {
 // form; a signature over one path does not admit another that normalises
 // to it.
 func TestSignedPathAsSent(t *testing.T) {
-	up := newRawUpstream(t)
+	up := newTargetUpstream(t)
 	h := start(t, consumersConfig(up.addr()))
 	secret := sha256.Sum256([]byte(goodKey))
 	keyID := keyHash(goodKey)[:12]

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +148,7 @@ func (c *conn) serve() {
 		}
 		switch v {
 		case verdictReject:
-			c.reject(c.h.rejectText)
+			c.reject(c.h.status, c.h.rejectText)
 			return
 		case verdictHandoff:
 			handedOff = c.handOff(c.h.handoff)
@@ -212,8 +213,11 @@ func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
 		if c.r < c.w {
 			end, next, bareLF := findHeadEnd(c.buf[c.r:c.w], scan)
 			if bareLF {
-				c.h.handoff = handoffOther
-				return 0, verdictHandoff, true
+				// A bare LF line end: levee frames requests on CRLF only
+				// (see parse.go), so the head is refused, whoever would
+				// have served it.
+				c.h.status, c.h.rejectText = 0, textBareLF
+				return 0, verdictReject, true
 			}
 			if end > 0 {
 				if end > s.maxHead {
@@ -243,7 +247,7 @@ func (c *conn) readHead(first bool) (n int, v verdict, ok bool) {
 		if !c.fill() {
 			if c.r < c.w && !c.broken.Load() {
 				// The client ended its side mid-head: net/http answers 400.
-				c.reject("")
+				c.reject(0, "")
 			}
 			return 0, 0, false
 		}
@@ -319,13 +323,19 @@ func (c *conn) handOff(reason int) bool {
 	return c.srv.handOff(c.nc, c.buf[c.r:c.w], reason)
 }
 
-// reject answers 400 as net/http does (text is its reason, if any) and
-// the connection closes.
-func (c *conn) reject(text string) {
+// reject answers status (0: 400) in plain text as net/http does (text is
+// the reason, if any) and the connection closes: after a malformed head
+// nothing later on the connection can be trusted to be framed as the
+// client meant (RFC 9112 section 6.3). It lingers, so that the client reads
+// the answer before the close (unread bytes would make it a reset).
+func (c *conn) reject(status int, text string) {
 	if c.srv.inShutdown.Load() {
 		return
 	}
-	msg := "400 Bad Request"
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	msg := strconv.Itoa(status) + " " + http.StatusText(status)
 	if text != "" {
 		msg += ": " + text
 	}
@@ -333,6 +343,7 @@ func (c *conn) reject(text string) {
 	bw.WriteString("HTTP/1.1 " + msg + "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" + msg)
 	_ = bw.Flush()
 	c.putWriter()
+	c.lingerClose()
 }
 
 // tooLarge answers a head over the cap with 431 and closes.
@@ -390,7 +401,7 @@ func (c *conn) serveRequest(n int) bool {
 	target := text[h.t0:h.t1]
 	u, err := parseURL(target)
 	if err != nil {
-		c.reject("")
+		c.reject(0, "")
 		return false
 	}
 	proto := "HTTP/1.1"

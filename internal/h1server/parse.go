@@ -17,27 +17,48 @@ import (
 //     HTTP/1.0 and HTTP/1.1 requests with an origin-form target, CRLF line
 //     ends, at most maxFields fields, no Transfer-Encoding, Upgrade or
 //     Expect, and a valid Content-Length (or none) get here.
-//   - verdictReject: the head is malformed in a way net/http rejects too
-//     (or, deliberately, where net/http is lenient; see below): 400 and
-//     close.
-//   - verdictHandoff: anything else, valid or not, goes to net/http on the
-//     same connection, which decides exactly as it always did.
+//   - verdictReject: the head is malformed, or its framing is ambiguous:
+//     an error answer (400, or status) and the connection closes.
+//   - verdictHandoff: a valid head the loop does not serve itself goes to
+//     net/http on the same connection (which then serves that one request
+//     only; see Server.handOff).
+//
+// Framing is decided here, once, for every head, whoever serves it: every
+// check below runs before a handoff, so net/http never sees a head levee
+// would refuse (RFC 9112 sections 2.2, 5, 6). Refused, with 400 and close:
+//
+//   - Content-Length together with Transfer-Encoding (RFC 9112 section
+//     6.3 says "ought to be handled as an error"; net/http drops the
+//     Content-Length and keeps the connection, where section 6.1 says a
+//     server MUST close it);
+//   - Transfer-Encoding on an HTTP/1.0 request (net/http ignores it);
+//   - a Transfer-Encoding whose last coding is not chunked, or that names
+//     chunked twice (section 6.3: the length cannot be determined; 400);
+//     codings before a final chunked (gzip, chunked) get 501, as section
+//     6.1 advises for a coding the server does not implement;
+//   - Content-Length not a plain decimal number, or several that differ;
+//   - obs-fold (section 5.2 allows either; net/http joins folded lines);
+//   - a bare LF line end (net/http accepts it; section 2.2 allows either)
+//     or a bare CR, NUL or another control byte anywhere in the head;
+//   - more than one Host, a malformed Host, no Host on HTTP/1.1;
+//   - the PRI method other than as the HTTP/2 preface (RFC 9113 3.4).
+//
+// Versions: HTTP/1.0 and HTTP/1.1 are served; a later HTTP/1.x is checked
+// as HTTP/1.1 and handed to net/http, which answers it in HTTP/1.1 (RFC
+// 9112 section 2.3: a higher minor version is understood as the highest
+// one the server implements); any other major version on an HTTP/1 line
+// (HTTP/0.x, HTTP/2.0 other than the exact h2c preface, HTTP/3.0) gets
+// 505 and close (RFC 9110 section 15.6.6); an HTTP/0.9 request line (no
+// version) is malformed: 400.
+//
+// Every field is checked, however many there are; only the first
+// maxFields are kept in the field table (a head with more is handed off).
 //
 // Where the loop serves a request, method, URL, Proto, Header, Host,
 // ContentLength and Close are what http.ReadRequest plus net/http's server
-// checks give for the same bytes (FuzzDifferential checks it). Deliberate
-// differences, all stricter than net/http:
-//
-//   - obs-fold (a field line starting with SP or HTAB) is rejected with 400
-//     (RFC 9112 section 5.2 allows either); net/http joins folded lines.
-//   - Content-Length together with Transfer-Encoding is rejected with 400
-//     (RFC 9112 section 6.3 says it "ought to be handled as an error");
-//     net/http drops the Content-Length and reads the chunked body.
-//
-// Every other question goes to net/http: a bare LF line end, an unknown
-// protocol version, absolute-form, authority-form and asterisk-form
-// targets, CONNECT and PRI, chunked (or any Transfer-Encoding) bodies,
-// Upgrade, Expect, more than maxFields fields.
+// checks give for the same bytes; where it hands a request off, method,
+// target, framing and body length agree with what net/http then reads
+// (FuzzParseHead checks both).
 //
 // Work is linear in the head's length; the head's length is bounded by the
 // server's header cap before parseHead is called.
@@ -60,10 +81,14 @@ const (
 	numHandoffReasons
 )
 
-// maxFields is the most header fields the loop parses itself; a request
-// with more is handed to net/http (which bounds it by bytes only). It bounds
-// the per-connection field table.
+// maxFields is the most header fields the loop keeps in its field table;
+// a request with more is checked whole and then handed to net/http (which
+// bounds it by bytes only). It bounds the per-connection field table.
 const maxFields = 128
+
+// maxConnFields is how many Connection field lines the loop reads for
+// close and keep-alive; a request with more is handed off.
+const maxConnFields = 4
 
 // field is one header field line, as offsets into the head.
 type field struct {
@@ -77,19 +102,22 @@ type head struct {
 	raw    []byte
 	m1     uint32 // the method is raw[:m1]
 	t0, t1 uint32 // the target is raw[t0:t1]
-	minor  int    // 1: HTTP/1.1, 0: HTTP/1.0
+	minor  int    // 1: HTTP/1.1, 0: HTTP/1.0 (2..9: a later HTTP/1.x, handed off)
 
 	fields  []field
 	nHost   int
 	host    field
 	length  int64 // -1: no Content-Length
+	chunked bool  // Transfer-Encoding: chunked (the body's framing)
 	closeRq bool  // the request asks to close the connection (http.Request.Close)
 	keep10  bool  // HTTP/1.0 with Connection: keep-alive
 
 	// addCacheControl: Pragma: no-cache without Cache-Control, to which
 	// net/http adds Cache-Control: no-cache.
 	addCacheControl bool
-	// rejectText is net/http's reason text for a 400 (may be empty).
+	// status is the answer to a verdictReject: 0 means 400.
+	status int
+	// rejectText is the reason text of a reject (may be empty).
 	rejectText string
 	// handoff is the reason of a verdictHandoff.
 	handoff int
@@ -105,6 +133,61 @@ var (
 	nameExpect           = []byte("Expect")
 )
 
+// Reject texts of levee's own framing checks (where net/http has none).
+const (
+	textCLAndTE        = "Content-Length with Transfer-Encoding"
+	textTEOnHTTP10     = "Transfer-Encoding on HTTP/1.0"
+	textBadTE          = "Transfer-Encoding other than a final chunked"
+	textUnsupportedTE  = "unsupported transfer coding"
+	textBadCL          = "malformed or conflicting Content-Length"
+	textObsFold        = "obs-fold"
+	textBareLF         = "bare LF line end"
+	textBadField       = "malformed header field"
+	textBadVersion     = "HTTP version not supported"
+	textBadRequestLine = "malformed request line"
+	textPRI            = "PRI is only the HTTP/2 preface"
+)
+
+// teState follows the codings of the Transfer-Encoding fields, in order.
+type teState struct {
+	codings int  // codings seen
+	chunked int  // of which chunked
+	last    bool // the last one was chunked
+	bad     bool // an empty element
+}
+
+func (t *teState) add(v []byte) {
+	for {
+		var el []byte
+		i := bytes.IndexByte(v, ',')
+		if i >= 0 {
+			el = v[:i]
+		} else {
+			el = v
+		}
+		el = bytes.Trim(el, " \t")
+		if len(el) == 0 {
+			t.bad = true
+		} else {
+			t.codings++
+			t.last = len(el) == len("chunked") && asciiEqualFold(el, "chunked")
+			if t.last {
+				t.chunked++
+			}
+		}
+		if i < 0 {
+			return
+		}
+		v = v[i+1:]
+	}
+}
+
+// reject ends parse with an error answer.
+func (h *head) reject(status int, text string) verdict {
+	h.status, h.rejectText = status, text
+	return verdictReject
+}
+
 // parse parses raw, which holds exactly one request head as findHeadEnd
 // delimited it: CRLF-ended lines, the last one empty. It canonicalizes
 // field names in place.
@@ -113,9 +196,11 @@ func (h *head) parse(raw []byte) verdict {
 	h.fields = h.fields[:0]
 	h.nHost = 0
 	h.length = -1
+	h.chunked = false
 	h.closeRq, h.keep10 = false, false
-	h.rejectText = ""
+	h.status, h.rejectText = 0, ""
 	h.addCacheControl = false
+	h.handoff = -1
 
 	eol := bytes.IndexByte(raw, '\n') // raw ends in CRLF CRLF: found
 	line := raw[:eol-1]
@@ -134,30 +219,40 @@ func (h *head) parse(raw []byte) verdict {
 	if len(method) == 0 || !allToken(method) {
 		return verdictReject
 	}
+	h.m1 = uint32(sp1)
+	h.t0, h.t1 = uint32(sp1+1), uint32(sp1+1+sp2)
 	switch string(proto) {
 	case "HTTP/1.1":
 		h.minor = 1
 	case "HTTP/1.0":
 		h.minor = 0
 	default:
-		if validVersionShape(proto) {
-			if string(method) == "PRI" {
-				return h.handOff(handoffH2Preface)
-			}
-			return h.handOff(handoffOther)
+		if !validVersionShape(proto) {
+			return h.reject(0, textBadRequestLine)
 		}
-		return verdictReject
+		if proto[5] != '1' {
+			if string(proto) == "HTTP/2.0" && string(method) == "PRI" && string(target) == "*" && len(raw) == eol+3 {
+				return h.handOff(handoffH2Preface) // PRI * HTTP/2.0, no fields
+			}
+			return h.reject(http.StatusHTTPVersionNotSupported, textBadVersion)
+		}
+		h.minor = int(proto[7] - '0')
+		h.handoff = handoffOther
 	}
 	if len(target) == 0 || hasCTL(target) {
 		return verdictReject // url.ParseRequestURI fails
 	}
-	if target[0] != '/' || string(method) == "CONNECT" || string(method) == "PRI" {
-		return h.handOff(handoffOther)
+	if string(method) == "PRI" {
+		return h.reject(0, textPRI)
+	}
+	if target[0] != '/' || string(method) == "CONNECT" {
+		h.handoff = handoffOther // checked whole, then net/http's
 	}
 
-	var nCL, nTE, nUpgrade, nExpect int
+	var nCL, nUpgrade, nExpect int
+	var te teState
 	var cl0 field
-	var connVals [4]field // the first Connection values, for close/keep-alive
+	var connVals [maxConnFields]field // the first Connection values, for close/keep-alive
 	nConn := 0
 	// net/http's fixPragmaCacheControl: a first Pragma value of no-cache
 	// without Cache-Control adds Cache-Control: no-cache.
@@ -172,20 +267,20 @@ func (h *head) parse(raw []byte) verdict {
 		}
 		c := raw[pos]
 		if c == ' ' || c == '\t' {
-			return verdictReject // obs-fold (deliberately strict)
+			return h.reject(0, textObsFold)
 		}
 		colon := bytes.IndexByte(raw[pos:end-1], ':')
 		if colon <= 0 {
-			return verdictReject // no colon, or an empty name
+			return h.reject(0, textBadField) // no colon, or an empty name
 		}
 		k0, k1 := pos, pos+colon
 		if !allToken(raw[k0:k1]) {
-			return verdictReject // invalid byte in the name (space included)
+			return h.reject(0, textBadField) // invalid byte in the name (space included)
 		}
 		v0, v1 := k1+1, end-1
 		for i := v0; i < v1; i++ {
 			if !validValueByte(raw[i]) {
-				return verdictReject
+				return h.reject(0, textBadField) // NUL, bare CR, another CTL
 			}
 		}
 		for v0 < v1 && (raw[v0] == ' ' || raw[v0] == '\t') {
@@ -194,12 +289,13 @@ func (h *head) parse(raw []byte) verdict {
 		for v1 > v0 && (raw[v1-1] == ' ' || raw[v1-1] == '\t') {
 			v1--
 		}
-		if len(h.fields) == maxFields {
-			return h.handOff(handoffOther)
-		}
 		canonicalize(raw[k0:k1])
 		f := field{uint32(k0), uint32(k1), uint32(v0), uint32(v1)}
-		h.fields = append(h.fields, f)
+		if len(h.fields) < maxFields {
+			h.fields = append(h.fields, f)
+		} else {
+			h.handoff = handoffOther // every field is still checked
+		}
 		name := raw[k0:k1]
 		switch len(name) {
 		case 4:
@@ -234,13 +330,13 @@ func (h *head) parse(raw []byte) verdict {
 				if nCL == 0 {
 					cl0 = f
 				} else if !bytes.Equal(raw[cl0.v0:cl0.v1], raw[v0:v1]) {
-					return verdictReject // conflicting Content-Length values
+					return h.reject(0, textBadCL) // conflicting Content-Length values
 				}
 				nCL++
 			}
 		case 17:
 			if bytes.Equal(name, nameTransferEncoding) {
-				nTE++
+				te.add(raw[v0:v1])
 			}
 		}
 		pos = end + 1
@@ -249,35 +345,46 @@ func (h *head) parse(raw []byte) verdict {
 	if h.nHost > 1 {
 		return verdictReject // too many Host headers
 	}
-	if nTE > 0 {
-		if nCL > 0 {
-			return verdictReject // deliberately strict: smuggling shape
-		}
-		return h.handOff(handoffTransferEncoding)
-	}
 	if nCL > 0 {
 		n, err := strconv.ParseUint(string(raw[cl0.v0:cl0.v1]), 10, 63)
 		if err != nil {
-			return verdictReject // empty or not a number
+			return h.reject(0, textBadCL) // empty or not a number
 		}
 		h.length = int64(n)
 	}
-	if nUpgrade > 0 {
-		return h.handOff(handoffUpgrade)
+	if te.codings > 0 || te.bad {
+		switch {
+		case nCL > 0:
+			return h.reject(0, textCLAndTE)
+		case h.minor == 0:
+			return h.reject(0, textTEOnHTTP10)
+		case te.bad || !te.last || te.chunked != 1:
+			return h.reject(0, textBadTE)
+		case te.codings > 1:
+			return h.reject(http.StatusNotImplemented, textUnsupportedTE)
+		}
+		h.chunked = true
 	}
-	if nExpect > 0 {
-		return h.handOff(handoffExpect)
-	}
-	if nConn > len(connVals) {
-		return h.handOff(handoffOther)
-	}
-	if h.minor == 1 && h.nHost == 0 {
+	if h.minor >= 1 && h.nHost == 0 && string(method) != "CONNECT" {
 		h.rejectText = "missing required Host header"
 		return verdictReject
 	}
 	if h.nHost == 1 && !validHost(raw[h.host.v0:h.host.v1]) {
 		h.rejectText = "malformed Host header"
 		return verdictReject
+	}
+	// The head is valid and its framing decided: who serves it.
+	switch {
+	case h.handoff >= 0:
+		return verdictHandoff
+	case h.chunked:
+		return h.handOff(handoffTransferEncoding)
+	case nUpgrade > 0:
+		return h.handOff(handoffUpgrade)
+	case nExpect > 0:
+		return h.handOff(handoffExpect)
+	case nConn > len(connVals):
+		return h.handOff(handoffOther)
 	}
 	hasClose, hasKeep := false, false
 	for _, f := range connVals[:nConn] {
@@ -290,8 +397,6 @@ func (h *head) parse(raw []byte) verdict {
 	} else {
 		h.closeRq = hasClose
 	}
-	h.m1 = uint32(sp1)
-	h.t0, h.t1 = uint32(sp1+1), uint32(sp1+1+sp2)
 	h.addCacheControl = pragmaNoCache && !haveCacheControl
 	return verdictServe
 }

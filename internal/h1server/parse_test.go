@@ -11,52 +11,98 @@ import (
 )
 
 func TestParseHead(t *testing.T) {
+	many := strings.Repeat("A: b\r\n", maxFields)
 	for _, tc := range []struct {
 		name string
 		head string
 		want verdict
-		// for verdictReject: net/http's reason text; for handoff: the reason
+		// for verdictReject: the status (0: 400) and reason text; for a
+		// handoff: the reason
+		status  int
 		text    string
 		handoff int
 	}{
-		{"get", "GET /a?b=c HTTP/1.1\r\nHost: x\r\n\r\n", verdictServe, "", 0},
-		{"http/1.0 without host", "GET / HTTP/1.0\r\n\r\n", verdictServe, "", 0},
-		{"content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", verdictServe, "", 0},
-		{"duplicate equal content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", verdictServe, "", 0},
-		{"empty host", "GET / HTTP/1.1\r\nHost:\r\n\r\n", verdictServe, "", 0},
-		{"obs-text value", "GET / HTTP/1.1\r\nHost: x\r\nX: caf\xc3\xa9\r\n\r\n", verdictServe, "", 0},
+		{"get", "GET /a?b=c HTTP/1.1\r\nHost: x\r\n\r\n", verdictServe, 0, "", 0},
+		{"http/1.0 without host", "GET / HTTP/1.0\r\n\r\n", verdictServe, 0, "", 0},
+		{"content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n", verdictServe, 0, "", 0},
+		{"duplicate equal content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", verdictServe, 0, "", 0},
+		{"leading zeros content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 007\r\n\r\n", verdictServe, 0, "", 0},
+		{"empty host", "GET / HTTP/1.1\r\nHost:\r\n\r\n", verdictServe, 0, "", 0},
+		{"obs-text value", "GET / HTTP/1.1\r\nHost: x\r\nX: caf\xc3\xa9\r\n\r\n", verdictServe, 0, "", 0},
+		{"exactly maxFields", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: b\r\n", maxFields-1) + "\r\n", verdictServe, 0, "", 0},
 
-		{"empty request line", "\r\n", verdictReject, "", 0},
-		{"no target", "GET\r\n\r\n", verdictReject, "", 0},
-		{"double space", "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, "", 0},
-		{"bad method", "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, "", 0},
-		{"bad version", "GET / HTTX/1.1\r\nHost: x\r\n\r\n", verdictReject, "", 0},
-		{"control byte in target", "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, "", 0},
-		{"missing host", "GET / HTTP/1.1\r\n\r\n", verdictReject, "missing required Host header", 0},
-		{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", verdictReject, "", 0},
-		{"malformed host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", verdictReject, "malformed Host header", 0},
-		{"space before colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n", verdictReject, "", 0},
-		{"no colon", "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", verdictReject, "", 0},
-		{"empty name", "GET / HTTP/1.1\r\nHost: x\r\n: v\r\n\r\n", verdictReject, "", 0},
-		{"bad name byte", "GET / HTTP/1.1\r\nHost: x\r\nX\x00Y: v\r\n\r\n", verdictReject, "", 0},
-		{"bad value byte", "GET / HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n", verdictReject, "", 0},
-		{"CR in value", "GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", verdictReject, "", 0},
-		{"obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", verdictReject, "", 0},
-		{"conflicting content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", verdictReject, "", 0},
-		{"negative content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", verdictReject, "", 0},
-		{"signed content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +1\r\n\r\n", verdictReject, "", 0},
-		{"empty content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n", verdictReject, "", 0},
-		{"content-length and chunked", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, "", 0},
+		{"empty request line", "\r\n", verdictReject, 0, "", 0},
+		{"no target", "GET\r\n\r\n", verdictReject, 0, "", 0},
+		{"http/0.9 line", "GET /\r\n\r\n", verdictReject, 0, "", 0},
+		{"double space", "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, textBadRequestLine, 0},
+		{"bad method", "G(T / HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, "", 0},
+		{"bad version", "GET / HTTX/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, textBadRequestLine, 0},
+		{"version with space", "GET / HTTP/1.1 \r\nHost: x\r\n\r\n", verdictReject, 0, textBadRequestLine, 0},
+		{"http/2.0 line", "GET / HTTP/2.0\r\nHost: x\r\n\r\n", verdictReject, 505, textBadVersion, 0},
+		{"http/0.9 version", "GET / HTTP/0.9\r\nHost: x\r\n\r\n", verdictReject, 505, textBadVersion, 0},
+		{"http/3.0", "GET / HTTP/3.0\r\nHost: x\r\n\r\n", verdictReject, 505, textBadVersion, 0},
+		{"preface with fields", "PRI * HTTP/2.0\r\nHost: x\r\n\r\n", verdictReject, 505, textBadVersion, 0},
+		{"PRI on http/1.1", "PRI / HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, textPRI, 0},
+		{"control byte in target", "GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, "", 0},
+		{"NUL in target", "GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, "", 0},
+		{"bare CR in request line", "GET /\r HTTP/1.1\r\nHost: x\r\n\r\n", verdictReject, 0, "", 0},
+		{"missing host", "GET / HTTP/1.1\r\n\r\n", verdictReject, 0, "missing required Host header", 0},
+		{"missing host, absolute form", "GET http://x/ HTTP/1.1\r\n\r\n", verdictReject, 0, "missing required Host header", 0},
+		{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", verdictReject, 0, "", 0},
+		{"malformed host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", verdictReject, 0, "malformed Host header", 0},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"no colon", "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"empty name", "GET / HTTP/1.1\r\nHost: x\r\n: v\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"NUL in name", "GET / HTTP/1.1\r\nHost: x\r\nX\x00Y: v\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"NUL in value", "GET / HTTP/1.1\r\nHost: x\r\nX: a\x00b\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"DEL in value", "GET / HTTP/1.1\r\nHost: x\r\nX: a\x7fb\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"bare CR in value", "GET / HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"bare CR line", "GET / HTTP/1.1\r\nHost: x\r\n\r\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", verdictReject, 0, textObsFold, 0},
+		{"obs-fold tab", "GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n\tb\r\n\r\n", verdictReject, 0, textObsFold, 0},
+		{"obs-fold first line", "GET / HTTP/1.1\r\n Host: x\r\n\r\n", verdictReject, 0, textObsFold, 0},
+		{"conflicting content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"content-length list", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"negative content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"signed content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +1\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"hex content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0x5\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"empty content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"huge content-length", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n", verdictReject, 0, textBadCL, 0},
+		{"content-length and chunked", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"chunked and content-length", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"content-length and identity", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: identity\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"te on http/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textTEOnHTTP10, 0},
+		{"te gzip", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te identity", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te chunked twice", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te chunked on two lines", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te chunked not last", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te empty", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te empty element", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked,\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te with parameter", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked;x=1\r\n\r\n", verdictReject, 0, textBadTE, 0},
+		{"te gzip then chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", verdictReject, 501, textUnsupportedTE, 0},
+		{"te gzip line, chunked line", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 501, textUnsupportedTE, 0},
+		{"many fields and content-length with chunked", "POST / HTTP/1.1\r\nHost: x\r\n" + many + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"many fields and obs-fold", "GET / HTTP/1.1\r\nHost: x\r\n" + many + "X: a\r\n b\r\n\r\n", verdictReject, 0, textObsFold, 0},
+		{"many fields and NUL", "GET / HTTP/1.1\r\nHost: x\r\n" + many + "X: \x00\r\n\r\n", verdictReject, 0, textBadField, 0},
+		{"many fields and two hosts", "GET / HTTP/1.1\r\nHost: x\r\n" + many + "Host: y\r\n\r\n", verdictReject, 0, "", 0},
+		{"absolute form and content-length with chunked", "POST http://x/ HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"connect and content-length with chunked", "CONNECT x:443 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"http/1.2 and content-length with chunked", "POST / HTTP/1.2\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", verdictReject, 0, textCLAndTE, 0},
+		{"http/1.2 without host", "GET / HTTP/1.2\r\n\r\n", verdictReject, 0, "missing required Host header", 0},
 
-		{"h2c preface", "PRI * HTTP/2.0\r\n\r\n", verdictHandoff, "", handoffH2Preface},
-		{"websocket", "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", verdictHandoff, "", handoffUpgrade},
-		{"expect", "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", verdictHandoff, "", handoffExpect},
-		{"chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", verdictHandoff, "", handoffTransferEncoding},
-		{"absolute form", "GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, "", handoffOther},
-		{"asterisk", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, "", handoffOther},
-		{"connect", "CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, "", handoffOther},
-		{"http/1.2", "GET / HTTP/1.2\r\nHost: x\r\n\r\n", verdictHandoff, "", handoffOther},
-		{"many fields", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: b\r\n", maxFields) + "\r\n", verdictHandoff, "", handoffOther},
+		{"h2c preface", "PRI * HTTP/2.0\r\n\r\n", verdictHandoff, 0, "", handoffH2Preface},
+		{"websocket", "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", verdictHandoff, 0, "", handoffUpgrade},
+		{"expect", "PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", verdictHandoff, 0, "", handoffExpect},
+		{"chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", verdictHandoff, 0, "", handoffTransferEncoding},
+		{"Chunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:  Chunked \r\n\r\n", verdictHandoff, 0, "", handoffTransferEncoding},
+		{"absolute form", "GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, 0, "", handoffOther},
+		{"asterisk", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, 0, "", handoffOther},
+		{"connect", "CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n", verdictHandoff, 0, "", handoffOther},
+		{"connect without host", "CONNECT x:443 HTTP/1.1\r\n\r\n", verdictHandoff, 0, "", handoffOther},
+		{"http/1.2", "GET / HTTP/1.2\r\nHost: x\r\n\r\n", verdictHandoff, 0, "", handoffOther},
+		{"many fields", "GET / HTTP/1.1\r\nHost: x\r\n" + many + "\r\n", verdictHandoff, 0, "", handoffOther},
+		{"many connection fields", "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("Connection: x\r\n", maxConnFields+1) + "\r\n", verdictHandoff, 0, "", handoffOther},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h head
@@ -67,10 +113,10 @@ func TestParseHead(t *testing.T) {
 			}
 			got := h.parse(raw)
 			if got != tc.want {
-				t.Fatalf("verdict %d, want %d", got, tc.want)
+				t.Fatalf("verdict %d, want %d (reject %d %q)", got, tc.want, h.status, h.rejectText)
 			}
-			if got == verdictReject && h.rejectText != tc.text {
-				t.Errorf("reject text %q, want %q", h.rejectText, tc.text)
+			if got == verdictReject && (h.rejectText != tc.text || h.status != tc.status) {
+				t.Errorf("reject %d %q, want %d %q", h.status, h.rejectText, tc.status, tc.text)
 			}
 			if got == verdictHandoff && h.handoff != tc.handoff {
 				t.Errorf("handoff reason %d, want %d", h.handoff, tc.handoff)
@@ -99,14 +145,28 @@ func TestFindHeadEnd(t *testing.T) {
 }
 
 // deliberateDifference reports whether head is rejected by the loop on
-// purpose where net/http accepts it: obs-fold, or Content-Length together
-// with Transfer-Encoding.
+// purpose where net/http accepts it: obs-fold, Content-Length together
+// with Transfer-Encoding, Transfer-Encoding on HTTP/1.0 (net/http ignores
+// it), the PRI method on an HTTP/1 line, an empty request-target (which
+// net/http takes for CONNECT). (Bare LF line ends, refused too,
+// never reach parse: findHeadEnd flags them.)
 func deliberateDifference(head []byte) bool {
 	lower := bytes.ToLower(head)
 	if bytes.Contains(head, []byte("\r\n ")) || bytes.Contains(head, []byte("\r\n\t")) {
 		return true
 	}
-	return bytes.Contains(lower, []byte("\ncontent-length:")) && bytes.Contains(lower, []byte("\ntransfer-encoding:"))
+	te := bytes.Contains(lower, []byte("\ntransfer-encoding:"))
+	if te && bytes.Contains(lower, []byte("\ncontent-length:")) {
+		return true
+	}
+	line, _, _ := bytes.Cut(head, []byte("\r\n"))
+	if te && bytes.HasSuffix(line, []byte(" HTTP/1.0")) {
+		return true
+	}
+	if _, rest, ok := bytes.Cut(line, []byte(" ")); ok && bytes.HasPrefix(rest, []byte(" ")) {
+		return true // method SP SP: an empty target
+	}
+	return bytes.HasPrefix(line, []byte("PRI "))
 }
 
 // referenceRequest parses head as net/http's server would: http.ReadRequest
@@ -152,8 +212,10 @@ func referenceRequest(head []byte) (*http.Request, bool) {
 // FuzzParseHead is a differential fuzz of the head parser against
 // net/http: whatever the loop serves, net/http accepts with the same
 // method, URL, protocol, headers, host, length and close flag; whatever
+// the loop hands off, when net/http accepts it too, they agree on method,
+// target, framing (chunked or Content-Length) and body length; whatever
 // the loop rejects, net/http rejects too (but for the deliberate
-// differences). Handoffs are net/http's to decide.
+// differences).
 func FuzzParseHead(f *testing.F) {
 	for _, s := range []string{
 		"GET /a/b?c=d&e HTTP/1.1\r\nHost: example.com\r\nUser-Agent: x\r\nAccept: */*\r\n\r\n",
@@ -165,13 +227,19 @@ func FuzzParseHead(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
 		"GET //x/../y;z HTTP/1.1\r\nHost: x\r\nFoo: a\r\n b\r\n\r\n",
+		"POST http://x/y?z HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST / HTTP/1.2\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+		"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+		"CONNECT x:443 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: b\r\n", maxFields) + "Content-Length: 2\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n, _, bare := findHeadEnd(data, 0)
 		if bare || n == 0 {
-			return
+			return // a bare LF: refused by the loop before parse
 		}
 		orig := data[:n]
 		raw := bytes.Clone(orig)
@@ -181,9 +249,34 @@ func FuzzParseHead(f *testing.F) {
 		switch v {
 		case verdictReject:
 			if refOK && !deliberateDifference(orig) {
-				t.Fatalf("loop rejects, net/http accepts %q", orig)
+				t.Fatalf("loop rejects (%d %q), net/http accepts %q", h.status, h.rejectText, orig)
+			}
+		case verdictHandoff:
+			if h.handoff == handoffH2Preface || !refOK {
+				return // HTTP/2, or net/http refuses what the loop let through: its answer stands
+			}
+			text := string(raw)
+			if got, want := text[:h.m1], ref.Method; got != want {
+				t.Fatalf("method %q, want %q (%q)", got, want, orig)
+			}
+			if got, want := text[h.t0:h.t1], ref.RequestURI; got != want {
+				t.Fatalf("target %q, want %q (%q)", got, want, orig)
+			}
+			refChunked := len(ref.TransferEncoding) == 1 && ref.TransferEncoding[0] == "chunked"
+			if h.chunked != refChunked {
+				t.Fatalf("chunked %v, net/http %v (%q)", h.chunked, ref.TransferEncoding, orig)
+			}
+			length := max(h.length, 0)
+			if h.chunked {
+				length = -1
+			}
+			if length != ref.ContentLength {
+				t.Fatalf("length %d, net/http %d (%q)", length, ref.ContentLength, orig)
 			}
 		case verdictServe:
+			if h.chunked {
+				t.Fatalf("the loop serves a chunked body: %q", orig)
+			}
 			text := string(raw)
 			target := text[h.t0:h.t1]
 			u, err := parseURL(target)

@@ -20,11 +20,14 @@
 //
 // What it hands to net/http (the Fallback server) on the same connection,
 // with the bytes already read replayed first: the HTTP/2 prior-knowledge
-// preface (h2c), Upgrade (WebSocket), Expect (100-continue), bodies with a
-// Transfer-Encoding (chunked), and every other shape the parser does not
-// own (bare-LF line ends, absolute-form targets, CONNECT, unknown
-// versions, over 128 fields). net/http owns such a connection to its end.
-// Handoffs are counted by reason (Stats).
+// preface (h2c), Upgrade (WebSocket), Expect (100-continue), chunked
+// bodies, and every other valid shape the loop does not serve itself
+// (absolute-form and asterisk-form targets, CONNECT, HTTP/1.2 and later,
+// over 128 fields). Each head is checked whole first, its framing decided
+// strictly (parse.go): a head refused there never reaches net/http, and a
+// handed-off HTTP/1 connection serves that one request and closes, so that
+// net/http, laxer about framing, never parses a head the loop did not
+// check. Handoffs are counted by reason (Stats).
 //
 // Client gone: while a request is in the handler, the loop's goroutine is
 // busy, so nothing reads the connection. When the handler starts (and the
@@ -53,7 +56,8 @@ type Options struct {
 	Handler http.Handler
 	// Fallback serves handed-off connections (it is given them through
 	// an in-memory listener by Serve). It should have the same Handler,
-	// timeouts and header limit.
+	// timeouts and header limit. New wraps its Handler (see oneRequest):
+	// a handed-off HTTP/1 connection serves one request and closes.
 	Fallback *http.Server
 	// ReadHeaderTimeout bounds the time from a request's first byte (a
 	// connection's start, for its first request) to the end of its head;
@@ -149,8 +153,38 @@ func New(o Options) (*Server, error) {
 		fallbackDone: make(chan struct{}),
 	}
 	s.mu.conns = map[*conn]struct{}{}
+	inner := o.Fallback.Handler
+	if inner == nil {
+		inner = http.DefaultServeMux
+	}
+	if _, done := inner.(oneRequest); !done {
+		o.Fallback.Handler = oneRequest{inner}
+	}
 	return s, nil
 }
+
+// oneRequest wraps the fallback's handler so that net/http closes a
+// handed-off HTTP/1 connection after the one request the loop checked:
+// the loop decides every head's framing before a handoff (parse.go), and
+// a later request on the same connection would reach net/http unchecked
+// (net/http accepts Content-Length with Transfer-Encoding, bare LF line
+// ends, Transfer-Encoding on HTTP/1.0). The cost is a new connection
+// after each chunked, Expect or absolute-form request; the requests the
+// loop serves itself (nearly all) keep their connection. HTTP/2 streams
+// (h2c, its own framing) and protocol switches (101; the connection is
+// hijacked) are not affected.
+type oneRequest struct{ h http.Handler }
+
+func (o oneRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		// net/http closes after a response whose Connection is "close"
+		// (other than a 101), and keeps the header on the wire.
+		w.Header()["Connection"] = connectionClose
+	}
+	o.h.ServeHTTP(w, r)
+}
+
+var connectionClose = []string{"close"}
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {

@@ -46,6 +46,9 @@ type Options struct {
 	// Memory, when set, sheds work under memory pressure: sheddable
 	// requests above its soft watermark, all but critical above the hard.
 	Memory *memguard.Guard
+	// UnderscoresInHeaders is what becomes of request headers whose name
+	// holds "_" (framing.go); the zero value drops them.
+	UnderscoresInHeaders UnderscoreMode
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -56,6 +59,8 @@ type Handler struct {
 	logger    *slog.Logger
 	maxHeader int
 	memory    *memguard.Guard
+	// underscores: Options.UnderscoresInHeaders
+	underscores UnderscoreMode
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -77,7 +82,8 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs}
+	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
+		underscores: o.UnderscoresInHeaders}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	return h, nil
@@ -119,9 +125,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonHeaderTooLarge)
 		return
 	}
+	if !h.screenHeaders(r.Header) {
+		h.refuse(w, &x, ReasonBadHeaderName)
+		return
+	}
 	rt, ok, wrongMethod, badPath, sentPath := t.routeRequest(r)
 	if badPath {
 		h.refuse(w, &x, ReasonBadPath)
+		return
+	}
+	if r.Method == http.MethodConnect && !connectAllowed(rt, ok) {
+		h.refuse(w, &x, ReasonMethodNotAllowed)
 		return
 	}
 	if !ok {
@@ -142,6 +156,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 		}
 	}
+	screenUpgrade(r.Header, rt.Upgrades)
+	screenTrailers(r, rt.ForwardTrailers)
 	if _, spoofed := r.Header[AppHeader]; spoofed {
 		delete(r.Header, AppHeader) // only levee names the app to an upstream
 	}
@@ -505,6 +521,11 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, ep *endpoint.Endpoint, resp *http.Response) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		ep.EndStatus(resp.StatusCode)
+		if !switchRequested(r.Header, resp.Header) {
+			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
+			h.refuse(w, x, ReasonUpstreamUnavailable)
+			return
+		}
 		x.status = http.StatusSwitchingProtocols
 		h.serveUpgrade(w, r, resp)
 		return
@@ -553,6 +574,7 @@ func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, b
 	out.Close = false
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
 	out.Header = outboundHeader(r, reqID)
+	out.Trailer = outboundTrailer(r) // never r.Trailer: framing.go
 	if length == 0 {
 		out.Body = nil // nothing to send: spare the transport a body copy
 	}

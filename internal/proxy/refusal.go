@@ -25,6 +25,9 @@ const (
 	// ReasonBadPath: the request target's path is malformed or could be
 	// read two ways (see paths.go).
 	ReasonBadPath Reason = "bad_path"
+	// ReasonBadHeaderName: a header name holds "_" and
+	// server.underscores_in_headers is reject.
+	ReasonBadHeaderName Reason = "bad_header_name"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -73,6 +76,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
 	add(ReasonBadPath, http.StatusBadRequest, false, "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
+	add(ReasonBadHeaderName, http.StatusBadRequest, false, `a request header name contains "_", which levee does not accept`)
 	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
 	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")
 	add(ReasonQueueTimeout, http.StatusServiceUnavailable, true, "the request waited too long for the upstream; retry later")

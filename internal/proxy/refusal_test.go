@@ -19,6 +19,7 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonBodyTooLarge:        413,
 		ReasonHeaderTooLarge:      431,
 		ReasonBadPath:             400,
+		ReasonBadHeaderName:       400,
 		ReasonConcurrencyLimit:    503,
 		ReasonQueueFull:           503,
 		ReasonQueueTimeout:        503,

@@ -82,6 +82,14 @@ type Route struct {
 	// its normal form (match.raw_path). The route is still matched, and
 	// its auth decided, on the normal form; see paths.go.
 	RawPath bool
+	// Upgrades lists the protocols (lower case) a client may switch to
+	// with Upgrade; others are removed from the request (framing.go).
+	// nil: none.
+	Upgrades []string
+	// ForwardTrailers lists the request trailer fields (canonical names)
+	// forwarded upstream; every other request trailer is dropped. nil:
+	// none.
+	ForwardTrailers []string
 
 	metrics *routeMetrics // set by NewTable
 }
