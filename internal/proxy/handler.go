@@ -118,9 +118,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonHeaderTooLarge)
 		return
 	}
-	rt, ok, wrongMethod := t.router.Lookup(r.Host, r.URL.Path, r.Method)
+	rt, ok, allow := t.router.LookupAllow(r.Host, r.URL.Path, r.Method)
 	if !ok {
-		if wrongMethod {
+		if allow != nil {
+			w.Header()["Allow"] = allow // built with the table (RFC 9110 section 15.5.6)
 			h.refuse(w, &x, ReasonMethodNotAllowed)
 		} else {
 			h.refuse(w, &x, ReasonNoRoute)
