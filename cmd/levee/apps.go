@@ -49,7 +49,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
-	adminURL := fs.String("admin", "http://127.0.0.1:9901", "admin API address")
+	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
 	tokenFile := fs.String("token-file", "", "file holding the admin API token")
 	var f appFlags
 	switch sub {

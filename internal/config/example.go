@@ -21,7 +21,7 @@ listen: ":8080"
 # The admin listener (health, metrics, admin API), kept apart from the
 # data plane. Required, and must not bind the same port as listen.
 admin:
-  listen: "127.0.0.1:9090"
+  listen: "127.0.0.1:9901"
   # A file holding the admin API's bearer token (one line, at least 16
   # characters), read at start and on reload. With it, every admin path
   # but /healthz and /readyz needs "Authorization: Bearer TOKEN". Required
