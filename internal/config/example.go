@@ -25,9 +25,16 @@ admin:
   # A file holding the admin API's bearer token (one line, at least 16
   # characters), read at start and on reload. With it, every admin path
   # but /healthz and /readyz needs "Authorization: Bearer TOKEN". Required
-  # when listen is not loopback (127.0.0.0/8, ::1, localhost; an empty
-  # host is every interface). Omit for none.
+  # (or tokens) when listen is not loopback (127.0.0.0/8, ::1, localhost;
+  # an empty host is every interface). Its token may do everything (scope
+  # write). Omit for none.
   # token_file: /etc/levee/admin-token
+  # More tokens, each in its own file and with a scope (required): read
+  # (GET and HEAD only: /metrics, pprof, the JSON views) or write
+  # (everything). At most 64; no token in two files. Omit for none.
+  # tokens:
+  #   - {file: /etc/levee/metrics-token, scope: read}
+  #   - {file: /etc/levee/deploy-token, scope: write}
 
 # Where levee keeps state on disk, such as last-known-good snapshots.
 state_dir: ./levee-state            # default
