@@ -201,9 +201,10 @@ routes:
     # Who may call: none (anyone; the default), api_key or hmac (only apps
     # whose grants name this route). See docs/apps.md.
     auth: none                      # default
-    # Per client IP limit, only with auth: none. rate > 0 requests per
-    # second (fractions allowed); burst 1 to 1000000000, default
-    # max(1, ceil(rate)). Omit for none.
+    # Per client IP limit, only with auth: none. rate 0.000001 (one
+    # request per 1e6 s) to 1000000000 requests per second; burst 1 to
+    # 1000000000 and at most rate x 1e9 s, default max(1, ceil(rate)).
+    # Omit for none.
     anonymous_limits: {rate: 10, burst: 20}
   - name: video
     match:
@@ -243,8 +244,8 @@ apps:
     api_key_sha256: [9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08]
     grants: [video, api]            # route names this app may call
     limits:                         # every field optional; omitted = no such limit
-      rate: 100                     # requests per second, sustained; > 0
-      burst: 200                    # default max(1, ceil(rate)); only with rate
+      rate: 100                     # requests per second, sustained; 0.000001 to 1e9
+      burst: 200                    # default max(1, ceil(rate)); only with rate; <= rate x 1e9 s
       quota: {requests: 1000000, per: 24h}  # both required; per from 1s to 8784h
       max_concurrency: 32           # requests in flight; 1 to 100000
     # Per route overrides of rate, burst and quota; each key is in grants.
