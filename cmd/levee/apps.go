@@ -31,8 +31,10 @@ const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow 
   key-revoke ID KEYID                  revoke a key
 
 Every command takes -admin URL (default http://127.0.0.1:9901) and
--token-file FILE (the admin API token, as admin.token_file). Output is the
-API's JSON; a refusal prints its status, reason and message and exits 1.
+-token-file FILE (an admin API token: admin.token_file, or one of
+admin.tokens; list and get need scope read, every other command scope
+write). Output is the API's JSON; a refusal prints its status, reason and
+message and exits 1.
 `
 
 // maxListPages bounds "list -all": 10000 apps at 1000 a page need 10.
@@ -49,7 +51,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
-	adminURL := fs.String("admin", "http://127.0.0.1:9901", "admin API address")
+	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
 	tokenFile := fs.String("token-file", "", "file holding the admin API token")
 	var f appFlags
 	switch sub {

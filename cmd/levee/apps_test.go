@@ -11,16 +11,21 @@ import (
 )
 
 // TestAppsCLI drives "levee apps" against a real levee's admin listener
-// (a child process on loopback, with a token).
+// (a child process on loopback, with a write token in token_file and a
+// read token in admin.tokens).
 func TestAppsCLI(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("cli-test-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	readFile := filepath.Join(dir, "read-token")
+	if err := os.WriteFile(readFile, []byte("cli-read-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := writeFile(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0, token_file: %s}
+admin: {listen: 127.0.0.1:0, token_file: %s, tokens: [{file: `+readFile+`, scope: read}]}
 state_dir: %s
 upstreams:
   u: {endpoints: [{address: 127.0.0.1:1}]}
@@ -89,8 +94,32 @@ routes:
 		t.Errorf("get deleted: %d %q", code, stderr)
 	}
 
-	// Without the token: 401 from the API, exit 1.
+	// With the read token: list and get work; a change is 403
+	// insufficient_scope, exit 1, and changes nothing.
 	var out, errOut bytes.Buffer
+	readCLI := func(args ...string) (int, string) {
+		out.Reset()
+		errOut.Reset()
+		return run(append(append([]string{"apps"}, args...), "-admin", p.admin, "-token-file", readFile), &out, &errOut), errOut.String()
+	}
+	if code, stderr := readCLI("get", "safety"); code != 0 || !strings.Contains(out.String(), `"safety"`) {
+		t.Errorf("get with the read token: %d %q", code, stderr)
+	}
+	if code, stderr := readCLI("list"); code != 0 {
+		t.Errorf("list with the read token: %d %q", code, stderr)
+	}
+	for _, args := range [][]string{{"create", "-id", "third"}, {"patch", "safety", "-status", "active"}, {"key-create", "safety"}, {"delete", "safety"}} {
+		if code, stderr := readCLI(args...); code != 1 || !strings.Contains(stderr, "403 insufficient_scope") {
+			t.Errorf("%v with the read token: %d %q, want exit 1 and 403 insufficient_scope", args, code, stderr)
+		}
+	}
+	if code, doc, _ := cli("get", "safety"); code != 0 || doc["status"] != "suspended" || len(doc["keys"].([]any)) != 1 {
+		t.Errorf("after the read token's refused changes: %d %v", code, doc)
+	}
+
+	// Without the token: 401 from the API, exit 1.
+	out.Reset()
+	errOut.Reset()
 	if code := run([]string{"apps", "list", "-admin", p.admin}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "401 unauthorized") {
 		t.Errorf("no token: %d %q", code, errOut.String())
 	}

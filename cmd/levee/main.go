@@ -25,6 +25,12 @@ import (
 	"github.com/levee-gw/levee/internal/gateway"
 )
 
+// defaultAdminAddr is the admin address the demo listens on and `levee
+// apps` calls by default; the example configuration (config.ExampleYAML)
+// uses the same, so the CLI reaches a levee started from it
+// (TestExampleAdminIsTheCLIDefault).
+const defaultAdminAddr = "127.0.0.1:9901"
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
@@ -160,7 +166,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("levee demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
-	adminListen := fs.String("admin", "127.0.0.1:9901", "admin API address")
+	adminListen := fs.String("admin", defaultAdminAddr, "admin API address")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -113,8 +113,9 @@ type process struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
 	stderr bytes.Buffer
-	data   string // data listener address, from the startup log line
-	admin  string // admin listener address, from the same line
+	stdout lockedBuffer // what levee prints on stdout (the demo's intro)
+	data   string       // data listener address, from the startup log line
+	admin  string       // admin listener address, from the same line
 	done   chan error
 }
 
@@ -130,7 +131,7 @@ func startProcess(t *testing.T, args ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Stdout = io.Discard
+	p.cmd.Stdout = &p.stdout
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

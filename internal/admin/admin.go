@@ -118,12 +118,14 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Apps serves /api/v1/apps; nil leaves those paths unserved (404).
 	Apps AppStore
-	// Token returns the bearer token the admin API requires, read per
-	// request so that a reload can change it; nil, or "" returned, means
-	// none. With a token, every path but /healthz and /readyz (metrics
-	// and pprof included) answers 401 without "Authorization: Bearer
-	// TOKEN".
-	Token func() string
+	// Tokens returns the bearer tokens the admin API accepts, each with
+	// its scope, read per request so that a reload can change them; nil,
+	// or none returned, means the API is open. With tokens, every path but
+	// /healthz and /readyz (metrics and pprof included) answers 401
+	// without "Authorization: Bearer TOKEN" naming one of them, and a
+	// read token is refused 403 insufficient_scope on anything but a GET
+	// or HEAD.
+	Tokens func() []Token
 }
 
 // NewHandler returns the admin API's handler.
@@ -201,8 +203,8 @@ func NewHandler(o Options) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)
 	})
-	if o.Token != nil {
-		return requireToken(o.Token, mux), nil
+	if o.Tokens != nil {
+		return requireToken(o.Tokens, mux), nil
 	}
 	return mux, nil
 }

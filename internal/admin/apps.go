@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,26 +170,4 @@ func writeStoreError(w http.ResponseWriter, err error) {
 	default:
 		writeError(w, http.StatusInternalServerError, "store_error", "the app store failed: "+err.Error())
 	}
-}
-
-// requireToken guards every path but /healthz and /readyz with a bearer
-// token when token returns one. The comparison is of SHA-256 digests in
-// constant time, so neither the token's bytes nor its length leak through
-// timing.
-func requireToken(token func() string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := token()
-		if want == "" || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		gotSum, wantSum := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-		if subtle.ConstantTimeCompare(gotSum[:], wantSum[:]) != 1 || !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="levee-admin"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "the admin API needs Authorization: Bearer TOKEN (admin.token_file)")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

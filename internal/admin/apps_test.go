@@ -27,8 +27,8 @@ func (fakeGateway) PushEndpoints(string, []byte) (int, any) { return 200, nil }
 func (fakeGateway) ConfirmUpstream(name string) (int, any)  { return 200, nil }
 
 // server starts the admin handler on a real loopback listener with a real
-// store in a temp dir; token is the bearer token ("" for none).
-func server(t *testing.T, token *atomic.Pointer[string]) (*httptest.Server, *apps.Store) {
+// store in a temp dir; tokens are the accepted bearer tokens (nil: none).
+func server(t *testing.T, tokens *atomic.Pointer[[]Token]) (*httptest.Server, *apps.Store) {
 	t.Helper()
 	store, err := apps.Open(context.Background(), apps.Options{Path: filepath.Join(t.TempDir(), "apps.db")})
 	if err != nil {
@@ -36,8 +36,8 @@ func server(t *testing.T, token *atomic.Pointer[string]) (*httptest.Server, *app
 	}
 	t.Cleanup(func() { store.Close() })
 	o := Options{Gateway: fakeGateway{}, Gatherer: prometheus.NewRegistry(), Apps: store}
-	if token != nil {
-		o.Token = func() string { return *token.Load() }
+	if tokens != nil {
+		o.Tokens = func() []Token { return *tokens.Load() }
 	}
 	h, err := NewHandler(o)
 	if err != nil {
@@ -185,10 +185,10 @@ func TestAppsAPIStatuses(t *testing.T) {
 // it; a wrong or missing one is 401 JSON; a reload that changes the token
 // takes effect at once.
 func TestAdminToken(t *testing.T) {
-	var token atomic.Pointer[string]
+	var tokens atomic.Pointer[[]Token]
 	tok := "first-token-0123456789"
-	token.Store(&tok)
-	srv, _ := server(t, &token)
+	tokens.Store(&[]Token{NewToken(tok, ScopeWrite)})
+	srv, _ := server(t, &tokens)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		expect(t, call(t, srv, "GET", path, ""), 200, "")
 	}
@@ -207,7 +207,7 @@ func TestAdminToken(t *testing.T) {
 	expect(t, call(t, srv, "GET", "/nowhere", "", "Authorization", "Bearer "+tok), 404, "not_found")
 
 	next := "second-token-0123456789"
-	token.Store(&next)
+	tokens.Store(&[]Token{NewToken(next, ScopeWrite)})
 	expect(t, call(t, srv, "GET", "/api/v1/apps", "", "Authorization", "Bearer "+tok), 401, "unauthorized")
 	expect(t, call(t, srv, "GET", "/api/v1/apps", "", "Authorization", "Bearer "+next), 200, "")
 }
@@ -220,4 +220,59 @@ func TestAppsAPINotConfigured(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	expect(t, call(t, srv, "GET", "/api/v1/apps", ""), 404, "not_found")
+}
+
+// TestAdminTokenScopes: a read token may GET and HEAD every path (metrics
+// and the apps included) and is refused 403 insufficient_scope, as JSON,
+// on anything else; a write token may do everything; with both
+// configured, each token keeps its own scope; /healthz and /readyz stay
+// open.
+func TestAdminTokenScopes(t *testing.T) {
+	const readTok, writeTok = "read-token-0123456789", "write-token-0123456789"
+	var tokens atomic.Pointer[[]Token]
+	tokens.Store(&[]Token{NewToken(readTok, ScopeRead), NewToken(writeTok, ScopeWrite)})
+	srv, _ := server(t, &tokens)
+	read, write := "Bearer "+readTok, "Bearer "+writeTok
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		expect(t, call(t, srv, "GET", path, ""), 200, "")
+	}
+	expect(t, call(t, srv, "POST", "/api/v1/apps", `{"id":"a"}`, "Authorization", write), 201, "")
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/api/v1/apps", "/api/v1/apps/a", "/api/v1/upstreams"} {
+		expect(t, call(t, srv, "GET", path, "", "Authorization", read), 200, "")
+		expect(t, call(t, srv, "HEAD", path, "", "Authorization", read), 200, "")
+	}
+	writes := []struct{ method, path, body string }{
+		{"POST", "/api/v1/apps", `{"id":"b"}`},
+		{"PATCH", "/api/v1/apps/a", `{"status":"suspended"}`},
+		{"POST", "/api/v1/apps/a/keys", ""},
+		{"DELETE", "/api/v1/apps/a", ""},
+		{"POST", "/api/v1/reload", ""},
+		{"PUT", "/api/v1/upstreams/u/endpoints", "[]"},
+		{"POST", "/api/v1/upstreams/u/confirm", ""},
+		{"POST", "/nowhere", ""},
+	}
+	for _, wr := range writes {
+		r := call(t, srv, wr.method, wr.path, wr.body, "Authorization", read)
+		expect(t, r, 403, "insufficient_scope")
+		if !strings.Contains(r.header.Get("WWW-Authenticate"), `error="insufficient_scope"`) || r.body["error"] == "" {
+			t.Errorf("%s %s with a read token: headers %v body %v", wr.method, wr.path, r.header, r.body)
+		}
+		// The same request without a token is still 401, not 403: the
+		// scope check never tells an anonymous caller anything.
+		expect(t, call(t, srv, wr.method, wr.path, wr.body, "Authorization", "Bearer "+readTok+"x"), 401, "unauthorized")
+	}
+	// Nothing a read token tried took effect.
+	r := call(t, srv, "GET", "/api/v1/apps/a", "", "Authorization", read)
+	if r.status != 200 || r.body["status"] != "active" || len(r.body["keys"].([]any)) != 0 {
+		t.Errorf("after the refused writes: %d %v", r.status, r.body)
+	}
+	expect(t, call(t, srv, "GET", "/api/v1/apps/b", "", "Authorization", read), 404, "not_found")
+	expect(t, call(t, srv, "PATCH", "/api/v1/apps/a", `{"status":"suspended"}`, "Authorization", write), 200, "")
+	expect(t, call(t, srv, "DELETE", "/api/v1/apps/a", "", "Authorization", write), 204, "")
+
+	// A reload that drops the write token leaves only reads possible.
+	tokens.Store(&[]Token{NewToken(readTok, ScopeRead)})
+	expect(t, call(t, srv, "POST", "/api/v1/apps", `{"id":"c"}`, "Authorization", write), 401, "unauthorized")
+	expect(t, call(t, srv, "GET", "/metrics", "", "Authorization", read), 200, "")
 }

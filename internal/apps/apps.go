@@ -15,12 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // Status is whether an app may call levee at all.
@@ -41,31 +41,24 @@ const (
 )
 
 // Bounds on what one app and the whole store may hold. They keep the
-// snapshot's size and the cost of rebuilding it bounded.
+// snapshot's size and the cost of rebuilding it bounded. Those the file's
+// validation (internal/config) and the request path (internal/ratelimit)
+// apply too are package limits', defined there once.
 const (
 	// MaxApps caps the apps in the store (file and API together).
-	MaxApps = 10000
+	MaxApps = limits.MaxApps
 	// MaxActiveKeys caps an app's keys that are not revoked.
-	MaxActiveKeys = 16
+	MaxActiveKeys = limits.MaxKeys
 	// MaxRevokedKeys caps the revoked keys kept per app for the record;
 	// revoking one more drops the oldest revoked key.
 	MaxRevokedKeys = 16
 	// MaxGrants caps the routes one app may be granted, and the entries
 	// of its RouteLimits.
-	MaxGrants = 256
+	MaxGrants = limits.MaxGrants
 	// MaxNameLen caps App.Name, in bytes.
-	MaxNameLen = 128
-	// MaxRate caps a rate, in requests per second.
-	MaxRate = 1e9
-	// MaxBurst caps a burst, in requests.
-	MaxBurst = 1_000_000_000
-	// MaxQuotaRequests caps a quota's request count.
-	MaxQuotaRequests = 1_000_000_000_000
-	// MinQuotaPer and MaxQuotaPer bound a quota's period.
-	MinQuotaPer = time.Second
-	MaxQuotaPer = 366 * 24 * time.Hour
+	MaxNameLen = limits.MaxAppNameLen
 	// MaxConcurrency caps Limits.MaxConcurrency.
-	MaxConcurrency = 100000
+	MaxConcurrency = limits.MaxConcurrency
 	// MaxPageSize caps the apps one List call returns;
 	// DefaultPageSize is used when the caller asks for 0.
 	MaxPageSize     = 1000
@@ -234,20 +227,9 @@ func invalid(field, format string, args ...any) error {
 
 // ValidID reports whether s is a valid app id: 1 to 64 characters from
 // a-z, 0-9, "_", "." and "-" (the rule of route and upstream names).
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return limits.ValidID(s) }
 
-const idRule = `must be 1 to 64 characters from a-z, 0-9, "_", "." and "-"`
+const idRule = limits.IDRule
 
 // Normalize fills in the defaults of s (Name, Status, Burst) and sorts its
 // grants. It does not validate.
@@ -268,8 +250,8 @@ func (s *Spec) Normalize() {
 }
 
 func defaultBurst(rate float64, burst int) int {
-	if burst == 0 && rate > 0 && rate <= MaxRate {
-		return max(1, int(math.Ceil(rate)))
+	if burst == 0 && limits.CheckRate(rate) == "" {
+		return int(limits.DefaultBurst(rate))
 	}
 	return burst
 }
@@ -296,11 +278,8 @@ func (s *Spec) Validate() error {
 }
 
 func validName(name string) error {
-	switch {
-	case name == "" || len(name) > MaxNameLen:
-		return invalid("name", "must be 1 to %d bytes, got %d", MaxNameLen, len(name))
-	case !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return invalid("name", "must be UTF-8 text without control characters, got %s", quote(name))
+	if p := limits.CheckAppName(name); p != "" {
+		return invalid("name", "%s, got %s", p, quote(name))
 	}
 	return nil
 }
@@ -346,28 +325,34 @@ func (l Limits) validate(path string) error {
 	if err := validRate(path, l.Rate, l.Burst, l.Quota); err != nil {
 		return err
 	}
-	if l.MaxConcurrency < 0 || l.MaxConcurrency > MaxConcurrency {
-		return invalid(path+".max_concurrency", "must be a number from 0 to %d, got %d", MaxConcurrency, l.MaxConcurrency)
+	if l.MaxConcurrency != 0 {
+		if p := limits.CheckConcurrency(int64(l.MaxConcurrency)); p != "" {
+			return invalid(path+".max_concurrency", "%s (or 0 for no cap)", p)
+		}
 	}
 	return nil
 }
 
+// validRate checks a normalised rate, burst and quota with the bounds the
+// file's validation and the request path's rate limiter apply (package
+// limits): rate 0 means none, and then burst must be 0 too.
 func validRate(path string, rate float64, burst int, q *Quota) error {
-	if math.IsNaN(rate) || rate < 0 || rate > MaxRate {
-		return invalid(path+".rate", "must be a number from 0 to %g, got %g", MaxRate, rate)
-	}
-	if burst < 0 || burst > MaxBurst {
-		return invalid(path+".burst", "must be a number from 1 to %d, got %d", MaxBurst, burst)
-	}
-	if burst > 0 && rate == 0 {
+	if rate != 0 {
+		if p := limits.CheckRate(rate); p != "" {
+			return invalid(path+".rate", "%s (or 0 for no rate limit)", p)
+		}
+		if p := limits.CheckBurst(rate, int64(burst)); p != "" {
+			return invalid(path+".burst", "%s", p)
+		}
+	} else if burst != 0 {
 		return invalid(path+".burst", "needs a rate")
 	}
 	if q != nil {
-		if q.Requests < 1 || q.Requests > MaxQuotaRequests {
-			return invalid(path+".quota.requests", "must be a number from 1 to %d, got %d", int64(MaxQuotaRequests), q.Requests)
+		if p := limits.CheckQuotaRequests(q.Requests); p != "" {
+			return invalid(path+".quota.requests", "%s", p)
 		}
-		if p := time.Duration(q.Per); p < MinQuotaPer || p > MaxQuotaPer {
-			return invalid(path+".quota.per", "must be from %s to %s, got %s", MinQuotaPer, MaxQuotaPer, p)
+		if p := limits.CheckQuotaPer(time.Duration(q.Per)); p != "" {
+			return invalid(path+".quota.per", "%s", p)
 		}
 	}
 	return nil

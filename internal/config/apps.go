@@ -4,16 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // This file reads the consumer apps (`apps`), a route's `auth` and
@@ -54,11 +54,12 @@ type App struct {
 // optional; zero means that limit is off.
 type AppLimits struct {
 	// Rate is the sustained rate in requests per second (`rate`, a number
-	// greater than 0 and at most 1000000000, fractions allowed). 0 when
-	// omitted: no rate limit.
+	// from 0.000001, one request per 1e6 s, to 1000000000, fractions
+	// allowed; limits.CheckRate). 0 when omitted: no rate limit.
 	Rate float64
 	// Burst is the most requests admitted at once above Rate (`burst`, a
-	// whole number 1 to 1000000000, only with rate). Default
+	// whole number 1 to 1000000000, only with rate, refilling in at most
+	// 1e9 s: burst/rate <= 1e9; limits.CheckBurst). Default
 	// max(1, ceil(Rate)) when Rate is set, else 0.
 	Burst int
 	// Quota caps the requests per period (`quota`, optional). nil: none.
@@ -89,11 +90,11 @@ type Quota struct {
 // (`routes[i].anonymous_limits`), for routes with auth none.
 type AnonymousLimits struct {
 	// Rate is the sustained rate per client IP in requests per second
-	// (`rate`, required, greater than 0 and at most 1000000000).
+	// (`rate`, required, from 0.000001 to 1000000000, as AppLimits.Rate).
 	Rate float64
 	// Burst is the most requests one client IP may send at once above
-	// Rate (`burst`, a whole number 1 to 1000000000). Default
-	// max(1, ceil(Rate)).
+	// Rate (`burst`, a whole number 1 to 1000000000, burst/rate <= 1e9 s,
+	// as AppLimits.Burst). Default max(1, ceil(Rate)).
 	Burst int
 }
 
@@ -121,7 +122,7 @@ var (
 
 // defaultBurst is the burst of a rate limit whose `burst` is omitted.
 func defaultBurst(rate float64) int {
-	return max(1, int(math.Ceil(rate)))
+	return int(limits.DefaultBurst(rate))
 }
 
 // rateBurst reads `rate` and `burst` from a limits block into *rate and
@@ -133,6 +134,10 @@ func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, r
 		var r float64
 		if r, rateOK = p.number(key(path, "rate"), v, 0, maxRate); rateOK && r == 0 {
 			p.add(v, key(path, "rate"), "must be greater than 0, got 0 (omit it for no rate limit)")
+			rateOK = false
+		} else if problem := limits.CheckRate(r); rateOK && problem != "" {
+			// The slowest rate the rate limiter can keep (limits.MaxInterval).
+			p.add(v, key(path, "rate"), "%s", problem)
 			rateOK = false
 		}
 		*rate = r
@@ -147,6 +152,9 @@ func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, r
 		}
 		if b, ok := p.integer(key(path, "burst"), v, 1, maxBurst); ok {
 			*burst = int(b)
+			if problem := limits.CheckBurst(*rate, b); rateOK && problem != "" {
+				p.add(v, key(path, "burst"), "%s", problem) // burst × interval too long
+			}
 		}
 		return
 	}
@@ -193,7 +201,7 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 		l.Quota = p.quota(key(path, "quota"), v)
 	}
 	if v := f["max_concurrency"]; v != nil {
-		if c, ok := p.integer(key(path, "max_concurrency"), v, 1, maxConcurrencyCap); ok {
+		if c, ok := p.integer(key(path, "max_concurrency"), v, 1, maxAppConcurrency); ok {
 			l.MaxConcurrency = int(c)
 		}
 	}
@@ -290,16 +298,8 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 	return a
 }
 
-// checkAppName checks an app's display name.
-func checkAppName(s string) string {
-	if s == "" || len(s) > maxAppNameLen {
-		return fmt.Sprintf("must be 1 to %d bytes", maxAppNameLen)
-	}
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return "must be text without control characters"
-	}
-	return ""
-}
+// checkAppName checks an app's display name (the store's rule).
+func checkAppName(s string) string { return limits.CheckAppName(s) }
 
 // keyHashes reads `api_key_sha256`: hex SHA-256 hashes, unique across
 // every app, stored lower-case.
@@ -342,6 +342,10 @@ func isHexSHA256(s string) bool {
 func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK bool) []string {
 	items, ok := p.sequence(path, n)
 	if !ok {
+		return nil
+	}
+	if len(items) > maxAppGrants {
+		p.add(n, path, "at most %d routes, got %d", maxAppGrants, len(items))
 		return nil
 	}
 	out := make([]string, 0, len(items))

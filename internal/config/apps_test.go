@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +178,73 @@ func TestAdminToken(t *testing.T) {
 	}
 	if tok, err := ReadTokenFile(good); err != nil || tok != "s3cret-token-0123456789" {
 		t.Errorf("ReadTokenFile = %q, %v", tok, err)
+	}
+}
+
+// TestAdminTokens: admin.tokens lists token files with a scope; every
+// problem names its field path; a token in two files is refused (its scope
+// would be ambiguous); any token satisfies the non-loopback rule; and
+// ReadAdminTokens, which the gateway uses at start and on reload, yields
+// token_file first with scope write.
+func TestAdminTokens(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	w := write("write", "write-token-0123456789\n")
+	r := write("read", "read-token-0123456789\n")
+	r2 := write("read2", "  read-token-0123456789  \n") // the same token as r
+	short := write("short", "abc\n")
+	parse := func(admin string) (*Config, []string) {
+		c, err := Parse([]byte("listen: \":8080\"\nadmin: " + admin + "\n" + upstreams + routes))
+		if err == nil {
+			return c, nil
+		}
+		return nil, errorLines(t, err)
+	}
+	c, errs := parse(`{listen: ":9090", token_file: ` + w + `, tokens: [{file: ` + r + `, scope: read}]}`)
+	if errs != nil || len(c.Admin.Tokens) != 1 || c.Admin.Tokens[0] != (AdminToken{File: r, Scope: AdminScopeRead}) {
+		t.Fatalf("token_file and a read token: %+v %v", c, errs)
+	}
+	toks, scopes, rerrs := ReadAdminTokens(c.Admin)
+	if len(rerrs) != 0 || !slices.Equal(toks, []string{"write-token-0123456789", "read-token-0123456789"}) || !slices.Equal(scopes, []string{"write", "read"}) {
+		t.Errorf("ReadAdminTokens = %q %q %v", toks, scopes, rerrs)
+	}
+	// A read token alone is a token: a non-loopback listener may use it
+	// (levee is then read-only through the API, a valid lock-down).
+	if _, errs := parse(`{listen: ":9090", tokens: [{file: ` + r + `, scope: read}]}`); errs != nil {
+		t.Errorf("read token only: %v", errs)
+	}
+	if _, errs := parse(`{listen: ":9090", tokens: [{file: ` + w + `, scope: write}, {file: ` + r + `, scope: read}]}`); errs != nil {
+		t.Errorf("write and read tokens: %v", errs)
+	}
+	for admin, want := range map[string][]string{
+		`{listen: ":9090", tokens: []}`:                                                                          {`admin.token_file: required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen ":9090"`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + r + `}]}`:                                                {`admin.tokens[0].scope: required`},
+		`{listen: "127.0.0.1:9090", tokens: [{scope: read}]}`:                                                    {`admin.tokens[0].file: required`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + r + `, scope: admin}]}`:                                  {`admin.tokens[0].scope: must be one of "read", "write", got "admin"`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + r + `, scope: read, extra: 1}]}`:                         {`admin.tokens[0].extra: unknown field`},
+		`{listen: "127.0.0.1:9090", tokens: {file: ` + r + `}}`:                                                  {`admin.tokens: must be a sequence, got a mapping`},
+		`{listen: "127.0.0.1:9090", tokens: [` + r + `]}`:                                                        {`admin.tokens[0]: must be a mapping {file, scope}, got "` + r + `"`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + short + `, scope: read}]}`:                               {`admin.tokens[0].file: token in "` + short + `" is shorter than 16 characters`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + dir + `/missing, scope: read}]}`:                         {`admin.tokens[0].file: file not found: "` + dir + `/missing"`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + r + `, scope: read}, {file: ` + r + `, scope: write}]}`:  {`admin.tokens[1].file: duplicate file "` + r + `" (first at admin.tokens[0])`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + r + `, scope: read}, {file: ` + r2 + `, scope: write}]}`: {`admin.tokens[1].file: holds the same token as admin.tokens[0].file (one token, one scope)`},
+		`{listen: "127.0.0.1:9090", token_file: ` + r + `, tokens: [{file: ` + r2 + `, scope: read}]}`:           {`admin.tokens[0].file: holds the same token as admin.token_file (one token, one scope)`},
+	} {
+		if _, errs := parse(admin); !slices.Equal(errs, want) {
+			t.Errorf("%s:\n got %q\nwant %q", admin, errs, want)
+		}
+	}
+	var many strings.Builder
+	for i := range MaxAdminTokens + 1 {
+		fmt.Fprintf(&many, "{file: %s, scope: read},", write(fmt.Sprint("t", i), fmt.Sprintf("token-number-%04d-0123456789", i)))
+	}
+	if _, errs := parse(`{listen: "127.0.0.1:9090", tokens: [` + many.String() + `]}`); !slices.Equal(errs, []string{fmt.Sprintf("admin.tokens: at most %d tokens, got %d", MaxAdminTokens, MaxAdminTokens+1)}) {
+		t.Errorf("too many tokens: %q", errs)
 	}
 }

@@ -95,10 +95,17 @@ type Admin struct {
 	// characters, surrounding white space ignored, at most 4KiB. When set,
 	// every admin path but /healthz and /readyz needs
 	// "Authorization: Bearer TOKEN". Required when Listen's host is not
-	// loopback (127.0.0.0/8, ::1, localhost); an empty host counts as not
-	// loopback. The file is read at start and on every reload. Empty
-	// when omitted: no token.
+	// loopback (127.0.0.0/8, ::1, localhost) and Tokens is empty; an
+	// empty host counts as not loopback. The file is read at start and on
+	// every reload. Its token has scope write. Empty when omitted: no
+	// token.
 	TokenFile string
+	// Tokens are more bearer tokens, each with a scope (`admin.tokens`,
+	// optional, at most MaxAdminTokens): a read token for a metrics
+	// scraper or a dashboard cannot change levee. Each file is read as
+	// TokenFile is; no two files (TokenFile included) may hold the same
+	// token. nil when omitted: only TokenFile, if any.
+	Tokens []AdminToken
 }
 
 // Server holds limits for downstream (client-facing) connections

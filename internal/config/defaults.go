@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // Defaults applied to omitted or null fields. This block and the default*
@@ -208,7 +209,7 @@ const (
 	maxWeight                  = endpoint.MaxWeight
 	maxIdleConnsPerEndpointCap = 100000
 	maxMaxConnections          = 1<<31 - 1 // fits an int on every platform
-	maxNameLen                 = 64
+	maxNameLen                 = limits.MaxIDLen
 	minRetryAttempts           = 1
 	maxRetryAttempts           = 10
 	minRetryStatus             = 400
@@ -227,14 +228,17 @@ const (
 	maxMemoryLimit             = 1 << 40
 	maxConcurrencyCap          = 100000
 	maxQueueCap                = 1000000
-	maxApps                    = 10000
-	maxAppKeys                 = 16
-	maxAppNameLen              = 128
-	maxRate                    = 1e9
-	maxBurst                   = 1000000000
-	maxQuotaRequests           = 1000000000000
-	minQuotaPer                = time.Second
-	maxQuotaPer                = 366 * 24 * time.Hour
+	// An app's bounds are package limits', which the store and the rate
+	// limiter apply too, so that validate refuses what run would.
+	maxApps           = limits.MaxApps
+	maxAppKeys        = limits.MaxKeys
+	maxAppGrants      = limits.MaxGrants
+	maxAppConcurrency = limits.MaxConcurrency
+	maxRate           = limits.MaxRate
+	maxBurst          = limits.MaxBurst
+	maxQuotaRequests  = limits.MaxQuotaRequests
+	minQuotaPer       = limits.MinQuotaPer
+	maxQuotaPer       = limits.MaxQuotaPer
 
 	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
 	// hostile input.

@@ -21,13 +21,20 @@ listen: ":8080"
 # The admin listener (health, metrics, admin API), kept apart from the
 # data plane. Required, and must not bind the same port as listen.
 admin:
-  listen: "127.0.0.1:9090"
+  listen: "127.0.0.1:9901"
   # A file holding the admin API's bearer token (one line, at least 16
   # characters), read at start and on reload. With it, every admin path
   # but /healthz and /readyz needs "Authorization: Bearer TOKEN". Required
-  # when listen is not loopback (127.0.0.0/8, ::1, localhost; an empty
-  # host is every interface). Omit for none.
+  # (or tokens) when listen is not loopback (127.0.0.0/8, ::1, localhost;
+  # an empty host is every interface). Its token may do everything (scope
+  # write). Omit for none.
   # token_file: /etc/levee/admin-token
+  # More tokens, each in its own file and with a scope (required): read
+  # (GET and HEAD only: /metrics, pprof, the JSON views) or write
+  # (everything). At most 64; no token in two files. Omit for none.
+  # tokens:
+  #   - {file: /etc/levee/metrics-token, scope: read}
+  #   - {file: /etc/levee/deploy-token, scope: write}
 
 # Where levee keeps state on disk, such as last-known-good snapshots.
 state_dir: ./levee-state            # default
@@ -200,9 +207,10 @@ routes:
     # Who may call: none (anyone; the default), api_key or hmac (only apps
     # whose grants name this route). See docs/apps.md.
     auth: none                      # default
-    # Per client IP limit, only with auth: none. rate > 0 requests per
-    # second (fractions allowed); burst 1 to 1000000000, default
-    # max(1, ceil(rate)). Omit for none.
+    # Per client IP limit, only with auth: none. rate 0.000001 (one
+    # request per 1e6 s) to 1000000000 requests per second; burst 1 to
+    # 1000000000 and at most rate x 1e9 s, default max(1, ceil(rate)).
+    # Omit for none.
     anonymous_limits: {rate: 10, burst: 20}
   - name: video
     match:
@@ -251,8 +259,8 @@ apps:
     api_key_sha256: [9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08]
     grants: [video, api]            # route names this app may call
     limits:                         # every field optional; omitted = no such limit
-      rate: 100                     # requests per second, sustained; > 0
-      burst: 200                    # default max(1, ceil(rate)); only with rate
+      rate: 100                     # requests per second, sustained; 0.000001 to 1e9
+      burst: 200                    # default max(1, ceil(rate)); only with rate; <= rate x 1e9 s
       quota: {requests: 1000000, per: 24h}  # both required; per from 1s to 8784h
       max_concurrency: 32           # requests in flight; 1 to 100000
     # Per route overrides of rate, burst and quota; each key is in grants.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // FuzzParse feeds Parse arbitrary bytes. Parse must not panic, must return
@@ -36,6 +38,8 @@ func FuzzParse(f *testing.F) {
 		head + upstreams + "        weight: \"0\"\n" + routes,
 		head + upstreams + routes + "    auth: none\n    anonymous_limits: {rate: 0.5}\napps:\n  - {id: a, grants: [api], api_key_sha256: [" + strings.Repeat("ab", 32) + "], limits: {rate: 2.5, quota: {requests: 1, per: 1h}, max_concurrency: 3}, route_limits: {api: {rate: 1, burst: 2}}}\n  - {id: b, status: suspended, grants: [vidoe, api, api], limits: {burst: 1}}\n",
 		head + upstreams + "        weight: 2.5\n" + routes,
+		head + upstreams + routes + "    auth: none\n    anonymous_limits: {rate: 0.000001, burst: 1000}\napps:\n  - {id: a, grants: [api], limits: {rate: 0.0000001, burst: 1001, quota: {requests: 1000000000001, per: 999ms}}, route_limits: {api: {rate: 0.5, burst: 500000001}}}\n",
+		"listen: \":8080\"\nadmin: {listen: \":9090\", tokens: [{file: /nonexistent, scope: read}, {file: /nonexistent, scope: admin}, {scope: write}, ~, x]}\n" + upstreams + routes,
 		head + upstreams + "    timeouts: {connect: 5, idle: -1s, response_header: \"5 seconds\"}\n" + routes,
 		head + upstreams + "routes:\n  - {name: a, upstream: video, match: {host: 'a.*.com', methods: [get, GET, 'G T']}}\n  - {name: a, upstream: vidoe}\n",
 		head + "tls: {cert_file: /nonexistent, key_file: testdata/tls}\nserver: {max_header_bytes: 10 parsecs}\n" + upstreams + routes,
@@ -278,8 +282,40 @@ func checkApps(t *testing.T, cfg *Config) {
 			t.Fatalf("route %q: auth %q, anonymous limits %+v", r.Name, r.Auth, r.AnonymousLimits)
 		}
 	}
-	if !isLoopbackListen(cfg.Admin.Listen) && cfg.Admin.TokenFile == "" {
+	if !isLoopbackListen(cfg.Admin.Listen) && cfg.Admin.TokenFile == "" && len(cfg.Admin.Tokens) == 0 {
 		t.Fatalf("admin.listen %q without a token file accepted", cfg.Admin.Listen)
+	}
+	if len(cfg.Admin.Tokens) > MaxAdminTokens {
+		t.Fatalf("%d admin tokens accepted", len(cfg.Admin.Tokens))
+	}
+	for _, tk := range cfg.Admin.Tokens {
+		if tk.File == "" || tk.Scope != AdminScopeRead && tk.Scope != AdminScopeWrite {
+			t.Fatalf("bad admin token %+v", tk)
+		}
+	}
+	// What validate accepts the rate limiter accepts (run builds its
+	// policies with the same checks): never a limit that drops an app.
+	checkLimit := func(what string, rate float64, burst int, q *Quota) {
+		if rate != 0 && (limits.CheckRate(rate) != "" || limits.CheckBurst(rate, int64(burst)) != "") {
+			t.Fatalf("%s: rate %v burst %d accepted; the rate limiter refuses it", what, rate, burst)
+		}
+		if q != nil && (limits.CheckQuotaRequests(q.Requests) != "" || limits.CheckQuotaPer(q.Per) != "") {
+			t.Fatalf("%s: quota %+v accepted; the rate limiter refuses it", what, *q)
+		}
+	}
+	for _, r := range cfg.Routes {
+		if r.AnonymousLimits != nil {
+			checkLimit("route "+r.Name, r.AnonymousLimits.Rate, r.AnonymousLimits.Burst, nil)
+		}
+	}
+	for _, a := range cfg.Apps {
+		checkLimit("app "+a.ID, a.Limits.Rate, a.Limits.Burst, a.Limits.Quota)
+		for rn, rl := range a.RouteLimits {
+			checkLimit("app "+a.ID+" route "+rn, rl.Rate, rl.Burst, rl.Quota)
+		}
+		if len(a.Grants) > limits.MaxGrants || len(a.APIKeySHA256) > limits.MaxKeys || limits.CheckAppName(a.Name) != "" {
+			t.Fatalf("app %q: %d grants, %d keys, name %q accepted; the store refuses it", a.ID, len(a.Grants), len(a.APIKeySHA256), a.Name)
+		}
 	}
 	ids, keys := map[string]bool{}, map[string]bool{}
 	for _, a := range cfg.Apps {

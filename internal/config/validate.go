@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // This file holds the checks on single values. Each returns a problem
@@ -20,21 +21,10 @@ import (
 
 // nameRule is the rule for route and upstream names, as error messages
 // state it.
-const nameRule = `must be 1 to 64 characters from a-z, 0-9, "_", "." and "-"`
+const nameRule = limits.IDRule
 
 // validName reports whether s follows nameRule.
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > maxNameLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return limits.ValidID(s) }
 
 // checkAddress checks a "host:port" address. For an endpoint the host is
 // required and is an IP address (IPv6 in brackets) or a DNS name, and the

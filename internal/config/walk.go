@@ -100,7 +100,7 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if parent == nil {
 		parent = root
 	}
-	f, ok := p.fields("admin", n, "listen", "token_file")
+	f, ok := p.fields("admin", n, "listen", "token_file", "tokens")
 	if !ok {
 		return
 	}
@@ -115,12 +115,15 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 			tokenOK = false
 		}
 	}
+	if v := f["tokens"]; v != nil {
+		tokenOK = p.adminTokens(&c.Admin, v) && tokenOK
+	}
 	s, v, ok := p.required(f, parent, "admin", "listen")
 	if !ok || !p.address("admin.listen", v, s, true) {
 		return
 	}
 	c.Admin.Listen = s
-	if c.Admin.TokenFile == "" && tokenOK && !isLoopbackListen(s) {
+	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) {
 		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
 	}
 	if listenOK && sameBinding(s, c.Listen) {

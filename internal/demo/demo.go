@@ -137,7 +137,7 @@ routes:
     upstream: fast
     auth: api_key
   - name: fast
-    match: {path_prefix: /}
+    match: {path_prefix: /, methods: [GET, HEAD]}
     upstream: fast
 apps:
   - id: demo-app
@@ -155,7 +155,12 @@ const DemoKey = "lvk_demo-key-not-a-secret-0123456789"
 // DemoKeySHA256 is DemoKey's SHA-256, as the demo configuration holds it.
 const DemoKeySHA256 = "791bbed31f74d15c78f622d3cd102648a297cde2e492a91ffc7970900ba49f55"
 
-// Intro writes what to try once the demo is up.
+// Intro writes what to try once the demo is up. Every line with a curl
+// command ends in a comment that starts with the status it gets: "NNN",
+// "NNN or MMM" (either), or "NNN, then MMM" (repeated, the first answers
+// NNN and a later one MMM). A test in cmd/levee runs every such line
+// against a real `levee demo` and checks that promise, so a line that
+// stops doing what it says fails the build.
 func Intro(w io.Writer, data, adminAddr string) {
 	fmt.Fprintf(w, `
 levee demo is running.
@@ -165,19 +170,19 @@ levee demo is running.
   metrics    http://%[2]s/metrics
   health     http://%[2]s/healthz
 
-Try:
-  curl -s http://%[1]s/hello                       # weighted 3:1 across fast-a and fast-b
-  for i in 1 2 3 4 5 6 7 8; do curl -s http://%[1]s/ | grep -o 'fast-.'; done
-  curl -s http://%[1]s/slow/                       # waits 300 ms for the slow upstream
+Try (each comment starts with the status the request gets):
+  curl -s http://%[1]s/hello                       # 200: weighted 3:1 across fast-a and fast-b
+  for i in 1 2 3 4 5 6 7 8; do curl -s http://%[1]s/ | grep -o 'fast-.'; done   # 200 each: fast-a six times, fast-b twice
+  curl -s http://%[1]s/slow/                       # 200 after 300 ms from the slow upstream
   curl -s 'http://%[1]s/slow/?delay=2s'            # 504 upstream_timeout after 1 s
-  curl -s http://%[1]s/flaky/                      # the flaky upstream answers 500 about 30%% of the time
+  curl -s http://%[1]s/flaky/                      # 200 or 500: the flaky upstream fails about 30%% of the time
   head -c 2000000 /dev/zero | curl -s --data-binary @- http://%[1]s/upload/   # 413 body_too_large (limit 1 MiB)
-  curl -s http://%[1]s/upload/                     # 405: the upload route takes POST and PUT only
+  curl -si -X DELETE http://%[1]s/upload/          # 405 method_not_allowed: /upload/ takes POST and PUT, the rest GET and HEAD (see Allow)
   curl -s http://%[1]s/keyed/                      # 401 unauthenticated: the route needs an app's API key
-  curl -si -H 'X-Api-Key: %[3]s' http://%[1]s/keyed/ | grep -i ratelimit   # 2/s, burst 4; then 429
-  curl -s http://%[2]s/api/v1/apps                # the apps, their keys (ids only), grants and limits
-  curl -s http://%[2]s/api/v1/upstreams           # endpoints, weights, live counters
-  curl -s http://%[2]s/metrics | grep levee_requests_total
+  curl -si -H 'X-Api-Key: %[3]s' http://%[1]s/keyed/ | grep -i ratelimit   # 200, then 429 rate_limited: 2/s, burst 4
+  curl -s http://%[2]s/api/v1/apps                # 200: the apps, their keys (ids only), grants and limits
+  curl -s http://%[2]s/api/v1/upstreams           # 200: endpoints, weights, live counters
+  curl -s http://%[2]s/metrics | grep levee_requests_total   # 200: requests by route and status
 
 Press Ctrl-C to stop (levee drains in-flight requests first).
 `, data, adminAddr, DemoKey)

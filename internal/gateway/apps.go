@@ -104,24 +104,30 @@ func (g *Gateway) Apps() *apps.Store {
 	return g.apps
 }
 
-// adminToken returns the admin API's bearer token ("" for none).
-func (g *Gateway) adminToken() string {
+// adminTokens returns the admin API's bearer tokens (none: open).
+func (g *Gateway) adminTokens() []admin.Token {
 	if t := g.token.Load(); t != nil {
 		return *t
 	}
-	return ""
+	return nil
 }
 
-// loadToken reads cfg's admin token file; on error nothing changes.
+// loadToken reads cfg's admin token files (admin.token_file, scope write,
+// and admin.tokens) as config.Parse does; on error nothing changes.
 func (g *Gateway) loadToken(cfg *config.Config) error {
-	tok := ""
-	if cfg.Admin.TokenFile != "" {
-		var err error
-		if tok, err = config.ReadTokenFile(cfg.Admin.TokenFile); err != nil {
-			return &config.Errors{{Path: "admin.token_file", Message: err.Error()}}
-		}
+	secrets, scopes, errs := config.ReadAdminTokens(cfg.Admin)
+	if len(errs) > 0 {
+		return &errs
 	}
-	g.token.Store(&tok)
+	toks := make([]admin.Token, len(secrets))
+	for i, s := range secrets {
+		scope := admin.ScopeRead
+		if scopes[i] == config.AdminScopeWrite {
+			scope = admin.ScopeWrite
+		}
+		toks[i] = admin.NewToken(s, scope)
+	}
+	g.token.Store(&toks)
 	return nil
 }
 

@@ -55,6 +55,9 @@ func expectConsumerRefusal(t *testing.T, step string, resp *http.Response, statu
 	if status == 401 && resp.Header.Get("Www-Authenticate") == "" {
 		t.Errorf("%s: 401 without WWW-Authenticate", step)
 	}
+	if status == 403 && resp.Header.Get("Www-Authenticate") != "" {
+		t.Errorf("%s: 403 with WWW-Authenticate (the credentials are fine)", step)
+	}
 }
 
 const (
@@ -96,7 +99,7 @@ func TestAPIKeyAuth(t *testing.T) {
 	expectConsumerRefusal(t, "unknown key", h.get("/keyed/", "X-Api-Key", "lvk_not-a-key-of-anyone-0123456789"), 401, "unauthenticated", "unknown_key")
 	expectConsumerRefusal(t, "two different keys", h.get("/keyed/", "X-Api-Key", goodKey, "Authorization", "Bearer "+nograntKey), 401, "unauthenticated", "malformed_credentials")
 	expectConsumerRefusal(t, "Basic scheme", h.get("/keyed/", "Authorization", "Basic Zm9vOmJhcg=="), 401, "unauthenticated", "malformed_credentials")
-	expectConsumerRefusal(t, "suspended app", h.get("/keyed/", "X-Api-Key", suspendedKey), 401, "unauthenticated", "suspended")
+	expectConsumerRefusal(t, "suspended app", h.get("/keyed/", "X-Api-Key", suspendedKey), 403, "forbidden", "suspended")
 	expectConsumerRefusal(t, "no grant", h.get("/keyed/", "Authorization", "Bearer "+nograntKey), 403, "forbidden", "no_grant")
 
 	for _, hdr := range [][]string{{"X-Api-Key", goodKey}, {"Authorization", "Bearer " + goodKey}} {
@@ -116,8 +119,11 @@ func TestAPIKeyAuth(t *testing.T) {
 	if seen["app"] != "" {
 		t.Errorf("anonymous route passed a client's Levee-App %q upstream", seen["app"])
 	}
-	if got := h.metric(`levee_refusals_total{reason="unauthenticated",route="keyed"}`); got != 5 {
-		t.Errorf("unauthenticated refusals counted %v, want 5", got)
+	if got := h.metric(`levee_refusals_total{reason="unauthenticated",route="keyed"}`); got != 4 {
+		t.Errorf("unauthenticated refusals counted %v, want 4", got)
+	}
+	if got := h.metric(`levee_refusals_total{reason="forbidden",route="keyed"}`); got != 2 {
+		t.Errorf("forbidden refusals counted %v, want 2 (suspended, no grant)", got)
 	}
 }
 
@@ -239,5 +245,5 @@ func TestAppChangesApplyAtOnce(t *testing.T) {
 	if status, doc := in.api("PATCH", "/api/v1/apps/nogrant", `{"status":"suspended"}`); status != 200 {
 		t.Fatalf("suspend: %d %v", status, doc)
 	}
-	expectConsumerRefusal(t, "suspended", h.get("/keyed/", "X-Api-Key", nograntKey), 401, "unauthenticated", "suspended")
+	expectConsumerRefusal(t, "suspended", h.get("/keyed/", "X-Api-Key", nograntKey), 403, "forbidden", "suspended")
 }

@@ -74,9 +74,9 @@ type Gateway struct {
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
 	apps *apps.Store
-	// token is the admin API's bearer token ("" for none), replaced on
-	// reload.
-	token atomic.Pointer[string]
+	// token holds the admin API's bearer tokens with their scopes (none:
+	// the API is open), replaced on reload.
+	token atomic.Pointer[[]admin.Token]
 
 	dataSrv, adminSrv *http.Server
 	// h1 serves the clear-text data listener (dataSrv then serves only the
@@ -217,7 +217,7 @@ func (g *Gateway) Start() error {
 	}
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Store: store, g: g}, Token: g.adminToken,
+		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens,
 	})
 	if err != nil {
 		dataLn.Close()

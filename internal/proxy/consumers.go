@@ -241,7 +241,9 @@ func (h *Handler) identify(r *http.Request, sentPath string, rt *Route, apps *Ap
 		return nil, "", ""
 	}
 	if app.Suspended {
-		return nil, ReasonUnauthenticated, "suspended"
+		// The credentials are valid: the caller is known, and not allowed.
+		// 401 would tell it to fix credentials that are fine.
+		return nil, ReasonForbidden, "suspended"
 	}
 	if !app.Grants[rt.Name] {
 		return nil, ReasonForbidden, "no_grant"

@@ -96,6 +96,11 @@ func upgradeAllowed(p string, allowed []string) bool {
 	return false
 }
 
+// allowAllButConnect is the Allow value of a CONNECT refused by a route
+// without methods, which matches every method but CONNECT: the methods of
+// RFC 9110 section 9 and PATCH.
+var allowAllButConnect = []string{"DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT, TRACE"}
+
 // connectAllowed reports whether a CONNECT request may go on to rt: only
 // when a route matched and lists CONNECT in its methods explicitly (a
 // route without methods matches every method but CONNECT). levee then

@@ -129,17 +129,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonBadHeaderName)
 		return
 	}
-	rt, ok, wrongMethod, badPath, sentPath := t.routeRequest(r)
+	rt, ok, allow, badPath, sentPath := t.routeRequest(r)
 	if badPath {
 		h.refuse(w, &x, ReasonBadPath)
 		return
 	}
-	if r.Method == http.MethodConnect && !connectAllowed(rt, ok) {
+	if ok && r.Method == http.MethodConnect && !connectAllowed(rt, ok) {
+		w.Header()["Allow"] = allowAllButConnect
 		h.refuse(w, &x, ReasonMethodNotAllowed)
 		return
 	}
 	if !ok {
-		if wrongMethod {
+		if allow != nil {
+			w.Header()["Allow"] = allow // built with the table (RFC 9110 section 15.5.6)
 			h.refuse(w, &x, ReasonMethodNotAllowed)
 		} else {
 			h.refuse(w, &x, ReasonNoRoute)

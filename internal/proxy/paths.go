@@ -47,7 +47,7 @@ func (t *Table) WithEscapedSlashes(m urlpath.EscapedSlashes) *Table {
 // the target is refused. sent is the path as the client sent it when that
 // differs from the normal form ("" otherwise), for checking signatures
 // over the path as sent.
-func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPath bool, sent string) {
+func (t *Table) routeRequest(r *http.Request) (rt *Route, ok bool, allow []string, badPath bool, sent string) {
 	target := r.RequestURI
 	if target == "" {
 		target = r.URL.RequestURI() // a request built in code, not read from a client
@@ -57,12 +57,12 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 		case target == "*" && r.Method == http.MethodOptions,
 			r.Method == http.MethodConnect && r.URL.Path == "":
 			// asterisk-form and authority-form have no path to normalise.
-			rt, ok, wrongMethod = t.router.Lookup(r.Host, r.URL.Path, r.Method)
-			return rt, ok, wrongMethod, false, ""
+			rt, ok, allow = t.router.LookupAllow(r.Host, r.URL.Path, r.Method)
+			return rt, ok, allow, false, ""
 		}
 		var host string
 		if target, host, ok = originForm(target, r.URL.Host); !ok {
-			return nil, false, false, true, ""
+			return nil, false, nil, true, ""
 		}
 		r.Host = host
 		r.URL.Scheme, r.URL.Host, r.URL.User = "", "", nil
@@ -77,7 +77,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 		slashesKept = true
 	}
 	if err != nil {
-		return nil, false, false, true, ""
+		return nil, false, nil, true, ""
 	}
 	path := urlpath.Unescape(norm)
 	r.URL.Path = path
@@ -85,18 +85,18 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 	if path != norm {
 		r.URL.RawPath = norm
 	}
-	rt, ok, wrongMethod = t.router.Lookup(r.Host, path, r.Method)
+	rt, ok, allow = t.router.LookupAllow(r.Host, path, r.Method)
 	if slashesKept && t.escapedSlashes == urlpath.Reject && (!ok || !rt.RawPath) {
-		return nil, false, false, true, ""
+		return nil, false, nil, true, ""
 	}
 	if !ok {
-		return rt, ok, wrongMethod, false, ""
+		return rt, ok, allow, false, ""
 	}
 	if norm != rawPath {
 		sent = rawPath
 	}
 	if t.ambiguous(r, rt, rawPath, norm, slashesKept) {
-		return nil, false, false, true, ""
+		return nil, false, nil, true, ""
 	}
 	switch {
 	case rt.RawPath && !strings.HasPrefix(rawPath, "//"):
@@ -113,7 +113,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok, wrongMethod, badPa
 			r.RequestURI = norm
 		}
 	}
-	return rt, true, false, false, sent
+	return rt, true, nil, false, sent
 }
 
 // asSent returns r as the client sent its path, for a signature check:

@@ -88,7 +88,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonRateLimited, http.StatusTooManyRequests, false, "this caller is over its rate limit; retry after the time in Retry-After")
 	add(ReasonQuotaExhausted, http.StatusTooManyRequests, false, "this caller has used its quota for the current period; retry after the time in Retry-After")
 	add(ReasonUnauthenticated, http.StatusUnauthorized, false, "the request does not carry valid credentials of an active app")
-	add(ReasonForbidden, http.StatusForbidden, false, "the app is not granted this route")
+	add(ReasonForbidden, http.StatusForbidden, false, "this app may not call this route")
 	return refusals
 }
 

@@ -6,17 +6,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // benchPolicy admits almost everything, so benchmarks measure the admitting
 // path (the CAS), not early refusals.
 func benchPolicy(b *testing.B) Policy {
-	return Policy{Rate: mustRate(b, 1e9, 1<<30)}
+	return Policy{Rate: mustRate(b, 1e9, maxBurst)}
 }
 
 // BenchmarkCellAllow is one GCRA decision on a bare cell.
 func BenchmarkCellAllow(b *testing.B) {
-	r := mustRate(b, 1e9, 1<<30)
+	r := mustRate(b, 1e9, maxBurst)
 	var c Cell
 	now := t0
 	b.ReportAllocs()
@@ -41,7 +43,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 func BenchmarkLimiterAllowWithQuota(b *testing.B) {
 	l := mustLimiter[string](b, 1000)
 	p := benchPolicy(b)
-	p.Quota = mustQuota(b, 1<<62, 24*time.Hour)
+	p.Quota = mustQuota(b, limits.MaxQuotaRequests, 24*time.Hour)
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Allow("app-1", p, t0)

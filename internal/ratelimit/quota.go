@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // maxQuotaWindow bounds a Quota's window so that window arithmetic stays
-// far from int64 overflow.
-const maxQuotaWindow = 1000 * 24 * time.Hour
+// far from int64 overflow; it is limits', which validation applies too.
+const maxQuotaWindow = limits.MaxQuotaPer
 
 // Quota is a validated fixed-window policy: at most n requests per window
 // of length per, windows aligned to the Unix epoch. A small value, safe to
@@ -20,17 +22,18 @@ type Quota struct {
 	per      int64 // nanoseconds
 }
 
-// NewQuota returns the policy "requests per window of per". requests must
-// be at least 1; per from 1ms to 1000 days. Windows start at multiples of
+// NewQuota returns the policy "requests per window of per". It accepts
+// exactly what limits.CheckQuotaRequests and limits.CheckQuotaPer accept:
+// requests 1 to 1e12; per from 1s to 366 days. Windows start at multiples of
 // per since 1970-01-01T00:00:00Z: per = 24h resets at 00:00 UTC, per = 1h
 // on the hour.
 func NewQuota(requests int64, per time.Duration) (Quota, error) {
 	var errs []error
-	if requests < 1 {
-		errs = append(errs, fmt.Errorf("quota requests must be at least 1, got %d", requests))
+	if p := limits.CheckQuotaRequests(requests); p != "" {
+		errs = append(errs, fmt.Errorf("quota requests %s", p))
 	}
-	if per < time.Millisecond || per > maxQuotaWindow {
-		errs = append(errs, fmt.Errorf("quota window must be from 1ms to %v, got %v", maxQuotaWindow, per))
+	if p := limits.CheckQuotaPer(per); p != "" {
+		errs = append(errs, fmt.Errorf("quota window %s", p))
 	}
 	if len(errs) > 0 {
 		return Quota{}, errors.Join(errs...)

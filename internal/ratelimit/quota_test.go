@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 func mustQuota(t testing.TB, n int64, per time.Duration) Quota {
@@ -21,7 +23,8 @@ func TestNewQuotaRejectsBadOptions(t *testing.T) {
 		n   int64
 		per time.Duration
 	}{
-		{0, time.Hour}, {-1, time.Hour}, {1, 0}, {1, time.Microsecond}, {1, maxQuotaWindow + 1},
+		{0, time.Hour}, {-1, time.Hour}, {1, 0}, {1, time.Microsecond}, {1, time.Second - 1}, {1, maxQuotaWindow + 1},
+		{limits.MaxQuotaRequests + 1, time.Hour},
 	} {
 		if _, err := NewQuota(c.n, c.per); err == nil {
 			t.Errorf("NewQuota(%d, %v) accepted", c.n, c.per)

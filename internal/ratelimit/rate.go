@@ -3,17 +3,20 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
-// maxBurst caps Rate's burst so that b·T and now + b·T cannot overflow an
-// int64 of nanoseconds before the year 2200.
-const maxBurst = 1 << 30
+// maxBurst caps Rate's burst, and limits.MaxBurstWindow caps b·T, so that
+// b·T and now + b·T cannot overflow an int64 of nanoseconds before the year
+// 2200. The bounds are limits', which validation applies too: a policy the
+// configuration or the admin API accepted is never refused here.
+const maxBurst = limits.MaxBurst
 
 // maxInterval caps T (one request per ~11.6 days) for the same reason.
-const maxInterval = int64(1e6 * time.Second)
+const maxInterval = int64(limits.MaxInterval)
 
 // maxCASAttempts bounds the compare-and-swap loop of one decision; see the
 // package documentation for why it is never reached in practice.
@@ -29,32 +32,24 @@ type Rate struct {
 }
 
 // NewRate returns the policy "perSecond requests per second, with bursts of
-// up to burst requests". perSecond must be finite and at least one request
-// per 1e6 seconds; the emission interval 1/perSecond is rounded to the
-// nearest nanosecond, so rates above 1e9/s are refused and very high rates
-// lose a little precision (1e6/s is exact). burst must be 1 to 2^30.
+// up to burst requests". It accepts exactly what limits.CheckRate and
+// limits.CheckBurst accept: perSecond finite, above 0, at most 1e9 and at
+// least one request per 1e6 seconds; burst 1 to 1e9 with burst/perSecond
+// at most 1e9 seconds. The emission interval 1/perSecond is rounded to the
+// nearest nanosecond, so very high rates lose a little precision (1e6/s is
+// exact).
 func NewRate(perSecond float64, burst int64) (Rate, error) {
 	var errs []error
-	interval := int64(0)
-	if !(perSecond > 0) || math.IsInf(perSecond, 0) {
-		errs = append(errs, fmt.Errorf("rate must be a positive number of requests per second, got %v", perSecond))
-	} else {
-		f := math.Round(1e9 / perSecond)
-		switch {
-		case perSecond > 1e9:
-			errs = append(errs, fmt.Errorf("rate %v/s is above 1e9 requests per second", perSecond))
-		case f > float64(maxInterval):
-			errs = append(errs, fmt.Errorf("rate %v/s is below one request per %v", perSecond, time.Duration(maxInterval)))
-		default:
-			interval = int64(f)
-		}
+	if p := limits.CheckRate(perSecond); p != "" {
+		errs = append(errs, fmt.Errorf("rate %s", p))
 	}
-	if burst < 1 || burst > maxBurst {
-		errs = append(errs, fmt.Errorf("burst must be from 1 to %d, got %d", maxBurst, burst))
+	if p := limits.CheckBurst(perSecond, burst); p != "" {
+		errs = append(errs, fmt.Errorf("burst %s", p))
 	}
 	if len(errs) > 0 {
 		return Rate{}, errors.Join(errs...)
 	}
+	interval := int64(limits.Interval(perSecond))
 	return Rate{interval: interval, limit: burst * interval, burst: burst}, nil
 }
 

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,8 @@ func TestNewRateRejectsBadOptions(t *testing.T) {
 		burst int64
 	}{
 		{0, 1}, {-1, 1}, {2e9, 1}, {1e-7, 1}, {1, 0}, {1, -3}, {1, maxBurst + 1},
+		{1e-6, 1001}, {1e-3, 1_000_001}, // burst × interval above limits.MaxBurstWindow
+		{math.NaN(), 1}, {math.Inf(1), 1},
 	} {
 		if _, err := NewRate(c.rate, c.burst); err == nil {
 			t.Errorf("NewRate(%v, %d) accepted", c.rate, c.burst)
@@ -147,5 +150,29 @@ func TestGCRAConcurrentExact(t *testing.T) {
 	}
 	if Contended() != 0 {
 		t.Errorf("%d decisions hit the CAS bound", Contended())
+	}
+}
+
+// TestNewRateAtTheBounds: the edges limits accepts make working policies
+// (no overflow of b·T: the slowest rate with the largest burst it allows
+// admits its burst and then refuses with a finite wait).
+func TestNewRateAtTheBounds(t *testing.T) {
+	for _, c := range []struct {
+		rate  float64
+		burst int64
+	}{
+		{1e-6, 1000}, {1e9, maxBurst}, {1, maxBurst}, {0.5, 500_000_000},
+	} {
+		r, err := NewRate(c.rate, c.burst)
+		if err != nil {
+			t.Fatalf("NewRate(%v, %d): %v", c.rate, c.burst, err)
+		}
+		if r.limit <= 0 || r.limit/r.interval != c.burst {
+			t.Fatalf("NewRate(%v, %d): L = %d, T = %d overflowed", c.rate, c.burst, r.limit, r.interval)
+		}
+		var cell Cell
+		if d := cell.Allow(r, t0); !d.Allowed || d.Remaining != c.burst-1 {
+			t.Errorf("NewRate(%v, %d): first request %+v", c.rate, c.burst, d)
+		}
 	}
 }

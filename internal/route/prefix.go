@@ -31,6 +31,13 @@ type node[T any] struct {
 	children []*node[T] // sorted by label[0]; labels are non-empty
 	rules    []rule[T]  // rules whose prefix ends here, in match order
 	up       *node[T]   // nearest proper ancestor with rules; nil if none
+	// allow is the Allow header value for a method mismatch ending at this
+	// node: the sorted, distinct methods of every rule here and on the up
+	// chain, joined with ", ", as a one-element slice the caller may put
+	// into a header map as is. nil when a rule on the chain lists no
+	// methods (then no method can mismatch) or the node has no rules.
+	// Computed once by finish.
+	allow []string
 }
 
 type rule[T any] struct {
@@ -77,6 +84,7 @@ func (t *prefixTree[T]) finish() {
 		n.rules = slices.Clip(n.rules)
 		n.children = slices.Clip(n.children)
 		if len(n.rules) > 0 {
+			n.allow = allowOf(n)
 			up = n
 		}
 		for _, c := range n.children {
@@ -86,10 +94,28 @@ func (t *prefixTree[T]) finish() {
 	walk(&t.root, nil)
 }
 
+// allowOf returns the Allow value for n's chain (n's rules and its up
+// ancestors', whose up links finish has already set), or nil when some rule
+// on it admits any method.
+func allowOf[T any](n *node[T]) []string {
+	var methods []string
+	for m := n; m != nil; m = m.up {
+		for i := range m.rules {
+			if len(m.rules[i].methods) == 0 {
+				return nil
+			}
+			methods = append(methods, m.rules[i].methods...)
+		}
+	}
+	slices.Sort(methods)
+	return []string{strings.Join(slices.Compact(methods), ", ")}
+}
+
 // match returns the value of the first rule, longest prefix first, whose
 // prefix is a prefix of path and whose methods admit method. pathMatched
-// reports whether any rule's prefix matched path.
-func (t *prefixTree[T]) match(path, method string) (v T, ok, pathMatched bool) {
+// reports whether any rule's prefix matched path; when it did and ok is
+// false, allow is the chain's Allow value (see node.allow).
+func (t *prefixTree[T]) match(path, method string) (v T, ok bool, allow []string) {
 	var deepest *node[T]
 	n := &t.root
 	rest := path
@@ -112,14 +138,16 @@ func (t *prefixTree[T]) match(path, method string) (v T, ok, pathMatched bool) {
 		n = c
 	}
 	for m := deepest; m != nil; m = m.up {
-		pathMatched = true
 		for i := range m.rules {
 			if m.rules[i].admits(method) {
-				return m.rules[i].value, true, true
+				return m.rules[i].value, true, nil
 			}
 		}
 	}
-	return v, false, pathMatched
+	if deepest == nil {
+		return v, false, nil
+	}
+	return v, false, deepest.allow
 }
 
 // childIndex returns the index of the child whose label starts with b, or

@@ -209,8 +209,21 @@ func (t *Table[T]) Match(host, path, method string) (v T, ok bool) {
 // rule admitting the method ends the search (methodMismatch): one host's
 // method restrictions are never bypassed by a less specific host's rules.
 func (t *Table[T]) Lookup(host, path, method string) (v T, ok, methodMismatch bool) {
+	v, ok, allow := t.LookupAllow(host, path, method)
+	return v, ok, allow != nil
+}
+
+// LookupAllow is Lookup reporting a method mismatch by the value of the
+// Allow header a 405 answer carries (RFC 9110 section 15.5.6): the methods
+// of every rule in the host group that ended the search whose prefix
+// matches path (the rules a request with another method could have
+// reached), sorted, distinct and joined with ", ", as a one-element slice.
+// The slice is computed once when the table is built and shared: callers
+// may put it into a header map as is but must not modify it. allow is nil
+// whenever ok is true or no rule's prefix matched.
+func (t *Table[T]) LookupAllow(host, path, method string) (v T, ok bool, allow []string) {
 	if t == nil {
-		return v, false, false
+		return v, false, nil
 	}
 	if path == "" {
 		path = "/"
@@ -241,8 +254,8 @@ func (t *Table[T]) Lookup(host, path, method string) (v T, ok, methodMismatch bo
 
 	if n > 0 && n <= t.maxExact { // then k.off == 0
 		if g := treeAt(t.exact, &k, 0); g != nil {
-			if v, ok, pm := g.match(path, method); ok || pm {
-				return v, ok, !ok
+			if v, ok, allow := g.match(path, method); ok || allow != nil {
+				return v, ok, allow
 			}
 		}
 	}
@@ -255,18 +268,18 @@ func (t *Table[T]) Lookup(host, path, method string) (v T, ok, methodMismatch bo
 				continue
 			}
 			if g := treeAt(t.wildcard, &k, i); g != nil {
-				if v, ok, pm := g.match(path, method); ok || pm {
-					return v, ok, !ok
+				if v, ok, allow := g.match(path, method); ok || allow != nil {
+					return v, ok, allow
 				}
 			}
 		}
 	}
 	if t.anyHost != nil {
-		if v, ok, pm := t.anyHost.match(path, method); ok || pm {
-			return v, ok, !ok
+		if v, ok, allow := t.anyHost.match(path, method); ok || allow != nil {
+			return v, ok, allow
 		}
 	}
-	return v, false, false
+	return v, false, nil
 }
 
 // hostKey yields the lower-cased suffixes of a request host as map keys

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -251,11 +252,54 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestLookupAllow checks the Allow value of method mismatches: the methods
+// of every rule on the matched prefix chain of the group that ended the
+// search, and nothing from other groups or from prefixes that do not match.
+func TestLookupAllow(t *testing.T) {
+	tab := NewTable([]Rule[string]{
+		{Host: "a.test", PathPrefix: "/x/", Methods: []string{"PUT", "GET"}, Value: "x-put-get"},
+		{Host: "a.test", PathPrefix: "/x/y/", Methods: []string{"POST", "GET"}, Value: "xy-post"},
+		{Host: "a.test", PathPrefix: "/x/y/", Methods: []string{"DELETE"}, Value: "xy-delete"},
+		{Host: "a.test", PathPrefix: "/z/", Methods: []string{"PATCH"}, Value: "z-patch"},
+		{Host: "a.test", PathPrefix: "/any/", Value: "any"},
+		{Host: "a.test", PathPrefix: "/any/get/", Methods: []string{"GET"}, Value: "any-get"},
+		{Host: "", PathPrefix: "/x/", Methods: []string{"OPTIONS"}, Value: "other-host"},
+	})
+	tests := []struct {
+		host, path, method string
+		want               string // "" = no mismatch
+	}{
+		{"a.test", "/x/1", "POST", "GET, PUT"},
+		{"a.test", "/x/y/1", "PATCH", "DELETE, GET, POST, PUT"}, // the chain: /x/y/ and /x/
+		{"A.TEST:80", "/z/", "GET", "PATCH"},
+		{"a.test", "/x/1", "GET", ""},        // matched
+		{"a.test", "/any/get/1", "POST", ""}, // the method-less /any/ takes it
+		{"a.test", "/nothing", "GET", ""},    // 404, not 405
+		{"b.test", "/x/1", "GET", "OPTIONS"}, // the any-host group
+		{"a.test", "/x/y/", "OPTIONS", "DELETE, GET, POST, PUT"},
+	}
+	for _, tc := range tests {
+		_, ok, allow := tab.LookupAllow(tc.host, tc.path, tc.method)
+		if got := strings.Join(allow, "|"); got != tc.want || (ok && allow != nil) || len(allow) > 1 {
+			t.Errorf("LookupAllow(%q, %q, %q) = ok %v, allow %q; want allow %q", tc.host, tc.path, tc.method, ok, allow, tc.want)
+		}
+		if _, _, mm := tab.Lookup(tc.host, tc.path, tc.method); mm != (tc.want != "") {
+			t.Errorf("Lookup(%q, %q, %q) methodMismatch = %v, want %v", tc.host, tc.path, tc.method, mm, tc.want != "")
+		}
+	}
+	// The value is built with the table: a mismatch allocates nothing.
+	if n := testing.AllocsPerRun(100, func() { tab.LookupAllow("A.Test:80", "/x/y/1", "PATCH") }); n != 0 {
+		t.Errorf("LookupAllow on a method mismatch allocates %v times, want 0", n)
+	}
+}
+
 // reference is the matching rule of Table.Lookup written as plainly as
 // possible: score every rule, group by host key, take groups in order. It is
 // what FuzzMatch and TestAgainstReference compare the Table with.
-// It returns the index of the chosen rule, or -1.
-func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodMismatch bool) {
+// It returns the index of the chosen rule, or -1, and on a method mismatch
+// the Allow value: the methods of every rule of the group whose prefix
+// matches the path.
+func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodMismatch bool, allow string) {
 	h := host
 	if strings.HasPrefix(h, "[") {
 		if end := strings.Index(h, "]"); end > 0 {
@@ -308,11 +352,12 @@ func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodM
 			}
 		}
 		if !found {
-			return -1, false
+			return -1, false, ""
 		}
 		visited[cur] = true
 
 		best, bestLen, bestListed, pathMatched := -1, -1, false, false
+		var methods []string
 		for i, r := range rs {
 			if rk, ok := rankOf(r.Host); !ok || rk != cur {
 				continue
@@ -325,6 +370,7 @@ func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodM
 				continue
 			}
 			pathMatched = true
+			methods = append(methods, r.Methods...)
 			listed := false
 			for _, m := range r.Methods {
 				listed = listed || m == method
@@ -337,10 +383,11 @@ func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodM
 			}
 		}
 		if best >= 0 {
-			return best, false
+			return best, false, ""
 		}
 		if pathMatched {
-			return -1, true
+			slices.Sort(methods)
+			return -1, true, strings.Join(slices.Compact(methods), ", ")
 		}
 	}
 }
@@ -368,7 +415,7 @@ func indexed[T any](rs []Rule[T]) []Rule[int] {
 // diffReference returns "" when tab answers a request as reference does
 // for rs, and a description of the difference otherwise.
 func diffReference(rs []Rule[int], tab *Table[int], host, path, method string) string {
-	wantIdx, wantMM := reference(rs, host, path, method)
+	wantIdx, wantMM, wantAllow := reference(rs, host, path, method)
 	v, ok, mm := tab.Lookup(host, path, method)
 	gotIdx := -1
 	if ok {
@@ -379,6 +426,10 @@ func diffReference(rs []Rule[int], tab *Table[int], host, path, method string) s
 	if gotIdx != wantIdx || mm != wantMM {
 		return fmt.Sprintf("Lookup(%q, %q, %q) = rule %d, methodMismatch=%v; reference says rule %d, methodMismatch=%v",
 			host, path, method, gotIdx, mm, wantIdx, wantMM)
+	}
+	_, _, allow := tab.LookupAllow(host, path, method)
+	if got := strings.Join(allow, "|"); got != wantAllow || len(allow) > 1 || mm != (allow != nil) {
+		return fmt.Sprintf("LookupAllow(%q, %q, %q) allow = %q; reference says %q", host, path, method, allow, wantAllow)
 	}
 	if mv, mok := tab.Match(host, path, method); mv != v || mok != ok {
 		return fmt.Sprintf("Match(%q, %q, %q) = %d, %v; Lookup = %d, %v", host, path, method, mv, mok, v, ok)

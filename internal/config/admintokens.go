@@ -1,0 +1,125 @@
+package config
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
+
+// AdminToken is one admin API bearer token with its scope
+// (`admin.tokens[i]`).
+type AdminToken struct {
+	// File holds the token (`file`, required), read as admin.token_file
+	// is: one line of at least 16 printable characters, at most 4KiB, at
+	// start and on every reload.
+	File string
+	// Scope is AdminScopeRead ("read": GET and HEAD requests only, which
+	// include /metrics, pprof and the JSON views) or AdminScopeWrite
+	// ("write": everything, as admin.token_file) (`scope`, required: no
+	// default, so that a token's power is always written next to it).
+	Scope string
+}
+
+// The accepted values of AdminToken.Scope.
+const (
+	AdminScopeRead  = "read"
+	AdminScopeWrite = "write"
+)
+
+// MaxAdminTokens bounds admin.tokens: every admin request is compared
+// with each token.
+const MaxAdminTokens = 64
+
+var adminScopes = []string{AdminScopeRead, AdminScopeWrite}
+
+// ReadAdminTokens reads the token of admin.token_file (scope write) and of
+// each admin.tokens file, in that order, with the field path of each
+// problem. A token held by two files is an error: its scope would be
+// ambiguous. Parse calls it, and so does the gateway at start and on every
+// reload, so that `levee validate` and `levee run` refuse the same files.
+func ReadAdminTokens(a Admin) (tokens []string, scopes []string, errs Errors) {
+	first := map[string]string{} // token -> path of its first file
+	add := func(path, file, scope string) {
+		tok, err := ReadTokenFile(file)
+		if err != nil {
+			errs = append(errs, FieldError{Path: path, Message: err.Error()})
+			return
+		}
+		if p, dup := first[tok]; dup {
+			errs = append(errs, FieldError{Path: path, Message: fmt.Sprintf("holds the same token as %s (one token, one scope)", p)})
+			return
+		}
+		first[tok] = path
+		tokens, scopes = append(tokens, tok), append(scopes, scope)
+	}
+	if a.TokenFile != "" {
+		add("admin.token_file", a.TokenFile, AdminScopeWrite)
+	}
+	for i, t := range a.Tokens {
+		add(fmt.Sprintf("admin.tokens[%d].file", i), t.File, t.Scope)
+	}
+	return tokens, scopes, errs
+}
+
+// adminTokens reads `admin.tokens` into a.Tokens (after a.TokenFile) and
+// reads each file as the gateway will, and reports whether the list could
+// be read.
+func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
+	const path = "admin.tokens"
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return false
+	}
+	if len(items) > MaxAdminTokens {
+		p.add(n, path, "at most %d tokens, got %d", MaxAdminTokens, len(items))
+		return false
+	}
+	ok = true
+	files := map[string]int{}
+	var fileNodes []*yaml.Node
+	for i, item := range items {
+		ip := index(path, i)
+		if item.Kind == yaml.AliasNode {
+			ok = false
+			continue
+		}
+		if isNull(item) || item.Kind != yaml.MappingNode {
+			p.add(item, ip, "must be a mapping {file, scope}, got %s", describe(item))
+			ok = false
+			continue
+		}
+		f, fok := p.fields(ip, item, "file", "scope")
+		if !fok {
+			ok = false
+			continue
+		}
+		var t AdminToken
+		file, fv, fileOK := p.required(f, item, ip, "file")
+		scope, _, scopeOK := p.required(f, item, ip, "scope")
+		if scopeOK {
+			scope, scopeOK = p.oneOf(key(ip, "scope"), f["scope"], adminScopes)
+		}
+		if !fileOK || !scopeOK {
+			ok = false
+			continue
+		}
+		if j, dup := files[file]; dup {
+			p.add(fv, key(ip, "file"), "duplicate file %s (first at admin.tokens[%d])", quote(file), j)
+			ok = false
+			continue
+		}
+		files[file] = i
+		t.File, t.Scope = file, scope
+		a.Tokens = append(a.Tokens, t)
+		fileNodes = append(fileNodes, fv)
+	}
+	_, _, errs := ReadAdminTokens(*a)
+	for _, e := range errs {
+		var i int
+		if _, err := fmt.Sscanf(e.Path, "admin.tokens[%d].file", &i); err != nil || i >= len(fileNodes) {
+			continue // admin.token_file: reported where it is read
+		}
+		p.add(fileNodes[i], e.Path, "%s", e.Message)
+	}
+	return ok
+}
