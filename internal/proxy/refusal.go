@@ -22,6 +22,10 @@ const (
 	ReasonUpstreamTimeout     Reason = "upstream_timeout"
 	ReasonBodyTooLarge        Reason = "body_too_large"
 	ReasonHeaderTooLarge      Reason = "header_too_large"
+	// ReasonBadRequest: the client's request body was malformed or shorter
+	// than announced (bad chunked framing, a Content-Length it did not
+	// fill). The client's fault: never an endpoint's failure.
+	ReasonBadRequest Reason = "bad_request"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -68,6 +72,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamUnavailable, http.StatusBadGateway, false, "the upstream endpoint could not be reached or broke the connection")
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
+	add(ReasonBadRequest, http.StatusBadRequest, false, "the request body is malformed or shorter than its framing announced")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
 	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
 	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")

@@ -18,6 +18,7 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonUpstreamTimeout:     504,
 		ReasonBodyTooLarge:        413,
 		ReasonHeaderTooLarge:      431,
+		ReasonBadRequest:          400,
 		ReasonConcurrencyLimit:    503,
 		ReasonQueueFull:           503,
 		ReasonQueueTimeout:        503,
