@@ -188,9 +188,10 @@ routes:
 `, upstream, eps.String(), extra, upstream)
 }
 
-// TestOutlierEjectsRefusingEndpointAndSlowStartsItBack (issue 4, a): an
-// endpoint that starts refusing connections is ejected after 3 gateway
-// failures; with retries on no client request fails; when it listens
+// TestOutlierEjectsRefusingEndpointAndSlowStartsItBack (issue 4, a; issue
+// 14): an endpoint that starts refusing connections is ejected at its
+// first refused connection (not after 3 gateway failures); with retries on
+// no client request fails; when it listens
 // again on the same address it returns after the ejection time and its
 // share ramps up under slow start instead of jumping to a third.
 func TestOutlierEjectsRefusingEndpointAndSlowStartsItBack(t *testing.T) {
@@ -215,8 +216,11 @@ func TestOutlierEjectsRefusingEndpointAndSlowStartsItBack(t *testing.T) {
 	if failed != 0 {
 		t.Fatalf("%d of %d requests failed while c was refused and ejected; retries should hide it", failed, sent+100)
 	}
-	if got := h.metric(`levee_upstream_ejections_total{reason="consecutive_gateway_failures",upstream="u"}`); got != 1 {
-		t.Errorf("ejections counted: %v, want 1", got)
+	if got := h.metric(`levee_upstream_ejections_total{reason="connect_refused",upstream="u"}`); got != 1 {
+		t.Errorf("connect_refused ejections counted: %v, want 1", got)
+	}
+	if got := h.metric(`levee_upstream_ejections_total{reason="consecutive_gateway_failures",upstream="u"}`); got != 0 {
+		t.Errorf("consecutive_gateway_failures ejections counted: %v, want 0 (the refusal ejects first)", got)
 	}
 	t.Logf("c ejected after %d requests; none failed", sent)
 

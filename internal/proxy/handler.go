@@ -386,6 +386,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 		var fail failure
 		status := 0
 		if err != nil {
+			if cerr := cb.failure(); cerr != nil {
+				ep.End(endpoint.Abandoned) // the client's body broke the attempt
+				release()
+				h.clientBodyFailed(w, x, r, cerr)
+				return
+			}
 			if r.Context().Err() != nil {
 				ep.End(endpoint.Abandoned)
 				release()
@@ -397,12 +403,6 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 				ep.End(endpoint.Success)
 				release()
 				h.refuse(w, x, ReasonBodyTooLarge)
-				return
-			}
-			if cerr := cb.failure(); cerr != nil {
-				ep.End(endpoint.Abandoned) // the client's body broke the attempt
-				release()
-				h.clientBodyFailed(w, x, r, cerr)
 				return
 			}
 			ep.End(endpoint.Failure)
@@ -505,9 +505,13 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 	switch {
 	case errors.As(err, &tooLarge):
 		h.refuse(w, x, ReasonBodyTooLarge)
-	case r.Context().Err() != nil || clientGone(err):
+	case clientGone(err):
 		x.status = statusClientClosed
 	default:
+		// Even when the request's context is cancelled (net/http cancels
+		// it on a read error from the connection): a client that only
+		// half-closed still reads, and an unwritten answer would be an
+		// empty 200.
 		h.refuse(w, x, ReasonBadRequest)
 	}
 }
