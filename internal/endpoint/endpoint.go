@@ -57,6 +57,10 @@ type Stats struct {
 
 	watch   atomic.Pointer[Watch]
 	tripped atomic.Bool
+	// refused is set when a connection to the endpoint was refused, until
+	// the health manager takes it; refusedAt is when (Unix nanoseconds).
+	refused   atomic.Bool
+	refusedAt atomic.Int64
 }
 
 // Watch asks an endpoint's counters to raise a signal when a run of
@@ -69,9 +73,10 @@ type Watch struct {
 	// Status5xx is the Status5xxInARow that trips the signal; 0 watches
 	// nothing.
 	Status5xx uint32
-	// Signal is sent to without blocking when a threshold is reached: a
-	// buffered channel whose reader then calls TakeTrip on the endpoints
-	// it watches. A full channel drops the send; the trip flag stays set.
+	// Signal is sent to without blocking when a threshold is reached or a
+	// connection is refused: a buffered channel whose reader then calls
+	// TakeTrip and TakeRefused on the endpoints it watches. A full channel
+	// drops the send; the flags stay set.
 	Signal chan<- struct{}
 }
 
@@ -81,6 +86,34 @@ func (s *Stats) SetWatch(w *Watch) { s.watch.Store(w) }
 // TakeTrip reports whether a watched threshold was reached since the last
 // call, and clears the flag.
 func (s *Stats) TakeTrip() bool { return s.tripped.Swap(false) }
+
+// Refused records that a connection to the endpoint was refused at now
+// (Unix nanoseconds): nothing listens there. It raises the watch's signal
+// so that the health manager can take the endpoint out at once (NGINX's
+// max_fails=1), and marks the endpoint for RefusedSince, which lets other
+// requests' retries avoid it before the picker is rebuilt. Lock-free; one
+// non-blocking channel send.
+func (s *Stats) Refused(now int64) {
+	s.refusedAt.Store(now)
+	s.refused.Store(true)
+	if w := s.watch.Load(); w != nil {
+		select {
+		case w.Signal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// TakeRefused reports whether a connection was refused since the last
+// call, and clears the flag.
+func (s *Stats) TakeRefused() bool { return s.refused.Swap(false) }
+
+// RefusedSince reports whether a connection to the endpoint was refused at
+// or after since (Unix nanoseconds).
+func (s *Stats) RefusedSince(since int64) bool {
+	at := s.refusedAt.Load()
+	return at != 0 && at >= since
+}
 
 // ResetRuns sets both failure runs back to 0 (after an ejection, so the
 // endpoint starts afresh when it returns).

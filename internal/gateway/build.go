@@ -47,6 +47,8 @@ type pooledPicker struct {
 	endpoints   []*endpoint.Endpoint
 	observe     func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
 	hashOn      *proxy.HashOn
+	// tierEndpoints: with zones, each tier's endpoints (proxy.Upstream.Tiers).
+	tierEndpoints [][]*endpoint.Endpoint
 }
 
 // pickerFingerprint hashes what a picker is built from: the balancer and
@@ -462,7 +464,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 	fp := pickerFingerprint(uc, base, plan)
 	prev, had := p.pickers[up.Name]
 	if had && prev.fingerprint == fp {
-		up.Endpoints, up.Picker, up.Observe, up.HashOn = prev.endpoints, prev.guarded, prev.observe, prev.hashOn
+		up.Endpoints, up.Picker, up.Observe, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
 		return
 	}
 	if ch := uc.ConsistentHash; ch != nil {
@@ -473,7 +475,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 	var tiers []balance.Picker
 	var observers []*balance.LeastRequest
 	if uc.Zones != nil && !plan.Panic {
-		picker, tiers, observers = zonedPicker(uc, base, plan, prev.tiers)
+		picker, tiers, observers, up.Tiers = zonedPicker(uc, base, plan, prev.tiers)
 	} else {
 		var lrp *balance.LeastRequest
 		picker, lrp = newPicker(uc, up.Endpoints, prev.raw)
@@ -492,7 +494,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 	}
 	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
 	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, tiers: tiers, guarded: up.Picker,
-		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn}
+		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn, tierEndpoints: up.Tiers}
 }
 
 // newPicker builds the configured balancer over eps, handing it prev (the
@@ -521,7 +523,8 @@ func newPicker(uc *config.Upstream, eps []*endpoint.Endpoint, prev balance.Picke
 // failover zone in order, then every other zone and endpoints without
 // one) over plan's effective endpoints, and a balance.Zoned over them
 // whose shares come from each tier's healthy and total configured weight.
-func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, prev []balance.Picker) (balance.Picker, []balance.Picker, []*balance.LeastRequest) {
+// members are each tier's effective endpoints, for retries (proxy.Upstream.Tiers).
+func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, prev []balance.Picker) (_ balance.Picker, _ []balance.Picker, _ []*balance.LeastRequest, members [][]*endpoint.Endpoint) {
 	z := uc.Zones
 	n := len(z.Failover) + 2
 	tierOf := make(map[string]int, n-1)
@@ -529,7 +532,7 @@ func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Pla
 	for i, name := range z.Failover {
 		tierOf[name] = i + 1
 	}
-	members := make([][]*endpoint.Endpoint, n)
+	members = make([][]*endpoint.Endpoint, n)
 	healthy, total := make([]uint64, n), make([]uint64, n)
 	for i, e := range plan.Endpoints {
 		t, listed := tierOf[e.Zone]
@@ -559,5 +562,5 @@ func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Pla
 			observers = append(observers, lrp)
 		}
 	}
-	return balance.NewZoned(tiers, shares), tiers, observers
+	return balance.NewZoned(tiers, shares), tiers, observers, members
 }

@@ -26,6 +26,16 @@ func healthOptions(uc *config.Upstream) health.UpstreamOptions {
 			MaxEjectionTime:            od.MaxEjectionTime,
 			MaxEjectionPercent:         od.MaxEjectionPercent,
 		}
+		o.Refused = o.Outlier
+	} else {
+		// A refused connection ejects at once even without the block
+		// (NGINX's max_fails=1 fail_timeout), for the block's default times
+		// and within its default cap.
+		o.Refused = &health.OutlierOptions{
+			BaseEjectionTime:   config.DefaultBaseEjectionTime,
+			MaxEjectionTime:    config.DefaultMaxEjectionTime,
+			MaxEjectionPercent: config.DefaultMaxEjectionPercent,
+		}
 	}
 	return o
 }
@@ -45,8 +55,11 @@ var (
 	upstreamPanicTotalDesc = prometheus.NewDesc("levee_upstream_panic_total",
 		"Times the upstream entered panic mode.", []string{"upstream"}, nil)
 	upstreamEjectionsDesc = prometheus.NewDesc("levee_upstream_ejections_total",
-		"Endpoints ejected by passive outlier detection, by reason (consecutive_gateway_failures, consecutive_5xx).", []string{"upstream", "reason"}, nil)
+		"Endpoints ejected by passive outlier detection, by reason (consecutive_gateway_failures, consecutive_5xx, connect_refused: a refused connection, which ejects at once).", []string{"upstream", "reason"}, nil)
 )
+
+// ejectionReasons are the reason labels of levee_upstream_ejections_total.
+var ejectionReasons = []string{"consecutive_gateway_failures", "consecutive_5xx", "connect_refused"}
 
 // healthCollector reports the health manager's view at scrape time.
 type healthCollector struct{ g *Gateway }
@@ -77,7 +90,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(upstreamPanicDesc, prometheus.GaugeValue, panicking, up.Name)
 		ch <- prometheus.MustNewConstMetric(upstreamPanicTotalDesc, prometheus.CounterValue, float64(v.PanicTotal), up.Name)
-		for _, reason := range []string{"consecutive_gateway_failures", "consecutive_5xx"} {
+		for _, reason := range ejectionReasons {
 			ch <- prometheus.MustNewConstMetric(upstreamEjectionsDesc, prometheus.CounterValue, float64(v.EjectionsTotal[reason]), up.Name, reason)
 		}
 	}

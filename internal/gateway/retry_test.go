@@ -88,17 +88,34 @@ routes:
 	}
 
 	t.Run("connect failure goes to the other endpoint, any method", func(t *testing.T) {
-		for i := range 10 {
-			method := http.MethodGet
-			if i%2 == 1 {
-				method = http.MethodPost // nothing was sent, so even POST is retried
+		// The first POST goes to the dead endpoint or, if the live one
+		// takes it, the next; until the refusal ejects the dead one every
+		// other first pick is it. Nothing was sent, so even POST is retried.
+		for i := 0; h.metric(`levee_retries_total{reason="connect_failure",upstream="deadfirst"}`) == 0; i++ {
+			if i == 10 {
+				t.Fatal("10 requests and no connect_failure retry: the dead endpoint was never picked")
 			}
-			if resp := send(method, "/deadfirst/", "payload"); resp.StatusCode != 200 {
-				t.Fatalf("request %d (%s): status %d", i, method, resp.StatusCode)
+			if resp := send(http.MethodPost, "/deadfirst/", "payload"); resp.StatusCode != 200 {
+				t.Fatalf("request %d (POST): status %d", i, resp.StatusCode)
 			}
 		}
-		if got := h.metric(`levee_retries_total{reason="connect_failure",upstream="deadfirst"}`); got < 4 {
-			t.Errorf("connect_failure retries = %v, want >= 4 (the dead endpoint gets every other first pick)", got)
+		// The refusal ejected it at once (max_fails=1), without an
+		// outlier_detection block: no more retries needed.
+		waitFor(t, "the refusing endpoint ejected", func() bool {
+			st, _ := endpointStates(t, h, "deadfirst")
+			return countState(st, "ejected") == 1
+		})
+		before := h.metric(`levee_retries_total{reason="connect_failure",upstream="deadfirst"}`)
+		for i := range 10 {
+			if resp := send(http.MethodGet, "/deadfirst/", ""); resp.StatusCode != 200 {
+				t.Fatalf("request %d after the ejection: status %d", i, resp.StatusCode)
+			}
+		}
+		if got := h.metric(`levee_retries_total{reason="connect_failure",upstream="deadfirst"}`); got != before {
+			t.Errorf("connect_failure retries went from %v to %v after the ejection, want no change", before, got)
+		}
+		if got := h.metric(`levee_upstream_ejections_total{reason="connect_refused",upstream="deadfirst"}`); got != 1 {
+			t.Errorf("connect_refused ejections = %v, want 1", got)
 		}
 	})
 
@@ -163,23 +180,4 @@ routes:
 			t.Errorf("answered after %v; the route timeout is 200ms", d)
 		}
 	})
-}
-
-// offerFixedRate sends n requests at rate per second (open loop: each at
-// its own time, whatever happened to earlier ones) through do, and waits for
-// all of them.
-func offerFixedRate(n int, rate float64, do func()) {
-	var wg sync.WaitGroup
-	begin := time.Now()
-	for i := range n {
-		if d := time.Until(begin.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
-			time.Sleep(d)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			do()
-		}()
-	}
-	wg.Wait()
 }

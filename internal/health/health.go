@@ -92,6 +92,16 @@ type UpstreamOptions struct {
 	Check *CheckOptions
 	// Outlier turns passive outlier detection on; nil: none.
 	Outlier *OutlierOptions
+	// Refused, when set, ejects an endpoint that refused a connection at
+	// once (NGINX's max_fails=1 fail_timeout): nothing listens there, so
+	// waiting for a run of failures or for active checks only sends more
+	// requests to a closed port. The ejection lasts BaseEjectionTime
+	// (growing as an outlier ejection does, up to MaxEjectionTime) and
+	// happens only within MaxEjectionPercent; the consecutive-failure
+	// fields are not used. The gateway sets it from outlier_detection, or
+	// from its defaults when the upstream has none. nil: a refused
+	// connection only counts in the failure runs.
+	Refused *OutlierOptions
 	// PanicThreshold is the healthy share of the non-drained weight (0 to
 	// 1) below which the upstream balances over every non-drained
 	// endpoint, healthy or not. 0 disables panic mode.

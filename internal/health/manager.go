@@ -313,11 +313,19 @@ func (m *Manager) resultLocked(r result, now time.Time) {
 	}
 }
 
-// tripsLocked handles outlier signals: every tripped member of an upstream
-// with outlier detection is ejected if its run still stands and the
-// ejection cap allows.
+// tripsLocked handles outlier signals: every member that refused a
+// connection is ejected at once (upstreams with Refused set), and every
+// tripped member of an upstream with outlier detection is ejected if its
+// run still stands; each only if the ejection cap allows.
 func (m *Manager) tripsLocked(now time.Time) {
 	for _, u := range m.mu.ups {
+		if u.opts.Refused != nil {
+			for _, mb := range u.members {
+				if mb.stats.TakeRefused() {
+					m.ejectRefusedLocked(u, mb, now)
+				}
+			}
+		}
 		o := u.opts.Outlier
 		if o == nil {
 			continue
@@ -350,6 +358,27 @@ func (m *Manager) tripsLocked(now time.Time) {
 		}
 	}
 }
+
+// ejectRefusedLocked ejects mb, which refused a connection, for the
+// Refused options' ejection time, if it serves and the ejection cap allows.
+func (m *Manager) ejectRefusedLocked(u *upstream, mb *member, now time.Time) {
+	if !mb.serving() {
+		return // already out of rotation
+	}
+	ejected, n := u.count()
+	if !mayEject(ejected, n, u.opts.Refused.MaxEjectionPercent) {
+		m.o.Logger.Debug("ejection skipped: max_ejection_percent reached", "upstream", u.name, "endpoint", mb.addr,
+			"reason", reasonRefused, "ejected", ejected, "endpoints", n)
+		return
+	}
+	d := mb.eject(u.opts.Refused, now)
+	mb.refusedOut = true
+	u.ejects[reasonRefused]++
+	m.transitionLocked(mb, reasonRefused+" (ejected for "+d.String()+")", now)
+}
+
+// reasonRefused is the ejection reason of a refused connection.
+const reasonRefused = "connect_refused"
 
 // count returns the ejected and the non-drained members of u.
 func (u *upstream) count() (ejected, n int) {
@@ -518,8 +547,8 @@ func (m *Manager) Apply(name string, o UpstreamOptions, eps []*endpoint.Endpoint
 		if o.Check == nil {
 			mb.checkDown, mb.passes, mb.fails = false, 0, 0
 		}
-		if o.Outlier == nil && mb.ejected() {
-			mb.uneject(now)
+		if mb.ejected() && (mb.refusedOut && o.Refused == nil || !mb.refusedOut && o.Outlier == nil) {
+			mb.uneject(now) // the rule that ejected it was turned off
 		}
 		if s := mb.currentState(o.SlowStart, now); s != mb.state {
 			m.o.Logger.Info("endpoint health changed", "upstream", name, "endpoint", mb.addr,
@@ -552,6 +581,8 @@ func (u *upstream) setOptions(o UpstreamOptions, signal chan<- struct{}) {
 	var w *endpoint.Watch
 	if ol := o.Outlier; ol != nil {
 		w = &endpoint.Watch{GatewayFailures: ol.ConsecutiveGatewayFailures, Status5xx: ol.Consecutive5xx, Signal: signal}
+	} else if o.Refused != nil {
+		w = &endpoint.Watch{Signal: signal} // signals refused connections only
 	}
 	same := (w == nil) == (u.watch == nil) && (w == nil || (w.GatewayFailures == u.watch.GatewayFailures && w.Status5xx == u.watch.Status5xx))
 	u.opts = o

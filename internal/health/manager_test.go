@@ -196,3 +196,54 @@ func TestApplySlowStartsJoiners(t *testing.T) {
 		t.Fatalf("after the window the endpoint itself is used, weight %d", p.Endpoints[3].Weight)
 	}
 }
+
+// TestManagerEjectsRefusedAtOnce: one refused connection ejects an
+// endpoint without any outlier detection block, within the ejection cap;
+// the ejection ends after its base time; an upstream without Refused
+// ignores the mark.
+func TestManagerEjectsRefusedAtOnce(t *testing.T) {
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}})
+	ro := &OutlierOptions{BaseEjectionTime: 300 * time.Millisecond, MaxEjectionTime: time.Second, MaxEjectionPercent: 50}
+	eps := testEndpoints(4)
+	m.Apply("u", UpstreamOptions{Refused: ro}, eps)
+	off := testEndpoints(2)
+	m.Apply("off", UpstreamOptions{}, off)
+	m.Start()
+	defer m.Stop()
+
+	now := time.Now().UnixNano()
+	eps[0].Stats.Refused(now)
+	waitUntil(t, "one ejected", func() bool { return states(m, "u")[Ejected] == 1 })
+	for _, e := range eps[1:] { // two more refuse: only one more may go (50 % of 4)
+		e.Stats.Refused(now)
+	}
+	waitUntil(t, "two ejected", func() bool { return states(m, "u")[Ejected] == 2 })
+	off[0].Stats.Refused(now)
+	eps[3].Stats.Refused(now) // a signal to make the loop scan again
+	time.Sleep(20 * time.Millisecond)
+	if n := states(m, "u")[Ejected]; n != 2 {
+		t.Fatalf("%d ejected, want 2 (max_ejection_percent 50 of 4)", n)
+	}
+	if n := states(m, "off")[Ejected]; n != 0 {
+		t.Fatalf("upstream without Refused: %d ejected", n)
+	}
+	v, _ := m.View("u")
+	if v.EjectionsTotal["connect_refused"] != 2 {
+		t.Fatalf("ejections = %v", v.EjectionsTotal)
+	}
+	// Re-applying the same options keeps the ejections; they end by time.
+	p := m.Apply("u", UpstreamOptions{Refused: ro}, eps)
+	zero := 0
+	for _, e := range p.Endpoints {
+		if e.Weight == 0 {
+			zero++
+		}
+	}
+	if zero != 2 {
+		t.Fatalf("plan has %d endpoints at weight 0, want 2", zero)
+	}
+	waitUntil(t, "ejections over", func() bool { return states(m, "u")[Healthy] == 4 })
+	if !eps[0].Stats.RefusedSince(now) || eps[0].Stats.RefusedSince(now+1) {
+		t.Fatal("RefusedSince does not report the mark")
+	}
+}

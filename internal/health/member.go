@@ -58,6 +58,7 @@ type member struct {
 	ejections    int       // counts toward the next ejection's length
 	ejectedUntil time.Time // zero: not ejected
 	returnedAt   time.Time // when the last ejection ended (for decay)
+	refusedOut   bool      // the current ejection is for a refused connection
 	// Slow start; zero: not ramping.
 	rampFrom time.Time
 
@@ -166,6 +167,7 @@ func (m *member) eject(o *OutlierOptions, now time.Time) time.Duration {
 func (m *member) uneject(now time.Time) {
 	m.ejectedUntil = time.Time{}
 	m.returnedAt = now
+	m.refusedOut = false
 }
 
 // rampStepsFor is the number of steps of a ramp over window.

@@ -333,8 +333,8 @@ func consumerKey(r *http.Request) string {
 // sample.
 func admissionOutcome(x *exchange) admission.Outcome {
 	switch {
-	case x.status == statusClientClosed || x.status == 0:
-		return admission.Dropped
+	case x.status == statusClientClosed || x.status == 0 || x.reason == ReasonBadRequest:
+		return admission.Dropped // says nothing about the upstream
 	case x.reason == ReasonUpstreamTimeout || x.reason == ReasonUpstreamUnavailable || x.status == http.StatusServiceUnavailable:
 		return admission.Failure
 	}
@@ -370,6 +370,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	// larger one streams and is only resent if no byte of it was read.
 	var replay []byte
 	var held *untouchedBody
+	cb := watchClientBody(r)
+	var tried triedSet // endpoints that failed in this request
 	if pol != nil {
 		var replayable bool
 		var err error
@@ -404,13 +406,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 		}
 		rtt := time.Since(now)
 		up.duration.Observe(rtt.Seconds())
-		if up.Observe != nil {
-			up.Observe(ep, rtt, now.Add(rtt))
-		}
 
 		var fail failure
 		status := 0
 		if err != nil {
+			if cerr := cb.failure(); cerr != nil {
+				ep.End(endpoint.Abandoned) // the client's body broke the attempt
+				release()
+				h.clientBodyFailed(w, x, r, cerr)
+				return
+			}
 			if r.Context().Err() != nil {
 				ep.End(endpoint.Abandoned)
 				release()
@@ -429,14 +434,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 			if errors.Is(err, errPerTryTimeout) {
 				fail = failTimeout
 			}
+			noteRefused(ep, err, now)
 		} else {
 			status = resp.StatusCode
 		}
+		if up.Observe != nil && fail != failConnect {
+			// A connect failure's short time says nothing of latency (and
+			// would make a dead endpoint look the fastest).
+			up.Observe(ep, rtt, now.Add(rtt))
+		}
 
-		if pol != nil && n < pol.Attempts && h.retryable(pol, r, fail, status, held) {
+		if retry, free := decideRetry(pol, n, r, fail, status, held); retry {
 			wait, ok := retryWait(pol, resp, n, time.Now())
 			if ok && (deadline.IsZero() || time.Now().Add(wait).Before(deadline)) {
-				if up.Budget == nil || up.Budget.TryRetry(time.Now()) {
+				if free || up.Budget == nil || up.Budget.TryRetry(time.Now()) {
 					if resp != nil {
 						ep.EndStatus(resp.StatusCode)
 						discard(resp)
@@ -447,7 +458,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 						x.status = statusClientClosed
 						return
 					}
-					next, perr := pickOther(up, ep)
+					tried.add(ep)
+					next, perr := pickRetry(up, &tried, time.Now())
 					if perr != nil {
 						h.refuse(w, x, ReasonNoAvailableEndpoint)
 						return
@@ -508,15 +520,24 @@ func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *e
 	return up.Transport.RoundTrip(outboundRequest(ctx, r, ep.Address, reqID, body, length))
 }
 
-// clientBodyFailed answers when reading the client's body (to buffer it)
-// failed: over the route's limit, or the client went away.
+// clientBodyFailed answers when reading the client's body failed (to
+// buffer it, or while an attempt forwarded it): over the route's limit
+// (413), the client went away (499), or the body was malformed or short
+// (400 bad_request). None of these is an endpoint's failure.
 func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	switch {
+	case errors.As(err, &tooLarge):
 		h.refuse(w, x, ReasonBodyTooLarge)
-		return
+	case clientGone(err):
+		x.status = statusClientClosed
+	default:
+		// Even when the request's context is cancelled (net/http cancels
+		// it on a read error from the connection): a client that only
+		// half-closed still reads, and an unwritten answer would be an
+		// empty 200.
+		h.refuse(w, x, ReasonBadRequest)
 	}
-	x.status = statusClientClosed
 }
 
 // respond streams an upstream's answer to the client.

@@ -91,7 +91,8 @@ var reasonList = [...]Reason{ReasonNoRoute, ReasonMethodNotAllowed, ReasonNoAvai
 	ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonBodyTooLarge, ReasonHeaderTooLarge,
 	ReasonConnectionLimit, ReasonConcurrencyLimit, ReasonQueueFull, ReasonQueueTimeout,
 	ReasonShedPriority, ReasonConsumerLimit, ReasonMemoryPressure,
-	ReasonUnauthenticated, ReasonForbidden, ReasonRateLimited, ReasonQuotaExhausted}
+	ReasonUnauthenticated, ReasonForbidden, ReasonRateLimited, ReasonQuotaExhausted,
+	ReasonBadRequest}
 
 // reasonIndex maps a reason to its slot in reasonList, read-only.
 var reasonIndex = func() map[Reason]int {

@@ -28,6 +28,10 @@ const (
 	// ReasonBadHeaderName: a header name holds "_" and
 	// server.underscores_in_headers is reject.
 	ReasonBadHeaderName Reason = "bad_header_name"
+	// ReasonBadRequest: the client's request body was malformed or shorter
+	// than announced (bad chunked framing, a Content-Length it did not
+	// fill). The client's fault: never an endpoint's failure.
+	ReasonBadRequest Reason = "bad_request"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -75,6 +79,7 @@ func renderRefusals() map[Reason]*refusal {
 	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
 	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
 	add(ReasonBadPath, http.StatusBadRequest, false, "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)")
+	add(ReasonBadRequest, http.StatusBadRequest, false, "the request body is malformed or shorter than its framing announced")
 	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
 	add(ReasonBadHeaderName, http.StatusBadRequest, false, `a request header name contains "_", which levee does not accept`)
 	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")

@@ -20,6 +20,7 @@ func TestRefuseEveryReason(t *testing.T) {
 		ReasonHeaderTooLarge:      431,
 		ReasonBadPath:             400,
 		ReasonBadHeaderName:       400,
+		ReasonBadRequest:          400,
 		ReasonConcurrencyLimit:    503,
 		ReasonQueueFull:           503,
 		ReasonQueueTimeout:        503,

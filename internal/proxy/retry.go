@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/client"
-	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // RetryPolicy is one route's retry rules, resolved by the gateway from the
@@ -26,9 +25,13 @@ import (
 //   - the wait (full-jitter backoff, or the upstream's Retry-After when it
 //     is longer) ends before the route's deadline, and a Retry-After longer
 //     than BackoffMax is never undercut: that answer goes to the client as is;
-//   - the upstream's retry budget has room (see package retrybudget).
+//   - the upstream's retry budget has room (see package retrybudget), or
+//     the attempt failed to connect: a request that reached no backend adds
+//     no backend load when sent to another one, so it spends no budget
+//     (it is still bounded by Attempts; see failover.go).
 //
-// A retry goes to another endpoint when the upstream has one.
+// A retry goes to an endpoint that has not failed in this request, in the
+// next zone tier when its own has none left (see pickRetry).
 type RetryPolicy struct {
 	// Attempts is the total number of tries, first included (>= 1).
 	Attempts int
@@ -199,22 +202,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// pickOther picks an endpoint other than prev when the upstream has one,
-// trying at most as many picks as it has endpoints.
-func pickOther(up *Upstream, prev *endpoint.Endpoint) (*endpoint.Endpoint, error) {
-	var ep *endpoint.Endpoint
-	for range max(1, len(up.Endpoints)) {
-		var err error
-		if ep, err = up.Picker.Pick(); err != nil {
-			return nil, err
-		}
-		if ep.Address != prev.Address {
-			break
-		}
-	}
-	return ep, nil
 }
 
 // attemptContext derives the context of one attempt: cancelled with cause

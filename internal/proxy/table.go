@@ -36,6 +36,12 @@ type Upstream struct {
 	// Observe, when set, is told each attempt's time to response headers
 	// (the least_request balancer's latency estimate).
 	Observe func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	// Tiers, when the upstream balances by zone, lists each zone tier's
+	// endpoints (those of Endpoints, weight 0 for the ones that do not
+	// serve) in failover order, the local zone first. A retry whose tier
+	// has no endpoint left that has not failed in its request goes to the
+	// next tier (see pickRetry). nil: one tier, Endpoints.
+	Tiers [][]*endpoint.Endpoint
 	// Admission, when set, limits the requests in flight to the upstream,
 	// queueing fairly per consumer and by priority (package admission).
 	// Kept across reloads by the gateway while its options are unchanged.
