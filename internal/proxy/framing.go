@@ -178,9 +178,14 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 }
 
 // outboundTrailer is the trailer map of r's outbound requests: the
-// allowed trailers screenTrailers set up, or none.
+// allowed trailers screenTrailers set up, or none. The forwarding path may
+// have wrapped the body since (clientBody), so it looks beneath that.
 func outboundTrailer(r *http.Request) http.Header {
-	if tb, ok := r.Body.(*trailerBody); ok {
+	body := r.Body
+	if cb, ok := body.(*clientBody); ok {
+		body = cb.rc
+	}
+	if tb, ok := body.(*trailerBody); ok {
 		return tb.fwd
 	}
 	return nil
