@@ -101,6 +101,8 @@ type exchange struct {
 	reqID    string
 	attempts int
 	app      *App
+	prio     admission.Priority
+	reserved int64 // bytes of the memory budget held (memory.go)
 }
 
 // ServeHTTP serves one request.
@@ -162,6 +164,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isClientRetry(r.Header) {
 		prio = admission.Sheddable
 	}
+	x.prio = prio
 	if h.memory != nil {
 		if lvl := h.memory.Level(); (lvl == memguard.Soft && prio == admission.Sheddable) || (lvl == memguard.Hard && prio != admission.Critical) {
 			h.shed(w, &x, ReasonMemoryPressure, 0)
@@ -195,6 +198,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) finish(x *exchange, r *http.Request) {
+	h.releaseMemory(x)
 	h.metrics.inflight.Dec()
 	d := time.Since(x.start)
 	rm := x.route.metrics
@@ -349,7 +353,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	if pol != nil {
 		var replayable bool
 		var err error
-		if replay, replayable, err = replayableBody(r, pol.ReplayBodyLimit); err != nil {
+		if replay, replayable, err = h.replayableBody(r, x, pol.ReplayBodyLimit); err != nil {
 			h.clientBodyFailed(w, x, r, err)
 			return
 		}
@@ -487,6 +491,10 @@ func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *e
 // clientBodyFailed answers when reading the client's body (to buffer it)
 // failed: over the route's limit, or the client went away.
 func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
+	if err == errNoMemory {
+		h.shed(w, x, ReasonMemoryPressure, 0)
+		return
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		h.refuse(w, x, ReasonBodyTooLarge)
