@@ -124,7 +124,9 @@ func (h *Handler) replayableBody(r *http.Request, x *exchange, limit int64) ([]b
 }
 
 // readUpTo reads src until EOF or until n bytes, growing its buffer by
-// doubling but never past n (io.ReadAll's growth can overshoot n).
+// doubling but never past n (io.ReadAll's growth can overshoot n). A full
+// buffer grows only once a byte proves the body goes on, so a body whose
+// size is a power of two does not end in a buffer twice its size.
 func readUpTo(src io.Reader, n int64) ([]byte, error) {
 	buf := make([]byte, 0, min(n, 4<<10))
 	for {
@@ -132,9 +134,18 @@ func readUpTo(src io.Reader, n int64) ([]byte, error) {
 			return buf, nil
 		}
 		if len(buf) == cap(buf) {
+			var probe [1]byte
+			m, err := io.ReadFull(src, probe[:])
+			if m == 0 {
+				if err == io.EOF {
+					return buf, nil
+				}
+				return buf, err
+			}
 			nb := make([]byte, len(buf), min(n, 2*int64(cap(buf))))
 			copy(nb, buf)
-			buf = nb
+			buf = append(nb, probe[0])
+			continue
 		}
 		m, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]

@@ -268,3 +268,27 @@ func TestReservationReleasedWhenClientLeaves(t *testing.T) {
 	c.Close()
 	mr.settled()
 }
+
+// TestReadUpTo: the buffer of an unknown-length body is never larger than
+// the body needs (doubling, but not past a power-of-two end), nor than the
+// cap it is given.
+func TestReadUpTo(t *testing.T) {
+	for _, tc := range []struct {
+		size, n  int
+		len, cap int
+	}{
+		{0, 100, 0, 100},
+		{4 << 10, 1 << 20, 4 << 10, 4 << 10},
+		{4 << 20, 16 << 20, 4 << 20, 4 << 20},
+		{4<<20 + 1, 16 << 20, 4<<20 + 1, 8 << 20},
+		{5000, 5000, 5000, 5000},
+		{5001, 5000, 5000, 5000},
+		{1 << 20, 600_000, 600_000, 600_000},
+	} {
+		src := io.MultiReader(bytes.NewReader(make([]byte, tc.size)))
+		buf, err := readUpTo(src, int64(tc.n))
+		if err != nil || len(buf) != tc.len || cap(buf) != tc.cap {
+			t.Errorf("readUpTo(%d bytes, %d): len %d cap %d err %v, want len %d cap %d", tc.size, tc.n, len(buf), cap(buf), err, tc.len, tc.cap)
+		}
+	}
+}
