@@ -244,8 +244,12 @@ const consumerRetryAfter = time.Second
 func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
 	if rt.Auth != AuthNone {
-		app, reason, detail := h.identify(r, rt, h.consumers.apps.Load(), now)
+		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
 		if app == nil {
+			if reason == ReasonMemoryPressure {
+				h.shed(w, x, reason, 0)
+				return false
+			}
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
 			}

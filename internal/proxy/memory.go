@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/auth"
 	"github.com/levee-gw/levee/internal/memguard"
 )
 
@@ -69,6 +70,39 @@ func (h *Handler) releaseMemory(x *exchange) {
 		h.memory.Release(x.reserved)
 		x.reserved = 0
 	}
+}
+
+// requestPriority is r's priority on rt: the route's, or sheddable for a
+// client's retry.
+func requestPriority(rt *Route, r *http.Request) admission.Priority {
+	if isClientRetry(r.Header) {
+		return admission.Sheddable
+	}
+	return rt.Priority
+}
+
+// reserveSignedBody reserves the body a signed request must buffer to
+// check its signature, before it is read: its Content-Length, or
+// auth.MaxSignedBodyBytes+1 when the length is unknown (the largest that
+// is read before refusing it 413; the caller gives back what the buffer
+// did not need once it is read). A body over the maximum is refused
+// without being read and reserves nothing. Unlike a replay copy, the
+// body cannot stream instead: without room the request is refused 503
+// memory_pressure, whatever its priority (a critical one has the highest
+// ceiling).
+func (h *Handler) reserveSignedBody(r *http.Request, x *exchange, rt *Route) (reserved int64, ok bool) {
+	if h.memory == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > auth.MaxSignedBodyBytes {
+		return 0, true
+	}
+	n := r.ContentLength
+	if n < 0 {
+		n = auth.MaxSignedBodyBytes + 1
+	}
+	x.prio = requestPriority(rt, r)
+	if !h.reserve(x, n) {
+		return 0, false
+	}
+	return n, true
 }
 
 // replayableBody buffers r's body, when it fits limit and the memory

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
@@ -291,4 +293,88 @@ func TestReadUpTo(t *testing.T) {
 			t.Errorf("readUpTo(%d bytes, %d): len %d cap %d err %v, want len %d cap %d", tc.size, tc.n, len(buf), cap(buf), err, tc.len, tc.cap)
 		}
 	}
+}
+
+// TestSignedBodyReserves (limit 10,000,000, normal ceiling 9,000,000): the
+// body a signed request buffers to check its
+// signature is reserved before it is read (its length, or for an unknown
+// length what its buffer ends up holding), and without room the request
+// is refused 503 memory_pressure without a byte read.
+func TestSignedBodyReserves(t *testing.T) {
+	var live uint64
+	g, err := memguard.New(memguard.Options{Limit: 10_000_000, SoftWatermark: 0.8, HardWatermark: 0.9,
+		Heap: func() (uint64, uint64) { return live, 1 }, Collect: func() {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Route{Name: "all", PathPrefix: "/", Upstream: &Upstream{Name: "up"}, Auth: AuthHMAC}
+	h, err := NewHandler(NewTable([]*Route{rt}, []*Upstream{rt.Upstream}, m), Options{Metrics: m, Memory: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps, keys := benchApps(t, 1)
+	h.SwapApps(NewApps(apps, keys, nil))
+	secret := sha256.Sum256([]byte(benchKey(0)))
+	now := time.Now()
+	signed := func(n int, chunked bool) (*http.Request, *countingReader) {
+		body := make([]byte, n)
+		src := &countingReader{r: bytes.NewReader(body)}
+		r := httptest.NewRequest(http.MethodPost, "/x", src)
+		r.ContentLength = int64(n)
+		if chunked {
+			r.ContentLength = -1
+		}
+		if err := client.Sign(r, keys[0].KeyID, secret[:], body, now); err != nil {
+			t.Fatal(err)
+		}
+		return r, src
+	}
+
+	live = 100_000
+	g.Sample()
+	for _, tc := range []struct {
+		n        int
+		chunked  bool
+		reserved int64
+	}{{300_000, false, 300_000}, {100_000, true, 128 << 10}} {
+		r, _ := signed(tc.n, tc.chunked)
+		var x exchange
+		if app, reason, detail := h.identify(r, &x, rt, h.Apps(), now); app == nil {
+			t.Fatalf("%d bytes (chunked %v): refused %s %s", tc.n, tc.chunked, reason, detail)
+		}
+		if x.reserved != tc.reserved || g.Reserved() != tc.reserved {
+			t.Errorf("%d bytes (chunked %v): %d reserved (guard %d), want %d", tc.n, tc.chunked, x.reserved, g.Reserved(), tc.reserved)
+		}
+		h.releaseMemory(&x)
+		if g.Reserved() != 0 {
+			t.Fatalf("%d bytes left reserved after the request", g.Reserved())
+		}
+	}
+
+	live = 8_800_000 // + 300,000 passes the normal ceiling, 9,000,000
+	g.Sample()
+	r, src := signed(300_000, false)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"memory_pressure"`) {
+		t.Fatalf("a signed 300,000-byte body without room: %d %s, want 503 memory_pressure", rec.Code, rec.Body)
+	}
+	if src.n != 0 || g.Reserved() != 0 {
+		t.Fatalf("refused without room, yet %d body bytes were read and %d reserved", src.n, g.Reserved())
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }
