@@ -131,6 +131,60 @@ func TestStaleLiveHeapIsCollected(t *testing.T) {
 	if h.forced != 1 {
 		t.Fatalf("%d collections forced while the runtime collected on its own, want none beyond the first", h.forced-1)
 	}
+
+	// Real pressure: a forced collection finds the memory live. The waits
+	// between forced collections double, up to maxStaleSamples, and are
+	// back to staleSamples once the pressure ends.
+	h.collect = func(h *stepHeap) { h.cycles++ }
+	h.forced = 0
+	var gaps []int
+	last := 0
+	for i := 1; i <= 400; i++ {
+		g.Sample()
+		if h.forced > len(gaps) {
+			gaps = append(gaps, i-last)
+			last = i
+		}
+	}
+	want := []int{staleSamples, 2 * staleSamples, 4 * staleSamples, 8 * staleSamples, 16 * staleSamples, maxStaleSamples, maxStaleSamples}
+	for i, w := range want {
+		if i == 0 {
+			w = staleSamples - 1 // the last fresh sample counted one
+		}
+		if i >= len(gaps) || gaps[i] != w {
+			t.Fatalf("samples between forced collections under real pressure: %v, want %v then %d", gaps, want[:5], maxStaleSamples)
+		}
+	}
+	h.live = 10
+	g.Sample()
+	h.live, h.forced = 850, 0
+	for range staleSamples {
+		g.Sample()
+	}
+	if h.forced != 1 {
+		t.Fatalf("after the pressure ended and came back, %d collections forced in %d samples, want 1", h.forced, staleSamples)
+	}
+
+	// The end of a storm: the back-off has grown under pressure with
+	// requests holding reservations; they end, and the next forced
+	// collection comes after staleSamples, not after the back-off.
+	h.live = 700
+	g.Reserve(100, ClassCritical) // 800: soft
+	for range 200 {
+		g.Sample()
+	}
+	if g.staleLimit != maxStaleSamples {
+		t.Fatalf("back-off %d samples after long pressure, want %d", g.staleLimit, maxStaleSamples)
+	}
+	g.Release(100)
+	h.live, h.forced = 850, 0 // what the finished requests held, not yet collected
+	h.collect = func(h *stepHeap) { h.live, h.cycles = 20, h.cycles+1 }
+	for range staleSamples {
+		g.Sample()
+	}
+	if h.forced != 1 || g.Level() != OK {
+		t.Fatalf("%d samples after the reservations were released: %d collections forced, level %v; want 1 and ok", staleSamples, h.forced, g.Level())
+	}
 }
 
 // sink keeps an allocation reachable until the test drops it.

@@ -93,7 +93,10 @@ type Guard struct {
 	// Sampler state, touched only by Sample's caller (one goroutine).
 	lastCycles uint64
 	stale      int
-	collected  atomic.Uint64
+	staleLimit int
+	// reservedAtCollect: the reservations at the last forced collection.
+	reservedAtCollect int64
+	collected         atomic.Uint64
 }
 
 // New validates o. It changes nothing in the runtime until Start.
@@ -124,6 +127,7 @@ func New(o Options) (*Guard, error) {
 		slack: uint64(float64(o.Limit) * hysteresis),
 	}
 	g.ceiling = ceilings(o.Limit, g.soft, g.hard)
+	g.staleLimit = staleSamples
 	return g, nil
 }
 
@@ -174,7 +178,19 @@ func (g *Guard) Observe(live uint64) Level {
 // collection. One forced collection per staleSamples samples (500 ms at
 // the default interval) bounds that, and costs nothing while collections
 // happen on their own.
-const staleSamples = 5
+//
+// A forced collection that leaves the pressure in place found real live
+// memory, not garbage; the next one waits twice as long, up to
+// maxStaleSamples (8 s), so a large heap under real pressure is not marked
+// over and over for nothing. The wait is back to staleSamples once the
+// pressure ends, and while reservations are below what they were at the
+// last forced collection: requests that held memory have ended since, and
+// what they held may be garbage now (this is what keeps the end of a storm
+// prompt).
+const (
+	staleSamples    = 5
+	maxStaleSamples = 80
+)
 
 // Sample reads the heap, updates the level, and runs a garbage collection
 // when the reading is stale under pressure (see staleSamples). Start's
@@ -186,17 +202,27 @@ func (g *Guard) Sample() Level {
 	}
 	lvl := g.Observe(live)
 	if lvl == OK {
-		g.stale = 0
+		g.stale, g.staleLimit = 0, staleSamples
 		return lvl
 	}
-	if g.stale++; g.stale < staleSamples {
+	wait := g.staleLimit
+	if g.reserved.Load() < g.reservedAtCollect {
+		wait = staleSamples
+	}
+	if g.stale++; g.stale < wait {
 		return lvl
 	}
 	g.stale = 0
+	g.reservedAtCollect = g.reserved.Load()
 	g.opts.Collect()
 	g.collected.Add(1)
 	live, g.lastCycles = g.opts.Heap()
-	return g.Observe(live)
+	if lvl = g.Observe(live); lvl != OK {
+		g.staleLimit = min(2*g.staleLimit, maxStaleSamples)
+	} else {
+		g.staleLimit = staleSamples
+	}
+	return lvl
 }
 
 // Collections returns how many garbage collections Sample has forced.

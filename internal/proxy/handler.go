@@ -493,7 +493,8 @@ func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *e
 }
 
 // clientBodyFailed answers when reading the client's body (to buffer it)
-// failed: over the route's limit, or the client went away.
+// failed: over the route's limit, or the client went away; or when the
+// memory budget had no room for it (errNoMemory, a sheddable request).
 func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
 	if err == errNoMemory {
 		h.shed(w, x, ReasonMemoryPressure, 0)
