@@ -114,6 +114,9 @@ routes:
 	var peak atomic.Pointer[procMem]
 	var samples atomic.Int64
 	stopSampling := make(chan struct{})
+	var stopOnce sync.Once
+	endSampling := func() { stopOnce.Do(func() { close(stopSampling) }) }
+	t.Cleanup(endSampling) // also when the test stops early
 	sampled := make(chan error, 1)
 	idle, err := readProcMem(lv.pid)
 	if err != nil {
@@ -282,7 +285,7 @@ routes:
 		}
 		after[k]++
 	}
-	close(stopSampling)
+	endSampling()
 	if err := <-sampled; err != nil {
 		t.Fatal(err)
 	}
