@@ -145,6 +145,7 @@ routes:
 				b[i] = 1 // touch it: resident, not just reserved
 			}
 			ballast = append(ballast, b)
+			runtime.GC()                     // the guard reads the live heap, known after a collection
 			time.Sleep(2 * time.Millisecond) // let the guard sample (every 100 ms)
 		}
 	}

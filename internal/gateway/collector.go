@@ -15,7 +15,13 @@ var (
 	memoryLevelDesc = prometheus.NewDesc("levee_memory_pressure_level",
 		"Memory pressure: 0 ok, 1 above the soft watermark (sheddable refused), 2 above the hard (all but critical refused).", nil, nil)
 	memoryHeapDesc = prometheus.NewDesc("levee_memory_heap_bytes",
-		"The heap size the memory guard compared with its watermarks at its last sample.", nil, nil)
+		"The live heap (marked by the last garbage collection) at the memory guard's last sample; its watermarks compare this plus levee_memory_reserved_bytes.", nil, nil)
+	memoryReservedDesc = prometheus.NewDesc("levee_memory_reserved_bytes",
+		"Bytes admitted requests have reserved from the memory budget (replay copies of bodies), released when each request ends.", nil, nil)
+	memoryRefusedDesc = prometheus.NewDesc("levee_memory_reservations_refused_total",
+		"Reservations the memory budget had no room for: the request streamed its body unreplayed, or (sheddable) was refused 503 memory_pressure.", nil, nil)
+	memoryCollectionsDesc = prometheus.NewDesc("levee_memory_forced_collections_total",
+		"Garbage collections the memory guard ran because the live heap reading was stale under pressure.", nil, nil)
 	handoffDesc = prometheus.NewDesc("levee_h1_handoffs_total",
 		"Clear-text connections levee's HTTP/1.1 loop handed to net/http, by reason (h2_preface, upgrade, expect, transfer_encoding, other).", []string{"reason"}, nil)
 )
@@ -48,6 +54,9 @@ func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- admissionLimitDesc
 	ch <- memoryLevelDesc
 	ch <- memoryHeapDesc
+	ch <- memoryReservedDesc
+	ch <- memoryRefusedDesc
+	ch <- memoryCollectionsDesc
 }
 
 func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
@@ -63,5 +72,8 @@ func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	if m := c.g.memory; m != nil {
 		ch <- prometheus.MustNewConstMetric(memoryLevelDesc, prometheus.GaugeValue, float64(m.Level()))
 		ch <- prometheus.MustNewConstMetric(memoryHeapDesc, prometheus.GaugeValue, float64(m.HeapBytes()))
+		ch <- prometheus.MustNewConstMetric(memoryReservedDesc, prometheus.GaugeValue, float64(m.Reserved()))
+		ch <- prometheus.MustNewConstMetric(memoryRefusedDesc, prometheus.CounterValue, float64(m.RefusedReservations()))
+		ch <- prometheus.MustNewConstMetric(memoryCollectionsDesc, prometheus.CounterValue, float64(m.Collections()))
 	}
 }

@@ -72,6 +72,8 @@ func runRole(role string) int {
 			return fail(err)
 		}
 		return 0
+	case "levee":
+		return runLeveeRole(fail)
 	}
 	return fail(fmt.Errorf("unknown role"))
 }

@@ -205,9 +205,9 @@ func (h *Handler) Apps() *Apps { return h.consumers.apps.Load() }
 
 // identify authenticates r for rt. It returns the app, or the refusal
 // reason and its detail (an auth.Reason, or "suspended" / "no_grant").
-// A signature covers the path as sent (sentPath when normalising changed
-// it, see paths.go).
-func (h *Handler) identify(r *http.Request, sentPath string, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
+// A signature covers the path as sent (x.sentPath when normalising
+// changed it, see paths.go).
+func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
 	switch rt.Auth {
 	case AuthAPIKey:
 		key, err := auth.ExtractAPIKey(r.Header)
@@ -223,14 +223,19 @@ func (h *Handler) identify(r *http.Request, sentPath string, rt *Route, apps *Ap
 		if !auth.IsSigned(r.Header) {
 			// Refused before any byte of the body is read: Verify fails on
 			// the Authorization header, before it would use the digest.
-			_, err := h.consumers.verifier.Verify(asSent(r, sentPath), [32]byte{}, apps, now)
+			_, err := h.consumers.verifier.Verify(asSent(r, x.sentPath), [32]byte{}, apps, now)
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}
-		digest, ok := hashSignedBody(r)
+		reserved, room := h.reserveSignedBody(r, x, rt)
+		if !room {
+			return nil, ReasonMemoryPressure, ""
+		}
+		digest, held, ok := hashSignedBody(r)
+		h.unreserve(x, reserved-held)
 		if !ok {
 			return nil, ReasonBodyTooLarge, ""
 		}
-		id, err := h.consumers.verifier.Verify(asSent(r, sentPath), digest, apps, now)
+		id, err := h.consumers.verifier.Verify(asSent(r, x.sentPath), digest, apps, now)
 		if err != nil {
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}
@@ -274,24 +279,33 @@ func authDetail(err error) string {
 }
 
 // hashSignedBody buffers a signed request's body (at most
-// auth.MaxSignedBodyBytes) and returns its SHA-256, replacing r.Body with
-// the buffered copy. ok is false when the body is larger (the caller
-// answers 413) or cannot be read.
-func hashSignedBody(r *http.Request) (digest [32]byte, ok bool) {
+// auth.MaxSignedBodyBytes) and returns its SHA-256 and the bytes its
+// buffer holds, replacing r.Body with the buffered copy. ok is false when
+// the body is larger (the caller answers 413) or cannot be read.
+func hashSignedBody(r *http.Request) (digest [32]byte, held int64, ok bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return sha256.Sum256(nil), true
+		return sha256.Sum256(nil), 0, true
 	}
 	if r.ContentLength > auth.MaxSignedBodyBytes {
-		return digest, false
+		return digest, 0, false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, auth.MaxSignedBodyBytes+1))
+	// Never past what reserveSignedBody reserved: a known length in one
+	// buffer of that size, an unknown one doubling up to the maximum.
+	var body []byte
+	var err error
+	if r.ContentLength > 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = readUpTo(r.Body, auth.MaxSignedBodyBytes+1)
+	}
 	r.Body.Close()
 	if err != nil || len(body) > auth.MaxSignedBodyBytes {
-		return digest, false
+		return digest, 0, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	return sha256.Sum256(body), true
+	return sha256.Sum256(body), int64(cap(body)), true
 }
 
 // limit applies the rate limits of app (or, for an anonymous caller on a

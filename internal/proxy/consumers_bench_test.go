@@ -56,9 +56,10 @@ func BenchmarkIdentifyAPIKey(b *testing.B) {
 	req.Header.Set("X-Api-Key", benchKey(99_999))
 	apps := h.Apps()
 	now := time.Now()
+	var x exchange
 	b.ReportAllocs()
 	for b.Loop() {
-		if app, reason, _ := h.identify(req, "", rt, apps, now); app == nil {
+		if app, reason, _ := h.identify(req, &x, rt, apps, now); app == nil {
 			b.Fatalf("refused: %s", reason)
 		}
 	}
@@ -83,6 +84,7 @@ func BenchmarkIdentifyHMAC(b *testing.B) {
 	}
 	apps := h.Apps()
 	i := 0
+	var x exchange
 	b.ReportAllocs()
 	for b.Loop() {
 		if i == n {
@@ -91,7 +93,7 @@ func BenchmarkIdentifyHMAC(b *testing.B) {
 			i = 0
 			b.StartTimer()
 		}
-		if app, reason, detail := h.identify(reqs[i], "", rt, apps, base); app == nil {
+		if app, reason, detail := h.identify(reqs[i], &x, rt, apps, base); app == nil {
 			b.Fatalf("refused: %s %s", reason, detail)
 		}
 		i++

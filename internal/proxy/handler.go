@@ -108,6 +108,8 @@ type exchange struct {
 	attempts int
 	app      *App
 	sentPath string // the path as sent, when normalising changed it
+	prio     admission.Priority
+	reserved int64 // bytes of the memory budget held (memory.go)
 }
 
 // ServeHTTP serves one request.
@@ -186,6 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isClientRetry(r.Header) {
 		prio = admission.Sheddable
 	}
+	x.prio = prio
 	if h.memory != nil {
 		if lvl := h.memory.Level(); (lvl == memguard.Soft && prio == admission.Sheddable) || (lvl == memguard.Hard && prio != admission.Critical) {
 			h.shed(w, &x, ReasonMemoryPressure, 0)
@@ -219,6 +222,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) finish(x *exchange, r *http.Request) {
+	h.releaseMemory(x)
 	h.metrics.inflight.Dec()
 	d := time.Since(x.start)
 	rm := x.route.metrics
@@ -264,8 +268,12 @@ const consumerRetryAfter = time.Second
 func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
 	if rt.Auth != AuthNone {
-		app, reason, detail := h.identify(r, x.sentPath, rt, h.consumers.apps.Load(), now)
+		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
 		if app == nil {
+			if reason == ReasonMemoryPressure {
+				h.shed(w, x, reason, 0)
+				return false
+			}
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
 			}
@@ -375,7 +383,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	if pol != nil {
 		var replayable bool
 		var err error
-		if replay, replayable, err = replayableBody(r, pol.ReplayBodyLimit); err != nil {
+		if replay, replayable, err = h.replayableBody(r, x, pol.ReplayBodyLimit); err != nil {
 			h.clientBodyFailed(w, x, r, err)
 			return
 		}
@@ -522,9 +530,15 @@ func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *e
 
 // clientBodyFailed answers when reading the client's body failed (to
 // buffer it, or while an attempt forwarded it): over the route's limit
-// (413), the client went away (499), or the body was malformed or short
-// (400 bad_request). None of these is an endpoint's failure.
+// (413), the client went away (499), the body was malformed or short
+// (400 bad_request), or the memory budget had no room to buffer it
+// (errNoMemory, a sheddable request: 503). None of these is an
+// endpoint's failure.
 func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
+	if err == errNoMemory {
+		h.shed(w, x, ReasonMemoryPressure, 0)
+		return
+	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -118,31 +117,6 @@ func idempotent(r *http.Request) bool {
 		return true
 	}
 	return len(r.Header["Idempotency-Key"]) > 0 || len(r.Header["X-Idempotency-Key"]) > 0
-}
-
-// replayableBody buffers r's body when it fits limit, so that attempts can
-// resend it. It returns the bytes (nil when r has no body) and whether the
-// body is replayable. A body over the limit is left streaming: r.Body then
-// yields the bytes already read followed by the rest.
-func replayableBody(r *http.Request, limit int64) ([]byte, bool, error) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil, true, nil
-	}
-	if r.ContentLength > limit {
-		return nil, false, nil
-	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if int64(len(buf)) > limit {
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
-		return nil, false, nil
-	}
-	return buf, true, nil
 }
 
 // untouchedBody lets an attempt that failed before reading anything of the

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/auth"
+	"github.com/levee-gw/levee/internal/memguard"
+)
+
+// The request path's share of the memory budget (package memguard): every
+// byte a request will hold beyond the fixed buffers of its connection and
+// its copy loop is reserved before it is read, and everything a request
+// reserved is released once, in finish, however the request ends (an
+// answer, a refusal, a client gone, a panic).
+//
+// What does not fit is decided by priority: a sheddable request is refused
+// 503 memory_pressure; a normal or critical one loses its replay copy and
+// streams its body (it is still retried after a connect failure, since
+// nothing of it was read, but not once its body was sent). Critical
+// requests are never refused for memory by the budget: streaming costs
+// only the fixed buffers.
+
+// errNoMemory: the memory budget had no room for a sheddable request's
+// body.
+var errNoMemory = errors.New("no room in the memory budget")
+
+// memClass maps a request's priority onto the budget's classes.
+func memClass(p admission.Priority) memguard.Class {
+	switch p {
+	case admission.Critical:
+		return memguard.ClassCritical
+	case admission.Sheddable:
+		return memguard.ClassSheddable
+	}
+	return memguard.ClassNormal
+}
+
+// reserve takes n bytes of the memory budget for x's request; finish
+// releases them. Without a memory guard everything fits.
+func (h *Handler) reserve(x *exchange, n int64) bool {
+	if h.memory == nil || n <= 0 {
+		return true
+	}
+	if !h.memory.Reserve(n, memClass(x.prio)) {
+		return false
+	}
+	x.reserved += n
+	return true
+}
+
+// unreserve gives back n of the bytes x's request reserved, when it turns
+// out to hold fewer than it asked for.
+func (h *Handler) unreserve(x *exchange, n int64) {
+	if h.memory == nil || n <= 0 {
+		return
+	}
+	n = min(n, x.reserved)
+	h.memory.Release(n)
+	x.reserved -= n
+}
+
+// releaseMemory returns everything x's request reserved (finish calls it,
+// once per request).
+func (h *Handler) releaseMemory(x *exchange) {
+	if x.reserved > 0 {
+		h.memory.Release(x.reserved)
+		x.reserved = 0
+	}
+}
+
+// requestPriority is r's priority on rt: the route's, or sheddable for a
+// client's retry.
+func requestPriority(rt *Route, r *http.Request) admission.Priority {
+	if isClientRetry(r.Header) {
+		return admission.Sheddable
+	}
+	return rt.Priority
+}
+
+// reserveSignedBody reserves the body a signed request must buffer to
+// check its signature, before it is read: its Content-Length, or
+// auth.MaxSignedBodyBytes+1 when the length is unknown (the largest that
+// is read before refusing it 413; the caller gives back what the buffer
+// did not need once it is read). A body over the maximum is refused
+// without being read and reserves nothing. Unlike a replay copy, the
+// body cannot stream instead: without room the request is refused 503
+// memory_pressure, whatever its priority (a critical one has the highest
+// ceiling).
+func (h *Handler) reserveSignedBody(r *http.Request, x *exchange, rt *Route) (reserved int64, ok bool) {
+	if h.memory == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > auth.MaxSignedBodyBytes {
+		return 0, true
+	}
+	n := r.ContentLength
+	if n < 0 {
+		n = auth.MaxSignedBodyBytes + 1
+	}
+	x.prio = requestPriority(rt, r)
+	if !h.reserve(x, n) {
+		return 0, false
+	}
+	return n, true
+}
+
+// replayableBody buffers r's body, when it fits limit and the memory
+// budget, so that attempts can resend it. It returns the bytes (nil when r
+// has no body) and whether the body is replayable. A body over the limit,
+// or a normal or critical request's body the budget has no room for, is
+// left streaming: r.Body then yields the bytes already read followed by
+// the rest. A sheddable request's body without room is errNoMemory.
+//
+// The reservation is the body's Content-Length, or limit+1 when the length
+// is unknown (cut down to what was buffered once the body ends); a known
+// length is read into one buffer of exactly that size, so nothing is
+// allocated beyond what was reserved.
+func (h *Handler) replayableBody(r *http.Request, x *exchange, limit int64) ([]byte, bool, error) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, true, nil
+	}
+	if r.ContentLength > limit {
+		return nil, false, nil
+	}
+	want := r.ContentLength
+	if want < 0 {
+		want = limit + 1
+	}
+	if !h.reserve(x, want) {
+		if x.prio == admission.Sheddable {
+			return nil, false, errNoMemory
+		}
+		return nil, false, nil
+	}
+	var buf []byte
+	var err error
+	if r.ContentLength > 0 {
+		buf = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(r.Body, buf) // a short body is io.ErrUnexpectedEOF
+		buf = buf[:n]
+	} else {
+		buf, err = readUpTo(r.Body, limit+1)
+		h.unreserve(x, want-int64(cap(buf)))
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(buf)) > limit {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return nil, false, nil
+	}
+	return buf, true, nil
+}
+
+// readUpTo reads src until EOF or until n bytes, growing its buffer by
+// doubling but never past n (io.ReadAll's growth can overshoot n). A full
+// buffer grows only once a byte proves the body goes on, so a body whose
+// size is a power of two does not end in a buffer twice its size.
+func readUpTo(src io.Reader, n int64) ([]byte, error) {
+	buf := make([]byte, 0, min(n, 4<<10))
+	for {
+		if int64(len(buf)) == n {
+			return buf, nil
+		}
+		if len(buf) == cap(buf) {
+			var probe [1]byte
+			m, err := io.ReadFull(src, probe[:])
+			if m == 0 {
+				if err == io.EOF {
+					return buf, nil
+				}
+				return buf, err
+			}
+			nb := make([]byte, len(buf), min(n, 2*int64(cap(buf))))
+			copy(nb, buf)
+			buf = append(nb, probe[0])
+			continue
+		}
+		m, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
