@@ -187,7 +187,9 @@ const (
 
 // Memory guards the process against running out of memory (`memory`).
 // The watermarks are fractions of Limit compared with the live heap as
-// runtime/metrics reports it; SoftWatermark < HardWatermark <= 1.
+// runtime/metrics reports it (/gc/heap/live:bytes) plus the bytes that
+// admitted requests have reserved to buffer bodies; SoftWatermark <
+// HardWatermark <= 1.
 type Memory struct {
 	// Limit is the Go runtime's soft memory limit, in bytes, as
 	// debug.SetMemoryLimit takes it (`limit`, a size, required when the

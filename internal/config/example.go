@@ -59,9 +59,10 @@ server:
   underscores_in_headers: drop      # default
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
-# limit; above soft_watermark x limit of live heap sheddable requests get
-# 503 memory_pressure, above hard_watermark x limit everything but
-# critical does. See "Admission control" in docs/configuration.md.
+# limit; above soft_watermark x limit of live heap plus the bodies levee
+# has reserved room to buffer, sheddable requests get 503 memory_pressure,
+# above hard_watermark x limit everything but critical does. See
+# "Admission control" in docs/configuration.md and docs/admission.md.
 memory:
   limit: 2GiB                       # required with the block; 64MiB to 1TiB
   soft_watermark: 0.8               # default; > 0 and < hard_watermark
