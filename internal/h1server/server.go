@@ -1,6 +1,8 @@
-// Package h1server serves levee's clear-text data listener: an HTTP/1.1
-// server loop of levee's own for the requests that make up nearly all of
-// the traffic, and net/http on the same connection for everything else.
+// Package h1server serves levee's data listener, clear text or TLS: an
+// HTTP/1.1 server loop of levee's own for the requests that make up nearly
+// all of the traffic, and net/http on the same connection for everything
+// else (over TLS, HTTP/2 connections chosen by ALPN go to net/http whole:
+// see tls.go).
 //
 // Why: net/http's server costs more CPU per request than levee's handler
 // does (a background read goroutine and its extra read per request, a
