@@ -41,7 +41,7 @@ func tlsServer(t *testing.T, h http.Handler, tweak ...func(*Options)) *testServe
 
 // testCertificate is a self-signed certificate for 127.0.0.1, made afresh
 // (the clients skip verification).
-func testCertificate(t *testing.T) tls.Certificate {
+func testCertificate(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
