@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -193,5 +194,42 @@ func TestHTTP2OverTLSStillWorks(t *testing.T) {
 	}
 	if n := h.metric(`levee_h1_handoffs_total{reason="alpn_h2"}`); n != 1 {
 		t.Errorf("alpn_h2 handoffs %v, want 1 (one connection)", n)
+	}
+}
+
+// TestTLSCertificateReload: the loop's handshakes use the certificate
+// loaded last, so a reload with new certificate files serves the new one
+// to new connections (the gateway's GetCertificate, kept by h1server's
+// clone of the TLS configuration).
+func TestTLSCertificateReload(t *testing.T) {
+	u := newRawUpstream(t, nil)
+	certA, keyA, poolA := selfSigned(t)
+	certB, keyB, poolB := selfSigned(t)
+	yaml := func(cert, key string) string {
+		return framingConfig(u.ln.Addr().String(), "drop") + fmt.Sprintf("tls: {cert_file: %s, key_file: %s}\n", cert, key)
+	}
+	h := start(t, yaml(certA, keyA))
+	get := func(pool *x509.CertPool) error {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + h.g.Addr().String() + "/x")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	if err := get(poolA); err != nil {
+		t.Fatalf("certificate A before the reload: %v", err)
+	}
+	h.writeConfig(yaml(certB, keyB))
+	if err := h.g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(poolB); err != nil {
+		t.Fatalf("certificate B after the reload: %v", err)
+	}
+	if err := get(poolA); err == nil {
+		t.Fatal("certificate A still served after the reload")
 	}
 }
