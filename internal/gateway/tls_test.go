@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,107 @@ func TestTLSCertificateReload(t *testing.T) {
 	}
 	if err := get(poolA); err == nil {
 		t.Fatal("certificate A still served after the reload")
+	}
+}
+
+// TestTLSHandoffsForwardOnce: the other shapes the loop hands to net/http
+// over TLS (absolute-form, Expect) are forwarded once, with
+// X-Forwarded-Proto https (r.TLS survives the handoff), and the
+// connection closes after them.
+func TestTLSHandoffsForwardOnce(t *testing.T) {
+	u := newRawUpstream(t, nil)
+	h := startTLS(t, u)
+	addr := h.g.Addr().String()
+	t.Run("absolute-form", func(t *testing.T) {
+		skip := u.count()
+		c, br := dialTLS(t, addr)
+		io.WriteString(c, "GET https://a/abs?q=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, body := readAnswer(t, br, "GET"); resp.StatusCode != 200 || body != "ok" || !resp.Close {
+			t.Fatalf("%d %q close %v", resp.StatusCode, body, resp.Close)
+		}
+		expectClosed(t, br)
+		got := u.oneRequest(t, skip)
+		if got.req.RequestURI != "/abs?q=1" || got.req.Header.Get("X-Forwarded-Proto") != "https" {
+			t.Fatalf("upstream got %q", got.raw)
+		}
+	})
+	t.Run("expect 100-continue", func(t *testing.T) {
+		skip := u.count()
+		c, br := dialTLS(t, addr)
+		io.WriteString(c, "PUT /e HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 100 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		io.WriteString(c, "hello")
+		if resp, body := readAnswer(t, br, "PUT"); resp.StatusCode != 200 || body != "ok" || !resp.Close {
+			t.Fatalf("%d %q close %v", resp.StatusCode, body, resp.Close)
+		}
+		expectClosed(t, br)
+		got := u.oneRequest(t, skip)
+		if got.req.URL.Path != "/e" || got.body != "hello" || got.req.Header.Get("X-Forwarded-Proto") != "https" {
+			t.Fatalf("upstream got %q", got.raw)
+		}
+	})
+}
+
+// TestTLSWebSocketEcho: an Upgrade over TLS is handed to net/http, reaches
+// the upstream with X-Forwarded-Proto https, and bytes flow both ways
+// through the TLS connection after the 101.
+func TestTLSWebSocketEcho(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Header.Get("X-Forwarded-Proto") != "https" {
+			http.Error(w, "expected a websocket upgrade forwarded from https", 400)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+			acceptKey(r.Header.Get("Sec-WebSocket-Key")))
+		brw.Flush()
+		for {
+			payload, err := readFrame(brw.Reader)
+			if err != nil {
+				return
+			}
+			conn.Write(append([]byte{0x81, byte(len(payload))}, payload...))
+		}
+	}))
+	t.Cleanup(up.Close)
+	certFile, keyFile, _ := selfSigned(t)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+tls: {cert_file: %s, key_file: %s}
+upstreams:
+  ws: {endpoints: [{address: %s}]}
+routes:
+  - {name: ws, match: {path_prefix: /ws}, upstream: ws}
+`, certFile, keyFile, hostPort(up)))
+	c, br := dialTLS(t, h.g.Addr().String())
+	key := "dGhlIHNhbXBsZSBub25jZQ=="
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", key)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
+		t.Fatalf("handshake: status %d accept %q", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Accept"))
+	}
+	for _, msg := range []string{"hello", "levee", strings.Repeat("z", 100)} {
+		c.Write(maskedFrame(msg))
+		hdr := make([]byte, 2)
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, hdr[1])
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != msg {
+			t.Fatalf("echo = %q, want %q", got, msg)
+		}
 	}
 }
