@@ -23,10 +23,10 @@ var (
 	memoryCollectionsDesc = prometheus.NewDesc("levee_memory_forced_collections_total",
 		"Garbage collections the memory guard ran because the live heap reading was stale under pressure.", nil, nil)
 	handoffDesc = prometheus.NewDesc("levee_h1_handoffs_total",
-		"Clear-text connections levee's HTTP/1.1 loop handed to net/http, by reason (h2_preface, upgrade, expect, transfer_encoding, other).", []string{"reason"}, nil)
+		"Connections levee's HTTP/1.1 loop handed to net/http, by reason (h2_preface, upgrade, expect, transfer_encoding, other; alpn_h2: a TLS connection that negotiated HTTP/2).", []string{"reason"}, nil)
 )
 
-// h1Collector reports the clear-text server's handoff counters (kept by the
+// h1Collector reports the data server's handoff counters (kept by the
 // server as atomics) at scrape time.
 type h1Collector struct{ g *Gateway }
 

@@ -234,12 +234,33 @@ func TestFramingRefusedOnEveryPath(t *testing.T) {
 	u := newRawUpstream(t, nil)
 	h := start(t, framingConfig(u.ln.Addr().String(), "drop"))
 	addr := h.g.Addr().String()
+	for _, tc := range framingRefusals() {
+		t.Run(tc.name, func(t *testing.T) {
+			before := u.count()
+			_, br, resp, body := rawSend(t, addr, tc.req)
+			if resp.StatusCode != tc.status || !resp.Close {
+				t.Fatalf("status %d (close %v) %q, want %d and close", resp.StatusCode, resp.Close, body, tc.status)
+			}
+			expectClosed(t, br)
+			if n := u.count(); n != before {
+				t.Fatalf("the upstream saw %d new connections", n-before)
+			}
+		})
+	}
+}
+
+// framingRefusal is a head levee must refuse, and its status.
+type framingRefusal struct {
+	name, req string
+	status    int
+}
+
+// framingRefusals are the smuggling shapes of TestFramingRefusedOnEveryPath
+// (and, over TLS, TestFramingRefusedOverTLS).
+func framingRefusals() []framingRefusal {
 	clte := "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 	many := strings.Repeat("X-Filler: v\r\n", 130)
-	for _, tc := range []struct {
-		name, req string
-		status    int
-	}{
+	return []framingRefusal{
 		{"CL+TE, loop", "POST /x HTTP/1.1\r\nHost: a\r\n" + clte, 400},
 		{"TE+CL, loop", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", 400},
 		{"CL+TE, absolute-form", "POST http://a/x HTTP/1.1\r\nHost: a\r\n" + clte, 400},
@@ -264,18 +285,6 @@ func TestFramingRefusedOnEveryPath(t *testing.T) {
 		{"bare LF only", "GET /x HTTP/1.1\nHost: a\n\n", 400},
 		{"HTTP/2.0 request line", "GET /x HTTP/2.0\r\nHost: a\r\n\r\n", 505},
 		{"HTTP/0.9 request line", "GET /x\r\n\r\n", 400},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := u.count()
-			_, br, resp, body := rawSend(t, addr, tc.req)
-			if resp.StatusCode != tc.status || !resp.Close {
-				t.Fatalf("status %d (close %v) %q, want %d and close", resp.StatusCode, resp.Close, body, tc.status)
-			}
-			expectClosed(t, br)
-			if n := u.count(); n != before {
-				t.Fatalf("the upstream saw %d new connections", n-before)
-			}
-		})
 	}
 }
 

@@ -79,8 +79,9 @@ type Gateway struct {
 	token atomic.Pointer[[]admin.Token]
 
 	dataSrv, adminSrv *http.Server
-	// h1 serves the clear-text data listener (dataSrv then serves only the
-	// connections it hands off); nil with TLS, where dataSrv serves all.
+	// h1 serves the data listener, clear text or TLS (it handshakes);
+	// dataSrv serves only the connections it hands off (HTTP/2, upgrades,
+	// chunked bodies, ...). Set by Start.
 	h1              atomic.Pointer[h1server.Server]
 	dataLn, adminLn net.Listener
 	started         bool
@@ -246,30 +247,27 @@ func (g *Gateway) Start() error {
 			g.accessLog.Run()
 		}()
 	}
-	if cfg.TLS == nil {
-		h1, err := h1server.New(h1server.Options{
-			Handler:           g.handler,
-			Fallback:          g.dataSrv,
-			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-			IdleTimeout:       cfg.Server.IdleTimeout,
-			MaxHeaderBytes:    g.dataSrv.MaxHeaderBytes,
-			HeaderTooLarge: func(w http.ResponseWriter) {
-				g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
-				proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
-			},
-			Logger: g.logger,
-		})
-		if err != nil {
-			dataLn.Close()
-			adminLn.Close()
-			return err
-		}
-		g.h1.Store(h1)
-		go g.serveH1(h1, dataLn)
-	} else {
-		go g.serve(g.dataSrv, dataLn, true)
+	h1, err := h1server.New(h1server.Options{
+		Handler:           g.handler,
+		Fallback:          g.dataSrv,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    g.dataSrv.MaxHeaderBytes,
+		HeaderTooLarge: func(w http.ResponseWriter) {
+			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
+			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
+		},
+		Logger:    g.logger,
+		TLSConfig: g.dataTLSConfig(cfg),
+	})
+	if err != nil {
+		dataLn.Close()
+		adminLn.Close()
+		return err
 	}
-	go g.serve(g.adminSrv, adminLn, false)
+	g.h1.Store(h1)
+	go g.serveH1(h1, dataLn)
+	go g.serve(g.adminSrv, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go g.sweepIdle(g.sweepStop, g.sweepDone)
 	for _, f := range g.feeds {
@@ -285,14 +283,8 @@ func (g *Gateway) Start() error {
 	return nil
 }
 
-func (g *Gateway) serve(srv *http.Server, ln net.Listener, useTLS bool) {
-	var err error
-	if useTLS {
-		err = srv.ServeTLS(ln, "", "")
-	} else {
-		err = srv.Serve(ln)
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+func (g *Gateway) serve(srv *http.Server, ln net.Listener) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.ready.Store(false)
 		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
 		g.serveErr <- err
@@ -307,10 +299,13 @@ func (g *Gateway) serveH1(srv *h1server.Server, ln net.Listener) {
 	}
 }
 
-// newDataServer builds the client-facing net/http server: HTTP/1.1 and
-// HTTP/2 over TLS, or, in clear text, the fallback of h1server for the
-// connections it hands off (h2c, upgrades, chunked bodies, ...), with the
-// downstream timeouts that stop slowloris clients.
+// newDataServer builds the client-facing net/http server: the fallback of
+// h1server for the connections it hands off (HTTP/2 over TLS or h2c,
+// upgrades, chunked bodies, ...), with the downstream timeouts that stop
+// slowloris clients. It never handshakes: h1server does (dataTLSConfig),
+// and hands it HTTP/2 connections as completed *tls.Conns, which its
+// TLSNextProto["h2"] serves (net/http's Serve sets that up itself: the
+// server has HTTP/2 on and no TLSConfig).
 func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -326,21 +321,29 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 		// The handler answers header_too_large (431, JSON) above the
 		// configured limit; the server's own cut-off sits at twice that, so
 		// only absurd requests get a 431 from the server itself (JSON from
-		// h1server, plain text from net/http over TLS).
+		// h1server, plain text from net/http after a handoff).
 		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
 		Protocols:      protocols,
 		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams},
 		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
-	if cfg.TLS != nil {
-		srv.TLSConfig = &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-				return g.cert.Load(), nil
-			},
-		}
-	}
 	return srv
+}
+
+// dataTLSConfig is the data listener's TLS configuration (nil: clear
+// text): the certificate as loaded last (reloads swap it), ALPN offering
+// HTTP/2 first, as net/http's ServeTLS did.
+func (g *Gateway) dataTLSConfig(cfg *config.Config) *tls.Config {
+	if cfg.TLS == nil {
+		return nil
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return g.cert.Load(), nil
+		},
+	}
 }
 
 func (g *Gateway) loadCertificate(t *config.TLS) error {
@@ -468,15 +471,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	g.logger.Info("draining", "data", g.dataLn.Addr().String())
-	var err error
-	if h1 := g.h1.Load(); h1 != nil {
-		if err = h1.Shutdown(ctx); err != nil {
-			g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
-			_ = h1.Close()
-		}
-	} else if err = g.dataSrv.Shutdown(ctx); err != nil {
+	h1 := g.h1.Load()
+	err := h1.Shutdown(ctx) // the handed-off connections too (dataSrv)
+	if err != nil {
 		g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
-		_ = g.dataSrv.Close()
+		_ = h1.Close()
 	}
 	g.handler.CloseUpgrades()
 	// Not under g.mu: the health loop may be waiting for it to rebuild.

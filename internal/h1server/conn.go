@@ -3,6 +3,7 @@ package h1server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -86,6 +87,13 @@ type conn struct {
 	accepted time.Time
 	state    atomic.Int32
 
+	// Over TLS (Options.TLSConfig): raw is the accepted connection, tls
+	// the TLS one over it (also nc and sock), tlsState its state after the
+	// handshake, every request's r.TLS. All nil in clear text.
+	raw      net.Conn
+	tls      *tls.Conn
+	tlsState *tls.ConnectionState
+
 	// buf[r:w] are bytes read and not consumed yet. bufp is its pool
 	// handle (nil for an oversized head buffer).
 	buf  []byte
@@ -115,7 +123,14 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, sock: rawsock.Wrap(nc), accepted: time.Now(), watchDone: make(chan struct{}, 1)}
+	c := &conn{srv: s, nc: nc, accepted: time.Now(), watchDone: make(chan struct{}, 1)}
+	if s.tlsConfig == nil {
+		c.sock = rawsock.Wrap(nc)
+	} else {
+		c.raw = nc
+		c.tls = tls.Server(nc, s.tlsConfig)
+		c.nc, c.sock = c.tls, c.tls
+	}
 	if a := nc.RemoteAddr(); a != nil {
 		c.remote = a.String()
 	}
@@ -141,6 +156,13 @@ func (c *conn) serve() {
 		c.releaseBuf()
 		c.srv.untrack(c)
 	}()
+	if c.tls != nil {
+		serve, off := c.handshake()
+		if !serve {
+			handedOff = off
+			return
+		}
+	}
 	for first := true; ; first = false {
 		n, v, ok := c.readHead(first)
 		if !ok {
@@ -151,6 +173,13 @@ func (c *conn) serve() {
 			c.reject(c.h.status, c.h.rejectText)
 			return
 		case verdictHandoff:
+			if c.tls != nil && c.h.handoff == handoffH2Preface {
+				// Over TLS, HTTP/2 is chosen by ALPN (RFC 9113
+				// section 3.2), never by a preface on an HTTP/1.1
+				// connection; net/http would pass it to the handler.
+				c.reject(0, textH2PrefaceOverTLS)
+				return
+			}
 			handedOff = c.handOff(c.h.handoff)
 			return
 		}
@@ -356,7 +385,7 @@ func (c *conn) tooLarge() {
 		c.putWriter()
 	} else {
 		r := &http.Request{Method: http.MethodGet, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{}, Body: http.NoBody, Close: true, RemoteAddr: c.remote}
+			Header: http.Header{}, Body: http.NoBody, Close: true, RemoteAddr: c.remote, TLS: c.tlsState}
 		c.resp.reset(r, nil, 1, false)
 		c.resp.closeAfter = true
 		c.srv.headerTooLarge(&c.resp)
@@ -416,7 +445,7 @@ func (c *conn) serveRequest(n int) bool {
 	tmpl := http.Request{
 		Method: text[:h.m1], URL: u, Proto: proto, ProtoMajor: 1, ProtoMinor: h.minor,
 		Header: h.header(text), Host: host, RemoteAddr: c.remote, RequestURI: target,
-		Close: h.closeRq, Body: http.NoBody,
+		Close: h.closeRq, Body: http.NoBody, TLS: c.tlsState,
 	}
 	var b *body
 	if h.length > 0 {
@@ -575,7 +604,14 @@ func (c *conn) closeIfIdle(now time.Time) {
 
 // abort closes the connection at once and cancels its request.
 func (c *conn) abort() {
-	_ = c.nc.Close() // first, so that nothing is written once the handler sees the cancel
+	// First, so that nothing is written once the handler sees the cancel.
+	// Over TLS, the socket itself: tls.Conn's Close may first write an
+	// alert (for up to 5 s), and this runs under the server's lock.
+	if c.raw != nil {
+		_ = c.raw.Close()
+	} else {
+		_ = c.nc.Close()
+	}
 	c.mu.Lock()
 	c.closed = true
 	if c.cancel != nil {

@@ -78,6 +78,7 @@ const (
 	handoffExpect                  // an Expect field (100-continue)
 	handoffTransferEncoding        // a chunked (or other) request body
 	handoffOther                   // anything else the loop does not own
+	handoffALPNH2                  // a TLS connection that negotiated h2 (ALPN): never read by the loop
 	numHandoffReasons
 )
 

@@ -1,6 +1,8 @@
-// Package h1server serves levee's clear-text data listener: an HTTP/1.1
-// server loop of levee's own for the requests that make up nearly all of
-// the traffic, and net/http on the same connection for everything else.
+// Package h1server serves levee's data listener, clear text or TLS: an
+// HTTP/1.1 server loop of levee's own for the requests that make up nearly
+// all of the traffic, and net/http on the same connection for everything
+// else (over TLS, HTTP/2 connections chosen by ALPN go to net/http whole:
+// see tls.go).
 //
 // Why: net/http's server costs more CPU per request than levee's handler
 // does (a background read goroutine and its extra read per request, a
@@ -41,6 +43,7 @@ package h1server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -77,6 +80,15 @@ type Options struct {
 	HeaderTooLarge func(w http.ResponseWriter)
 	// Logger receives handler panics (nil: discard).
 	Logger *slog.Logger
+	// TLSConfig, when set, makes the listener's connections TLS (see
+	// tls.go): each is handshaken first, within ReadHeaderTimeout (or
+	// defaultHandshakeTimeout), by its own goroutine; one that negotiated
+	// "h2" through ALPN goes to the Fallback unchanged (a *tls.Conn, which
+	// net/http serves with HTTP/2: the Fallback must allow HTTP/2), and
+	// every other is served by the loop, with the same strict framing as
+	// in clear text. New keeps a clone; NextProtos should offer "h2" only
+	// if the Fallback serves it. nil: clear text.
+	TLSConfig *tls.Config
 }
 
 // Stats are the server's counters since it was made.
@@ -92,6 +104,7 @@ var handoffNames = [numHandoffReasons]string{
 	handoffExpect:           "expect",
 	handoffTransferEncoding: "transfer_encoding",
 	handoffOther:            "other",
+	handoffALPNH2:           "alpn_h2",
 }
 
 // HandoffReasons lists the reasons Stats.Handoffs counts by.
@@ -106,6 +119,7 @@ type Server struct {
 	maxHead        int // the cap on a head's bytes (MaxHeaderBytes + 4096)
 	headerTooLarge func(w http.ResponseWriter)
 	logger         *slog.Logger
+	tlsConfig      *tls.Config // nil: clear text
 
 	handoffs [numHandoffReasons]atomic.Uint64
 
@@ -151,6 +165,9 @@ func New(o Options) (*Server, error) {
 		headerTimeout: o.ReadHeaderTimeout, idleTimeout: idle,
 		maxHead: maxHead + 4096, headerTooLarge: o.HeaderTooLarge, logger: logger,
 		fallbackDone: make(chan struct{}),
+	}
+	if o.TLSConfig != nil {
+		s.tlsConfig = o.TLSConfig.Clone()
 	}
 	s.mu.conns = map[*conn]struct{}{}
 	inner := o.Fallback.Handler
@@ -274,8 +291,14 @@ func (s *Server) handOff(nc net.Conn, pending []byte, reason int) bool {
 	s.mu.Lock()
 	fl := s.mu.fallbackLn
 	s.mu.Unlock()
-	hc := &replayConn{Conn: nc, pending: append([]byte(nil), pending...)}
-	return fl.deliver(hc)
+	pending = append([]byte(nil), pending...)
+	if tc, ok := nc.(*tls.Conn); ok {
+		// Delivered as itself only after ALPN chose h2 (handOffTLS);
+		// here net/http must see HTTP/1 with the bytes replayed, and it
+		// sets r.TLS from the wrapper's ConnectionState.
+		return fl.deliver(&tlsReplayConn{replayConn: replayConn{Conn: tc, pending: pending}, tc: tc})
+	}
+	return fl.deliver(&replayConn{Conn: nc, pending: pending})
 }
 
 // Shutdown stops the server gracefully: the listener closes at once, idle
