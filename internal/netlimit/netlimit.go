@@ -18,7 +18,9 @@ import (
 )
 
 // refusal is written to a connection over the cap. Reason connection_limit
-// is part of levee's stable refusal vocabulary.
+// is part of levee's stable refusal vocabulary: its row in proxy's
+// reasonTable (statuses, sentence, Retry-After) is the contract, and
+// proxy's TestListenerRefusalsMatchTable holds these answers to it.
 var (
 	refusal      = render(503, "Service Unavailable", "levee holds as many connections as it is allowed")
 	refusalPerIP = render(429, "Too Many Requests", "this client address holds as many connections as levee allows one address")

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}, []string{"upstream"})
 	m.shedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "levee_shed_total",
-		Help: "Requests shed by admission control before reaching an upstream, by route and reason (concurrency_limit, queue_full, queue_timeout, shed_priority, consumer_limit, memory_pressure).",
+		Help: shedHelp(),
 	}, []string{"route", "reason"})
 	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal} {
 		if err := reg.Register(c); err != nil {
@@ -81,31 +82,35 @@ type routeMetrics struct {
 	duration prometheus.Observer
 	codes    [600]atomic.Pointer[prometheus.Counter] // index 0 holds codes outside 100..599
 	// refusals and sheds per reason, resolved on first use; indexed by
-	// reasonIndex (the last slot holds reasons outside it, resolved on
-	// every use).
-	refusals, sheds [len(reasonList) + 1]atomic.Pointer[prometheus.Counter]
+	// reasonIndex (the last slot is for reasons outside reasonTable, which
+	// are resolved on every use).
+	refusals, sheds [len(reasonTable) + 1]atomic.Pointer[prometheus.Counter]
 }
 
-// reasonList are the reasons whose counters a route caches.
-var reasonList = [...]Reason{ReasonNoRoute, ReasonMethodNotAllowed, ReasonNoAvailableEndpoint,
-	ReasonUpstreamUnavailable, ReasonUpstreamTimeout, ReasonBodyTooLarge, ReasonHeaderTooLarge,
-	ReasonConnectionLimit, ReasonConcurrencyLimit, ReasonQueueFull, ReasonQueueTimeout,
-	ReasonShedPriority, ReasonConsumerLimit, ReasonMemoryPressure,
-	ReasonUnauthenticated, ReasonForbidden, ReasonRateLimited, ReasonQuotaExhausted,
-	ReasonBadRequest}
-
-// reasonIndex maps a reason to its slot in reasonList, read-only.
+// reasonIndex maps each reason of reasonTable to its slot in a route's
+// cached counters, read-only.
 var reasonIndex = func() map[Reason]int {
-	m := make(map[Reason]int, len(reasonList))
-	for i, r := range reasonList {
-		m[r] = i
+	m := make(map[Reason]int, len(reasonTable))
+	for i, s := range reasonTable {
+		m[s.Reason] = i
 	}
 	return m
 }()
 
+// shedHelp is levee_shed_total's help, naming the reasons it counts.
+func shedHelp() string {
+	var names []string
+	for _, s := range reasonTable {
+		if s.Shed {
+			names = append(names, string(s.Reason))
+		}
+	}
+	return "Requests shed by admission control before reaching an upstream, by route and reason (" + strings.Join(names, ", ") + ")."
+}
+
 // cached returns the counter of vec for (route, reason) from slots,
 // resolving and caching it on first use.
-func cached(slots *[len(reasonList) + 1]atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, route string, reason Reason) prometheus.Counter {
+func cached(slots *[len(reasonTable) + 1]atomic.Pointer[prometheus.Counter], vec *prometheus.CounterVec, route string, reason Reason) prometheus.Counter {
 	i, ok := reasonIndex[reason]
 	if !ok {
 		return vec.WithLabelValues(route, string(reason))

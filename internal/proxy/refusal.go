@@ -12,8 +12,8 @@ import (
 // Clients and dashboards key on it; never rename one (add new ones instead).
 type Reason string
 
-// The reasons the request path can give. Each has exactly one status code
-// and one human sentence, kept in refusals below.
+// The reasons levee can give. Each has one row in reasonTable
+// (reasons.go): its status, Retry-After, sentence and documentation.
 const (
 	ReasonNoRoute             Reason = "no_route"
 	ReasonMethodNotAllowed    Reason = "method_not_allowed"
@@ -52,6 +52,121 @@ const (
 	ReasonQuotaExhausted  Reason = "quota_exhausted"
 )
 
+// retryAfterKind says whether and how a refusal carries Retry-After.
+type retryAfterKind uint8
+
+const (
+	// noRetryAfter: none; the client must change its request (or its
+	// credentials) first.
+	noRetryAfter retryAfterKind = iota
+	// retryAfterSoon: Refuse sets 1 s; RefuseRetryAfter sets the caller's
+	// value instead (admission control's jittered one).
+	retryAfterSoon
+	// retryAfterCaller: the caller sets the exact value (the rate
+	// limiter's, ratelimit.Decision.SetHeaders); Refuse adds none, so it
+	// never overwrites it.
+	retryAfterCaller
+)
+
+// reasonSpec is one reason's row in reasonTable: everything levee says
+// about it on the wire, in its metrics and in its documentation.
+type reasonSpec struct {
+	Reason Reason
+	// Status is the HTTP status the reason is answered with.
+	Status int
+	// AltStatus is a second status the reason is answered with, 0 if none
+	// (connection_limit: 429 from the per-address cap).
+	AltStatus  int
+	RetryAfter retryAfterKind
+	// Shed: admission control or the memory guard turned the work away
+	// before it reached an upstream; counted in levee_shed_total as well
+	// as levee_refusals_total.
+	Shed bool
+	// Listener: written by the data listener's connection cap (package
+	// netlimit, which imports nothing of levee's) before any request is
+	// read, never by Refuse. TestListenerRefusalsMatchTable holds netlimit
+	// to this row.
+	Listener bool
+	// Sentence is the "error" member of the JSON body: what happened, for
+	// the person reading a client's log.
+	Sentence string
+	// When is the documentation's "when" column (Markdown): the condition
+	// and the settings behind it.
+	When string
+}
+
+// reasonTable is the one list of refusal reasons. Refuse's rendered
+// answers, the metrics' cached label sets and levee_shed_total's help, the
+// refusal tests and the refusal tables in README.md and
+// docs/configuration.md (TestRefusalTablesInDocs) all derive from it.
+// Order is the documentation's. Add a reason here and nowhere else by hand.
+var reasonTable = [...]reasonSpec{
+	{Reason: ReasonBadPath, Status: http.StatusBadRequest,
+		Sentence: "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)",
+		When:     "the request path is malformed or could be read two ways (NUL, invalid escapes or UTF-8, `\\`, `#`, `/..;/`, `%2F` under `server.paths.escaped_slashes: reject`): see Request paths in docs/configuration.md"},
+	{Reason: ReasonBadRequest, Status: http.StatusBadRequest,
+		Sentence: "the request body is malformed or shorter than its framing announced",
+		When:     "the request body is malformed or shorter than its `Content-Length` (the client's fault; never counted against an endpoint)"},
+	{Reason: ReasonBadHeaderName, Status: http.StatusBadRequest,
+		Sentence: `a request header name contains "_", which levee does not accept`,
+		When:     "a request header name holds `_` and `server.underscores_in_headers` is `reject`"},
+	{Reason: ReasonUnauthenticated, Status: http.StatusUnauthorized,
+		Sentence: "the request does not carry valid credentials of an active app",
+		When:     "a route with `auth` and no valid credentials (`WWW-Authenticate`, a `detail`)"},
+	{Reason: ReasonForbidden, Status: http.StatusForbidden,
+		Sentence: "this app may not call this route",
+		When:     "the app is known but suspended or not granted the route (`detail`)"},
+	{Reason: ReasonNoRoute, Status: http.StatusNotFound,
+		Sentence: "no route matches this host and path",
+		When:     "no route matches host and path"},
+	{Reason: ReasonMethodNotAllowed, Status: http.StatusMethodNotAllowed,
+		Sentence: "the route does not accept this method",
+		When:     "a route matches host and path but not the method (`Allow` lists the methods that would be served)"},
+	{Reason: ReasonBodyTooLarge, Status: http.StatusRequestEntityTooLarge,
+		Sentence: "the request body is larger than this route accepts",
+		When:     "the body exceeds the route's `max_body_bytes`"},
+	{Reason: ReasonHeaderTooLarge, Status: http.StatusRequestHeaderFieldsTooLarge,
+		Sentence: "the request headers are larger than levee accepts",
+		When:     "request line + headers exceed `server.max_header_bytes`"},
+	{Reason: ReasonUpstreamUnavailable, Status: http.StatusBadGateway,
+		Sentence: "the upstream endpoint could not be reached or broke the connection",
+		When:     "the endpoint refused or broke the connection (and no retry was allowed)"},
+	{Reason: ReasonUpstreamTimeout, Status: http.StatusGatewayTimeout,
+		Sentence: "the upstream endpoint did not answer in time",
+		When:     "connect or response-header timeout"},
+	{Reason: ReasonNoAvailableEndpoint, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
+		Sentence: "the upstream has no endpoint available to take this request",
+		When:     "every endpoint of the upstream is drained"},
+	{Reason: ReasonConnectionLimit, Status: http.StatusServiceUnavailable, AltStatus: http.StatusTooManyRequests,
+		RetryAfter: retryAfterSoon, Listener: true,
+		Sentence: "levee holds as many connections as it is allowed",
+		When:     "`server.max_connections` (503) or `max_connections_per_ip` (429) connections are already open; the connection is closed"},
+	{Reason: ReasonConcurrencyLimit, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "the upstream is at its concurrency limit; retry later",
+		When:     "the upstream is at its limit and there is no queue (`max_queue: 0`)"},
+	{Reason: ReasonQueueFull, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "the upstream's queue is full; retry later",
+		When:     "the queue is full (or the consumer's share of it is)"},
+	{Reason: ReasonQueueTimeout, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "the request waited too long for the upstream; retry later",
+		When:     "the request waited `queue_timeout` without getting a slot"},
+	{Reason: ReasonShedPriority, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "the upstream is under pressure and sheds low-priority requests first; retry later",
+		When:     "the request was refused to make room for more important ones"},
+	{Reason: ReasonConsumerLimit, Status: http.StatusTooManyRequests, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "this consumer has as many requests in progress as it may; retry later",
+		When:     "the consumer already has `max_per_consumer` requests in flight"},
+	{Reason: ReasonMemoryPressure, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "levee is short of memory and sheds work to stay up; retry later",
+		When:     "the live heap plus reserved bodies is above a watermark the request's priority does not pass, or the memory budget has no room for a body the request must buffer (a sheddable request's replay copy, a signed request's body)"},
+	{Reason: ReasonRateLimited, Status: http.StatusTooManyRequests, RetryAfter: retryAfterCaller,
+		Sentence: "this caller is over its rate limit; retry after the time in Retry-After",
+		When:     "an app or client address is over its rate limit"},
+	{Reason: ReasonQuotaExhausted, Status: http.StatusTooManyRequests, RetryAfter: retryAfterCaller,
+		Sentence: "this caller has used its quota for the current period; retry after the time in Retry-After",
+		When:     "an app or client address has used its quota for the period"},
+}
+
 // refusal is a pre-rendered answer: the status, whether it carries
 // Retry-After, and the JSON body. Rendering once at start keeps a refusal
 // to a couple of header writes and one body write.
@@ -65,35 +180,18 @@ type refusal struct {
 // refusals is read-only after package initialisation.
 var refusals = renderRefusals()
 
+// renderRefusals renders every row of reasonTable that Refuse writes (all
+// but the listener's).
 func renderRefusals() map[Reason]*refusal {
-	refusals := map[Reason]*refusal{}
-	add := func(r Reason, status int, retryAfter bool, sentence string) {
-		body := []byte(`{"error":` + strconv.Quote(sentence) + `,"reason":"` + string(r) + `"}` + "\n")
-		refusals[r] = &refusal{status: status, retryAfter: retryAfter, body: body,
+	refusals := make(map[Reason]*refusal, len(reasonTable))
+	for _, s := range reasonTable {
+		if s.Listener {
+			continue
+		}
+		body := []byte(`{"error":` + strconv.Quote(s.Sentence) + `,"reason":"` + string(s.Reason) + `"}` + "\n")
+		refusals[s.Reason] = &refusal{status: s.Status, retryAfter: s.RetryAfter == retryAfterSoon, body: body,
 			contentLength: []string{strconv.Itoa(len(body))}}
 	}
-	add(ReasonNoRoute, http.StatusNotFound, false, "no route matches this host and path")
-	add(ReasonMethodNotAllowed, http.StatusMethodNotAllowed, false, "the route does not accept this method")
-	add(ReasonNoAvailableEndpoint, http.StatusServiceUnavailable, true, "the upstream has no endpoint available to take this request")
-	add(ReasonUpstreamUnavailable, http.StatusBadGateway, false, "the upstream endpoint could not be reached or broke the connection")
-	add(ReasonUpstreamTimeout, http.StatusGatewayTimeout, false, "the upstream endpoint did not answer in time")
-	add(ReasonBodyTooLarge, http.StatusRequestEntityTooLarge, false, "the request body is larger than this route accepts")
-	add(ReasonBadPath, http.StatusBadRequest, false, "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)")
-	add(ReasonBadRequest, http.StatusBadRequest, false, "the request body is malformed or shorter than its framing announced")
-	add(ReasonHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, false, "the request headers are larger than levee accepts")
-	add(ReasonBadHeaderName, http.StatusBadRequest, false, `a request header name contains "_", which levee does not accept`)
-	add(ReasonConcurrencyLimit, http.StatusServiceUnavailable, true, "the upstream is at its concurrency limit; retry later")
-	add(ReasonQueueFull, http.StatusServiceUnavailable, true, "the upstream's queue is full; retry later")
-	add(ReasonQueueTimeout, http.StatusServiceUnavailable, true, "the request waited too long for the upstream; retry later")
-	add(ReasonShedPriority, http.StatusServiceUnavailable, true, "the upstream is under pressure and sheds low-priority requests first; retry later")
-	add(ReasonConsumerLimit, http.StatusTooManyRequests, true, "this consumer has as many requests in progress as it may; retry later")
-	add(ReasonMemoryPressure, http.StatusServiceUnavailable, true, "levee is short of memory and sheds work to stay up; retry later")
-	// Rate-limit refusals carry the limiter's exact Retry-After, set by
-	// the caller; retryAfter false keeps Refuse from overwriting it.
-	add(ReasonRateLimited, http.StatusTooManyRequests, false, "this caller is over its rate limit; retry after the time in Retry-After")
-	add(ReasonQuotaExhausted, http.StatusTooManyRequests, false, "this caller has used its quota for the current period; retry after the time in Retry-After")
-	add(ReasonUnauthenticated, http.StatusUnauthorized, false, "the request does not carry valid credentials of an active app")
-	add(ReasonForbidden, http.StatusForbidden, false, "this app may not call this route")
 	return refusals
 }
 

@@ -7,38 +7,22 @@ import (
 	"testing"
 )
 
-// TestRefuseEveryReason: each reason has one status, a JSON body naming the
-// reason, nosniff, an exact Content-Length, and Retry-After exactly on 503.
+// TestRefuseEveryReason: each reason Refuse writes answers with its row's
+// status, a JSON body of its sentence and name, nosniff, an exact
+// Content-Length, and Retry-After as its row says: exactly on 503 and 429,
+// except where the rate limiter sets its own. The statuses themselves are
+// pinned by the documented tables (TestRefusalTablesInDocs).
 func TestRefuseEveryReason(t *testing.T) {
-	want := map[Reason]int{
-		ReasonNoRoute:             404,
-		ReasonMethodNotAllowed:    405,
-		ReasonNoAvailableEndpoint: 503,
-		ReasonUpstreamUnavailable: 502,
-		ReasonUpstreamTimeout:     504,
-		ReasonBodyTooLarge:        413,
-		ReasonHeaderTooLarge:      431,
-		ReasonBadPath:             400,
-		ReasonBadHeaderName:       400,
-		ReasonBadRequest:          400,
-		ReasonConcurrencyLimit:    503,
-		ReasonQueueFull:           503,
-		ReasonQueueTimeout:        503,
-		ReasonShedPriority:        503,
-		ReasonConsumerLimit:       429,
-		ReasonMemoryPressure:      503,
-		ReasonUnauthenticated:     401,
-		ReasonForbidden:           403,
-		ReasonRateLimited:         429,
-		ReasonQuotaExhausted:      429,
-	}
-	// The rate limiter's refusals carry its exact Retry-After, which the
-	// caller sets (ratelimit.Decision.SetHeaders); Refuse adds none.
-	callerRetryAfter := map[Reason]bool{ReasonRateLimited: true, ReasonQuotaExhausted: true}
-	if len(want) != len(refusals) {
-		t.Fatalf("test covers %d reasons, package defines %d", len(want), len(refusals))
-	}
-	for reason, status := range want {
+	written := 0
+	for _, s := range reasonTable {
+		if s.Listener {
+			if rf := refusals[s.Reason]; rf != nil {
+				t.Errorf("%s: written by the listener, yet Refuse renders it", s.Reason)
+			}
+			continue
+		}
+		written++
+		reason, status := s.Reason, s.Status
 		rec := httptest.NewRecorder()
 		if got := Refuse(rec, reason); got != status || rec.Code != status || StatusOf(reason) != status {
 			t.Errorf("%s: Refuse returned %d, wrote %d, StatusOf %d; want %d", reason, got, rec.Code, StatusOf(reason), status)
@@ -47,7 +31,7 @@ func TestRefuseEveryReason(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%s: body %q: %v", reason, rec.Body.String(), err)
 		}
-		if body.Reason != string(reason) || body.Error == "" {
+		if body.Reason != string(reason) || body.Error != s.Sentence || s.Sentence == "" {
 			t.Errorf("%s: body %+v", reason, body)
 		}
 		h := rec.Header()
@@ -57,9 +41,16 @@ func TestRefuseEveryReason(t *testing.T) {
 		if h.Get("Content-Length") != itoa(rec.Body.Len()) {
 			t.Errorf("%s: Content-Length %s, body %d bytes", reason, h.Get("Content-Length"), rec.Body.Len())
 		}
-		if (!callerRetryAfter[reason] && (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests)) != (h.Get("Retry-After") != "") {
+		callerRetryAfter := s.RetryAfter == retryAfterCaller
+		if (!callerRetryAfter && (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests)) != (h.Get("Retry-After") != "") {
 			t.Errorf("%s: Retry-After %q with status %d", reason, h.Get("Retry-After"), status)
 		}
+		if want := map[retryAfterKind]string{retryAfterSoon: "1"}[s.RetryAfter]; h.Get("Retry-After") != want {
+			t.Errorf("%s: Retry-After %q, want %q", reason, h.Get("Retry-After"), want)
+		}
+	}
+	if written != len(refusals) || written == 0 {
+		t.Fatalf("table has %d reasons Refuse writes, package renders %d", written, len(refusals))
 	}
 }
 
