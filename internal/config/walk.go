@@ -544,10 +544,9 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 	if !ok {
 		return e, nil, false
 	}
+	zoneOK := true
 	if z := f["zone"]; z != nil {
-		zone, zok := p.zoneName(key(path, "zone"), z)
-		ok = ok && zok
-		e.Zone = zone
+		e.Zone, zoneOK = p.zoneName(key(path, "zone"), z)
 	}
 	s, v, ok := p.required(f, n, path, "address")
 	if ok {
@@ -559,7 +558,7 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 		ok = ok && wok
 		e.Weight = uint32(weight)
 	}
-	return e, v, ok
+	return e, v, ok && zoneOK
 }
 
 // timeouts reads an upstream's `timeouts`.

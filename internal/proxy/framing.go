@@ -33,9 +33,7 @@ const (
 // levee's routing, auth and limits) and applies the underscore mode. It
 // reports false when the request is to be refused. It allocates nothing.
 func (h *Handler) screenHeaders(hdr http.Header) bool {
-	if _, ok := hdr["Http2-Settings"]; ok {
-		delete(hdr, "Http2-Settings")
-	}
+	delete(hdr, "Http2-Settings")
 	if h.underscores == UnderscoresAllow {
 		return true
 	}

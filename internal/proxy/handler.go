@@ -162,9 +162,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	screenUpgrade(r.Header, rt.Upgrades)
 	screenTrailers(r, rt.ForwardTrailers)
-	if _, spoofed := r.Header[AppHeader]; spoofed {
-		delete(r.Header, AppHeader) // only levee names the app to an upstream
-	}
+	delete(r.Header, AppHeader) // only levee names the app to an upstream
 	consumer := ""
 	if rt.Auth != AuthNone || rt.AnonymousLimit != (ratelimit.Policy{}) {
 		x.sentPath = sentPath
@@ -616,23 +614,6 @@ func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, b
 		out.Body = nil // nothing to send: spare the transport a body copy
 	}
 	return out
-}
-
-// classify maps a RoundTrip error to how the endpoint fared and the reason
-// levee answers with.
-func classify(ctx context.Context, err error) (endpoint.Outcome, Reason) {
-	if ctx.Err() != nil {
-		return endpoint.Abandoned, ""
-	}
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return endpoint.Success, ReasonBodyTooLarge
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return endpoint.Failure, ReasonUpstreamTimeout
-	}
-	return endpoint.Failure, ReasonUpstreamUnavailable
 }
 
 // requestID returns the client's X-Request-Id when it is a sane token, or a
