@@ -40,15 +40,18 @@ build:
 demo: build
 	./bin/levee demo
 
-## test: install the real services the tests start (etcd), vet, the whole
-## suite under the race detector, then each fuzz target briefly.
+## test: install the real services the tests start (etcd), vet (go vet,
+## staticcheck, gofmt), the whole suite under the race detector, then each
+## fuzz target briefly.
 test: services vet unit load fuzz
 
 services:
 	scripts/install-services.sh
 
+# staticcheck is installed on first use (pinned; scripts/staticcheck.sh).
 vet:
 	$(GO) vet ./...
+	GO=$(GO) scripts/staticcheck.sh ./...
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
