@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/netlimit"
 )
@@ -213,5 +216,34 @@ func TestRefusalTablesInDocs(t *testing.T) {
 			continue
 		}
 		t.Errorf("%s: the refusal table is not the one generated from reasonTable; run `go test ./internal/proxy -run TestRefusalTablesInDocs -update-refusal-docs`.\nwant:\n%s", doc.path, want)
+	}
+}
+
+// TestRefusalMetricsEveryReason: a route counts every reason of the table
+// in levee_refusals_total, and the shed ones in levee_shed_total too, each
+// from a counter it resolves once and caches.
+func TestRefusalMetricsEveryReason(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := newRouteMetrics(m, "r", "u")
+	for _, s := range reasonTable {
+		rm.refused(s.Reason)
+		if s.Shed {
+			rm.shed(s.Reason)
+		}
+		i := reasonIndex[s.Reason]
+		if rm.refusals[i].Load() == nil || (s.Shed && rm.sheds[i].Load() == nil) {
+			t.Errorf("%s: counter not cached", s.Reason)
+		}
+		if got := testutil.ToFloat64(m.refusals.WithLabelValues("r", string(s.Reason))); got != 1 {
+			t.Errorf("%s: levee_refusals_total %v, want 1", s.Reason, got)
+		}
+		want := map[bool]float64{true: 1}[s.Shed]
+		if got := testutil.ToFloat64(m.shedTotal.WithLabelValues("r", string(s.Reason))); got != want {
+			t.Errorf("%s: levee_shed_total %v, want %v", s.Reason, got, want)
+		}
 	}
 }
