@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/levee-gw/levee/internal/admission"
 )
 
 // Reason is the stable snake_case code in every refusal levee writes itself.
@@ -36,13 +38,13 @@ const (
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
 
-	// Admission refusals (package admission and the memory guard): the
-	// work was shed before it reached an upstream.
-	ReasonConcurrencyLimit Reason = "concurrency_limit"
-	ReasonQueueFull        Reason = "queue_full"
-	ReasonQueueTimeout     Reason = "queue_timeout"
-	ReasonShedPriority     Reason = "shed_priority"
-	ReasonConsumerLimit    Reason = "consumer_limit"
+	// Admission refusals (package admission, whose names these are, and
+	// the memory guard): the work was shed before it reached an upstream.
+	ReasonConcurrencyLimit Reason = Reason(admission.ReasonConcurrencyLimit)
+	ReasonQueueFull        Reason = Reason(admission.ReasonQueueFull)
+	ReasonQueueTimeout     Reason = Reason(admission.ReasonQueueTimeout)
+	ReasonShedPriority     Reason = Reason(admission.ReasonShedPriority)
+	ReasonConsumerLimit    Reason = Reason(admission.ReasonConsumerLimit)
 	ReasonMemoryPressure   Reason = "memory_pressure"
 
 	// Consumer refusals: who is calling, may they, and how often.
