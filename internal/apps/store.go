@@ -375,7 +375,17 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return newSnapshot(byID), nil
+	snap, err := newSnapshot(byID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range snap.Identities().Conflicts() {
+		// The store's writes never make one (app_keys.sha256 is UNIQUE,
+		// seeding refuses a hash another app holds): the database was
+		// changed behind its back. Neither app is admitted with the key.
+		s.logger.Error("apps: a key is held by two apps; neither is admitted with it", "conflict", c.What, "key_id", c.Key, "apps", c.Apps[:])
+	}
+	return snap, nil
 }
 
 // Get returns the app with id, or an error wrapping ErrNotFound.
