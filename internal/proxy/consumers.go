@@ -14,6 +14,8 @@ package proxy
 // the Handler holds an *Apps snapshot of its own, swapped with SwapApps.
 // Per-app counters that must outlive a swap (requests in flight, request
 // counts for metrics) are carried from one snapshot to the next by NewApps.
+// Credentials are not copied here: an Apps reads the app store's identity
+// index (auth.Index, one per committed change) through Identities.
 
 import (
 	"bytes"
