@@ -24,7 +24,8 @@ type Credential struct {
 }
 
 // Conflict is a credential the index refused because another app holds
-// the same digest or key ID: neither app is admitted with it.
+// the same digest (neither app is admitted with the key) or another key
+// has the same key ID (neither key signs).
 type Conflict struct {
 	// What is "digest" or "key id"; Key is the key ID of the refused
 	// credential (never the digest).
@@ -70,65 +71,61 @@ type Index struct {
 }
 
 // NewIndex builds an index from creds in O(len(creds)). The same
-// credential given twice for one app is kept once; a digest or a key ID
-// claimed by two apps is left out and reported by Conflicts. It fails
-// only for more than 10,000,000 credentials.
+// credential given twice for one app is kept once. A digest claimed by two
+// apps admits neither; a key ID claimed for two different keys signs for
+// neither (each key still authenticates by its digest). Both are reported
+// by Conflicts, and neither depends on the order of creds. It fails only
+// for more than 10,000,000 credentials.
 func NewIndex(creds []Credential) (*Index, error) {
 	if len(creds) > maxIndexEntries {
 		return nil, fmt.Errorf("auth: identity index: %d credentials, more than %d", len(creds), maxIndexEntries)
 	}
-	x := &Index{byDigest: make(map[[32]byte]int32, len(creds)), byKeyID: make(map[string]int32, len(creds)),
-		entries: make([]Credential, 0, len(creds))}
-	// Digests and key IDs refused for ambiguity, with the first app that
-	// claimed each, so a third app claiming one is refused too.
-	refusedDigest := map[[32]byte]string{}
-	refusedKeyID := map[string]string{}
+	// First pass: who claims each digest and each key ID.
+	type claim struct {
+		app       string
+		digest    [32]byte
+		ambiguous bool
+	}
+	digests := make(map[[32]byte]*claim, len(creds))
+	keyIDs := make(map[string]*claim, len(creds))
+	var conflicts []Conflict
 	for _, c := range creds {
-		i, held := x.byDigest[c.Digest]
-		if first, refused := refusedDigest[c.Digest]; refused || held && x.entries[i].AppID != c.AppID {
-			if held {
-				first = x.entries[i].AppID
-				x.drop(i)
-				refusedDigest[c.Digest] = first
-			}
-			if first != c.AppID {
-				x.conflicts = append(x.conflicts, Conflict{What: "digest", Key: c.KeyID, Apps: [2]string{first, c.AppID}})
-			}
-			continue
+		switch d := digests[c.Digest]; {
+		case d == nil:
+			digests[c.Digest] = &claim{app: c.AppID}
+		case d.app != c.AppID:
+			d.ambiguous = true
+			conflicts = append(conflicts, Conflict{What: "digest", Key: c.KeyID, Apps: [2]string{d.app, c.AppID}})
 		}
-		if held {
-			continue // the same key twice for one app
-		}
-		n := int32(len(x.entries))
-		x.byDigest[c.Digest] = n
-		x.entries = append(x.entries, c)
 		if c.KeyID == "" {
 			continue
 		}
-		// A key ID two apps claim is left out for signing; each key still
-		// authenticates as an API key by its own digest.
-		j, taken := x.byKeyID[c.KeyID]
-		if first, refused := refusedKeyID[c.KeyID]; refused || taken {
-			if taken {
-				first = x.entries[j].AppID
-				delete(x.byKeyID, c.KeyID)
-				refusedKeyID[c.KeyID] = first
-			}
-			x.conflicts = append(x.conflicts, Conflict{What: "key id", Key: c.KeyID, Apps: [2]string{first, c.AppID}})
+		switch k := keyIDs[c.KeyID]; {
+		case k == nil:
+			keyIDs[c.KeyID] = &claim{app: c.AppID, digest: c.Digest}
+		case k.digest != c.Digest: // one digest in two apps is the digest's conflict
+			k.ambiguous = true
+			conflicts = append(conflicts, Conflict{What: "key id", Key: c.KeyID, Apps: [2]string{k.app, c.AppID}})
+		}
+	}
+	// Second pass: admit what one app alone claims.
+	x := &Index{byDigest: make(map[[32]byte]int32, len(digests)), byKeyID: make(map[string]int32, len(keyIDs)),
+		entries: make([]Credential, 0, len(digests)), conflicts: conflicts}
+	for _, c := range creds {
+		if digests[c.Digest].ambiguous {
 			continue
 		}
-		x.byKeyID[c.KeyID] = n
+		n, done := x.byDigest[c.Digest]
+		if !done {
+			n = int32(len(x.entries))
+			x.byDigest[c.Digest] = n
+			x.entries = append(x.entries, c)
+		}
+		if c.KeyID != "" && !keyIDs[c.KeyID].ambiguous {
+			x.byKeyID[c.KeyID] = n
+		}
 	}
 	return x, nil
-}
-
-// drop removes entry i from both maps; its slot stays, unreachable.
-func (x *Index) drop(i int32) {
-	e := &x.entries[i]
-	delete(x.byDigest, e.Digest)
-	if j, ok := x.byKeyID[e.KeyID]; ok && j == i {
-		delete(x.byKeyID, e.KeyID)
-	}
 }
 
 // ParseDigest decodes a hex SHA-256 digest (64 hex characters, either case).
