@@ -23,6 +23,7 @@ FUZZ_TARGETS := \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
+	./internal/auth:FuzzIndex:10000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \

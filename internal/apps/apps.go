@@ -7,7 +7,8 @@
 // *Snapshot, published with an atomic pointer (Store.Current), and the
 // store calls Options.OnChange with it. Admin API writes go to the store;
 // the configuration file seeds it (Store.Seed) under the precedence rule in
-// docs/apps.md. The package imports no other levee package.
+// docs/apps.md. It imports only the leaves limits (the bounds) and auth
+// (the identity index each snapshot carries).
 package apps
 
 import (

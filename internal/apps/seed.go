@@ -180,6 +180,9 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 		if isUniqueViolation(err) {
 			return invalid("api_key_sha256", "a key hash is already held by another app")
 		}
+		if e, ok := errors.AsType[*keyIDHeldError](err); ok {
+			return invalid("api_key_sha256", "%v", e)
+		}
 		return err
 	}
 	*outcome = append(*outcome, spec.ID)

@@ -1,9 +1,11 @@
 package apps
 
 import (
-	"encoding/hex"
+	"cmp"
 	"errors"
 	"slices"
+
+	"github.com/levee-gw/levee/internal/auth"
 )
 
 // KeyRef is what a key resolves to: the app it belongs to and the key's
@@ -21,10 +23,11 @@ type KeyRef struct {
 type Snapshot struct {
 	apps map[string]*App
 	ids  []string // sorted
-	// keys maps the SHA-256 of every key that is not revoked, of every
-	// app (suspended ones too, so that Authenticate can tell the two
-	// refusals apart), to its app.
-	keys map[[32]byte]KeyRef
+	// keys is the consumer identity index: the SHA-256 and key ID of
+	// every key that is not revoked, of every app (suspended ones too, so
+	// that the request path can tell 401 from 403), to its app. Built
+	// once here, per committed change; the request path reads this one.
+	keys *auth.Index
 }
 
 // Errors of Snapshot.Authenticate.
@@ -36,23 +39,44 @@ var (
 	ErrSuspended = errors.New("app is suspended")
 )
 
-func newSnapshot(byID map[string]*App) *Snapshot {
-	s := &Snapshot{apps: byID, ids: make([]string, 0, len(byID)), keys: map[[32]byte]KeyRef{}}
+// newSnapshot builds the snapshot of byID and its identity index:
+// O(apps + keys). A digest or key ID two apps hold cannot come from the
+// store's own writes (the schema and seeding refuse it); the index leaves
+// it out and reports it (Conflicts), the caller logs it.
+func newSnapshot(byID map[string]*App) (*Snapshot, error) {
+	s := &Snapshot{apps: byID, ids: make([]string, 0, len(byID))}
+	var creds []auth.Credential
 	for id, a := range byID {
 		s.ids = append(s.ids, id)
 		for _, k := range a.Keys {
-			var sum [32]byte
-			if !k.Active() || len(k.SHA256) != 2*len(sum) {
+			if !k.Active() {
 				continue
 			}
-			if _, err := hex.Decode(sum[:], []byte(k.SHA256)); err != nil {
+			d, err := auth.ParseDigest(k.SHA256)
+			if err != nil {
 				continue
 			}
-			s.keys[sum] = KeyRef{App: a, KeyID: k.ID}
+			creds = append(creds, auth.Credential{AppID: id, KeyID: k.ID, Digest: d})
 		}
 	}
 	slices.Sort(s.ids)
-	return s
+	// In app order, so that a conflict is reported the same way each time.
+	slices.SortStableFunc(creds, func(a, b auth.Credential) int { return cmp.Compare(a.AppID, b.AppID) })
+	x, err := auth.NewIndex(creds)
+	if err != nil {
+		return nil, err
+	}
+	s.keys = x
+	return s, nil
+}
+
+// Identities returns the consumer identity index of the snapshot's
+// active keys (nil for a nil snapshot, which holds none).
+func (s *Snapshot) Identities() *auth.Index {
+	if s == nil {
+		return nil
+	}
+	return s.keys
 }
 
 // Len returns the number of apps.
@@ -85,13 +109,13 @@ func (s *Snapshot) Apps() []*App {
 }
 
 // LookupKey returns the app and key id of the active key whose SHA-256 is
-// sum, whatever the app's status.
+// sum, whatever the app's status, from the identity index.
 func (s *Snapshot) LookupKey(sum [32]byte) (KeyRef, bool) {
-	if s == nil {
+	appID, keyID, ok := s.Identities().LookupKey(sum)
+	if !ok {
 		return KeyRef{}, false
 	}
-	r, ok := s.keys[sum]
-	return r, ok
+	return KeyRef{App: s.apps[appID], KeyID: keyID}, true
 }
 
 // Authenticate resolves the SHA-256 of a presented key to an app that may

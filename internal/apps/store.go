@@ -375,7 +375,17 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return newSnapshot(byID), nil
+	snap, err := newSnapshot(byID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range snap.Identities().Conflicts() {
+		// The store's writes never make one (app_keys.sha256 is UNIQUE,
+		// seeding refuses a hash another app holds): the database was
+		// changed behind its back. Neither app is admitted with the key.
+		s.logger.Error("apps: a key is held by two apps; neither is admitted with it", "conflict", c.What, "key_id", c.Key, "apps", c.Apps[:])
+	}
+	return snap, nil
 }
 
 // Get returns the app with id, or an error wrapping ErrNotFound.
@@ -661,6 +671,10 @@ func (s *Store) CreateKey(ctx context.Context, id string) (NewKey, error) {
 			return fmt.Errorf("app %q has %d active keys, the most it may; revoke one first: %w", id, active, ErrConflict)
 		}
 		if err := insertKey(ctx, tx, id, nk.Key, now); err != nil {
+			if _, ok := errors.AsType[*keyIDHeldError](err); ok {
+				// 48 random bits alike: ask for another key.
+				return fmt.Errorf("the new key's id is taken, try again: %w", ErrConflict)
+			}
 			return err
 		}
 		return touchRuntime(ctx, tx, id, now)
@@ -671,7 +685,29 @@ func (s *Store) CreateKey(ctx context.Context, id string) (NewKey, error) {
 	return nk, nil
 }
 
+// keyIDHeldError: another app holds a key with the same id (the first 12
+// hex digits of two different hashes alike). The id names the key in
+// signed requests, so two apps may not share it: the identity index would
+// have to guess whose secret checks the signature.
+type keyIDHeldError struct{ id, app string }
+
+func (e *keyIDHeldError) Error() string {
+	return fmt.Sprintf("key id %q (a hash's first 12 hex digits) is held by app %q", e.id, e.app)
+}
+
+// insertKey adds k to app appID. A hash another app holds fails on the
+// schema's UNIQUE constraint; a key id another app holds with a
+// *keyIDHeldError.
+// Either would make a key ambiguous, which the identity index refuses.
 func insertKey(ctx context.Context, q querier, appID string, k Key, now time.Time) error {
+	var other string
+	switch err := q.QueryRowContext(ctx, `SELECT app_id FROM app_keys WHERE id = ? AND app_id != ? AND sha256 != ? LIMIT 1`,
+		k.ID, appID, k.SHA256).Scan(&other); {
+	case err == nil:
+		return &keyIDHeldError{id: k.ID, app: other}
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
 	_, err := q.ExecContext(ctx, `INSERT INTO app_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, NULL)`,
 		appID, k.ID, k.Prefix, k.SHA256, k.Source, now.UnixNano())
 	return err

@@ -1,12 +1,14 @@
 package auth
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -77,27 +79,42 @@ func TestIsSigned(t *testing.T) {
 	}
 }
 
-func mustIndex(t testing.TB, entries []KeyEntry) *KeyIndex {
+func mustIndex(t testing.TB, creds []Credential) *Index {
 	t.Helper()
-	x, err := NewKeyIndex(entries)
+	x, err := NewIndex(creds)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c := x.Conflicts(); len(c) > 0 {
+		t.Fatalf("conflicts: %v", c)
 	}
 	return x
 }
 
-func TestKeyIndex(t *testing.T) {
-	k1, h1 := NewKey()
-	k2, h2 := NewKey()
-	_, revoked := NewKey()
-	_ = revoked // a revoked key is simply not given to the index
-	x := mustIndex(t, []KeyEntry{{"app-1", h1}, {"app-2", h2}, {"app-1", h1}})
+// cred is the credential of key for app, its key ID the digest's first 6
+// bytes in hex, as the app store derives it.
+func cred(app, key string) Credential {
+	d := HashKey(key)
+	return Credential{AppID: app, KeyID: hex.EncodeToString(d[:6]), Digest: d}
+}
+
+func TestIndex(t *testing.T) {
+	k1, _ := NewKey()
+	k2, _ := NewKey()
+	x := mustIndex(t, []Credential{cred("app-1", k1), cred("app-2", k2), cred("app-1", k1)})
 	if x.Len() != 2 {
 		t.Fatalf("len %d", x.Len())
 	}
 	for key, app := range map[string]string{k1: "app-1", k2: "app-2"} {
 		if got, err := x.Authenticate(key); err != nil || got != app {
 			t.Fatalf("Authenticate = %q, %v; want %s", got, err, app)
+		}
+		c := cred(app, key)
+		if got, keyID, ok := x.LookupKey(c.Digest); !ok || got != app || keyID != c.KeyID {
+			t.Fatalf("LookupKey = %q, %q, %v; want %s, %s", got, keyID, ok, app, c.KeyID)
+		}
+		if got, secret, ok := x.LookupSecret(c.KeyID); !ok || got != app || !bytes.Equal(secret, c.Digest[:]) {
+			t.Fatalf("LookupSecret(%s) = %q, %x, %v; want %s and the key's digest", c.KeyID, got, secret, ok, app)
 		}
 	}
 	if _, err := x.Authenticate("lvk_nope"); !errors.Is(err, ErrUnknownKey) {
@@ -106,19 +123,88 @@ func TestKeyIndex(t *testing.T) {
 	if _, err := x.Authenticate(""); !errors.Is(err, ErrMissingCredentials) {
 		t.Fatalf("empty key: %v", err)
 	}
+	if _, _, ok := x.LookupSecret("000000000000"); ok {
+		t.Fatal("unknown key ID found")
+	}
+	var none *Index
+	if _, _, ok := none.LookupKey(HashKey(k1)); ok || none.Len() != 0 {
+		t.Fatal("a nil index holds a key")
+	}
+	if _, _, ok := none.LookupSecret(cred("", k1).KeyID); ok {
+		t.Fatal("a nil index holds a secret")
+	}
+	if _, err := NewIndex(make([]Credential, maxIndexEntries+1)); err == nil {
+		t.Fatal("an index over its bound was built")
+	}
 }
 
-func TestNewKeyIndexRejects(t *testing.T) {
-	_, h := NewKey()
-	for name, entries := range map[string][]KeyEntry{
-		"short hex":       {{"a", "abcd"}},
-		"not hex":         {{"a", "zz" + h[2:]}},
-		"key in two apps": {{"a", h}, {"b", h}},
+// TestIndexRefusesSharedDigest: a key held by two (or three) apps
+// authenticates as none of them, whatever the order they come in, and is
+// reported; the other keys are unaffected. The request path once let the
+// last app win such a key.
+func TestIndexRefusesSharedDigest(t *testing.T) {
+	shared, _ := NewKey()
+	own, _ := NewKey()
+	for _, creds := range [][]Credential{
+		{cred("a", shared), cred("b", shared), cred("b", own)},
+		{cred("b", own), cred("b", shared), cred("a", shared)},
+		{cred("a", shared), cred("b", shared), cred("c", shared), cred("b", own)},
 	} {
-		if _, err := NewKeyIndex(entries); err == nil {
+		x, err := NewIndex(creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if app, err := x.Authenticate(shared); !errors.Is(err, ErrUnknownKey) {
+			t.Errorf("%v: the shared key authenticates as %q, %v; want unknown_key", creds, app, err)
+		}
+		if _, _, ok := x.LookupSecret(cred("", shared).KeyID); ok {
+			t.Errorf("%v: the shared key signs", creds)
+		}
+		if app, err := x.Authenticate(own); err != nil || app != "b" {
+			t.Errorf("the other key: %q, %v", app, err)
+		}
+		c := x.Conflicts()
+		if len(c) != len(creds)-2 || c[0].What != "digest" || c[0].Key != cred("", shared).KeyID {
+			t.Errorf("%v: conflicts %v", creds, c)
+		}
+		t.Logf("%v", c)
+	}
+}
+
+// TestIndexRefusesSharedKeyID: two different keys of two apps with the
+// same key ID (their digests' first 6 bytes alike) still authenticate as
+// API keys, but neither signs: the secret to check a signature against
+// would be a guess.
+func TestIndexRefusesSharedKeyID(t *testing.T) {
+	k1, _ := NewKey()
+	k2, _ := NewKey()
+	c1, c2 := cred("a", k1), cred("b", k2)
+	c2.KeyID = c1.KeyID
+	x, err := NewIndex([]Credential{c1, c2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := x.LookupSecret(c1.KeyID); ok {
+		t.Error("a key ID two apps hold signs")
+	}
+	for key, app := range map[string]string{k1: "a", k2: "b"} {
+		if got, err := x.Authenticate(key); err != nil || got != app {
+			t.Errorf("Authenticate = %q, %v; want %s", got, err, app)
+		}
+	}
+	if c := x.Conflicts(); len(c) != 1 || c[0].What != "key id" || c[0].Apps != [2]string{"a", "b"} {
+		t.Errorf("conflicts %v", c)
+	}
+}
+
+func TestParseDigest(t *testing.T) {
+	_, h := NewKey()
+	if d, err := ParseDigest(strings.ToUpper(h)); err != nil || hex.EncodeToString(d[:]) != h {
+		t.Fatalf("ParseDigest(upper case) = %x, %v", d, err)
+	}
+	for name, s := range map[string]string{"short hex": "abcd", "not hex": "zz" + h[2:]} {
+		if _, err := ParseDigest(s); err == nil {
 			t.Errorf("%s: accepted", name)
-		} else {
-			t.Logf("%s: %v", name, err)
 		}
 	}
 }
@@ -128,8 +214,8 @@ func TestNewKeyIndexRejects(t *testing.T) {
 // lookup, no comparison) and fail the same way: nothing in the path
 // compares the plaintext, so how much of it is right cannot show.
 func TestWrongKeysTakeTheSamePath(t *testing.T) {
-	k, h := NewKey()
-	x := mustIndex(t, []KeyEntry{{"app", h}})
+	k, _ := NewKey()
+	x := mustIndex(t, []Credential{cred("app", k)})
 	var steps []string
 	x.trace = func(s string) { steps = append(steps, s) }
 	flip := func(i int) string {
@@ -159,9 +245,10 @@ func TestWrongKeysTakeTheSamePath(t *testing.T) {
 }
 
 func TestAuthenticateDoesNotAllocate(t *testing.T) {
-	k, h := NewKey()
-	x := mustIndex(t, []KeyEntry{{"app", h}})
-	if n := testing.AllocsPerRun(100, func() { x.Authenticate(k) }); n != 0 {
+	k, _ := NewKey()
+	c := cred("app", k)
+	x := mustIndex(t, []Credential{c})
+	if n := testing.AllocsPerRun(100, func() { x.Authenticate(k); x.LookupSecret(c.KeyID) }); n != 0 {
 		t.Fatalf("%v allocs", n)
 	}
 }

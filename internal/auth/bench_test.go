@@ -9,11 +9,11 @@ import (
 
 // BenchmarkAuthenticateKey: one API key lookup in an index of 100,000 apps.
 func BenchmarkAuthenticateKey(b *testing.B) {
-	entries := make([]KeyEntry, 100_000)
+	entries := make([]Credential, 100_000)
 	var key string
 	for i := range entries {
-		k, h := NewKey()
-		entries[i] = KeyEntry{AppID: fmt.Sprint("app-", i), SHA256Hex: h}
+		k, _ := NewKey()
+		entries[i] = cred(fmt.Sprint("app-", i), k)
 		if i == 54_321 {
 			key = k
 		}

@@ -1,7 +1,7 @@
 // Package auth authenticates consumers (apps) from what a request carries:
 // an API key, or an HMAC signature over the request. It is pure: the app
-// store hands it immutable indexes (KeyIndex, SecretIndex), the request
-// path hands it the request and the current time, and it answers with the
+// store hands it an immutable identity index (Index) built once per
+// change, the request path hands it the request and the current time, and it answers with the
 // app's ID or an *Error carrying a stable Reason.
 //
 // Every Reason maps to 401 unauthenticated; deciding that an authenticated
@@ -12,9 +12,10 @@
 // # API keys
 //
 // A key is presented as "Authorization: Bearer KEY" or "X-Api-Key: KEY"
-// (ExtractAPIKey). Keys are stored only as SHA-256 digests; KeyIndex maps a
-// presented key's digest to its app. See KeyIndex for why that lookup
-// leaks nothing useful about stored keys.
+// (ExtractAPIKey). Keys are stored only as SHA-256 digests; Index maps a
+// presented key's digest to its app, and a signing key's ID to its app and
+// secret, refusing a digest or key ID two apps hold. See Index for why the
+// lookup leaks nothing useful about stored keys.
 //
 // # Signatures
 //

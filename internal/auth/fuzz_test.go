@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"testing"
 )
@@ -73,4 +75,58 @@ func TestParseSignatureHeader(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// FuzzIndex: whatever credentials it is given, in whatever order, the
+// index admits a digest exactly when one app alone claims it, for that
+// app; and signs with a key ID exactly when every claim of it names one
+// key of one app (held by that app alone), with that key's digest as the
+// secret. Each 3 bytes of the input are one credential: app, digest and
+// key ID, each one of a few, so that claims collide often.
+func FuzzIndex(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 0, 0})
+	f.Add([]byte{0, 0, 0, 0, 1, 0, 1, 2, 2, 2, 2, 2})
+	f.Add([]byte{0, 1, 1, 1, 2, 1, 2, 2, 2, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 3*64 {
+			b = b[:3*64]
+		}
+		var creds []Credential
+		for i := 0; i+3 <= len(b); i += 3 {
+			c := Credential{AppID: string(rune('a' + b[i]%4)), Digest: sha256.Sum256([]byte{b[i+1] % 8})}
+			if k := b[i+2] % 9; k < 8 {
+				c.KeyID = string(rune('k')) + string(rune('0'+k))
+			}
+			creds = append(creds, c)
+		}
+		x, err := NewIndex(creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range creds {
+			apps := map[string]bool{}
+			for _, o := range creds {
+				if o.Digest == c.Digest {
+					apps[o.AppID] = true
+				}
+			}
+			app, _, ok := x.LookupKey(c.Digest)
+			if want := len(apps) == 1; ok != want || ok && app != c.AppID {
+				t.Fatalf("%v: LookupKey of %s's digest = %q, %v; claimed by %v", creds, c.AppID, app, ok, apps)
+			}
+			if c.KeyID == "" {
+				continue
+			}
+			signs := len(apps) == 1
+			for _, o := range creds {
+				if o.KeyID == c.KeyID && o.Digest != c.Digest {
+					signs = false
+				}
+			}
+			app, secret, ok := x.LookupSecret(c.KeyID)
+			if ok != signs || ok && (app != c.AppID || !bytes.Equal(secret, c.Digest[:])) {
+				t.Fatalf("%v: LookupSecret(%s) = %q, %x, %v; want it to sign %v for %s", creds, c.KeyID, app, secret, ok, signs, c.AppID)
+			}
+		}
+	})
 }

@@ -67,7 +67,9 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 
 // Secrets looks up a signing key: the app it belongs to and its secret.
 // HMAC secrets cannot be stored as digests; the app store keeps them
-// encrypted at rest or not at all. SecretIndex implements it.
+// encrypted at rest or not at all. Index (levee's apps: the secret of a
+// key is its SHA-256) and SecretIndex (secrets of the caller's choosing)
+// implement it.
 type Secrets interface {
 	LookupSecret(keyID string) (appID string, secret []byte, ok bool)
 }
@@ -153,8 +155,9 @@ type SecretEntry struct {
 	Secret []byte
 }
 
-// SecretIndex is an immutable Secrets built from entries; safe for
-// concurrent use, rebuilt and swapped by the app store when keys change.
+// SecretIndex is an immutable Secrets built from entries whose secrets are
+// the caller's own (levee's apps sign with their key's digest and use
+// Index); safe for concurrent use.
 type SecretIndex struct {
 	byID map[string]SecretEntry
 }

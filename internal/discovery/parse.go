@@ -4,13 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // Size bounds checked on raw bytes before decoding, so that a huge value is
 // refused without being decoded. Each decoded byte costs at most 6 raw
 // bytes (\uXXXX).
 const (
-	maxZoneLen          = 64
+	maxZoneLen          = limits.MaxIDLen
 	maxMetadataKeys     = 64
 	maxMetadataKeyLen   = 128
 	maxMetadataValueLen = 1024
@@ -282,11 +284,8 @@ func parseZone(raw []byte) (string, string) {
 	case problem != "":
 		return "", problem
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || isDigit(c) || c == '_' || c == '.' || c == '-') {
-			return "", `must hold only a-z, 0-9, "_", "." and "-"`
-		}
+	if s != "" && !limits.ValidID(s) { // levee's name rule; "" is no zone
+		return "", `must hold only a-z, 0-9, "_", "." and "-"`
 	}
 	return s, ""
 }

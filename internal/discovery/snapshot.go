@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/levee-gw/levee/internal/limits"
 )
 
 // Snapshots: the last good list of each upstream, kept on disk so that
@@ -36,11 +38,8 @@ func snapshotPath(dir, upstream string) (string, error) {
 	if len(upstream) == 0 || len(upstream) > 64 {
 		return "", fmt.Errorf("discovery: snapshot: upstream name %q must be 1 to 64 bytes", upstream)
 	}
-	for i := 0; i < len(upstream); i++ {
-		c := upstream[i]
-		if !(c >= 'a' && c <= 'z' || isDigit(c) || c == '_' || c == '.' || c == '-') {
-			return "", fmt.Errorf(`discovery: snapshot: upstream name %q must hold only a-z, 0-9, "_", "." and "-"`, upstream)
-		}
+	if !limits.ValidID(upstream) {
+		return "", fmt.Errorf(`discovery: snapshot: upstream name %q must hold only a-z, 0-9, "_", "." and "-"`, upstream)
 	}
 	return filepath.Join(dir, upstream+snapshotSuffix), nil
 }

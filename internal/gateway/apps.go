@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -180,15 +179,16 @@ func (g *Gateway) publishApps(s *apps.Snapshot) {
 	g.handler.SwapApps(proxyApps(s, g.handler.Apps(), g.logger))
 }
 
-// proxyApps converts a store snapshot to the request path's model: O(apps
-// + keys), run once per change, never per request. A limit the store
+// proxyApps converts a store snapshot to the request path's model: O(apps),
+// run once per change, never per request. Credentials are not converted:
+// the request path reads the identity index the store built with the
+// snapshot (apps.Snapshot.Identities), the one index of keys. A limit the store
 // accepted but ratelimit refuses (it validates the same bounds, so this is
 // a bug) is logged and the app is left out: its calls are refused rather
 // than let through unlimited.
 func proxyApps(s *apps.Snapshot, prev *proxy.Apps, logger *slog.Logger) *proxy.Apps {
 	list := s.Apps()
 	out := make([]*proxy.App, 0, len(list))
-	var keys []proxy.Key
 	for _, a := range list {
 		pa := &proxy.App{ID: a.ID, Suspended: !a.Active(), MaxConcurrency: a.Limits.MaxConcurrency,
 			Grants: make(map[string]bool, len(a.Grants))}
@@ -212,19 +212,9 @@ func proxyApps(s *apps.Snapshot, prev *proxy.Apps, logger *slog.Logger) *proxy.A
 				continue
 			}
 		}
-		for _, k := range a.Keys {
-			var sum [32]byte
-			if !k.Active() || len(k.SHA256) != hex.EncodedLen(len(sum)) {
-				continue
-			}
-			if _, err := hex.Decode(sum[:], []byte(k.SHA256)); err != nil {
-				continue
-			}
-			keys = append(keys, proxy.Key{SHA256: sum, KeyID: k.ID, AppID: a.ID})
-		}
 		out = append(out, pa)
 	}
-	return proxy.NewApps(out, keys, prev)
+	return proxy.NewApps(out, s.Identities(), prev)
 }
 
 // appPolicy builds a rate-limit policy from an app's limits (rate 0: no

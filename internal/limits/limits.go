@@ -68,7 +68,9 @@ const (
 const IDRule = `must be 1 to 64 characters from a-z, 0-9, "_", "." and "-"`
 
 // ValidID reports whether s is a valid id: 1 to MaxIDLen characters from
-// a-z, 0-9, "_", "." and "-".
+// a-z, 0-9, "_", "." and "-". It is levee's one name rule: app ids and
+// grants (internal/apps), route, upstream and zone names (internal/config),
+// and the upstream names and zones the discovery firewall accepts.
 func ValidID(s string) bool {
 	if len(s) == 0 || len(s) > MaxIDLen {
 		return false

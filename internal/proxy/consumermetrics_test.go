@@ -24,7 +24,7 @@ func TestConsumerStateCollector(t *testing.T) {
 	signed := &Route{Name: "all", PathPrefix: "/signed/", Upstream: up, Auth: AuthHMAC}
 	h := newTestHandler(t, []*Route{anon, signed}, []*Upstream{up})
 	apps, keys := benchApps(t, 1)
-	h.SwapApps(NewApps(apps, keys, nil))
+	h.SwapApps(NewApps(apps, mustIndex(t, keys), nil))
 	// Small tables, so that a few requests fill them.
 	v, err := auth.NewVerifier(auth.VerifierOptions{NonceCapacity: 4})
 	if err != nil {

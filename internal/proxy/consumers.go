@@ -14,11 +14,12 @@ package proxy
 // the Handler holds an *Apps snapshot of its own, swapped with SwapApps.
 // Per-app counters that must outlive a swap (requests in flight, request
 // counts for metrics) are carried from one snapshot to the next by NewApps.
+// Credentials are not copied here: an Apps reads the app store's identity
+// index (auth.Index, one per committed change) through Identities.
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"crypto/subtle"
 	"io"
 	"net/http"
 	"net/netip"
@@ -73,40 +74,30 @@ type appCounters struct {
 	byClass [6]atomic.Uint64
 }
 
-// Key is one API key: the SHA-256 of the key and the app holding it.
-type Key struct {
-	SHA256 [32]byte
-	KeyID  string
-	AppID  string
+// Identities is what the request path asks of the consumer identity
+// index (auth.Index, built once per committed change of the app store):
+// the app holding an API key, by the key's SHA-256, its hit confirmed in
+// constant time; and the app and secret of a signing key. A digest or key
+// ID two apps hold is in neither answer.
+type Identities interface {
+	LookupKey(digest [32]byte) (appID, keyID string, ok bool)
+	auth.Secrets
 }
 
 // Apps is an immutable snapshot of the apps and their credentials. The
 // zero Apps (and a nil *Apps) holds none: every authenticated route then
 // answers 401.
 type Apps struct {
-	byID    map[string]*App
-	keys    map[[32]byte]keyRef
-	secrets map[string]secretRef // HMAC key id → app and secret
+	byID map[string]*App
+	ids  Identities // nil: no credentials
 }
 
-type keyRef struct {
-	app    *App
-	keyID  string
-	digest [32]byte
-}
-
-type secretRef struct {
-	app    *App
-	secret []byte
-}
-
-// NewApps builds a snapshot. Counters of apps also in prev (by id) are
-// carried over, so requests in flight when the snapshot is swapped release
-// the same counters they took. keys whose app is missing are ignored. The
-// HMAC secret of a key is its SHA-256 digest (see docs/apps.md): the
-// client derives it from the key it holds, and levee never holds the key.
-func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
-	s := &Apps{byID: make(map[string]*App, len(apps)), keys: make(map[[32]byte]keyRef, len(keys)), secrets: make(map[string]secretRef, len(keys))}
+// NewApps builds a snapshot of apps whose credentials ids holds.
+// Counters of apps also in prev (by id) are carried over, so requests in
+// flight when the snapshot is swapped release the same counters they
+// took. A credential whose app is not in apps authenticates no one (401).
+func NewApps(apps []*App, ids Identities, prev *Apps) *Apps {
+	s := &Apps{byID: make(map[string]*App, len(apps)), ids: ids}
 	for _, a := range apps {
 		a.header = []string{a.ID}
 		a.routeKeys = make(map[string]string, len(a.RouteLimits))
@@ -120,17 +111,6 @@ func NewApps(apps []*App, keys []Key, prev *Apps) *Apps {
 		}
 		s.byID[a.ID] = a
 	}
-	for _, k := range keys {
-		a := s.byID[k.AppID]
-		if a == nil {
-			continue
-		}
-		s.keys[k.SHA256] = keyRef{app: a, keyID: k.KeyID, digest: k.SHA256}
-		if k.KeyID != "" {
-			digest := k.SHA256
-			s.secrets[k.KeyID] = secretRef{app: a, secret: digest[:]}
-		}
-	}
 	return s
 }
 
@@ -142,16 +122,12 @@ func (s *Apps) App(id string) *App {
 	return s.byID[id]
 }
 
-// LookupSecret implements auth.Secrets over the snapshot's HMAC keys.
+// LookupSecret implements auth.Secrets over the snapshot's identity index.
 func (s *Apps) LookupSecret(keyID string) (appID string, secret []byte, ok bool) {
-	if s == nil {
+	if s == nil || s.ids == nil {
 		return "", nil, false
 	}
-	r, ok := s.secrets[keyID]
-	if !ok {
-		return "", nil, false
-	}
-	return r.app.ID, r.secret, true
+	return s.ids.LookupSecret(keyID)
 }
 
 // anonKey is the limiter key of a client address on one route.
@@ -214,11 +190,9 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		if err != nil {
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}
-		ref, ok := apps.lookupKey(auth.HashKey(key))
-		if !ok {
+		if app = apps.byKey(auth.HashKey(key)); app == nil {
 			return nil, ReasonUnauthenticated, string(auth.ReasonUnknownKey)
 		}
-		app = ref.app
 	case AuthHMAC:
 		if !auth.IsSigned(r.Header) {
 			// Refused before any byte of the body is read: Verify fails on
@@ -256,18 +230,18 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 	return app, "", ""
 }
 
-// lookupKey finds the key whose SHA-256 is sum, and confirms a hit with a
-// constant-time comparison of the two digests (as auth.KeyIndex does; its
-// doc says why a map keyed by the digest leaks nothing of a stored key).
-func (s *Apps) lookupKey(sum [32]byte) (keyRef, bool) {
-	if s == nil {
-		return keyRef{}, false
+// byKey returns the app holding the API key whose SHA-256 is sum, or nil:
+// the identity index confirms a hit in constant time (auth.Index says why
+// a map keyed by the digest leaks nothing of a stored key).
+func (s *Apps) byKey(sum [32]byte) *App {
+	if s == nil || s.ids == nil {
+		return nil
 	}
-	r, ok := s.keys[sum]
-	if !ok || subtle.ConstantTimeCompare(r.digest[:], sum[:]) != 1 {
-		return keyRef{}, false
+	id, _, ok := s.ids.LookupKey(sum)
+	if !ok {
+		return nil
 	}
-	return r, true
+	return s.byID[id]
 }
 
 // authDetail is the auth.Reason of err, or "malformed_credentials".

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/client"
+	"github.com/levee-gw/levee/internal/auth"
 	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
@@ -16,17 +17,27 @@ import (
 func benchKey(i int) string { return fmt.Sprintf("lvk_bench-app-%08d-abcdefghijklmnop", i) }
 
 // benchApps makes n apps, each with one key and a grant to route "all".
-func benchApps(tb testing.TB, n int) ([]*App, []Key) {
+func benchApps(tb testing.TB, n int) ([]*App, []auth.Credential) {
 	tb.Helper()
 	apps := make([]*App, n)
-	keys := make([]Key, n)
+	keys := make([]auth.Credential, n)
 	for i := range n {
 		id := fmt.Sprintf("app-%d", i)
 		apps[i] = &App{ID: id, Grants: map[string]bool{"all": true}}
 		sum := sha256.Sum256([]byte(benchKey(i)))
-		keys[i] = Key{SHA256: sum, KeyID: fmt.Sprintf("%x", sum[:6]), AppID: id}
+		keys[i] = auth.Credential{Digest: sum, KeyID: fmt.Sprintf("%x", sum[:6]), AppID: id}
 	}
 	return apps, keys
+}
+
+// mustIndex builds the identity index of creds, as the app store does.
+func mustIndex(tb testing.TB, creds []auth.Credential) *auth.Index {
+	tb.Helper()
+	x, err := auth.NewIndex(creds)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return x
 }
 
 func mustRate(tb testing.TB, perSecond float64, burst int64) ratelimit.Rate {
@@ -44,7 +55,7 @@ func benchHandler(b *testing.B, auth AuthMode) (*Handler, *Route) {
 	h := newTestHandler(b, []*Route{rt}, []*Upstream{rt.Upstream})
 	apps, keys := benchApps(b, 100_000)
 	apps[7].Limit = ratelimit.Policy{Rate: mustRate(b, 1e9, 1e9)}
-	h.SwapApps(NewApps(apps, keys, nil))
+	h.SwapApps(NewApps(apps, mustIndex(b, keys), nil))
 	return h, rt
 }
 

@@ -892,7 +892,7 @@ func BenchmarkHandler(b *testing.B) {
 			if bc.auth {
 				apps, keys := benchApps(b, 100_000)
 				apps[7].Limit = ratelimit.Policy{Rate: mustRate(b, 1e9, 1e9)}
-				h.SwapApps(NewApps(apps, keys, nil))
+				h.SwapApps(NewApps(apps, mustIndex(b, keys), nil))
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

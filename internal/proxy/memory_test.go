@@ -317,7 +317,7 @@ func TestSignedBodyReserves(t *testing.T) {
 		t.Fatal(err)
 	}
 	apps, keys := benchApps(t, 1)
-	h.SwapApps(NewApps(apps, keys, nil))
+	h.SwapApps(NewApps(apps, mustIndex(t, keys), nil))
 	secret := sha256.Sum256([]byte(benchKey(0)))
 	now := time.Now()
 	signed := func(n int, chunked bool) (*http.Request, *countingReader) {
