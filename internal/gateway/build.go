@@ -16,6 +16,7 @@ import (
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/levee-gw/levee/internal/urlpath"
 )
 
@@ -107,8 +108,8 @@ type pooledBudget struct {
 const retryBudgetWindow = 10 * time.Second
 
 type pooledTransport struct {
-	opts      proxy.TransportOptions
-	transport *proxy.Transport
+	opts      upstream.Options
+	transport *upstream.Transport
 }
 
 type statsKey struct{ upstream, address string }
@@ -135,11 +136,11 @@ func (p *pools) budget(name string, o retrybudget.Options) (*retrybudget.Budget,
 
 // transport returns the upstream's transport, reusing the current one when
 // its options are unchanged.
-func (p *pools) transport(name string, o proxy.TransportOptions) *proxy.Transport {
+func (p *pools) transport(name string, o upstream.Options) *upstream.Transport {
 	if cur, ok := p.transports[name]; ok && cur.opts == o {
 		return cur.transport
 	}
-	t := proxy.NewTransport(o)
+	t := upstream.NewTransport(o)
 	if old, ok := p.transports[name]; ok {
 		// Requests in flight on the old transport finish; its idle
 		// connections are of no further use.
@@ -233,7 +234,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		up := &proxy.Upstream{
 			Name:      name,
 			Endpoints: plan.Endpoints,
-			Transport: g.pools.transport(name, proxy.TransportOptions{
+			Transport: g.pools.transport(name, upstream.Options{
 				Connect:            uc.Timeouts.Connect,
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
 				Idle:               uc.Timeouts.Idle,

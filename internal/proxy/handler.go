@@ -17,7 +17,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,7 @@ import (
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/levee-gw/levee/internal/upstream"
 )
 
 // Options configure a Handler. Metrics is required; the rest may be zero.
@@ -519,13 +519,9 @@ func (h *Handler) retryable(pol *RetryPolicy, r *http.Request, fail failure, sta
 	return idempotent(r) && held == nil
 }
 
-// send performs one attempt on ep: levee's HTTP/1.1 pool for bodiless
-// idempotent requests, the net/http transport for everything else.
+// send performs one attempt on ep through the upstream's forwarder.
 func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *endpoint.Endpoint, reqID string, body io.ReadCloser, length int64) (*http.Response, error) {
-	if t, ok := up.Transport.(*Transport); ok && length == 0 && fastPath(r) {
-		return t.h1.roundTrip(ctx, r, ep.Address, reqID)
-	}
-	return up.Transport.RoundTrip(outboundRequest(ctx, r, ep.Address, reqID, body, length))
+	return up.Transport.Forward(ctx, r, upstream.Outbound{Addr: ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r)})
 }
 
 // clientBodyFailed answers when reading the client's body failed (to
@@ -600,41 +596,6 @@ func perTry(p *RetryPolicy) time.Duration {
 	return p.PerTryTimeout
 }
 
-// outboundRequest builds the request sent upstream through an
-// http.RoundTripper: r's method, path, query and body, addressed to the
-// endpoint at addr, with outboundHeader's headers.
-func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, body io.ReadCloser, length int64) *http.Request {
-	out := r.WithContext(ctx)
-	out.Body, out.ContentLength = body, length
-	out.URL = &url.URL{Scheme: "http", Host: addr, Opaque: r.URL.Opaque, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	out.RequestURI = ""
-	out.Close = false
-	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
-	out.Header = outboundHeader(r, reqID)
-	out.Trailer = outboundTrailer(r) // never r.Trailer: framing.go
-	if length == 0 {
-		out.Body = nil // nothing to send: spare the transport a body copy
-	}
-	return out
-}
-
-// classify maps a RoundTrip error to how the endpoint fared and the reason
-// levee answers with.
-func classify(ctx context.Context, err error) (endpoint.Outcome, Reason) {
-	if ctx.Err() != nil {
-		return endpoint.Abandoned, ""
-	}
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return endpoint.Success, ReasonBodyTooLarge
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return endpoint.Failure, ReasonUpstreamTimeout
-	}
-	return endpoint.Failure, ReasonUpstreamUnavailable
-}
-
 // requestID returns the client's X-Request-Id when it is a sane token, or a
 // new random one.
 func requestID(h http.Header) string {
@@ -677,98 +638,12 @@ func headerSize(r *http.Request) int {
 	return n
 }
 
-// hopHeaders are meaningful for one connection only (RFC 9110 section
-// 7.6.1) and are never forwarded. Headers named in Connection are removed
-// too.
-var hopHeaders = [...]string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-func isHopHeader(k string) bool {
-	for _, h := range hopHeaders {
-		if k == h {
-			return true
-		}
-	}
-	return false
-}
-
-// connectionListed reports whether the comma-separated header values list
-// the token k (case-insensitively), as Connection lists header names.
-func connectionListed(conn []string, k string) bool {
-	for _, v := range conn {
-		for v != "" {
-			var tok string
-			tok, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(tok), k) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func isUpgrade(h http.Header) bool {
-	return len(h["Upgrade"]) > 0 && connectionListed(h["Connection"], "upgrade")
-}
-
-// outboundHeader builds the headers sent upstream: the client's, less
-// hop-by-hop ones, plus X-Forwarded-For/-Proto/-Host and X-Request-Id.
-// Values are shared with the inbound header (never mutated), not copied.
-func outboundHeader(r *http.Request, reqID string) http.Header {
-	in := r.Header
-	out := make(http.Header, len(in)+4)
-	conn := in["Connection"]
-	for k, vv := range in {
-		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
-			continue
-		}
-		out[k] = vv
-	}
-	if te := in["Te"]; len(te) > 0 && connectionListed(te, "trailers") {
-		out["Te"] = []string{"trailers"}
-	}
-	if isUpgrade(in) {
-		out["Connection"] = []string{"Upgrade"}
-		out["Upgrade"] = in["Upgrade"]
-	}
-	clientIP, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err == nil {
-		if prior := in["X-Forwarded-For"]; len(prior) > 0 {
-			clientIP = strings.Join(prior, ", ") + ", " + clientIP
-		}
-		out["X-Forwarded-For"] = []string{clientIP}
-	}
-	if r.TLS != nil {
-		out["X-Forwarded-Proto"] = protoHTTPS
-	} else {
-		out["X-Forwarded-Proto"] = protoHTTP
-	}
-	if r.Host != "" {
-		out["X-Forwarded-Host"] = []string{r.Host}
-	}
-	out["X-Request-Id"] = []string{reqID}
-	if _, ok := in["User-Agent"]; !ok {
-		// An empty value tells net/http to send none, instead of adding
-		// its own "Go-http-client/1.1" to a request that had no agent.
-		out["User-Agent"] = emptyValue
-	}
-	return out
-}
-
-var (
-	emptyValue = []string{""}
-	protoHTTP  = []string{"http"}
-	protoHTTPS = []string{"https"}
-)
-
 // copyResponseHeader copies an upstream's response headers, less hop-by-hop
 // ones, into dst.
 func copyResponseHeader(dst, src http.Header) {
 	conn := src["Connection"]
 	for k, vv := range src {
-		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
+		if upstream.IsHopHeader(k) || (len(conn) > 0 && upstream.ConnectionListed(conn, k)) {
 			continue
 		}
 		dst[k] = vv

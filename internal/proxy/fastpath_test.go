@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,30 +27,30 @@ import (
 // front of one upstream endpoint at addr, with a client of its own.
 type rig struct {
 	t      *testing.T
-	tr     *Transport
+	tr     *upstream.Transport
 	ep     *endpoint.Endpoint
 	reg    *prometheus.Registry
 	front  *httptest.Server
 	client *http.Client
 }
 
-func defaultOpts() TransportOptions {
-	return TransportOptions{Connect: time.Second, ResponseHeader: 5 * time.Second, Idle: time.Minute, MaxIdlePerEndpoint: 8}
+func defaultOpts() upstream.Options {
+	return upstream.Options{Connect: time.Second, ResponseHeader: 5 * time.Second, Idle: time.Minute, MaxIdlePerEndpoint: 8}
 }
 
 // newRig builds the handler for the endpoint at addr. std routes every
 // request through the standard http.Transport instead of the fast path.
-func newRig(t testing.TB, addr string, o TransportOptions, std bool) *rig {
+func newRig(t testing.TB, addr string, o upstream.Options, std bool) *rig {
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTransport(o)
+	tr := upstream.NewTransport(o)
 	ep := endpoint.New(addr, 1)
 	up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
 	if std {
-		up.Transport = tr.std
+		up.Transport = tr.Standard()
 	}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
 	h, err := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
@@ -165,46 +165,6 @@ var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "hello")
 })
 
-func TestFastPathTakes(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		method string
-		body   io.Reader
-		cl     int64
-		header http.Header
-		want   bool
-	}{
-		{"GET", "GET", nil, 0, nil, true},
-		{"HEAD", "HEAD", nil, 0, nil, true},
-		{"OPTIONS", "OPTIONS", nil, 0, nil, true},
-		{"TRACE", "TRACE", nil, 0, nil, true},
-		{"DELETE", "DELETE", nil, 0, nil, true},
-		{"bodiless PUT", "PUT", nil, 0, nil, true},
-		{"POST", "POST", nil, 0, nil, false},
-		{"PATCH", "PATCH", nil, 0, nil, false},
-		{"CONNECT", "CONNECT", nil, 0, nil, false},
-		{"GET with a body", "GET", strings.NewReader("x"), 1, nil, false},
-		{"PUT with a body", "PUT", strings.NewReader("x"), 1, nil, false},
-		{"chunked DELETE", "DELETE", strings.NewReader("x"), -1, nil, false},
-		{"websocket", "GET", nil, 0, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, false},
-		{"Upgrade not in Connection", "GET", nil, 0, http.Header{"Upgrade": {"h2c"}}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest(tc.method, "/", tc.body)
-			r.ContentLength = tc.cl
-			if tc.body == nil {
-				r.Body = http.NoBody
-			}
-			for k, v := range tc.header {
-				r.Header[k] = v
-			}
-			if got := fastPath(r); got != tc.want {
-				t.Errorf("fastPath = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestFastPathReusesOneConnection: sequential requests share one upstream
 // connection, and it is the fast path's pool that holds it.
 func TestFastPathReusesOneConnection(t *testing.T) {
@@ -218,18 +178,9 @@ func TestFastPathReusesOneConnection(t *testing.T) {
 	if n := up.opened.Load(); n != 1 {
 		t.Errorf("upstream accepted %d connections for 20 sequential requests, want 1", n)
 	}
-	if n := r.tr.h1.idleCount(up.addr()); n != 1 {
+	if n := r.tr.IdleConns(up.addr()); n != 1 {
 		t.Errorf("fast-path pool holds %d idle connections, want 1", n)
 	}
-	// Its reads and writes are raw system calls (rawsock).
-	e := r.tr.h1.endpoint(up.addr())
-	e.mu.Lock()
-	for _, c := range e.conns {
-		if got := fmt.Sprintf("%T", c.nc); got != "*rawsock.Conn" {
-			t.Errorf("pooled connection does I/O through %s, want *rawsock.Conn", got)
-		}
-	}
-	e.mu.Unlock()
 	if f := r.ep.Stats.Failures.Load(); f != 0 {
 		t.Errorf("%d endpoint failures", f)
 	}
@@ -272,14 +223,15 @@ func TestFastPathIdleBound(t *testing.T) {
 	if n := up.opened.Load(); n != burst {
 		t.Fatalf("upstream accepted %d connections, want %d", n, burst)
 	}
-	if n := r.tr.h1.idleCount(up.addr()); n != maxIdle {
+	if n := r.tr.IdleConns(up.addr()); n != maxIdle {
 		t.Errorf("pool holds %d idle connections, want %d", n, maxIdle)
 	}
 	eventually(t, "surplus connections to close", func() bool { return up.closed.Load() == burst-maxIdle })
 }
 
-// TestFastPathIdleExpiry: a connection idle for Idle is never reused, and
-// SweepIdle closes it without any traffic.
+// TestFastPathIdleExpiry: SweepIdle closes a connection idle for Idle
+// without any traffic. (That one idle for Idle is not reused when taken is
+// upstream's TestExpiredConnectionNotTaken.)
 func TestFastPathIdleExpiry(t *testing.T) {
 	up := newCountingServer(t, hello)
 	o := defaultOpts()
@@ -293,24 +245,11 @@ func TestFastPathIdleExpiry(t *testing.T) {
 	if n := r.tr.SweepIdle(time.Now().Add(o.Idle)); n != 1 {
 		t.Fatalf("sweep after Idle closed %d connections, want 1", n)
 	}
-	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+	if n := r.tr.IdleConns(up.addr()); n != 0 {
 		t.Fatalf("%d idle connections left after the sweep", n)
 	}
 	eventually(t, "the upstream to see the swept connection close", func() bool { return up.closed.Load() == 1 })
 
-	// Expired on take: age the pooled connection instead of waiting.
-	r.get("/")
-	e := r.tr.h1.endpoint(up.addr())
-	e.mu.Lock()
-	e.conns[0].idleSince = time.Now().Add(-o.Idle)
-	e.mu.Unlock()
-	if code, _, _ := r.get("/"); code != 200 {
-		t.Fatalf("status %d", code)
-	}
-	if n := up.opened.Load(); n != 3 {
-		t.Errorf("upstream accepted %d connections, want 3 (the expired one not reused)", n)
-	}
-	eventually(t, "the expired connection to close", func() bool { return up.closed.Load() == 2 })
 }
 
 // TestFastPathRetriesStaleConnection: the upstream closes each connection
@@ -483,7 +422,7 @@ func TestFastPathFraming(t *testing.T) {
 			if tc.reusable {
 				want = 1
 			}
-			if n := r.tr.h1.idleCount(addr); n != want {
+			if n := r.tr.IdleConns(addr); n != want {
 				t.Fatalf("%d pooled connections after the response, want %d", n, want)
 			}
 			if code, body, _ := r.get("/next"); code != 200 || body != "next" {
@@ -621,7 +560,7 @@ func TestFastPathClientGoneMidBody(t *testing.T) {
 		t.Fatal("upstream request context not cancelled within 2s of the client leaving")
 	}
 	eventually(t, "the upstream connection to close", func() bool { return up.closed.Load() == 1 })
-	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+	if n := r.tr.IdleConns(up.addr()); n != 0 {
 		t.Errorf("%d pooled connections after an unfinished body", n)
 	}
 }
@@ -681,89 +620,8 @@ func TestFastPathRequestHead(t *testing.T) {
 	if got := s.Header.Values("Accept"); len(got) != 2 || got[0] != "a/b" || got[1] != "c/d" {
 		t.Errorf("Accept = %q", got)
 	}
-	if n := r.tr.h1.idleCount(up.addr()); n != 1 {
+	if n := r.tr.IdleConns(up.addr()); n != 1 {
 		t.Errorf("request did not take the fast path (%d pooled)", n)
-	}
-}
-
-// TestWriteRequestHeadMatchesOutboundHeader pins the fast path's head to the
-// standard path's headers, so the two cannot drift apart.
-func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		host   string
-		remote string
-		header http.Header
-	}{
-		{"plain", "h.example", "192.0.2.1:5000", http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}}},
-		{"hop-by-hop and Connection-listed", "h.example", "192.0.2.1:5000", http.Header{
-			"Connection": {"close, X-A", "x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"},
-			"Keep-Alive": {"1"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"}, "Trailer": {"X"},
-			"Proxy-Connection": {"x"}, "Proxy-Authenticate": {"x"}}},
-		{"Te without trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip"}}},
-		{"Te with trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip, trailers"}}},
-		{"prior forwarding", "h.example", "[2001:db8::1]:443", http.Header{
-			"X-Forwarded-For": {"198.51.100.1", "198.51.100.2"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"}}},
-		{"no Host, no remote port", "", "pipe", http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Forwarded-Host": {"kept"}}},
-		{"several values", "h.example", "192.0.2.1:5000", http.Header{"Cookie": {"a=1", "b=2"}, "X-Request-Id": {"one", "two"}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/p?q=1", nil)
-			r.Host, r.RemoteAddr, r.Header = tc.host, tc.remote, tc.header
-			var buf strings.Builder
-			bw := bufio.NewWriter(&buf)
-			if err := writeRequestHead(bw, r, "10.0.0.1:80", "rid"); err != nil {
-				t.Fatal(err)
-			}
-			bw.Flush()
-			sent, err := http.ReadRequest(bufio.NewReader(strings.NewReader(buf.String())))
-			if err != nil {
-				t.Fatalf("head does not parse: %v\n%s", err, buf.String())
-			}
-			want := outboundHeader(r, "rid")
-			if ua := want["User-Agent"]; len(ua) == 1 && ua[0] == "" {
-				delete(want, "User-Agent") // the transport sends none
-			}
-			if fmt.Sprint(sent.Header) != fmt.Sprint(want) {
-				t.Errorf("fast path sends\n%v\nstandard path sends\n%v", sent.Header, want)
-			}
-			wantHost := tc.host
-			if wantHost == "" {
-				wantHost = "10.0.0.1:80"
-			}
-			if sent.Host != wantHost || sent.RequestURI != "/p?q=1" {
-				t.Errorf("Host %q, target %q", sent.Host, sent.RequestURI)
-			}
-		})
-	}
-}
-
-func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
-	for _, h := range []http.Header{
-		{"X-A": {"v\r\nX-Injected: 1"}},
-		{"X-A": {"v\nX"}},
-		{"X-Forwarded-For": {"1.2.3.4\r\nX: y"}},
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.Header = h
-		bw := bufio.NewWriter(io.Discard)
-		if err := writeRequestHead(bw, r, "a:1", "rid"); !errors.Is(err, errInvalidHeader) {
-			t.Errorf("%v: err %v, want errInvalidHeader", h, err)
-		}
-	}
-	// A request target that could split the request line falls back to
-	// the escaped form.
-	r := httptest.NewRequest("GET", "/", nil)
-	r.URL = &url.URL{Path: "/a b"}
-	r.RequestURI = "/a b HTTP/1.1\r\nX: y"
-	var buf strings.Builder
-	bw := bufio.NewWriter(&buf)
-	if err := writeRequestHead(bw, r, "a:1", "rid"); err != nil {
-		t.Fatal(err)
-	}
-	bw.Flush()
-	if line, _, _ := strings.Cut(buf.String(), "\r\n"); line != "GET /a%20b HTTP/1.1" {
-		t.Errorf("request line %q", line)
 	}
 }
 
@@ -785,7 +643,7 @@ func TestBodiesAndUpgradesKeepTheStandardPath(t *testing.T) {
 	if code, body, _ = r.do(req); code != 200 || !strings.Contains(body, `"method":"PUT"`) {
 		t.Fatalf("got %d %q", code, body)
 	}
-	if n := r.tr.h1.idleCount(up.addr()); n != 0 {
+	if n := r.tr.IdleConns(up.addr()); n != 0 {
 		t.Errorf("requests with a body used the fast-path pool (%d idle)", n)
 	}
 }
@@ -875,12 +733,12 @@ func BenchmarkHandler(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			m, _ := NewMetrics(reg)
-			tr := NewTransport(defaultOpts())
+			tr := upstream.NewTransport(defaultOpts())
 			defer tr.Close()
 			ep := endpoint.New(ln.Addr().String(), 1)
 			up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
 			if bc.std {
-				up.Transport = tr.std
+				up.Transport = tr.Standard()
 			}
 			rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
 			var key []string
@@ -924,81 +782,3 @@ type benchWriter struct {
 func (w *benchWriter) Header() http.Header         { return w.h }
 func (w *benchWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *benchWriter) WriteHeader(code int)        { w.code = code }
-
-// TestPoolDropsAddressesNoLongerUsed: the per-address map does not keep
-// addresses whose stacks are empty and unused for Idle, and a connection
-// coming back to a dropped stack is closed, not pooled.
-func TestPoolDropsAddressesNoLongerUsed(t *testing.T) {
-	p := newH1Pool(TransportOptions{Idle: time.Minute, MaxIdlePerEndpoint: 4})
-	t0 := time.Now()
-	for i := range 100 {
-		e := p.endpoint(fmt.Sprintf("10.0.0.%d:80", i))
-		e.mu.Lock()
-		e.lastUse = t0
-		e.mu.Unlock()
-	}
-	if n := len(*p.eps.Load()); n != 100 {
-		t.Fatalf("map holds %d addresses, want 100", n)
-	}
-	p.sweep(t0.Add(30 * time.Second))
-	if n := len(*p.eps.Load()); n != 100 {
-		t.Fatalf("recently used addresses dropped: %d left", n)
-	}
-	kept := p.endpoint("10.0.0.7:80")
-	p.get(kept, t0.Add(50*time.Second)) // used again: stays
-	p.sweep(t0.Add(90 * time.Second))
-	m := *p.eps.Load()
-	if len(m) != 1 || m["10.0.0.7:80"] != kept {
-		t.Fatalf("after sweep the map holds %d addresses, want only the one used recently", len(m))
-	}
-	dropped := &h1Conn{home: &h1Idle{dropped: true}}
-	if p.put(dropped, t0.Add(91*time.Second)) {
-		t.Fatal("a connection was pooled on a dropped stack")
-	}
-}
-
-// TestClientGoneWhileHeadIsWritten: a client that leaves between the
-// request head's write and the arming of the response-header deadline
-// (the abort hook's past deadline would be replaced by the header
-// timeout) still frees the upstream read at once. This once waited out
-// the whole header timeout (TestFastPathClientGoneCancelsUpstream failed
-// now and then under load).
-func TestClientGoneWhileHeadIsWritten(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	held := make(chan net.Conn, 1)
-	go func() { // an upstream that reads and never answers
-		c, err := ln.Accept()
-		if err == nil {
-			held <- c
-		}
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	defer func() {
-		select {
-		case c := <-held:
-			c.Close()
-		default:
-		}
-	}()
-	c := newH1Conn(nc, nil, nil)
-	aborted := make(chan struct{})
-	c.abort = func() { c.setPastDeadline(); close(aborted) }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	testHookHeadWritten = func() { cancel(); <-aborted } // the hook has run: its deadline is set
-	defer func() { testHookHeadWritten = nil }()
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	start := time.Now()
-	_, err = c.exchange(ctx, r, ln.Addr().String(), "id", 10*time.Second)
-	if took := time.Since(start); err == nil || took > 2*time.Second {
-		t.Fatalf("exchange returned %v after %v; want an error at once (not after the 10s header timeout)", err, took)
-	}
-}
