@@ -46,7 +46,7 @@ type pooledPicker struct {
 	tiers       []balance.Picker // with zones: each tier's picker, for Prev
 	guarded     balance.Picker
 	endpoints   []*endpoint.Endpoint
-	observe     func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	observe     balance.Observer
 	hashOn      *proxy.HashOn
 	// tierEndpoints: with zones, each tier's endpoints (proxy.Upstream.Tiers).
 	tierEndpoints [][]*endpoint.Endpoint
@@ -465,7 +465,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 	fp := pickerFingerprint(uc, base, plan)
 	prev, had := p.pickers[up.Name]
 	if had && prev.fingerprint == fp {
-		up.Endpoints, up.Picker, up.Observe, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
+		up.Endpoints, up.Picker, up.Observer, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
 		return
 	}
 	if ch := uc.ConsistentHash; ch != nil {
@@ -485,17 +485,11 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 		}
 	}
 	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(observers) > 0 {
-		up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) {
-			for _, o := range observers {
-				if o.Observe(ep, rtt, now) {
-					return
-				}
-			}
-		}
+		up.Observer = balance.LeastRequestSet(observers)
 	}
 	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
 	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, tiers: tiers, guarded: up.Picker,
-		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn, tierEndpoints: up.Tiers}
+		endpoints: up.Endpoints, observe: up.Observer, hashOn: up.HashOn, tierEndpoints: up.Tiers}
 }
 
 // newPicker builds the configured balancer over eps, handing it prev (the

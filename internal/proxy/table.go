@@ -31,9 +31,9 @@ type Upstream struct {
 	// then be a balance.KeyPicker. A request without the key gets a random
 	// pick rather than piling every keyless request onto one endpoint.
 	HashOn *HashOn
-	// Observe, when set, is told each attempt's time to response headers
+	// Observer, when set, is told each attempt's time to response headers
 	// (the least_request balancer's latency estimate).
-	Observe func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	Observer balance.Observer
 	// Tiers, when the upstream balances by zone, lists each zone tier's
 	// endpoints (those of Endpoints, weight 0 for the ones that do not
 	// serve) in failover order, the local zone first. A retry whose tier
