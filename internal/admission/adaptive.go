@@ -19,8 +19,8 @@ import (
 //     upstream got slower for good, so the old minRTT is wrong). After a
 //     probe the limit returns to its value before it.
 //
-//  2. Between probes, latency samples (Success and Failure outcomes; not
-//     Dropped) are collected per window (at most maxWindowSamples of them,
+//  2. Between probes, latency samples (endpoint.Success and Failure outcomes;
+//     not NotSent or Abandoned) are collected per window (at most maxWindowSamples of them,
 //     a uniform reservoir beyond). A window closes, and the limit is
 //     recomputed, at the first sample at least Window after the window
 //     opened and with at least MinSamples samples in it: at most one update

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // backendSim drives an adaptive Limiter against a simulated upstream that
@@ -75,7 +77,7 @@ func (s *backendSim) runUntil(end time.Time) {
 		}
 		j := heap.Pop(&s.jobs).(job)
 		s.clk.Set(j.end)
-		j.rel.Done(Success)
+		j.rel.Done(endpoint.Success)
 		s.samples++
 	}
 }
@@ -107,7 +109,7 @@ func (s *backendSim) converge(lo, hi int, hold, limit time.Duration) (samples in
 
 func (s *backendSim) drain() {
 	for s.jobs.Len() > 0 {
-		heap.Pop(&s.jobs).(job).rel.Done(Dropped)
+		heap.Pop(&s.jobs).(job).rel.Done(endpoint.Abandoned)
 	}
 }
 

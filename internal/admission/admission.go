@@ -116,6 +116,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // Priority is a request's importance. The zero value is Normal, the route
@@ -153,21 +155,6 @@ func (p Priority) String() string {
 }
 
 const numClasses = 3
-
-// Outcome is how an admitted request ended; it is what Release.Done takes.
-type Outcome uint8
-
-const (
-	// Success: the upstream answered. Its latency is a sample for the
-	// adaptive limit.
-	Success Outcome = iota
-	// Failure: the upstream failed or timed out. Its latency is a sample,
-	// and a window with mostly failures halves the adaptive limit.
-	Failure
-	// Dropped: the request was never sent, or the client went away; no
-	// sample.
-	Dropped
-)
 
 // Reason is the stable code of a refusal, used in levee's JSON refusal body
 // and the reason label of its metrics.
@@ -443,9 +430,14 @@ type Release struct {
 }
 
 // Done frees the slot, hands it to the next waiter if any, and feeds the
-// adaptive limit the request's latency unless o is Dropped. It does not
+// adaptive limit the request's latency when o is a sample: Success (the
+// upstream answered) or Failure (it failed, timed out or answered 503: a
+// congestion signal; a window of mostly failures halves the limit).
+// NotSent and Abandoned (the request never reached the upstream, or the
+// client went away) say nothing about the upstream and give no sample. o is
+// endpoint.Outcome, the request path's one outcome vocabulary. It does not
 // block beyond a short critical section.
-func (r Release) Done(o Outcome) {
+func (r Release) Done(o endpoint.Outcome) {
 	l := r.l
 	if l == nil {
 		return
@@ -462,8 +454,8 @@ func (r Release) Done(o Outcome) {
 	c := r.c
 	c.inflight--
 	l.mu.inflight--
-	if adaptive && o != Dropped {
-		if l.mu.gradient.sample(now, r.start, o == Failure, l.rand, l.mu.inflight) {
+	if adaptive && (o == endpoint.Success || o == endpoint.Failure) {
+		if l.mu.gradient.sample(now, r.start, o == endpoint.Failure, l.rand, l.mu.inflight) {
 			l.setLimitLocked(l.mu.gradient.current())
 		}
 	}
@@ -491,7 +483,7 @@ func (l *Limiter) setLimitLocked(n int) {
 //
 // If a slot is handed over at the moment the queue timeout fires, the
 // admission wins. If it is handed over as ctx ends, the slot is passed on
-// (as Done(Dropped)) and ctx.Err() is returned.
+// (as Done(endpoint.Abandoned)) and ctx.Err() is returned.
 func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (Release, error) {
 	adaptive := l.static == 0
 	var now int64
@@ -608,7 +600,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		l.admitted.Add(1)
 		r := Release{l: l, c: c, start: w.start}
 		if cancelled {
-			r.Done(Dropped)
+			r.Done(endpoint.Abandoned)
 			l.canceled.Add(1)
 			return Release{}, ctx.Err()
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -71,8 +73,8 @@ func TestAdmitQueueFullTimeout(t *testing.T) {
 	wantState(t, "at the timeout", a4, "queue_timeout")
 	wantStats(t, "after timeouts", h, 2, 0, 1)
 
-	h.release(a1, Success)
-	h.release(a2, Success)
+	h.release(a1, endpoint.Success)
+	h.release(a2, endpoint.Success)
 	wantStats(t, "all released", h, 0, 0, 0)
 	s := h.l.Stats()
 	if s.QueueFull != 1 || s.QueueTimeout != 2 || s.Admitted != 2 {
@@ -90,7 +92,7 @@ func TestNoQueueRefusesAtOnce(t *testing.T) {
 	a := h.start("a", "a", Normal)
 	b := h.start("b", "b", Critical)
 	wantState(t, "no queue", b, "concurrency_limit")
-	h.release(a, Dropped)
+	h.release(a, endpoint.Abandoned)
 	wantStats(t, "released", h, 0, 0, 0)
 }
 
@@ -103,9 +105,9 @@ func TestCancelRemovesWaiter(t *testing.T) {
 	h.cancel(b)
 	wantState(t, "cancelled", b, context.Canceled.Error())
 	wantStats(t, "cancelled waiter removed", h, 1, 1, 2)
-	h.release(a, Success)
+	h.release(a, endpoint.Success)
 	wantState(t, "handoff skips the cancelled", c, "admitted")
-	h.release(c, Success)
+	h.release(c, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 	if s := h.l.Stats(); s.Canceled != 1 {
 		t.Fatalf("Canceled = %d", s.Canceled)
@@ -138,7 +140,7 @@ func TestHandoffOrder(t *testing.T) {
 	var got []string
 	cur := hold
 	for range want {
-		h.release(cur, Success)
+		h.release(cur, endpoint.Success)
 		var next *req
 		for _, r := range queued {
 			if r.state() == "admitted" {
@@ -154,7 +156,7 @@ func TestHandoffOrder(t *testing.T) {
 		got = append(got, next.name)
 		cur = next
 	}
-	h.release(cur, Success)
+	h.release(cur, endpoint.Success)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("order %v, want %v", got, want)
 	}
@@ -183,7 +185,7 @@ func TestFullQueueEvictsLongestSubQueue(t *testing.T) {
 	}
 	h.clk.Advance(time.Second)
 	h.settle()
-	h.release(hold, Success)
+	h.release(hold, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
@@ -199,7 +201,7 @@ func TestAdaptiveLIFO(t *testing.T) {
 	h.clk.Advance(5 * time.Millisecond)
 	h.settle()
 	a2 := h.start("a2", "a", Normal) // t = 5ms
-	h.release(hold, Success)
+	h.release(hold, endpoint.Success)
 	wantState(t, "oldest waited exactly QueueTarget: FIFO", a1, "admitted")
 	wantState(t, "oldest waited exactly QueueTarget: FIFO", a2, "pending")
 	a3 := h.start("a3", "a", Normal)
@@ -215,14 +217,14 @@ func TestAdaptiveLIFO(t *testing.T) {
 	b1 := h.start("b1", "b", Normal)
 	wantState(t, "b evicts what a would serve last: its oldest", a2, "queue_full")
 	wantState(t, "b queued", b1, "pending")
-	h.release(a1, Success)
+	h.release(a1, endpoint.Success)
 	wantState(t, "a's turn, newest first", a4, "admitted")
 	wantState(t, "a's turn, newest first", a3, "pending")
-	h.release(a4, Success)
+	h.release(a4, endpoint.Success)
 	wantState(t, "b's turn", b1, "admitted")
-	h.release(b1, Success)
+	h.release(b1, endpoint.Success)
 	wantState(t, "a's last", a3, "admitted")
-	h.release(a3, Success)
+	h.release(a3, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 	if s := h.l.Stats(); s.QueueFull != 3 || s.QueueTimeout != 0 {
 		t.Fatalf("refusals: queue_full %d, queue_timeout %d; want 3 and 0", s.QueueFull, s.QueueTimeout)
@@ -259,7 +261,7 @@ func TestPriorities(t *testing.T) {
 	}
 	h.clk.Advance(time.Second)
 	h.settle()
-	h.release(hold, Success)
+	h.release(hold, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
@@ -276,14 +278,14 @@ func TestConsumerLimit(t *testing.T) {
 	wantState(t, "a at its cap, with b waiting", a5, "consumer_limit")
 	h.clk.Advance(time.Second)
 	h.settle()
-	h.release(rs[0], Success)
-	h.release(rs[1], Success)
+	h.release(rs[0], endpoint.Success)
+	h.release(rs[1], endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
 func TestZeroReleaseIsNoop(t *testing.T) {
 	var r Release
-	r.Done(Success)
+	r.Done(endpoint.Success)
 }
 
 // TestFairnessUnderFlood: A offers 20× its fair share, B and C one request
@@ -343,7 +345,7 @@ func testFairness(t *testing.T, perConsumer int) {
 		if len(inService) > 0 {
 			r := inService[0]
 			inService = inService[1:]
-			h.release(r, Success)
+			h.release(r, endpoint.Success)
 			served[r.consumer]++
 			if r == outB {
 				outB = nil
@@ -374,7 +376,7 @@ func testFairness(t *testing.T, perConsumer int) {
 	h.settle()
 	collect(steps)
 	for _, r := range inService {
-		h.release(r, Success)
+		h.release(r, endpoint.Success)
 	}
 	wantStats(t, "drained", h, 0, 0, 0)
 }
@@ -394,7 +396,7 @@ func TestConsumerAloneIsNotCapped(t *testing.T) {
 	wantState(t, "queue full: a capacity refusal", fourth, "queue_full")
 	h.clk.Advance(time.Second)
 	h.settle()
-	h.release(first, Success)
+	h.release(first, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
@@ -425,13 +427,13 @@ func TestControlledDelay(t *testing.T) {
 	for _, r := range []*req{a1, a2, b1} {
 		wantState(t, "half the queue timeout", r, "pending")
 	}
-	h.release(a0, Success)
+	h.release(a0, endpoint.Success)
 	// a's oldest has waited past QueueTarget: newest first (adaptive LIFO).
 	wantState(t, "a's turn, newest first", a2, "admitted")
 	wantState(t, "a's turn, newest first", a1, "pending")
-	h.release(a2, Success)
+	h.release(a2, endpoint.Success)
 	wantState(t, "b's turn", b1, "admitted")
-	h.release(b1, Success)
+	h.release(b1, endpoint.Success)
 	wantState(t, "a again", a1, "admitted")
 	// a's sub-queue is empty now: a new waiter of a gets QueueTimeout.
 	h.clk.Advance(time.Second)
@@ -439,9 +441,9 @@ func TestControlledDelay(t *testing.T) {
 	h.clk.Advance(500 * time.Millisecond)
 	h.settle()
 	wantState(t, "a's sub-queue emptied: QueueTimeout again", a4, "pending")
-	h.release(a1, Success)
+	h.release(a1, endpoint.Success)
 	wantState(t, "a4 served", a4, "admitted")
-	h.release(a4, Success)
+	h.release(a4, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 	if s := h.l.Stats(); s.QueueTimeout != 0 || s.QueueFull != 1 {
 		t.Fatalf("refusals: %d queue_timeout, %d queue_full; want 0 and 1", s.QueueTimeout, s.QueueFull)
@@ -471,9 +473,9 @@ func TestControlledDelayAfterShed(t *testing.T) {
 	h.clk.Advance(40 * time.Millisecond)
 	h.settle()
 	wantState(t, "an interval after the last refusal: QueueTimeout", a3, "pending")
-	h.release(a0, Success)
+	h.release(a0, endpoint.Success)
 	wantState(t, "served", a3, "admitted")
-	h.release(a3, Success)
+	h.release(a3, endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
@@ -506,7 +508,7 @@ func TestShortWaitBound(t *testing.T) {
 	for range 20 {
 		h.clk.Advance(10 * time.Millisecond)
 		h.settle()
-		h.release(holder(), Success)
+		h.release(holder(), endpoint.Success)
 	}
 	if b := bound(); b != 2 { // 10 grants per 100 ms, scaled to 20 ms
 		t.Fatalf("bound after 10 grants per window = %d, want 2", b)
@@ -527,7 +529,7 @@ func TestShortWaitBound(t *testing.T) {
 			t.Fatal("a's sub-queue does not drain")
 		}
 		h.clk.Advance(time.Millisecond)
-		h.release(holder(), Success)
+		h.release(holder(), endpoint.Success)
 	}
 	within := h.start("a-within", "a", Normal) // 1 waiter < bound 2: queued, short wait
 	within.timeout = 20 * time.Millisecond
@@ -545,9 +547,9 @@ func TestShortWaitBound(t *testing.T) {
 		t.Fatalf("bound with no grant for 150 ms = %d, want 1", b)
 	}
 	for countPending(all, "") > 0 {
-		h.release(holder(), Success)
+		h.release(holder(), endpoint.Success)
 	}
-	h.release(holder(), Success)
+	h.release(holder(), endpoint.Success)
 	wantStats(t, "done", h, 0, 0, 0)
 }
 
@@ -597,14 +599,14 @@ func TestAdaptiveQueueCap(t *testing.T) {
 	h.clk.Advance(50 * time.Millisecond)
 	h.settle()
 	for _, r := range held {
-		h.release(r, Success) // the probe's samples
+		h.release(r, endpoint.Success) // the probe's samples
 	}
 	// Round trips of 20 ms at the limit until a window has closed.
 	for range 6 {
 		rs := fill("c")
 		h.clk.Advance(20 * time.Millisecond)
 		for _, r := range rs {
-			h.release(r, Success)
+			h.release(r, endpoint.Success)
 		}
 	}
 	if c := queueCap(); c != 25 { // 10 slots × 50 ms / 20 ms
@@ -630,6 +632,6 @@ func TestAdaptiveQueueCap(t *testing.T) {
 	h.clk.Advance(50 * time.Millisecond)
 	h.settle()
 	for _, r := range held {
-		h.release(r, Success)
+		h.release(r, endpoint.Success)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 func BenchmarkAcquireRelease(b *testing.B) {
@@ -27,7 +29,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				r.Done(Success)
+				r.Done(endpoint.Success)
 			}
 		})
 	}
@@ -52,7 +54,7 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			r.Done(Success)
+			r.Done(endpoint.Success)
 			i++
 		}
 	})
@@ -69,7 +71,7 @@ func refusingLimiter(b *testing.B) (l *Limiter, stop func()) {
 	return h.l, func() {
 		h.clk.Advance(time.Hour)
 		h.settle()
-		h.release(hold, Success)
+		h.release(hold, endpoint.Success)
 	}
 }
 
@@ -133,5 +135,5 @@ func BenchmarkRefuseShortWait(b *testing.B) {
 	b.StopTimer()
 	h.clk.Advance(2 * time.Hour)
 	h.settle()
-	h.release(hold, Success)
+	h.release(hold, endpoint.Success)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -221,7 +223,7 @@ func (r *req) state() string {
 	return x.err.Error()
 }
 
-func (h *harness) release(r *req, o Outcome) {
+func (h *harness) release(r *req, o endpoint.Outcome) {
 	h.t.Helper()
 	x, ok := r.poll()
 	if !ok || x.err != nil || r.released {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // TestPropertyRandomSequences runs random sequences of acquire, release,
@@ -94,7 +96,7 @@ func TestPropertyRandomSequences(t *testing.T) {
 				}
 			case op < 8:
 				if r := pick("admitted"); r != nil {
-					h.release(r, Outcome(rapid.IntRange(0, 2).Draw(rt, "outcome")))
+					h.release(r, endpoint.Outcome(rapid.IntRange(0, 3).Draw(rt, "outcome")))
 				}
 			case op < 9:
 				h.clk.Advance(time.Duration(rapid.IntRange(1, 150).Draw(rt, "advance ms")) * time.Millisecond)
@@ -111,7 +113,7 @@ func TestPropertyRandomSequences(t *testing.T) {
 		h.settle()
 		for _, r := range all {
 			if r.state() == "admitted" {
-				h.release(r, Success)
+				h.release(r, endpoint.Success)
 			}
 		}
 		check("end")

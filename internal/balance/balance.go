@@ -14,6 +14,7 @@ package balance
 
 import (
 	"errors"
+	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
 )
@@ -29,4 +30,14 @@ var ErrNoEndpoint = errors.New("no available endpoint")
 // or nil and ErrNoEndpoint.
 type Picker interface {
 	Pick() (*endpoint.Endpoint, error)
+}
+
+// Observer learns how fast endpoints answer: the request path tells it
+// each attempt's time to response headers, measured at now (a connect
+// failure's is no latency and is not told). It reports false when ep is
+// not one of its endpoints. The least_request balancer's peak-EWMA
+// estimate is one (LeastRequest, LeastRequestSet). Observe must be safe
+// for concurrent use, bounded and allocation-free.
+type Observer interface {
+	Observe(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) bool
 }

@@ -380,6 +380,21 @@ func (p *LeastRequest) Observe(ep *endpoint.Endpoint, rtt time.Duration, now tim
 	return true
 }
 
+// LeastRequestSet is one Observer over several least_request pickers (a
+// zoned upstream has one per tier): a time goes to the first that has the
+// endpoint. Bounded by the set's length; allocation-free.
+type LeastRequestSet []*LeastRequest
+
+// Observe implements Observer.
+func (s LeastRequestSet) Observe(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) bool {
+	for _, p := range s {
+		if p.Observe(ep, rtt, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // Latency returns ep's shared latency estimate, or nil when ep is not a live
 // endpoint of this snapshot.
 func (p *LeastRequest) Latency(ep *endpoint.Endpoint) *Latency {

@@ -1,6 +1,7 @@
 // Package endpoint is levee's shared vocabulary for upstream servers: the
 // Endpoint a picker chooses, the live counters kept for it, and the Outcome
-// a request reports when it ends. It is a leaf: it imports nothing internal.
+// a request reports when it ends (to the endpoint and to admission). It is
+// a leaf: it imports nothing internal.
 package endpoint
 
 import "sync/atomic"
@@ -151,18 +152,26 @@ func (s *Stats) record(gateway, fivexx bool) {
 	}
 }
 
-// Outcome is how a request to an endpoint ended, as reported by the proxy.
+// Outcome is how a request (an attempt at an endpoint) ended: the one
+// outcome vocabulary of the request path. The proxy types each attempt's
+// result once and maps it here; End takes it for an attempt the endpoint
+// did not answer (EndStatus for one it did), and admission's Release.Done
+// takes the last attempt's, where Success and Failure are latency samples
+// and the other two are none.
 type Outcome uint8
 
 const (
-	// Success: the endpoint answered (any status the endpoint chose).
+	// Success: the endpoint answered (any status the endpoint chose, 503
+	// aside).
 	Success Outcome = iota
-	// Failure: connect error, reset or timeout at the endpoint.
+	// Failure: connect error, reset or timeout at the endpoint, an answer
+	// it broke off, or a 503 (a congestion signal for admission).
 	Failure
-	// NotSent: the request never reached the endpoint (cancelled before dial).
+	// NotSent: the request never reached an endpoint (levee answered it
+	// itself: no endpoint available, a body refused before any attempt).
 	NotSent
-	// Abandoned: the client went away before the endpoint answered; says
-	// nothing about the endpoint's health.
+	// Abandoned: the client went away, or its own body ended the attempt;
+	// says nothing about the endpoint's health.
 	Abandoned
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/levee-gw/levee/internal/urlpath"
 )
 
@@ -45,7 +46,7 @@ type pooledPicker struct {
 	tiers       []balance.Picker // with zones: each tier's picker, for Prev
 	guarded     balance.Picker
 	endpoints   []*endpoint.Endpoint
-	observe     func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	observe     balance.Observer
 	hashOn      *proxy.HashOn
 	// tierEndpoints: with zones, each tier's endpoints (proxy.Upstream.Tiers).
 	tierEndpoints [][]*endpoint.Endpoint
@@ -107,8 +108,8 @@ type pooledBudget struct {
 const retryBudgetWindow = 10 * time.Second
 
 type pooledTransport struct {
-	opts      proxy.TransportOptions
-	transport *proxy.Transport
+	opts      upstream.Options
+	transport *upstream.Transport
 }
 
 type statsKey struct{ upstream, address string }
@@ -135,11 +136,11 @@ func (p *pools) budget(name string, o retrybudget.Options) (*retrybudget.Budget,
 
 // transport returns the upstream's transport, reusing the current one when
 // its options are unchanged.
-func (p *pools) transport(name string, o proxy.TransportOptions) *proxy.Transport {
+func (p *pools) transport(name string, o upstream.Options) *upstream.Transport {
 	if cur, ok := p.transports[name]; ok && cur.opts == o {
 		return cur.transport
 	}
-	t := proxy.NewTransport(o)
+	t := upstream.NewTransport(o)
 	if old, ok := p.transports[name]; ok {
 		// Requests in flight on the old transport finish; its idle
 		// connections are of no further use.
@@ -233,7 +234,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		up := &proxy.Upstream{
 			Name:      name,
 			Endpoints: plan.Endpoints,
-			Transport: g.pools.transport(name, proxy.TransportOptions{
+			Transport: g.pools.transport(name, upstream.Options{
 				Connect:            uc.Timeouts.Connect,
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
 				Idle:               uc.Timeouts.Idle,
@@ -464,7 +465,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 	fp := pickerFingerprint(uc, base, plan)
 	prev, had := p.pickers[up.Name]
 	if had && prev.fingerprint == fp {
-		up.Endpoints, up.Picker, up.Observe, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
+		up.Endpoints, up.Picker, up.Observer, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
 		return
 	}
 	if ch := uc.ConsistentHash; ch != nil {
@@ -484,17 +485,11 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 		}
 	}
 	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(observers) > 0 {
-		up.Observe = func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time) {
-			for _, o := range observers {
-				if o.Observe(ep, rtt, now) {
-					return
-				}
-			}
-		}
+		up.Observer = balance.LeastRequestSet(observers)
 	}
 	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
 	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, tiers: tiers, guarded: up.Picker,
-		endpoints: up.Endpoints, observe: up.Observe, hashOn: up.HashOn, tierEndpoints: up.Tiers}
+		endpoints: up.Endpoints, observe: up.Observer, hashOn: up.HashOn, tierEndpoints: up.Tiers}
 }
 
 // newPicker builds the configured balancer over eps, handing it prev (the

@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/upstream"
 )
 
 // The request screening that keeps what levee checked and what an
@@ -122,7 +124,7 @@ func connectAllowed(rt *Route, matched bool) bool {
 // is written before the body). Every other trailer field is dropped: RFC
 // 9110 section 6.5.1 lets a sender put fields in trailers that levee's
 // checks on headers never saw (Host, Content-Length, Levee-App,
-// X-Forwarded-For, credentials). outboundRequest sends only
+// X-Forwarded-For, credentials). the outbound request carries only
 // outboundTrailer's map, never r.Trailer.
 func screenTrailers(r *http.Request, allowed []string) {
 	if len(allowed) == 0 || len(r.Trailer) == 0 || r.Body == nil || r.Body == http.NoBody {
@@ -150,7 +152,7 @@ func neverTrailer(k string) bool {
 	case "Host", "Content-Length", AppHeader, "X-Request-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
 		return true
 	}
-	return isHopHeader(k)
+	return upstream.IsHopHeader(k)
 }
 
 // trailerBody is a request body whose allowed trailers are copied from
@@ -194,7 +196,7 @@ func outboundTrailer(r *http.Request) http.Header {
 // the connection on any 101, so an upstream could otherwise open a tunnel
 // levee never allowed (h2c among them).
 func switchRequested(req, resp http.Header) bool {
-	if !isUpgrade(req) {
+	if !upstream.IsUpgrade(req) {
 		return false
 	}
 	to := resp["Upgrade"]

@@ -9,17 +9,12 @@
 package proxy
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +105,8 @@ type exchange struct {
 	sentPath string // the path as sent, when normalising changed it
 	prio     admission.Priority
 	reserved int64 // bytes of the memory budget held (memory.go)
+	// outcome is the last attempt's (see admissionOutcome).
+	outcome endpoint.Outcome
 }
 
 // ServeHTTP serves one request.
@@ -334,19 +331,6 @@ func consumerKey(r *http.Request) string {
 	return host
 }
 
-// admissionOutcome tells the limiter how an admitted request ended: the
-// upstream's failures are congestion signals, a client that left gives no
-// sample.
-func admissionOutcome(x *exchange) admission.Outcome {
-	switch {
-	case x.status == statusClientClosed || x.status == 0 || x.reason == ReasonBadRequest:
-		return admission.Dropped // says nothing about the upstream
-	case x.reason == ReasonUpstreamTimeout || x.reason == ReasonUpstreamUnavailable || x.status == http.StatusServiceUnavailable:
-		return admission.Failure
-	}
-	return admission.Success
-}
-
 func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 	x.reason = reason
 	x.status = Refuse(w, reason)
@@ -358,137 +342,48 @@ func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 const statusClientClosed = 499
 
 // forward sends r to ep and, when the route's retry policy allows, to
-// other endpoints after failures, then streams the answer to w.
+// other endpoints after failures, then streams the answer to w: a loop over
+// attempts (attempt.go), each of which either answers the client or asks
+// for a retry after a wait.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, ep *endpoint.Endpoint) {
-	up := rt.Upstream
-	if up.Budget != nil {
-		up.Budget.Request(x.start)
+	f := forwarding{up: rt.Upstream, pol: rt.Retry}
+	if f.up.Budget != nil {
+		f.up.Budget.Request(x.start)
 	}
-	var deadline time.Time
 	if rt.Timeout > 0 {
-		deadline = x.start.Add(rt.Timeout)
+		f.deadline = x.start.Add(rt.Timeout)
 	}
-	pol := rt.Retry
-	if pol != nil && pol.Attempts < 2 {
-		pol = nil
+	if f.pol != nil && f.pol.Attempts < 2 {
+		f.pol = nil
 	}
-	// With retries, a small body is buffered so it can be sent again; a
-	// larger one streams and is only resent if no byte of it was read.
-	var replay []byte
-	var held *untouchedBody
-	cb := watchClientBody(r)
-	var tried triedSet // endpoints that failed in this request
-	if pol != nil {
-		var replayable bool
-		var err error
-		if replay, replayable, err = h.replayableBody(r, x, pol.ReplayBodyLimit); err != nil {
+	f.cb = watchClientBody(r)
+	if f.pol != nil {
+		replay, replayable, err := h.replayableBody(r, x, f.pol.ReplayBodyLimit)
+		if err != nil {
 			h.clientBodyFailed(w, x, r, err)
 			return
 		}
+		f.replay = replay
 		if !replayable {
-			held = &untouchedBody{rc: r.Body}
+			f.held = &untouchedBody{rc: r.Body}
 		}
 	}
-
 	for n := 1; ; n++ {
-		x.endpoint = ep.Address
-		x.attempts = n
-		now := time.Now()
-		ctx, stopTimer, release := attemptContext(r.Context(), perTry(pol), deadline, now)
-		body, length := r.Body, r.ContentLength
-		switch {
-		case replay != nil:
-			body, length = io.NopCloser(bytes.NewReader(replay)), int64(len(replay))
-		case held != nil:
-			body = held
-		}
-		ep.Begin()
-		resp, err := h.send(ctx, r, up, ep, x.reqID, body, length)
-		if err == nil && !stopTimer() {
-			// The timeout fired just as the headers came in: the attempt's
-			// context is cancelled, so its body cannot be read.
-			resp.Body.Close()
-			resp, err = nil, errPerTryTimeout
-		}
-		rtt := time.Since(now)
-		up.duration.Observe(rtt.Seconds())
-
-		var fail failure
-		status := 0
-		if err != nil {
-			if cerr := cb.failure(); cerr != nil {
-				ep.End(endpoint.Abandoned) // the client's body broke the attempt
-				release()
-				h.clientBodyFailed(w, x, r, cerr)
-				return
-			}
-			if r.Context().Err() != nil {
-				ep.End(endpoint.Abandoned)
-				release()
-				x.status = statusClientClosed
-				return
-			}
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				ep.End(endpoint.Success)
-				release()
-				h.refuse(w, x, ReasonBodyTooLarge)
-				return
-			}
-			ep.End(endpoint.Failure)
-			fail = classifyFailure(ctx, err)
-			if errors.Is(err, errPerTryTimeout) {
-				fail = failTimeout
-			}
-			noteRefused(ep, err, now)
-		} else {
-			status = resp.StatusCode
-		}
-		if up.Observe != nil && fail != failConnect {
-			// A connect failure's short time says nothing of latency (and
-			// would make a dead endpoint look the fastest).
-			up.Observe(ep, rtt, now.Add(rtt))
-		}
-
-		if retry, free := decideRetry(pol, n, r, fail, status, held); retry {
-			wait, ok := retryWait(pol, resp, n, time.Now())
-			if ok && (deadline.IsZero() || time.Now().Add(wait).Before(deadline)) {
-				if free || up.Budget == nil || up.Budget.TryRetry(time.Now()) {
-					if resp != nil {
-						ep.EndStatus(resp.StatusCode)
-						discard(resp)
-					}
-					release()
-					h.metrics.retried(up.Name, fail, status)
-					if !sleepCtx(r.Context(), wait) {
-						x.status = statusClientClosed
-						return
-					}
-					tried.add(ep)
-					next, perr := pickRetry(up, &tried, time.Now())
-					if perr != nil {
-						h.refuse(w, x, ReasonNoAvailableEndpoint)
-						return
-					}
-					ep = next
-					continue
-				}
-				h.metrics.budgetExhausted.WithLabelValues(up.Name).Inc()
-			}
-		}
-
-		if err != nil {
-			release()
-			if fail == failTimeout {
-				h.refuse(w, x, ReasonUpstreamTimeout)
-			} else {
-				h.refuse(w, x, ReasonUpstreamUnavailable)
-			}
+		wait, again := h.try(w, r, x, &f, ep, n)
+		if !again {
 			return
 		}
-		h.respond(w, r, x, ep, resp)
-		release()
-		return
+		if !sleepCtx(r.Context(), wait) {
+			x.status = statusClientClosed
+			return
+		}
+		f.tried.add(ep)
+		next, err := pickRetry(f.up, &f.tried, time.Now())
+		if err != nil {
+			h.refuse(w, x, ReasonNoAvailableEndpoint)
+			return
+		}
+		ep = next
 	}
 }
 
@@ -517,15 +412,6 @@ func (h *Handler) retryable(pol *RetryPolicy, r *http.Request, fail failure, sta
 	return idempotent(r) && held == nil
 }
 
-// send performs one attempt on ep: levee's HTTP/1.1 pool for bodiless
-// idempotent requests, the net/http transport for everything else.
-func (h *Handler) send(ctx context.Context, r *http.Request, up *Upstream, ep *endpoint.Endpoint, reqID string, body io.ReadCloser, length int64) (*http.Response, error) {
-	if t, ok := up.Transport.(*Transport); ok && length == 0 && fastPath(r) {
-		return t.h1.roundTrip(ctx, r, ep.Address, reqID)
-	}
-	return up.Transport.RoundTrip(outboundRequest(ctx, r, ep.Address, reqID, body, length))
-}
-
 // clientBodyFailed answers when reading the client's body failed (to
 // buffer it, or while an attempt forwarded it): over the route's limit
 // (413), the client went away (499), the body was malformed or short
@@ -552,12 +438,14 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 	}
 }
 
-// respond streams an upstream's answer to the client.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, ep *endpoint.Endpoint, resp *http.Response) {
+// respond streams an upstream's answer to the client; the deferred end of
+// attempt a reports it to the endpoint.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		ep.EndStatus(resp.StatusCode)
+		a.report() // now: a tunnel is not a request in flight at the endpoint
 		if !switchRequested(r.Header, resp.Header) {
 			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
+			a.res.broken = true
 			h.refuse(w, x, ReasonUpstreamUnavailable)
 			return
 		}
@@ -577,17 +465,15 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, e
 	resp.Body.Close()
 	if copyErr != nil {
 		if r.Context().Err() != nil || copyErr.side == sideClient {
-			ep.EndStatus(resp.StatusCode)
 			return
 		}
 		// The endpoint broke off mid-body. The status is already sent, so the
 		// only honest signal left is to abort the client's connection (or
 		// stream) so that the truncation cannot pass for a complete answer.
-		ep.End(endpoint.Failure)
+		a.res.broken = true
 		x.reason = ReasonUpstreamUnavailable
 		panic(http.ErrAbortHandler)
 	}
-	ep.EndStatus(resp.StatusCode)
 	copyTrailers(dst, resp.Trailer)
 }
 
@@ -596,24 +482,6 @@ func perTry(p *RetryPolicy) time.Duration {
 		return 0
 	}
 	return p.PerTryTimeout
-}
-
-// outboundRequest builds the request sent upstream through an
-// http.RoundTripper: r's method, path, query and body, addressed to the
-// endpoint at addr, with outboundHeader's headers.
-func outboundRequest(ctx context.Context, r *http.Request, addr, reqID string, body io.ReadCloser, length int64) *http.Request {
-	out := r.WithContext(ctx)
-	out.Body, out.ContentLength = body, length
-	out.URL = &url.URL{Scheme: "http", Host: addr, Opaque: r.URL.Opaque, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	out.RequestURI = ""
-	out.Close = false
-	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
-	out.Header = outboundHeader(r, reqID)
-	out.Trailer = outboundTrailer(r) // never r.Trailer: framing.go
-	if length == 0 {
-		out.Body = nil // nothing to send: spare the transport a body copy
-	}
-	return out
 }
 
 // requestID returns the client's X-Request-Id when it is a sane token, or a
@@ -656,175 +524,4 @@ func headerSize(r *http.Request) int {
 		}
 	}
 	return n
-}
-
-// hopHeaders are meaningful for one connection only (RFC 9110 section
-// 7.6.1) and are never forwarded. Headers named in Connection are removed
-// too.
-var hopHeaders = [...]string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-func isHopHeader(k string) bool {
-	for _, h := range hopHeaders {
-		if k == h {
-			return true
-		}
-	}
-	return false
-}
-
-// connectionListed reports whether the comma-separated header values list
-// the token k (case-insensitively), as Connection lists header names.
-func connectionListed(conn []string, k string) bool {
-	for _, v := range conn {
-		for v != "" {
-			var tok string
-			tok, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(strings.TrimSpace(tok), k) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func isUpgrade(h http.Header) bool {
-	return len(h["Upgrade"]) > 0 && connectionListed(h["Connection"], "upgrade")
-}
-
-// outboundHeader builds the headers sent upstream: the client's, less
-// hop-by-hop ones, plus X-Forwarded-For/-Proto/-Host and X-Request-Id.
-// Values are shared with the inbound header (never mutated), not copied.
-func outboundHeader(r *http.Request, reqID string) http.Header {
-	in := r.Header
-	out := make(http.Header, len(in)+4)
-	conn := in["Connection"]
-	for k, vv := range in {
-		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
-			continue
-		}
-		out[k] = vv
-	}
-	if te := in["Te"]; len(te) > 0 && connectionListed(te, "trailers") {
-		out["Te"] = []string{"trailers"}
-	}
-	if isUpgrade(in) {
-		out["Connection"] = []string{"Upgrade"}
-		out["Upgrade"] = in["Upgrade"]
-	}
-	clientIP, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err == nil {
-		if prior := in["X-Forwarded-For"]; len(prior) > 0 {
-			clientIP = strings.Join(prior, ", ") + ", " + clientIP
-		}
-		out["X-Forwarded-For"] = []string{clientIP}
-	}
-	if r.TLS != nil {
-		out["X-Forwarded-Proto"] = protoHTTPS
-	} else {
-		out["X-Forwarded-Proto"] = protoHTTP
-	}
-	if r.Host != "" {
-		out["X-Forwarded-Host"] = []string{r.Host}
-	}
-	out["X-Request-Id"] = []string{reqID}
-	if _, ok := in["User-Agent"]; !ok {
-		// An empty value tells net/http to send none, instead of adding
-		// its own "Go-http-client/1.1" to a request that had no agent.
-		out["User-Agent"] = emptyValue
-	}
-	return out
-}
-
-var (
-	emptyValue = []string{""}
-	protoHTTP  = []string{"http"}
-	protoHTTPS = []string{"https"}
-)
-
-// copyResponseHeader copies an upstream's response headers, less hop-by-hop
-// ones, into dst.
-func copyResponseHeader(dst, src http.Header) {
-	conn := src["Connection"]
-	for k, vv := range src {
-		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
-			continue
-		}
-		dst[k] = vv
-	}
-}
-
-func announceTrailers(dst, trailer http.Header) {
-	if len(trailer) == 0 {
-		return
-	}
-	keys := make([]string, 0, len(trailer))
-	for k := range trailer {
-		keys = append(keys, k)
-	}
-	dst["Trailer"] = []string{strings.Join(keys, ", ")}
-}
-
-func copyTrailers(dst, trailer http.Header) {
-	for k, vv := range trailer {
-		dst[k] = vv
-	}
-}
-
-// streaming reports whether a response must be flushed as it arrives rather
-// than buffered: bodies of unknown length (chunked, server-sent events,
-// long polls).
-func streaming(resp *http.Response) bool {
-	return resp.ContentLength == -1
-}
-
-type copySide uint8
-
-const (
-	sideUpstream copySide = iota
-	sideClient
-)
-
-type copyError struct {
-	side copySide
-	err  error
-}
-
-// copyBufSize is the chunk in which bodies are streamed.
-const copyBufSize = 32 << 10
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
-
-// copyBody streams src to w, flushing after each chunk when flush is set.
-// It returns the bytes written and, on failure, which side failed.
-func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, *copyError) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var n int64
-	var flusher http.Flusher
-	if flush {
-		flusher, _ = w.(http.Flusher)
-	}
-	for {
-		nr, rerr := src.Read(buf)
-		if nr > 0 {
-			nw, werr := w.Write(buf[:nr])
-			n += int64(nw)
-			if werr != nil {
-				return n, &copyError{side: sideClient, err: werr}
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, &copyError{side: sideUpstream, err: rerr}
-		}
-	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/memguard"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -77,7 +78,7 @@ func newMemRig(t *testing.T, live uint64) *memRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTransport(defaultOpts())
+	tr := upstream.NewTransport(defaultOpts())
 	t.Cleanup(tr.Close)
 	ep := endpoint.New(up.Listener.Addr().String(), 1)
 	upstream := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}

@@ -100,7 +100,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok bool, allow []strin
 	}
 	switch {
 	case rt.RawPath && !strings.HasPrefix(rawPath, "//"):
-		// outboundRequest sends an Opaque path verbatim. One that starts
+		// upstream.OutboundRequest sends an Opaque path verbatim. One that starts
 		// with "//" would be read as an authority there, so such a path
 		// is forwarded in its normal form, on both transports alike.
 		r.RequestURI = target

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/levee-gw/levee/internal/urlpath"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -100,7 +101,7 @@ func TestRouteRequestNormalises(t *testing.T) {
 			t.Errorf("%q: Host %q, want %q", c.target, r.Host, want)
 		}
 		// The net/http transport sends what the fast path sends.
-		if out := outboundRequest(r.Context(), r, "10.0.0.1:80", "id", nil, 0); out.URL.RequestURI() != c.uri {
+		if out := upstream.OutboundRequest(r.Context(), r, upstream.Outbound{Addr: "10.0.0.1:80", RequestID: "id"}); out.URL.RequestURI() != c.uri {
 			t.Errorf("%q: net/http path would send %q, fast path %q", c.target, out.URL.RequestURI(), c.uri)
 		}
 	}

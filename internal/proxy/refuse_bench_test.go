@@ -8,6 +8,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
+	"github.com/levee-gw/levee/internal/endpoint"
 )
 
 // BenchmarkRefuseAtLimit: the handler's whole path for a request its
@@ -22,7 +23,7 @@ func BenchmarkRefuseAtLimit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer hold.Done(admission.Dropped)
+	defer hold.Done(endpoint.Abandoned)
 	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil), Admission: lim}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
 	h := newTestHandler(b, []*Route{rt}, []*Upstream{up})

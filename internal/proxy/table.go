@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
@@ -11,21 +9,21 @@ import (
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
 	"github.com/levee-gw/levee/internal/route"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/levee-gw/levee/internal/urlpath"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Upstream is one upstream as a snapshot sees it: its endpoints, the picker
-// built over them and the transport that holds its connection pool (a
-// *Transport gets the fast path for bodiless idempotent requests; any other
-// RoundTripper is used for every request). It is
-// immutable once placed in a Table; a change builds a new Upstream (which
-// may keep the old Transport so pooled connections survive a reload).
+// built over them and the forwarder that holds its connection pools
+// (package upstream). It is immutable once placed in a Table; a change
+// builds a new Upstream (which may keep the old Transport so pooled
+// connections survive a reload).
 type Upstream struct {
 	Name      string
 	Endpoints []*endpoint.Endpoint
 	Picker    balance.Picker
-	Transport http.RoundTripper
+	Transport upstream.Forwarder
 	// Budget caps the retries all routes send to this upstream; nil: no
 	// cap. Kept across reloads by the gateway, so a reload cannot refill it.
 	Budget *retrybudget.Budget
@@ -33,9 +31,9 @@ type Upstream struct {
 	// then be a balance.KeyPicker. A request without the key gets a random
 	// pick rather than piling every keyless request onto one endpoint.
 	HashOn *HashOn
-	// Observe, when set, is told each attempt's time to response headers
+	// Observer, when set, is told each attempt's time to response headers
 	// (the least_request balancer's latency estimate).
-	Observe func(ep *endpoint.Endpoint, rtt time.Duration, now time.Time)
+	Observer balance.Observer
 	// Tiers, when the upstream balances by zone, lists each zone tier's
 	// endpoints (those of Endpoints, weight 0 for the ones that do not
 	// serve) in failover order, the local zone first. A retry whose tier
@@ -136,79 +134,3 @@ func (t *Table) Upstreams() []*Upstream { return t.upstreams }
 // Routes returns the table's routes in configuration order. The slice must
 // not be modified.
 func (t *Table) Routes() []*Route { return t.routes }
-
-// TransportOptions are the settings of one upstream's connection pool.
-type TransportOptions struct {
-	// Connect bounds establishing a TCP connection to an endpoint.
-	Connect time.Duration
-	// ResponseHeader bounds the wait, after the request is written, for the
-	// endpoint's response headers.
-	ResponseHeader time.Duration
-	// Idle is how long an unused pooled connection is kept; 0 keeps it
-	// until the endpoint closes it.
-	Idle time.Duration
-	// MaxIdlePerEndpoint bounds pooled idle connections per endpoint, in
-	// each of the two pools; 0 means 2 (net/http's default).
-	MaxIdlePerEndpoint int
-}
-
-// Transport is one upstream's connection pools: a fast path of levee's own
-// for bodiless idempotent requests (see h1.go) and an http.Transport for
-// everything else (bodies, upgrades, other methods). It implements
-// http.RoundTripper with the latter. Safe for concurrent use; build it with
-// NewTransport.
-type Transport struct {
-	std *http.Transport
-	h1  *h1Pool
-}
-
-// NewTransport returns the HTTP/1.1 transport levee uses to reach an
-// upstream's endpoints: keep-alive pooling, no environment proxies, no
-// transparent compression (bodies pass through untouched). It starts no
-// goroutine; call SweepIdle periodically to close expired idle connections
-// of the fast path.
-func NewTransport(o TransportOptions) *Transport {
-	d := &net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second}
-	std := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            d.DialContext,
-		MaxIdleConns:           0, // bounded per endpoint below
-		MaxIdleConnsPerHost:    o.MaxIdlePerEndpoint,
-		IdleConnTimeout:        o.Idle,
-		ResponseHeaderTimeout:  o.ResponseHeader,
-		ExpectContinueTimeout:  time.Second,
-		DisableCompression:     true,
-		ForceAttemptHTTP2:      false,
-		MaxResponseHeaderBytes: maxResponseHeaderBytes,
-		WriteBufferSize:        32 << 10,
-		ReadBufferSize:         32 << 10,
-	}
-	return &Transport{std: std, h1: newH1Pool(o)}
-}
-
-// RoundTrip sends r through the standard http.Transport.
-func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return t.std.RoundTrip(r)
-}
-
-// CloseIdleConnections closes the idle connections of both pools.
-// Connections in use stay open and are pooled again when their request ends.
-func (t *Transport) CloseIdleConnections() {
-	t.h1.closeIdle()
-	t.std.CloseIdleConnections()
-}
-
-// Close closes the idle connections of both pools and retires the fast
-// path's: connections that requests in flight give back later are closed
-// instead of pooled. Call it when no new request will use t (the upstream
-// was removed, its settings changed, or levee is stopping).
-func (t *Transport) Close() {
-	t.h1.close()
-	t.std.CloseIdleConnections()
-}
-
-// SweepIdle closes the fast path's connections that have been idle for the
-// Idle duration or longer at now, and returns how many it closed. (The
-// standard pool expires its own with timers.) It does not block on I/O
-// beyond closing sockets.
-func (t *Transport) SweepIdle(now time.Time) int { return t.h1.sweep(now) }

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -29,7 +29,7 @@ import (
 // the pool when the handler has read the body to its end.
 //
 // Only requests that are safe to send twice take this path (idempotent
-// method, no body, not an upgrade; see fastPath), so a pooled connection
+// method, no body, not an upgrade; see FastPath), so a pooled connection
 // that the endpoint closed while it sat idle is retried once on a new
 // connection. Everything else goes through http.Transport unchanged.
 //
@@ -53,7 +53,7 @@ const (
 // included, as http.Transport's MaxResponseHeaderBytes does.
 const maxResponseHeaderBytes = 1 << 20
 
-// defaultMaxIdlePerEndpoint applies when TransportOptions.MaxIdlePerEndpoint
+// defaultMaxIdlePerEndpoint applies when Options.MaxIdlePerEndpoint
 // is 0, as in http.Transport.
 const defaultMaxIdlePerEndpoint = http.DefaultMaxIdleConnsPerHost
 
@@ -69,9 +69,9 @@ var (
 	pastDeadline = time.Unix(1, 0)
 )
 
-// fastPath reports whether r may take the h1 fast path: an idempotent
+// FastPath reports whether r may take the h1 fast path: an idempotent
 // method (safe to retry on a stale connection), no body, no upgrade.
-func fastPath(r *http.Request) bool {
+func FastPath(r *http.Request) bool {
 	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
 		return false
 	}
@@ -80,7 +80,7 @@ func fastPath(r *http.Request) bool {
 	default:
 		return false
 	}
-	return !isUpgrade(r.Header)
+	return !IsUpgrade(r.Header)
 }
 
 // h1Pool is one upstream's fast-path connection pool. Safe for concurrent
@@ -113,7 +113,7 @@ type h1Idle struct {
 	dropped bool
 }
 
-func newH1Pool(o TransportOptions) *h1Pool {
+func newH1Pool(o Options) *h1Pool {
 	p := &h1Pool{
 		dialer:         net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second},
 		responseHeader: o.ResponseHeader,
@@ -280,7 +280,7 @@ func (p *h1Pool) idleCount(addr string) int {
 	return len(e.conns)
 }
 
-// roundTrip forwards r (which fastPath accepted) to the endpoint at addr and
+// roundTrip forwards r (which FastPath accepted) to the endpoint at addr and
 // returns the response with its head read. The caller must Close the body
 // exactly once and not touch it afterwards; reading it to EOF first lets
 // the connection be reused. On error no connection is held.
@@ -510,130 +510,4 @@ func (b *h1Body) Read(p []byte) (int, error) {
 func (b *h1Body) Close() error {
 	b.c.release(b.eof && b.keep)
 	return nil
-}
-
-// writeRequestHead writes r's request head as sent upstream: the request
-// line with the origin-form target, Host, and the headers outboundHeader
-// would send (the client's less hop-by-hop ones, X-Forwarded-*,
-// X-Request-Id), in map order. It builds no header map and allocates
-// nothing. A value carrying CR or LF fails it with errInvalidHeader (the
-// server in front rejects those already; this keeps it so).
-func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID string) error {
-	target := r.RequestURI
-	if target == "*" && r.Method == http.MethodOptions {
-		// asterisk-form: OPTIONS for the server as a whole
-	} else if !validTarget(target) {
-		target = r.URL.RequestURI()
-		if !validTarget(target) {
-			return errInvalidHeader
-		}
-	}
-	host := r.Host
-	if host == "" {
-		host = addr
-	}
-	if !validValue(host) {
-		return errInvalidHeader
-	}
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	bw.WriteString(target)
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
-
-	in := r.Header
-	conn := in["Connection"]
-	clientIP, _, ipErr := net.SplitHostPort(r.RemoteAddr)
-	for k, vv := range in {
-		if isHopHeader(k) || (len(conn) > 0 && connectionListed(conn, k)) {
-			continue
-		}
-		switch k {
-		case "Host", "Content-Length", "X-Forwarded-Proto", "X-Request-Id":
-			continue // written below, or not at all
-		case "X-Forwarded-For":
-			if ipErr == nil {
-				continue
-			}
-		case "X-Forwarded-Host":
-			if r.Host != "" {
-				continue
-			}
-		case "User-Agent":
-			// As http.Transport: the first value, and none when empty.
-			if len(vv) > 0 && vv[0] != "" {
-				vv = vv[:1]
-			} else {
-				continue
-			}
-		}
-		for _, v := range vv {
-			if !validValue(v) {
-				return errInvalidHeader
-			}
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
-		}
-	}
-	if te := in["Te"]; len(te) > 0 && connectionListed(te, "trailers") {
-		bw.WriteString("Te: trailers\r\n")
-	}
-	if ipErr == nil {
-		bw.WriteString("X-Forwarded-For: ")
-		for _, v := range in["X-Forwarded-For"] {
-			if !validValue(v) {
-				return errInvalidHeader
-			}
-			bw.WriteString(v)
-			bw.WriteString(", ")
-		}
-		bw.WriteString(clientIP)
-		bw.WriteString("\r\n")
-	}
-	if r.TLS != nil {
-		bw.WriteString("X-Forwarded-Proto: https\r\n")
-	} else {
-		bw.WriteString("X-Forwarded-Proto: http\r\n")
-	}
-	if r.Host != "" {
-		bw.WriteString("X-Forwarded-Host: ")
-		bw.WriteString(r.Host)
-		bw.WriteString("\r\n")
-	}
-	bw.WriteString("X-Request-Id: ")
-	bw.WriteString(reqID)
-	bw.WriteString("\r\n")
-	if r.Method == http.MethodPut {
-		// As http.Transport: a bodiless PUT says so.
-		bw.WriteString("Content-Length: 0\r\n")
-	}
-	_, err := bw.WriteString("\r\n")
-	return err
-}
-
-// validTarget accepts an origin-form request target with no space or
-// control byte (so it cannot split the request line).
-func validTarget(s string) bool {
-	if s == "" || s[0] != '/' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b <= ' ' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue rejects a header value that could end its line early.
-func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b == '\r' || b == '\n' || b == 0 {
-			return false
-		}
-	}
-	return true
 }

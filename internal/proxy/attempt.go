@@ -1,0 +1,268 @@
+package proxy
+
+// One attempt, begun and ended once.
+//
+// An attempt is one try of a request at one endpoint. It is begun when the
+// endpoint is picked (the endpoint counts it in flight, the per-try timer
+// starts) and ended exactly once, by a defer in try, however the try ends
+// (an answer streamed, a refusal, a retry, the client gone, a panic that
+// aborts a truncated answer). Between the two, settle types its result
+// once: the endpoint's status, or the failure class, or that the client
+// ended it. Everything that learns how an attempt went reads that result:
+//   - settle (the response head or the failure is in): the upstream's
+//     latency histogram and the balancer's Observer, told the time to
+//     headers as soon as it is known (a long stream does not delay it);
+//   - end: the endpoint's stats (EndStatus for an answer, End with the
+//     outcome otherwise), the per-try timer and the attempt's context,
+//     and the exchange's outcome, which the admission release reads when
+//     the request is over: the last attempt's outcome is the request's.
+//
+// A request that makes no attempt (no endpoint, a body refused before
+// any was sent) reports NotSent to admission: levee's own answers, its
+// no_available_endpoint 503 among them, are not upstream congestion.
+//
+// The retry decision is the pure shouldRetry over the result (built on
+// decideRetry); forward is the loop (Caddy's proxyLoopIteration and
+// tryAgain; the end is grpc-go's balancer.PickResult.Done).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/upstream"
+)
+
+// result is how an attempt ended, typed once by settle.
+type result struct {
+	// status is the endpoint's answer; 0 when none arrived.
+	status int
+	// fail is the transport failure; empty when the endpoint answered or
+	// the client ended the attempt.
+	fail failure
+	// client: the client ended the attempt (it left, or its body broke or
+	// was too large). Says nothing about the endpoint.
+	client bool
+	// broken: the endpoint's answer could not be used (cut off mid-body,
+	// or a protocol switch the request did not ask for).
+	broken bool
+}
+
+// reached reports whether any of the request reached the endpoint: all
+// but a connect failure (and an attempt the client ended first, which is
+// not the endpoint's to count).
+func (r result) reached() bool { return !r.client && r.fail != failConnect }
+
+// outcome is the result in the one outcome vocabulary (endpoint.Outcome),
+// as the endpoint's stats and the admission limit take it: Abandoned when
+// the client ended the attempt, Failure when the endpoint failed, broke its
+// answer or answered 503 (a congestion signal), Success otherwise.
+func (r result) outcome() endpoint.Outcome {
+	switch {
+	case r.client:
+		return endpoint.Abandoned
+	case r.fail != "" || r.broken || r.status == http.StatusServiceUnavailable:
+		return endpoint.Failure
+	}
+	return endpoint.Success
+}
+
+// forwarding is one request's state across its attempts.
+type forwarding struct {
+	up       *Upstream
+	pol      *RetryPolicy // nil: no retries
+	deadline time.Time    // the route's; zero: none
+	// With retries, a small body is buffered so it can be sent again
+	// (replay); a larger one streams and is only resent if no byte of it
+	// was read (held).
+	replay []byte
+	held   *untouchedBody
+	cb     *clientBody
+	tried  triedSet // endpoints that failed in this request
+}
+
+// body returns the body and length attempt sends.
+func (f *forwarding) body(r *http.Request) (io.ReadCloser, int64) {
+	switch {
+	case f.replay != nil:
+		return replayBody(f.replay), int64(len(f.replay))
+	case f.held != nil:
+		return f.held, r.ContentLength
+	}
+	return r.Body, r.ContentLength
+}
+
+// replayBody is a buffered body sent again.
+func replayBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// isTooLarge reports whether err is the route's body limit (the client's
+// body was longer than max_body_bytes).
+func isTooLarge(err error) bool {
+	var tooLarge *http.MaxBytesError
+	return errors.As(err, &tooLarge)
+}
+
+// attempt is one try at one endpoint (see the file's header).
+type attempt struct {
+	ep      *endpoint.Endpoint
+	start   time.Time
+	ctx     context.Context
+	stop    func() bool // disarms the per-try timer; false if it fired
+	release func()      // frees ctx
+	res     result
+	// cause is, for a client result, the error of the client's body (nil:
+	// the client left).
+	cause    error
+	reported bool
+}
+
+// begin starts attempt n at ep.
+func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, n int) attempt {
+	x.endpoint, x.attempts = ep.Address, n
+	a := attempt{ep: ep, start: time.Now()}
+	a.ctx, a.stop, a.release = attemptContext(r.Context(), perTry(f.pol), f.deadline, a.start)
+	ep.Begin()
+	return a
+}
+
+// send forwards r through the upstream's forwarder within the attempt.
+func (a *attempt) send(f *forwarding, r *http.Request, reqID string) (*http.Response, error) {
+	body, length := f.body(r)
+	return f.up.Transport.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r)})
+}
+
+// settle types the attempt's result from what the forwarder returned and
+// tells the latency histogram and the balancer's observer the time to
+// headers. It returns the response, nil when the per-try timer fired just
+// as the head came in (the attempt's context is cancelled, so its body
+// cannot be read: a timeout).
+func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, err error) *http.Response {
+	if err == nil && !a.stop() {
+		resp.Body.Close()
+		resp, err = nil, errPerTryTimeout
+	}
+	rtt := time.Since(a.start)
+	f.up.duration.Observe(rtt.Seconds())
+	switch {
+	case err == nil:
+		a.res.status = resp.StatusCode
+	case f.cb.failure() != nil: // the client's body broke the attempt
+		a.res.client, a.cause = true, f.cb.failure()
+	case r.Context().Err() != nil: // the client left
+		a.res.client = true
+	case isTooLarge(err):
+		a.res.client, a.cause = true, err
+	default:
+		a.res.fail = classifyFailure(a.ctx, err)
+		if errors.Is(err, errPerTryTimeout) {
+			a.res.fail = failTimeout
+		}
+		noteRefused(a.ep, err, a.start)
+	}
+	if f.up.Observer != nil && a.res.reached() {
+		// A connect failure's short time says nothing of latency (and
+		// would make a dead endpoint look the fastest).
+		f.up.Observer.Observe(a.ep, rtt, a.start.Add(rtt))
+	}
+	return resp
+}
+
+// report tells the endpoint how the attempt went, once: its answer's
+// status (EndStatus feeds the failure runs), or the outcome when it did
+// not answer or broke its answer. respond reports a protocol switch at
+// once (a tunnel is not a request in flight); end reports the rest.
+func (a *attempt) report() {
+	if a.reported {
+		return
+	}
+	a.reported = true
+	if a.res.status != 0 && !a.res.broken {
+		a.ep.EndStatus(a.res.status)
+	} else {
+		a.ep.End(a.res.outcome())
+	}
+}
+
+// end ends the attempt (deferred by try, so exactly once): the endpoint's
+// stats, the per-try timer and context, and the exchange's outcome.
+func (a *attempt) end(x *exchange) {
+	a.report()
+	a.release()
+	x.outcome = a.res.outcome()
+}
+
+// admissionOutcome is how the request ended for its admission release:
+// the last attempt's outcome; Abandoned when the client went away (499,
+// or nothing was answered); NotSent when no attempt was made, whatever
+// levee answered itself.
+func admissionOutcome(x *exchange) endpoint.Outcome {
+	switch {
+	case x.status == statusClientClosed || x.status == 0:
+		return endpoint.Abandoned
+	case x.attempts == 0:
+		return endpoint.NotSent
+	}
+	return x.outcome
+}
+
+// shouldRetry decides whether an attempt n that ended with res is sent
+// again under pol: decideRetry's conditions, then a wait (backoff, or the
+// upstream's Retry-After; see retryWait) that ends before deadline (zero:
+// none). free reports that the retry spends no retry budget (nothing
+// reached a backend); the budget itself is the caller's to check. Pure but
+// for the backoff's jitter.
+func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *untouchedBody, resp *http.Response, deadline, now time.Time) (wait time.Duration, retry, free bool) {
+	if res.client {
+		return 0, false, false
+	}
+	if retry, free = decideRetry(pol, n, r, res.fail, res.status, held); !retry {
+		return 0, false, false
+	}
+	wait, ok := retryWait(pol, resp, n, now)
+	if !ok || (!deadline.IsZero() && !now.Add(wait).Before(deadline)) {
+		return 0, false, false
+	}
+	return wait, true, free
+}
+
+// try makes attempt n of r at ep and answers the client, unless the
+// attempt is to be retried: then it returns the wait before the retry.
+// The attempt ends when try returns.
+func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *forwarding, ep *endpoint.Endpoint, n int) (wait time.Duration, again bool) {
+	a := f.begin(r, x, ep, n)
+	defer a.end(x)
+	resp, err := a.send(f, r, x.reqID)
+	resp = a.settle(f, r, resp, err)
+	if a.res.client {
+		if a.cause == nil {
+			x.status = statusClientClosed
+		} else {
+			h.clientBodyFailed(w, x, r, a.cause)
+		}
+		return 0, false
+	}
+	wait, retry, free := shouldRetry(f.pol, n, r, a.res, f.held, resp, f.deadline, time.Now())
+	if retry {
+		if free || f.up.Budget == nil || f.up.Budget.TryRetry(time.Now()) {
+			if resp != nil {
+				discard(resp)
+			}
+			h.metrics.retried(f.up.Name, a.res.fail, a.res.status)
+			return wait, true
+		}
+		h.metrics.budgetExhausted.WithLabelValues(f.up.Name).Inc()
+	}
+	switch a.res.fail {
+	case "":
+		h.respond(w, r, x, &a, resp)
+	case failTimeout:
+		h.refuse(w, x, ReasonUpstreamTimeout)
+	default:
+		h.refuse(w, x, ReasonUpstreamUnavailable)
+	}
+	return 0, false
+}

@@ -1,0 +1,215 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFastPathTakes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   io.Reader
+		cl     int64
+		header http.Header
+		want   bool
+	}{
+		{"GET", "GET", nil, 0, nil, true},
+		{"HEAD", "HEAD", nil, 0, nil, true},
+		{"OPTIONS", "OPTIONS", nil, 0, nil, true},
+		{"TRACE", "TRACE", nil, 0, nil, true},
+		{"DELETE", "DELETE", nil, 0, nil, true},
+		{"bodiless PUT", "PUT", nil, 0, nil, true},
+		{"POST", "POST", nil, 0, nil, false},
+		{"PATCH", "PATCH", nil, 0, nil, false},
+		{"CONNECT", "CONNECT", nil, 0, nil, false},
+		{"GET with a body", "GET", strings.NewReader("x"), 1, nil, false},
+		{"PUT with a body", "PUT", strings.NewReader("x"), 1, nil, false},
+		{"chunked DELETE", "DELETE", strings.NewReader("x"), -1, nil, false},
+		{"websocket", "GET", nil, 0, http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, false},
+		{"Upgrade not in Connection", "GET", nil, 0, http.Header{"Upgrade": {"h2c"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "/", tc.body)
+			r.ContentLength = tc.cl
+			if tc.body == nil {
+				r.Body = http.NoBody
+			}
+			for k, v := range tc.header {
+				r.Header[k] = v
+			}
+			if got := FastPath(r); got != tc.want {
+				t.Errorf("fastPath = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWriteRequestHeadMatchesOutboundHeader pins the fast path's head to the
+// standard path's headers, so the two cannot drift apart.
+func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		host   string
+		remote string
+		header http.Header
+	}{
+		{"plain", "h.example", "192.0.2.1:5000", http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}}},
+		{"hop-by-hop and Connection-listed", "h.example", "192.0.2.1:5000", http.Header{
+			"Connection": {"close, X-A", "x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"},
+			"Keep-Alive": {"1"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"}, "Trailer": {"X"},
+			"Proxy-Connection": {"x"}, "Proxy-Authenticate": {"x"}}},
+		{"Te without trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip"}}},
+		{"Te with trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip, trailers"}}},
+		{"prior forwarding", "h.example", "[2001:db8::1]:443", http.Header{
+			"X-Forwarded-For": {"198.51.100.1", "198.51.100.2"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"}}},
+		{"no Host, no remote port", "", "pipe", http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Forwarded-Host": {"kept"}}},
+		{"several values", "h.example", "192.0.2.1:5000", http.Header{"Cookie": {"a=1", "b=2"}, "X-Request-Id": {"one", "two"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/p?q=1", nil)
+			r.Host, r.RemoteAddr, r.Header = tc.host, tc.remote, tc.header
+			var buf strings.Builder
+			bw := bufio.NewWriter(&buf)
+			if err := writeRequestHead(bw, r, "10.0.0.1:80", "rid"); err != nil {
+				t.Fatal(err)
+			}
+			bw.Flush()
+			sent, err := http.ReadRequest(bufio.NewReader(strings.NewReader(buf.String())))
+			if err != nil {
+				t.Fatalf("head does not parse: %v\n%s", err, buf.String())
+			}
+			want := OutboundHeader(r, "rid")
+			if ua := want["User-Agent"]; len(ua) == 1 && ua[0] == "" {
+				delete(want, "User-Agent") // the transport sends none
+			}
+			if fmt.Sprint(sent.Header) != fmt.Sprint(want) {
+				t.Errorf("fast path sends\n%v\nstandard path sends\n%v", sent.Header, want)
+			}
+			wantHost := tc.host
+			if wantHost == "" {
+				wantHost = "10.0.0.1:80"
+			}
+			if sent.Host != wantHost || sent.RequestURI != "/p?q=1" {
+				t.Errorf("Host %q, target %q", sent.Host, sent.RequestURI)
+			}
+		})
+	}
+}
+
+func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
+	for _, h := range []http.Header{
+		{"X-A": {"v\r\nX-Injected: 1"}},
+		{"X-A": {"v\nX"}},
+		{"X-Forwarded-For": {"1.2.3.4\r\nX: y"}},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header = h
+		bw := bufio.NewWriter(io.Discard)
+		if err := writeRequestHead(bw, r, "a:1", "rid"); !errors.Is(err, errInvalidHeader) {
+			t.Errorf("%v: err %v, want errInvalidHeader", h, err)
+		}
+	}
+	// A request target that could split the request line falls back to
+	// the escaped form.
+	r := httptest.NewRequest("GET", "/", nil)
+	r.URL = &url.URL{Path: "/a b"}
+	r.RequestURI = "/a b HTTP/1.1\r\nX: y"
+	var buf strings.Builder
+	bw := bufio.NewWriter(&buf)
+	if err := writeRequestHead(bw, r, "a:1", "rid"); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	if line, _, _ := strings.Cut(buf.String(), "\r\n"); line != "GET /a%20b HTTP/1.1" {
+		t.Errorf("request line %q", line)
+	}
+}
+
+// TestPoolDropsAddressesNoLongerUsed: the per-address map does not keep
+// addresses whose stacks are empty and unused for Idle, and a connection
+// coming back to a dropped stack is closed, not pooled.
+func TestPoolDropsAddressesNoLongerUsed(t *testing.T) {
+	p := newH1Pool(Options{Idle: time.Minute, MaxIdlePerEndpoint: 4})
+	t0 := time.Now()
+	for i := range 100 {
+		e := p.endpoint(fmt.Sprintf("10.0.0.%d:80", i))
+		e.mu.Lock()
+		e.lastUse = t0
+		e.mu.Unlock()
+	}
+	if n := len(*p.eps.Load()); n != 100 {
+		t.Fatalf("map holds %d addresses, want 100", n)
+	}
+	p.sweep(t0.Add(30 * time.Second))
+	if n := len(*p.eps.Load()); n != 100 {
+		t.Fatalf("recently used addresses dropped: %d left", n)
+	}
+	kept := p.endpoint("10.0.0.7:80")
+	p.get(kept, t0.Add(50*time.Second)) // used again: stays
+	p.sweep(t0.Add(90 * time.Second))
+	m := *p.eps.Load()
+	if len(m) != 1 || m["10.0.0.7:80"] != kept {
+		t.Fatalf("after sweep the map holds %d addresses, want only the one used recently", len(m))
+	}
+	dropped := &h1Conn{home: &h1Idle{dropped: true}}
+	if p.put(dropped, t0.Add(91*time.Second)) {
+		t.Fatal("a connection was pooled on a dropped stack")
+	}
+}
+
+// TestClientGoneWhileHeadIsWritten: a client that leaves between the
+// request head's write and the arming of the response-header deadline
+// (the abort hook's past deadline would be replaced by the header
+// timeout) still frees the upstream read at once. This once waited out
+// the whole header timeout (TestFastPathClientGoneCancelsUpstream failed
+// now and then under load).
+func TestClientGoneWhileHeadIsWritten(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 1)
+	go func() { // an upstream that reads and never answers
+		c, err := ln.Accept()
+		if err == nil {
+			held <- c
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	defer func() {
+		select {
+		case c := <-held:
+			c.Close()
+		default:
+		}
+	}()
+	c := newH1Conn(nc, nil, nil)
+	aborted := make(chan struct{})
+	c.abort = func() { c.setPastDeadline(); close(aborted) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	testHookHeadWritten = func() { cancel(); <-aborted } // the hook has run: its deadline is set
+	defer func() { testHookHeadWritten = nil }()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	start := time.Now()
+	_, err = c.exchange(ctx, r, ln.Addr().String(), "id", 10*time.Second)
+	if took := time.Since(start); err == nil || took > 2*time.Second {
+		t.Fatalf("exchange returned %v after %v; want an error at once (not after the 10s header timeout)", err, took)
+	}
+}

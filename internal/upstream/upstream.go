@@ -1,0 +1,140 @@
+// Package upstream is levee's client side: how one attempt of an inbound
+// request reaches an endpoint. A Forwarder takes the inbound request itself
+// plus what the attempt changes (Outbound), so each implementation builds
+// what it sends from the request directly: the HTTP/1.1 fast path writes
+// the request head straight from it without building an outbound
+// *http.Request, and net/http's transport gets one built by
+// OutboundRequest. HTTP/2, TLS and gRPC upstreams, and data sources, plug
+// in here as further Forwarders.
+//
+// The package knows nothing of routes, retries or refusals: an attempt's
+// error is returned as is and the request path classifies it.
+package upstream
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Outbound is what one attempt sends besides the inbound request: the
+// endpoint, the request id and the body as this attempt reads it (a
+// replayed buffer, or the client's body behind a guard), with the trailers
+// the request path allows. Passed by value: it costs no allocation.
+type Outbound struct {
+	// Addr is the endpoint's host:port.
+	Addr string
+	// RequestID is sent as X-Request-Id.
+	RequestID string
+	// Body and Length are the attempt's body (nil and 0: none).
+	Body   io.ReadCloser
+	Length int64
+	// Trailer is the outbound trailer map (filled when the body ends), or
+	// nil; never the inbound request's own Trailer.
+	Trailer http.Header
+}
+
+// Forwarder sends one attempt of an inbound request to an endpoint and
+// returns the response with its head read. The caller closes the body
+// exactly once. ctx bounds the attempt (per-try timeout, the client
+// leaving). Implementations are safe for concurrent use.
+type Forwarder interface {
+	Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error)
+}
+
+// Options are the settings of one upstream's connection pools.
+type Options struct {
+	// Connect bounds establishing a TCP connection to an endpoint.
+	Connect time.Duration
+	// ResponseHeader bounds the wait, after the request is written, for the
+	// endpoint's response headers.
+	ResponseHeader time.Duration
+	// Idle is how long an unused pooled connection is kept; 0 keeps it
+	// until the endpoint closes it.
+	Idle time.Duration
+	// MaxIdlePerEndpoint bounds pooled idle connections per endpoint, in
+	// each of the two pools; 0 means 2 (net/http's default).
+	MaxIdlePerEndpoint int
+}
+
+// Transport is one upstream's HTTP/1.1 connection pools: a fast path of
+// levee's own for bodiless idempotent requests (see h1.go) and an
+// http.Transport for everything else (bodies, upgrades, other methods).
+// Safe for concurrent use; build it with NewTransport.
+type Transport struct {
+	std *http.Transport
+	h1  *h1Pool
+}
+
+// NewTransport returns the HTTP/1.1 transport levee uses to reach an
+// upstream's endpoints: keep-alive pooling, no environment proxies, no
+// transparent compression (bodies pass through untouched). It starts no
+// goroutine; call SweepIdle periodically to close expired idle connections
+// of the fast path.
+func NewTransport(o Options) *Transport {
+	d := &net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second}
+	std := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		MaxIdleConns:           0, // bounded per endpoint below
+		MaxIdleConnsPerHost:    o.MaxIdlePerEndpoint,
+		IdleConnTimeout:        o.Idle,
+		ResponseHeaderTimeout:  o.ResponseHeader,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		WriteBufferSize:        32 << 10,
+		ReadBufferSize:         32 << 10,
+	}
+	return &Transport{std: std, h1: newH1Pool(o)}
+}
+
+// Forward sends a bodiless idempotent request (FastPath) on the fast-path
+// pool and everything else through the standard http.Transport.
+func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
+	if o.Length == 0 && FastPath(r) {
+		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID)
+	}
+	return t.std.RoundTrip(OutboundRequest(ctx, r, o))
+}
+
+// Standard returns a Forwarder that sends every request through t's
+// standard http.Transport, never the fast path (to compare the two).
+func (t *Transport) Standard() Forwarder { return RoundTripper{t.std} }
+
+// CloseIdleConnections closes the idle connections of both pools.
+// Connections in use stay open and are pooled again when their request ends.
+func (t *Transport) CloseIdleConnections() {
+	t.h1.closeIdle()
+	t.std.CloseIdleConnections()
+}
+
+// Close closes the idle connections of both pools and retires the fast
+// path's: connections that requests in flight give back later are closed
+// instead of pooled. Call it when no new request will use t (the upstream
+// was removed, its settings changed, or levee is stopping).
+func (t *Transport) Close() {
+	t.h1.close()
+	t.std.CloseIdleConnections()
+}
+
+// SweepIdle closes the fast path's connections that have been idle for the
+// Idle duration or longer at now, and returns how many it closed. (The
+// standard pool expires its own with timers.) It does not block on I/O
+// beyond closing sockets.
+func (t *Transport) SweepIdle(now time.Time) int { return t.h1.sweep(now) }
+
+// IdleConns returns the number of idle fast-path connections to addr.
+func (t *Transport) IdleConns(addr string) int { return t.h1.idleCount(addr) }
+
+// RoundTripper forwards through any http.RoundTripper, with the request
+// OutboundRequest builds.
+type RoundTripper struct{ http.RoundTripper }
+
+// Forward implements Forwarder.
+func (rt RoundTripper) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
+	return rt.RoundTrip(OutboundRequest(ctx, r, o))
+}
