@@ -177,19 +177,13 @@ func New(o Options) (*Gateway, error) {
 		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
 	})
 	if err == nil {
-		err = g.registry.Register(admissionCollector{g})
+		err = g.registerCollectors()
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
-	}
-	if err == nil {
-		err = g.registry.Register(healthCollector{g})
-	}
-	if err == nil {
-		err = g.registry.Register(h1Collector{g})
 	}
 	if err != nil {
 		return nil, err
