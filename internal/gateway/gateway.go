@@ -66,12 +66,9 @@ type Gateway struct {
 	// from Start to Shutdown.
 	health *health.Manager
 
-	// reloadMu serialises reloads (and Shutdown's closing of the app
-	// store against a reload's seeding). It is taken before mu and held
-	// across a reload's I/O (loading the file, reading snapshots, seeding
-	// the app store), which mu is not: a table rebuild waits for mu only.
-	// cfg and feeds change only under both, so holding either is enough to
-	// read them.
+	// reloadMu serialises reloads (and Shutdown's closing of the app store
+	// against a reload's seed), held across their I/O; taken before mu.
+	// cfg and feeds change under both: either is enough to read them.
 	reloadMu sync.Mutex
 	// mu guards the fields below it; it covers building and swapping a
 	// table, never file or network I/O.
@@ -387,10 +384,8 @@ func (g *Gateway) Errors() <-chan error { return g.serveErr }
 // Listener addresses and TLS on/off cannot change without a restart; such a
 // change is refused.
 func (g *Gateway) Reload() error {
-	// reloadMu, not mu, is held across the I/O (the file, certificates,
-	// snapshots, seeding the app store); mu only while the table is built
-	// and swapped, so that a discovery or health rebuild never waits for a
-	// disk. cfg and feeds change only under both locks.
+	// reloadMu, not mu, is held across the I/O (file, certificates,
+	// snapshots, seeding): a rebuild waits for mu, never for a disk.
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	cfg, err := g.load()
