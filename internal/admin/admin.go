@@ -101,11 +101,13 @@ type Gateway interface {
 	// Reload re-reads the configuration; on error the old one keeps serving
 	// and the error's lines (one per problem) are shown to the caller.
 	Reload() error
-	// PushEndpoints offers a JSON array of instances to upstream name and
-	// returns the HTTP status and JSON body to answer with.
-	PushEndpoints(name string, body []byte) (int, any)
+	// PushEndpoints offers a JSON array of instances to upstream name.
+	// Errors: ErrNotPushUpstream, or a *PushRefusedError when the list was
+	// refused whole (discovery.go maps each to its status).
+	PushEndpoints(name string, body []byte) (PushResult, error)
 	// ConfirmUpstream applies the update held by name's delta guard.
-	ConfirmUpstream(name string) (int, any)
+	// Errors: ErrNoFeed, ErrNothingHeld.
+	ConfirmUpstream(name string) (ConfirmResult, error)
 }
 
 // maxPushBytes bounds a pushed endpoint list (the discovery parser's own
@@ -178,12 +180,14 @@ func NewHandler(o Options) (http.Handler, error) {
 			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "an endpoint list may be at most 16 MiB")
 			return
 		}
-		status, result := o.Gateway.PushEndpoints(r.PathValue("name"), body)
-		writeJSON(w, status, result)
+		name := r.PathValue("name")
+		res, err := o.Gateway.PushEndpoints(name, body)
+		writePush(w, name, res, err)
 	})
 	mux.HandleFunc("POST /api/v1/upstreams/{name}/confirm", func(w http.ResponseWriter, r *http.Request) {
-		status, result := o.Gateway.ConfirmUpstream(r.PathValue("name"))
-		writeJSON(w, status, result)
+		name := r.PathValue("name")
+		res, err := o.Gateway.ConfirmUpstream(name)
+		writeConfirm(w, name, res, err)
 	})
 	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))

@@ -19,12 +19,12 @@ import (
 // fakeGateway is the smallest Gateway: ready, no upstreams.
 type fakeGateway struct{}
 
-func (fakeGateway) Ready() (bool, string)                   { return true, "" }
-func (fakeGateway) Upstreams() []UpstreamView               { return nil }
-func (fakeGateway) Notes() []string                         { return nil }
-func (fakeGateway) Reload() error                           { return nil }
-func (fakeGateway) PushEndpoints(string, []byte) (int, any) { return 200, nil }
-func (fakeGateway) ConfirmUpstream(name string) (int, any)  { return 200, nil }
+func (fakeGateway) Ready() (bool, string)                            { return true, "" }
+func (fakeGateway) Upstreams() []UpstreamView                        { return nil }
+func (fakeGateway) Notes() []string                                  { return nil }
+func (fakeGateway) Reload() error                                    { return nil }
+func (fakeGateway) PushEndpoints(string, []byte) (PushResult, error) { return PushResult{}, nil }
+func (fakeGateway) ConfirmUpstream(string) (ConfirmResult, error)    { return ConfirmResult{}, nil }
 
 // server starts the admin handler on a real loopback listener with a real
 // store in a temp dir; tokens are the accepted bearer tokens (nil: none).

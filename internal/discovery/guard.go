@@ -26,7 +26,8 @@ import (
 //
 // Work per Offer is O(len(current)+len(next)) with one map. A Guard is safe
 // for concurrent use (one mutex; Offer from the source, Confirm and Held from
-// the admin API).
+// the admin API). A Feed does not use a Guard: it keeps the same state under
+// its own mutex (feed.go).
 
 // DefaultMaxDropFraction and DefaultConfirmAfter are GuardOptions' defaults.
 const (
@@ -112,45 +113,45 @@ type Held struct {
 // update) and must not be mutated afterwards; Instances are compared by
 // their Address strings exactly, which the parsers make canonical.
 type Guard struct {
-	opts GuardOptions
-	mu   struct {
+	mu struct {
 		sync.Mutex
-		held *Held
+		core guardCore
 	}
+}
+
+// guardCore is the delta guard's state and decisions without a lock: a
+// Guard wraps it in its own mutex, and a Feed keeps it under the feed's
+// mutex so that a decision and the set it is made against change together
+// (one lock for feed and guard).
+type guardCore struct {
+	opts GuardOptions
+	held *Held
 }
 
 // NewGuard validates o and returns a Guard.
 func NewGuard(o GuardOptions) (*Guard, error) {
-	if err := o.Validate(); err != nil {
-		return nil, fmt.Errorf("discovery guard: %w", err)
+	c, err := newGuardCore(o)
+	if err != nil {
+		return nil, err
 	}
-	return &Guard{opts: o}, nil
+	g := &Guard{}
+	g.mu.core = c
+	return g, nil
+}
+
+func newGuardCore(o GuardOptions) (guardCore, error) {
+	if err := o.Validate(); err != nil {
+		return guardCore{}, fmt.Errorf("discovery guard: %w", err)
+	}
+	return guardCore{opts: o}, nil
 }
 
 // Offer decides whether next may replace current at time now. It never
 // blocks beyond the Guard's own mutex.
 func (g *Guard) Offer(current, next []Instance, now time.Time) Decision {
-	o := g.opts.resolve()
-	drop := DropFraction(current, next)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if drop <= o.MaxDropFraction {
-		g.mu.held = nil
-		return Decision{Action: Apply, Instances: next, DropFraction: drop}
-	}
-	h := g.mu.held
-	if h == nil || !Identical(h.Instances, next) {
-		g.mu.held = &Held{Instances: next, Since: now, DropFraction: drop}
-		return Decision{Action: Hold, DropFraction: drop, Since: now}
-	}
-	// The same update again: keep its clock, remember its latest form
-	// (zone or metadata may differ), release it once it has persisted.
-	h.Instances, h.DropFraction = next, drop
-	if !now.Before(h.Since.Add(o.ConfirmAfter)) {
-		g.mu.held = nil
-		return Decision{Action: Apply, Instances: next, DropFraction: drop, Since: h.Since, HeldFor: now.Sub(h.Since)}
-	}
-	return Decision{Action: Hold, DropFraction: drop, Since: h.Since, HeldFor: now.Sub(h.Since)}
+	return g.mu.core.offer(current, next, now)
 }
 
 // Confirm releases the held update on an operator's word: it returns an
@@ -158,22 +159,52 @@ func (g *Guard) Offer(current, next []Instance, now time.Time) Decision {
 func (g *Guard) Confirm(now time.Time) (d Decision, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h := g.mu.held
-	if h == nil {
-		return Decision{}, false
-	}
-	g.mu.held = nil
-	return Decision{Action: Apply, Instances: h.Instances, DropFraction: h.DropFraction, Since: h.Since, HeldFor: now.Sub(h.Since)}, true
+	return g.mu.core.confirm(now)
 }
 
 // Held returns the update being held back, if any.
 func (g *Guard) Held() (Held, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.mu.held == nil {
+	return g.mu.core.heldNow()
+}
+
+func (c *guardCore) offer(current, next []Instance, now time.Time) Decision {
+	o := c.opts.resolve()
+	drop := DropFraction(current, next)
+	if drop <= o.MaxDropFraction {
+		c.held = nil
+		return Decision{Action: Apply, Instances: next, DropFraction: drop}
+	}
+	h := c.held
+	if h == nil || !Identical(h.Instances, next) {
+		c.held = &Held{Instances: next, Since: now, DropFraction: drop}
+		return Decision{Action: Hold, DropFraction: drop, Since: now}
+	}
+	// The same update again: keep its clock, remember its latest form
+	// (zone or metadata may differ), release it once it has persisted.
+	h.Instances, h.DropFraction = next, drop
+	if !now.Before(h.Since.Add(o.ConfirmAfter)) {
+		c.held = nil
+		return Decision{Action: Apply, Instances: next, DropFraction: drop, Since: h.Since, HeldFor: now.Sub(h.Since)}
+	}
+	return Decision{Action: Hold, DropFraction: drop, Since: h.Since, HeldFor: now.Sub(h.Since)}
+}
+
+func (c *guardCore) confirm(now time.Time) (Decision, bool) {
+	h := c.held
+	if h == nil {
+		return Decision{}, false
+	}
+	c.held = nil
+	return Decision{Action: Apply, Instances: h.Instances, DropFraction: h.DropFraction, Since: h.Since, HeldFor: now.Sub(h.Since)}, true
+}
+
+func (c *guardCore) heldNow() (Held, bool) {
+	if c.held == nil {
 		return Held{}, false
 	}
-	return *g.mu.held, true
+	return *c.held, true
 }
 
 // DropFraction is the share of current's active weight that next drains or

@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"hash/fnv"
-	"net/http"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -399,26 +398,6 @@ func (v adminView) Notes() []string {
 		}
 	}
 	return notes
-}
-
-func (v adminView) PushEndpoints(name string, body []byte) (int, any) {
-	f := v.feed(name)
-	if f == nil || f.source != nil {
-		return http.StatusConflict, map[string]string{"error": "upstream " + name + " does not take pushed endpoints (set discovery: {push: true})", "reason": "not_push_upstream"}
-	}
-	return f.push(body)
-}
-
-func (v adminView) ConfirmUpstream(name string) (int, any) {
-	f := v.feed(name)
-	if f == nil {
-		return http.StatusNotFound, map[string]string{"error": "upstream " + name + " has no discovery feed", "reason": "not_found"}
-	}
-	d, ok := f.confirm(time.Now())
-	if !ok {
-		return http.StatusConflict, map[string]string{"error": "nothing is held for upstream " + name, "reason": "nothing_held"}
-	}
-	return http.StatusOK, map[string]any{"result": "applied", "drop_fraction": d.DropFraction, "held_for": d.HeldFor.String()}
 }
 
 func (v adminView) Upstreams() []admin.UpstreamView {

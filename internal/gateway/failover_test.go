@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/health"
 )
 
 // failoverLoad sends GET / from clients goroutines until total requests
@@ -243,7 +245,7 @@ routes:
 		if s := st[ep.addr]; s != "healthy" {
 			t.Errorf("upstream %s: endpoint is %q after clients' bad bodies, want healthy", up, s)
 		}
-		for _, reason := range ejectionReasons {
+		for _, reason := range health.EjectionReasons {
 			if got := h.metric(fmt.Sprintf(`levee_upstream_ejections_total{reason=%q,upstream=%q}`, reason, up)); got != 0 {
 				t.Errorf("upstream %s: %v ejections for %s", up, got, reason)
 			}

@@ -1,255 +1,79 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
-	"net/http"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/endpoint"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// feed is one upstream's dynamic endpoint set: fed by a registry source (or
-// by admin pushes), filtered by the discovery firewall and the delta
-// guard, persisted as a snapshot under state_dir, and read by the gateway
-// whenever it builds a routing table.
-//
-// Where its set comes from, in order: the last good registry update; at
-// start, the snapshot on disk; failing that, the upstream's static
-// endpoints from the configuration.
+// feed is one upstream's discovery.Feed with the configuration it was
+// built from, so that a reload can tell whether it changes the feed. The
+// feed itself (guard, snapshot, source goroutines, locking) lives in
+// internal/discovery; the gateway only turns config into its options,
+// keeps feeds across reloads and rebuilds the table when one applies.
 type feed struct {
+	*discovery.Feed
 	upstream string
-	cfg      config.Discovery // what this feed was built from, to tell whether a reload changes it
-	static   []discovery.Instance
-	limits   discovery.Limits
-	guard    *discovery.Guard
-	source   discovery.Source // nil for push
-	stateDir string
-	metrics  *discoveryMetrics
-	logger   *slog.Logger
-	dedupe   *discovery.Deduper
-	applied  func() // asks the gateway to rebuild its table; called without f.mu held
-
-	mu struct {
-		sync.Mutex
-		current  []discovery.Instance
-		origin   string // "registry", "push", "snapshot", "config" or "" (none yet)
-		rejected []discovery.Rejection
-		lastErr  string
-		updated  time.Time
-	}
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// discoveryMetrics are the discovery firewall's series.
-type discoveryMetrics struct {
-	updates  *prometheus.CounterVec // upstream, result
-	rejected *prometheus.CounterVec // upstream, reason
-}
-
-func newDiscoveryMetrics(reg prometheus.Registerer) (*discoveryMetrics, error) {
-	m := &discoveryMetrics{
-		updates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "levee_discovery_updates_total",
-			Help: "Registry updates by result: applied, held (by the delta guard), or refused (whole: unreadable, malformed, too large, or every instance rejected; the last good set keeps serving).",
-		}, []string{"upstream", "result"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "levee_discovery_rejected_total",
-			Help: "Registry instances quarantined, by stable reason.",
-		}, []string{"upstream", "reason"}),
-	}
-	for _, c := range []prometheus.Collector{m.updates, m.rejected} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	cfg      config.Discovery
 }
 
 // newFeed builds (without starting) the feed of upstream name.
 func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*feed, error) {
 	d := uc.Discovery
-	f := &feed{
-		upstream: name,
-		cfg:      *d,
-		limits:   discovery.Limits{MaxWeight: d.MaxWeight},
-		stateDir: stateDir,
-		metrics:  g.discoveryMetrics,
-		logger:   g.logger.With("upstream", name),
-		dedupe:   discovery.NewDeduper(discovery.DefaultDedupeCapacity),
-		applied:  func() { g.rebuild("a discovery update") },
+	o := discovery.FeedOptions{
+		Upstream:   name,
+		Limits:     discovery.Limits{MaxWeight: d.MaxWeight},
+		Guard:      discovery.GuardOptions{MaxDropFraction: d.MaxDropFraction, ConfirmAfter: d.ConfirmAfter},
+		SourceName: sourceName(d),
+		StateDir:   stateDir,
+		Metrics:    g.discoveryMetrics,
+		Logger:     g.logger.With("upstream", name),
+		Applied:    func() { g.rebuild("a discovery update") },
 	}
 	for _, ec := range uc.Endpoints {
-		f.static = append(f.static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
+		o.Static = append(o.Static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
+	}
+	if err := o.Guard.Validate(); err != nil {
+		return nil, fmt.Errorf("upstreams.%s.discovery: discovery guard: %w", name, err)
 	}
 	var err error
-	if f.guard, err = discovery.NewGuard(discovery.GuardOptions{MaxDropFraction: d.MaxDropFraction, ConfirmAfter: d.ConfirmAfter}); err != nil {
-		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
-	}
 	switch {
 	case d.File != "":
-		f.source, err = discovery.NewFileSource(d.File, discovery.FileOptions{Limits: f.limits})
+		o.Source, err = discovery.NewFileSource(d.File, discovery.FileOptions{Limits: o.Limits})
 	case d.Etcd != nil:
-		f.source, err = discovery.NewEtcdSource(discovery.EtcdOptions{Endpoints: d.Etcd.Endpoints, Prefix: d.Etcd.Prefix, DialTimeout: d.Etcd.DialTimeout, Limits: f.limits})
+		o.Source, err = discovery.NewEtcdSource(discovery.EtcdOptions{Endpoints: d.Etcd.Endpoints, Prefix: d.Etcd.Prefix, DialTimeout: d.Etcd.DialTimeout, Limits: o.Limits})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
 	}
-	// The last good set survives restarts: start from it when there is one.
-	if snap, at, err := discovery.ReadSnapshot(stateDir, name, f.limits); err == nil {
-		f.mu.current, f.mu.origin, f.mu.updated = snap, "snapshot", at
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		f.logger.Warn("discovery snapshot unreadable; not used", "error", err)
+	f, err := discovery.NewFeed(o)
+	if err != nil {
+		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
 	}
-	if f.mu.origin == "" && len(f.static) > 0 {
-		f.mu.current, f.mu.origin = f.static, "config"
-	}
-	return f, nil
+	return &feed{Feed: f, upstream: name, cfg: *d}, nil
 }
 
-// start runs the feed's source (and the guard's confirm_after timer) until
-// stop.
-func (f *feed) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel, f.done = cancel, make(chan struct{})
-	var wg sync.WaitGroup
-	if f.source != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f.source.Run(ctx, f.handle); err != nil {
-				f.logger.Error("discovery source stopped", "error", err)
-			}
-		}()
+// sourceName names where a feed's instances come from.
+func sourceName(d *config.Discovery) string {
+	switch {
+	case d.File != "":
+		return "file:" + d.File
+	case d.Etcd != nil:
+		return "etcd:" + d.Etcd.Prefix
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		f.releaseHeldLoop(ctx)
-	}()
-	go func() {
-		wg.Wait()
-		close(f.done)
-	}()
+	return "push"
 }
 
-// stop ends the feed's goroutines and waits for them.
-func (f *feed) stop() {
-	if f.cancel == nil {
-		return
-	}
-	f.cancel()
-	<-f.done
-}
-
-// releaseHeldLoop re-offers a held update once a second, so that one the
-// registry keeps sending unchanged (or sends once and never again) is
-// applied when it has persisted for confirm_after.
-func (f *feed) releaseHeldLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			if h, ok := f.guard.Held(); ok {
-				f.offer(discovery.Update{Instances: h.Instances}, now, "registry", false)
-			}
-		}
-	}
-}
-
-// handle takes one source event.
-func (f *feed) handle(ev discovery.Event) {
-	if ev.Err != nil {
-		f.countRejections(ev.Update.Rejected)
-		f.metrics.updates.WithLabelValues(f.upstream, "refused").Inc()
-		f.mu.Lock()
-		first := f.mu.lastErr != ev.Err.Error()
-		f.mu.lastErr = ev.Err.Error()
-		f.mu.Unlock()
-		if first {
-			f.logger.Warn("registry update refused whole; the last good set keeps serving", "source", ev.Source, "error", ev.Err)
-		}
-		return
-	}
-	f.offer(ev.Update, time.Now(), "registry", true)
-}
-
-// offer passes an update through the delta guard and applies it if the
-// guard lets it. count is false when re-offering a held update (already
-// counted).
-func (f *feed) offer(u discovery.Update, now time.Time, origin string, count bool) discovery.Decision {
-	if count {
-		f.countRejections(u.Rejected)
-	}
-	f.mu.Lock()
-	d := f.guard.Offer(f.mu.current, u.Instances, now)
-	if d.Action == discovery.Hold {
-		if count {
-			f.metrics.updates.WithLabelValues(f.upstream, "held").Inc()
-			f.logger.Warn("registry update held by the delta guard", "drop_fraction", d.DropFraction, "held_for", d.HeldFor)
-		}
-		f.mu.Unlock()
-		return d
-	}
-	f.applyLocked(d.Instances, u.Rejected, origin, now)
-	f.mu.Unlock()
-	f.metrics.updates.WithLabelValues(f.upstream, "applied").Inc()
-	f.applied()
-	return d
-}
-
-// confirm applies the held update on an operator's word.
-func (f *feed) confirm(now time.Time) (discovery.Decision, bool) {
-	d, ok := f.guard.Confirm(now)
-	if !ok {
-		return d, false
-	}
-	f.mu.Lock()
-	f.applyLocked(d.Instances, f.mu.rejected, "registry", now)
-	f.mu.Unlock()
-	f.metrics.updates.WithLabelValues(f.upstream, "applied").Inc()
-	f.logger.Info("held registry update confirmed by an operator", "drop_fraction", d.DropFraction)
-	f.applied()
-	return d, true
-}
-
-func (f *feed) applyLocked(list []discovery.Instance, rejected []discovery.Rejection, origin string, now time.Time) {
-	f.mu.current, f.mu.rejected, f.mu.origin, f.mu.updated, f.mu.lastErr = list, rejected, origin, now, ""
-	if err := discovery.WriteSnapshot(f.stateDir, f.upstream, list); err != nil {
-		f.logger.Error("writing the discovery snapshot failed; the update is served but would not survive a restart", "error", err)
-	}
-}
-
-// countRejections counts every quarantined instance and logs each distinct
-// problem once.
-func (f *feed) countRejections(rs []discovery.Rejection) {
-	for _, r := range rs {
-		f.metrics.rejected.WithLabelValues(f.upstream, string(r.Reason)).Inc()
-		if f.dedupe.First(discovery.Problem{Upstream: f.upstream, Address: r.Key, Reason: r.Reason, Raw: r.Raw}) {
-			f.logger.Warn("registry instance quarantined", "key", r.Key, "reason", r.Reason, "raw", r.Raw, "detail", r.Message)
-		}
-	}
-}
-
-// endpoints returns the feed's current set for a routing table.
-func (f *feed) instances() ([]discovery.Instance, string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mu.current, f.mu.origin
-}
+// instances, sourceName and connected keep build.go's callers as they were.
+func (f *feed) instances() ([]discovery.Instance, string) { return f.Instances() }
+func (f *feed) sourceName() string                        { return f.SourceName() }
+func (f *feed) connected() bool                           { return f.Connected() }
 
 // sameConfig reports whether a reload leaves this feed's source alone.
 func (f *feed) sameConfig(uc *config.Upstream) bool {
@@ -260,7 +84,8 @@ func (f *feed) sameConfig(uc *config.Upstream) bool {
 // upstream whose discovery settings did not change is kept (its source
 // keeps running); others are built fresh (not started). retired are the
 // current feeds no longer used; the caller stops them after releasing g.mu.
-// Called with g.mu held (or before Start).
+// Called with g.reloadMu held (or before Start), not g.mu: building a feed
+// reads its snapshot from disk.
 func (g *Gateway) reconcileFeeds(cfg *config.Config, current map[string]*feed) (next map[string]*feed, fresh, retired []*feed, err error) {
 	next = map[string]*feed{}
 	for _, name := range cfg.UpstreamOrder {
@@ -302,66 +127,52 @@ func (g *Gateway) rebuild(why string) {
 	g.handler.Swap(table)
 }
 
-// sourceName names where the feed's instances come from.
-func (f *feed) sourceName() string {
-	switch {
-	case f.cfg.File != "":
-		return "file:" + f.cfg.File
-	case f.cfg.Etcd != nil:
-		return "etcd:" + f.cfg.Etcd.Prefix
-	}
-	return "push"
-}
-
-// connected reports whether the feed's registry was reachable at the last
-// attempt (always true for sources that cannot tell).
-func (f *feed) connected() bool {
-	if c, ok := f.source.(interface{ Connected() bool }); ok {
-		return c.Connected()
-	}
-	return true
-}
-
 // view is the feed's state for the admin API.
 func (f *feed) view() *admin.DiscoveryView {
-	f.mu.Lock()
+	s := f.State()
 	v := &admin.DiscoveryView{
-		Source: f.sourceName(), ServingFrom: f.mu.origin, Updated: f.mu.updated, LastError: f.mu.lastErr,
-		Quarantined: make([]admin.QuarantineView, 0, len(f.mu.rejected)),
+		Source: f.SourceName(), ServingFrom: s.Origin, Updated: s.Updated, LastError: s.LastErr,
+		Quarantined: rejectionViews(s.Rejected),
 	}
-	for _, r := range f.mu.rejected {
-		v.Quarantined = append(v.Quarantined, admin.QuarantineView{Key: r.Key, Reason: string(r.Reason), Field: r.Field, Raw: r.Raw, Message: r.Message})
-	}
-	f.mu.Unlock()
-	if h, ok := f.guard.Held(); ok {
+	if h := s.Held; h != nil {
 		v.Held = &admin.HeldView{Since: h.Since, DropFraction: h.DropFraction, Instances: len(h.Instances),
 			ConfirmWith: "POST /api/v1/upstreams/" + f.upstream + "/confirm"}
 	}
 	return v
 }
 
-// push offers an endpoint list sent to the admin API.
-func (f *feed) push(body []byte) (int, any) {
-	u, err := discovery.ParseList(body, f.limits)
+// PushEndpoints offers an endpoint list sent to the admin API to upstream
+// name's push feed. (Moved here from build.go.)
+func (v adminView) PushEndpoints(name string, body []byte) (admin.PushResult, error) {
+	f := v.feed(name)
+	if f == nil || !f.TakesPushes() {
+		return admin.PushResult{}, admin.ErrNotPushUpstream
+	}
+	res, err := f.Push(body, time.Now())
 	if err != nil {
-		f.countRejections(u.Rejected)
-		code := "refused"
+		code := ""
 		var pe *discovery.PayloadError
-		if errors.As(err, &pe) && pe.Code != "" {
+		if errors.As(err, &pe) {
 			code = pe.Code
 		}
-		f.metrics.updates.WithLabelValues(f.upstream, "refused").Inc()
-		return http.StatusUnprocessableEntity, map[string]any{
-			"error": err.Error(), "reason": code, "rejected": rejectionViews(u.Rejected),
-			"result": "refused",
-		}
+		return admin.PushResult{}, &admin.PushRefusedError{Reason: code, Err: err, Rejected: rejectionViews(res.Rejected)}
 	}
-	d := f.offer(u, time.Now(), "push", true)
-	status, result := http.StatusOK, "applied"
-	if d.Action == discovery.Hold {
-		status, result = http.StatusAccepted, "held"
+	return admin.PushResult{Held: res.Decision.Action == discovery.Hold, DropFraction: res.Decision.DropFraction,
+		Instances: res.Instances, Rejected: rejectionViews(res.Rejected)}, nil
+}
+
+// ConfirmUpstream applies the update held by name's delta guard. (Moved
+// here from build.go.)
+func (v adminView) ConfirmUpstream(name string) (admin.ConfirmResult, error) {
+	f := v.feed(name)
+	if f == nil {
+		return admin.ConfirmResult{}, admin.ErrNoFeed
 	}
-	return status, map[string]any{"result": result, "drop_fraction": d.DropFraction, "instances": len(u.Instances), "rejected": rejectionViews(u.Rejected)}
+	d, ok := f.Confirm(time.Now())
+	if !ok {
+		return admin.ConfirmResult{}, admin.ErrNothingHeld
+	}
+	return admin.ConfirmResult{DropFraction: d.DropFraction, HeldFor: d.HeldFor}, nil
 }
 
 func rejectionViews(rs []discovery.Rejection) []admin.QuarantineView {

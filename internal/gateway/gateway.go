@@ -24,6 +24,7 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
@@ -54,18 +55,23 @@ type Gateway struct {
 	handler   *proxy.Handler
 	reloads   *prometheus.CounterVec
 	// discoveryMetrics are shared by every feed.
-	discoveryMetrics *discoveryMetrics
+	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
 	memory *memguard.Guard
 	// appsMu serialises publishing app snapshots to the handler (apps.go).
-	// It is taken under mu (a seed at reload) or alone (an admin API
-	// write); nothing is locked under it.
+	// It is taken under reloadMu (a seed at reload), under mu (the seed at
+	// Start) or alone (an admin API write); nothing is locked under it.
 	appsMu sync.Mutex
 	// health decides each endpoint's effective weight; its goroutines run
 	// from Start to Shutdown.
 	health *health.Manager
 
-	// mu serialises reloads and guards the fields below it.
+	// reloadMu serialises reloads (and Shutdown's closing of the app store
+	// against a reload's seed), held across their I/O; taken before mu.
+	// cfg and feeds change under both: either is enough to read them.
+	reloadMu sync.Mutex
+	// mu guards the fields below it; it covers building and swapping a
+	// table, never file or network I/O.
 	mu    sync.Mutex
 	cfg   *config.Config // the configuration serving now
 	pools *pools
@@ -129,7 +135,7 @@ func New(o Options) (*Gateway, error) {
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
-	if g.discoveryMetrics, err = newDiscoveryMetrics(g.registry); err != nil {
+	if g.discoveryMetrics, err = discovery.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
 	g.health = health.New(health.Options{Logger: logger, OnChange: g.onHealthChange})
@@ -168,19 +174,13 @@ func New(o Options) (*Gateway, error) {
 		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
 	})
 	if err == nil {
-		err = g.registry.Register(admissionCollector{g})
+		err = g.registerCollectors()
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
-	}
-	if err == nil {
-		err = g.registry.Register(healthCollector{g})
-	}
-	if err == nil {
-		err = g.registry.Register(h1Collector{g})
 	}
 	if err != nil {
 		return nil, err
@@ -193,46 +193,74 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
 // Start opens both listeners and serves them on their own goroutines. It
 // returns once both listen. A partial start is undone before returning an
-// error.
-func (g *Gateway) Start() error {
+// error: every step that can fail comes before any goroutine starts, and
+// each one's resource is released (in reverse order) if a later one fails.
+func (g *Gateway) Start() (err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.started {
 		return errors.New("gateway: already started")
 	}
 	cfg := g.cfg
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	store, err := g.openApps(cfg)
 	if err != nil {
 		return err
 	}
+	undo = append(undo, func() {
+		if cerr := store.Close(); cerr != nil {
+			g.logger.Error("closing the app store after a failed start", "error", cerr)
+		}
+	})
 	dataLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		store.Close()
 		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
 	}
+	undo = append(undo, func() { dataLn.Close() })
 	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
-		dataLn.Close()
-		store.Close()
 		return fmt.Errorf("admin.listen on %s: %w", cfg.Admin.Listen, err)
 	}
+	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
 		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens,
 	})
 	if err != nil {
-		dataLn.Close()
-		adminLn.Close()
-		store.Close()
 		return err
 	}
+	dataSrv := g.newDataServer(cfg)
+	h1, err := newH1Server(h1server.Options{
+		Handler:           g.handler,
+		Fallback:          dataSrv,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    dataSrv.MaxHeaderBytes,
+		HeaderTooLarge: func(w http.ResponseWriter) {
+			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
+			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
+		},
+		Logger:    g.logger,
+		TLSConfig: g.dataTLSConfig(cfg),
+	})
+	if err != nil {
+		return err
+	}
+	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
 		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
 			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
 	}
 	g.dataLn, g.adminLn = dataLn, adminLn
-	g.dataSrv = g.newDataServer(cfg)
+	g.dataSrv = dataSrv
 	g.adminSrv = &http.Server{
 		Handler:           adminHandler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -247,31 +275,13 @@ func (g *Gateway) Start() error {
 			g.accessLog.Run()
 		}()
 	}
-	h1, err := h1server.New(h1server.Options{
-		Handler:           g.handler,
-		Fallback:          g.dataSrv,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    g.dataSrv.MaxHeaderBytes,
-		HeaderTooLarge: func(w http.ResponseWriter) {
-			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
-			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
-		},
-		Logger:    g.logger,
-		TLSConfig: g.dataTLSConfig(cfg),
-	})
-	if err != nil {
-		dataLn.Close()
-		adminLn.Close()
-		return err
-	}
 	g.h1.Store(h1)
 	go g.serveH1(h1, dataLn)
 	go g.serve(g.adminSrv, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go g.sweepIdle(g.sweepStop, g.sweepDone)
 	for _, f := range g.feeds {
-		f.start()
+		f.Start()
 	}
 	if g.memory != nil {
 		g.memory.Start()
@@ -282,6 +292,10 @@ func (g *Gateway) Start() error {
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
 	return nil
 }
+
+// newH1Server is h1server.New; a test replaces it to make Start fail at
+// its last fallible step.
+var newH1Server = h1server.New
 
 func (g *Gateway) serve(srv *http.Server, ln net.Listener) {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -370,16 +384,10 @@ func (g *Gateway) Errors() <-chan error { return g.serveErr }
 // Listener addresses and TLS on/off cannot change without a restart; such a
 // change is refused.
 func (g *Gateway) Reload() error {
-	var retired []*feed
-	// Retired feeds are stopped after g.mu is released: a feed applying an
-	// update waits for g.mu to rebuild the table.
-	defer func() {
-		for _, f := range retired {
-			f.stop()
-		}
-	}()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	// reloadMu, not mu, is held across the I/O (file, certificates,
+	// snapshots, seeding): a rebuild waits for mu, never for a disk.
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
 	cfg, err := g.load()
 	if err == nil {
 		err = g.checkReloadable(cfg)
@@ -392,17 +400,13 @@ func (g *Gateway) Reload() error {
 		err = g.loadToken(cfg)
 	}
 	var feeds map[string]*feed
-	var fresh []*feed
-	var table *proxy.Table
+	var fresh, retired []*feed
 	if err == nil {
 		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
 	}
+	var store *apps.Store
 	if err == nil {
-		prev := g.feeds
-		g.feeds = feeds
-		if table, err = g.buildTable(cfg); err != nil {
-			g.feeds, retired = prev, nil
-		}
+		store, err = g.swapConfig(cfg, feeds, fresh)
 	}
 	if err != nil {
 		g.token.Store(prevToken)
@@ -410,21 +414,43 @@ func (g *Gateway) Reload() error {
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
-	if g.started {
-		for _, f := range fresh {
-			f.start()
-		}
+	// Retired feeds are stopped after g.mu is released: a feed applying an
+	// update waits for g.mu to rebuild the table.
+	for _, f := range retired {
+		f.Stop()
 	}
-	g.handler.Swap(table)
-	g.cfg = cfg
-	if g.apps != nil {
+	if store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
-		g.seedApps(ctx, g.apps, cfg)
+		g.seedApps(ctx, store, cfg)
 		cancel()
 	}
 	g.reloads.WithLabelValues("success").Inc()
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
+}
+
+// swapConfig builds cfg's table over feeds and, if that succeeds, makes
+// them serve: it starts the fresh feeds (when the gateway runs), swaps the
+// table and keeps cfg. It returns the app store to seed (nil before Start
+// or after Shutdown). Called with g.reloadMu held; it holds g.mu.
+func (g *Gateway) swapConfig(cfg *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.feeds
+	g.feeds = feeds
+	table, err := g.buildTable(cfg)
+	if err != nil {
+		g.feeds = prev
+		return nil, err
+	}
+	if g.started {
+		for _, f := range fresh {
+			f.Start()
+		}
+	}
+	g.handler.Swap(table)
+	g.cfg = cfg
+	return g.apps, nil
 }
 
 func (g *Gateway) checkReloadable(next *config.Config) error {
@@ -486,7 +512,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	feeds := g.feeds
 	g.mu.Unlock()
 	for _, f := range feeds {
-		f.stop()
+		f.Stop()
 	}
 	if g.memory != nil {
 		g.memory.Stop()
@@ -503,10 +529,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.accessLog.Close()
 		<-g.accessLogDone
 	}
+	// Under reloadMu: a reload seeding the store finishes first.
+	g.reloadMu.Lock()
 	g.mu.Lock()
 	store := g.apps
 	g.apps = nil
 	g.mu.Unlock()
+	g.reloadMu.Unlock()
 	if store != nil {
 		if cerr := store.Close(); cerr != nil {
 			g.logger.Error("closing the app store", "error", cerr)
