@@ -28,9 +28,10 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.
 // context.WithTimeout's would) or parent is done, and its Deadline is now+d
 // on c, which Probe gives its connection.
 func checkContext(parent context.Context, c Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	deadline := c.Now().Add(d) // read first: the timer then fires at or after it
 	ctx, cancel := context.WithCancelCause(parent)
 	stop := c.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return &boundedContext{Context: ctx, deadline: c.Now().Add(d)}, func() {
+	return &boundedContext{Context: ctx, deadline: deadline}, func() {
 		stop()
 		cancel(context.Canceled)
 	}

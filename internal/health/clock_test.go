@@ -3,6 +3,7 @@ package health
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -10,6 +11,11 @@ import (
 // fakeClock is a Clock that moves only when a test calls Advance; timers
 // due by then run in Advance's goroutine, in the order they are due.
 type fakeClock struct {
+	// quiet, when set, reports that whatever the clock drives has done
+	// all it can at the current time; stepUntil waits for it before each
+	// step, so that no step outruns the code under test.
+	quiet func() bool
+
 	mu     sync.Mutex
 	now    time.Time
 	seq    int
@@ -71,7 +77,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 // goroutines a moment of real time after each step; it fails after 10 s of
 // real time. It reports how far the clock moved. Stepping (rather than one
 // jump) keeps it exact when the loop arms its timer just after a step: the
-// next step fires it.
+// next step fires it. With c.quiet set, the clock moves only while the
+// code under test waits for it.
 func stepUntil(t *testing.T, c *fakeClock, step time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	moved := time.Duration(0)
@@ -79,11 +86,45 @@ func stepUntil(t *testing.T, c *fakeClock, step time.Duration, what string, cond
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s (clock moved %v)", what, moved)
 		}
+		if c.quiet != nil && !c.quiet() {
+			time.Sleep(100 * time.Microsecond) // polling for the state, bounded above
+			continue
+		}
 		c.Advance(step)
 		moved += step
-		time.Sleep(time.Millisecond) // polling for the state, bounded above
 	}
 	return moved
+}
+
+// managerQuiet reports whether m has done all it can at the clock's
+// current time: no signal, job, result or wake-up waiting, every check
+// handed out parked in the probe (parked counts those; nil: none park),
+// and two kicks taken by the loop since (so it has finished the turn that
+// was under way and armed its timer again).
+func managerQuiet(m *Manager, parked *atomic.Int64) func() bool {
+	idle := func() bool {
+		if len(m.trip)+len(m.kick)+len(m.jobs)+len(m.results)+len(m.wake) != 0 {
+			return false
+		}
+		m.mu.Lock()
+		out := int64(m.mu.outstanding)
+		m.mu.Unlock()
+		return parked == nil && out == 0 || parked != nil && out == parked.Load()
+	}
+	return func() bool {
+		if !idle() {
+			return false
+		}
+		for range 2 {
+			m.poke()
+			for deadline := time.Now().Add(time.Second); len(m.kick) != 0; time.Sleep(50 * time.Microsecond) {
+				if time.Now().After(deadline) {
+					return false
+				}
+			}
+		}
+		return idle()
+	}
 }
 
 // TestFakeClockTimers: timers fire in order once due, never before, and a

@@ -111,6 +111,7 @@ func TestManagerActiveAndOutlier(t *testing.T) {
 	m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: slow}, passive)
 	m.Start()
 	defer m.Stop()
+	clk.quiet = managerQuiet(m, nil)
 
 	const step = 5 * time.Millisecond
 	bad.Store(checked[1].Address, true)
@@ -265,6 +266,7 @@ func TestManagerEjectsRefusedAtOnce(t *testing.T) {
 	m.Apply("off", UpstreamOptions{}, off)
 	m.Start()
 	defer m.Stop()
+	clk.quiet = managerQuiet(m, nil)
 
 	now := clk.Now().UnixNano()
 	eps[0].Stats.Refused(now)
@@ -314,3 +316,57 @@ type nowFunc func() time.Time
 func (f nowFunc) Now() time.Time { return f() }
 
 func (nowFunc) AfterFunc(time.Duration, func()) func() bool { return func() bool { return true } }
+
+// TestManagerHangingCheckTimesOut: a check that never answers ends at its
+// timeout on the Manager's clock, and unhealthy_after such checks mark the
+// endpoint unhealthy no sooner than (unhealthy_after-1) jittered intervals
+// plus one timeout after it started hanging, and no later than
+// unhealthy_after intervals plus one timeout (the gateway's real-socket
+// version of this bound runs in the load step: TestActiveCheckDetectionTime).
+func TestManagerHangingCheckTimesOut(t *testing.T) {
+	const (
+		interval       = 100 * time.Millisecond
+		timeout        = 50 * time.Millisecond
+		unhealthyAfter = 3
+		step           = time.Millisecond
+	)
+	var hang atomic.Bool
+	var timedOut, parked atomic.Int64
+	clk := newFakeClock(t0)
+	m := New(Options{
+		Logger: quietLogger(), OnChange: func([]string) {}, Clock: clk,
+		Probe: func(ctx context.Context, addr string, c *CheckOptions) error {
+			if !hang.Load() {
+				return nil
+			}
+			parked.Add(1)
+			<-ctx.Done() // a backend that accepts and never answers
+			parked.Add(-1)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) { // not Stop's cancel
+				timedOut.Add(1)
+				if dl, ok := ctx.Deadline(); !ok || dl.After(clk.Now()) {
+					t.Errorf("check timed out before its deadline %v (now %v)", dl, clk.Now())
+				}
+			}
+			return errors.New("timed out")
+		},
+	})
+	eps := testEndpoints(2)
+	m.Apply("u", UpstreamOptions{Check: &CheckOptions{HTTPPath: "/healthz", Interval: interval, Timeout: timeout, HealthyAfter: 1, UnhealthyAfter: unhealthyAfter}}, eps)
+	m.Start()
+	defer m.Stop()
+	clk.quiet = managerQuiet(m, &parked)
+	stepUntil(t, clk, step, "a round of checks", func() bool { return states(m, "u")[Healthy] == 2 && clk.Now().Sub(t0) >= 2*interval })
+
+	hang.Store(true)
+	took := stepUntil(t, clk, step, "unhealthy", func() bool { return states(m, "u")[Unhealthy] == 2 })
+	lower := (unhealthyAfter-1)*interval*9/10 + timeout
+	upper := unhealthyAfter*interval + timeout
+	t.Logf("hanging checks marked unhealthy after %v on the clock (bounds %v..%v)", took, lower, upper)
+	if took < lower || took > upper+2*step {
+		t.Errorf("took %v on the clock, want %v..%v", took, lower, upper)
+	}
+	if n := timedOut.Load(); n < 2*unhealthyAfter {
+		t.Errorf("%d checks ended by their timeout, want >= %d", n, 2*unhealthyAfter)
+	}
+}
