@@ -490,26 +490,11 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if adaptive {
 		now = l.nanos()
 	}
-	cl := p.class()
 	l.mu.Lock()
 	c := l.mu.consumers[consumerKey]
-	held := 0
-	if c != nil {
-		held = c.inflight + c.queued
-	}
-	// The cap protects the other consumers: a consumer that is all the
-	// traffic is not capped (refusing it would only turn away work nobody
-	// else wants, or pass a capacity refusal off as the client's fault).
-	if limit := l.perConsumerLocked(); limit >= 0 && held >= limit && len(l.mu.consumers) > 1 {
-		// At its cap. When the limiter itself has no room either (every
-		// slot busy and no queue), say so: that is the truer answer (503,
-		// capacity) than blaming the consumer (429).
-		r := rConsumer
-		if l.maxQueue == 0 && l.mu.inflight >= l.mu.limit {
-			r = rConcurrency
-		}
+	if i := l.capRefusalLocked(c); i != admit {
 		l.mu.Unlock()
-		return Release{}, l.refuse(r)
+		return Release{}, l.refuse(i)
 	}
 	if l.mu.inflight < l.mu.limit && l.mu.queued == 0 {
 		if c == nil {
@@ -520,14 +505,10 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 		l.admitted.Add(1)
 		return Release{l: l, c: c, start: now}, nil
 	}
-	if l.maxQueue == 0 {
+	queueCap, i := l.queueRefusalLocked(p)
+	if i != admit {
 		l.mu.Unlock()
-		return Release{}, l.refuse(rConcurrency)
-	}
-	queueCap := l.queueCapLocked()
-	if p == Sheddable && 2*l.mu.queued > queueCap {
-		l.mu.Unlock()
-		return Release{}, l.refuse(rShed)
+		return Release{}, l.refuse(i)
 	}
 	if err := ctx.Err(); err != nil {
 		l.mu.Unlock()
@@ -537,6 +518,59 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if !adaptive {
 		now = l.nanos() // the queue path: the clock is read here only
 	}
+	w, t, i := l.queueLocked(c, consumerKey, p.class(), queueCap, now)
+	l.mu.Unlock()
+	if w == nil {
+		return Release{}, l.refuse(i)
+	}
+	return l.await(ctx, w, t)
+}
+
+// admit is the refusal index of a request that is not refused.
+const admit = -1
+
+// capRefusalLocked is Acquire's first step: the refusal of a request from
+// c (nil: a consumer that holds nothing) at its per-consumer cap, or admit.
+func (l *Limiter) capRefusalLocked(c *consumer) int {
+	held := 0
+	if c != nil {
+		held = c.inflight + c.queued
+	}
+	// The cap protects the other consumers: a consumer that is all the
+	// traffic is not capped (refusing it would only turn away work nobody
+	// else wants, or pass a capacity refusal off as the client's fault).
+	if limit := l.perConsumerLocked(); limit < 0 || held < limit || len(l.mu.consumers) <= 1 {
+		return admit
+	}
+	// At its cap. When the limiter itself has no room either (every slot
+	// busy and no queue), say so: that is the truer answer (503,
+	// capacity) than blaming the consumer (429).
+	if l.maxQueue == 0 && l.mu.inflight >= l.mu.limit {
+		return rConcurrency
+	}
+	return rConsumer
+}
+
+// queueRefusalLocked is the step before queueing a request at priority p
+// (no slot is free): the queue's size now, and the refusal when there is
+// no queue or p is Sheddable and the queue is over half full, else admit.
+func (l *Limiter) queueRefusalLocked(p Priority) (queueCap, i int) {
+	if l.maxQueue == 0 {
+		return 0, rConcurrency
+	}
+	queueCap = l.queueCapLocked()
+	if p == Sheddable && 2*l.mu.queued > queueCap {
+		return queueCap, rShed
+	}
+	return queueCap, admit
+}
+
+// queueLocked queues a request from consumerKey (c, nil when it holds
+// nothing) in class cl at now, evicting a victim when the queue holds
+// queueCap, and starts its timer: QueueTimeout, or QueueTarget under
+// controlled delay. w is nil when the request is refused instead, for
+// reason i.
+func (l *Limiter) queueLocked(c *consumer, consumerKey string, cl, queueCap int, now int64) (w *waiter, t Timer, i int) {
 	// Controlled delay (see the package doc): a consumer whose sub-queue
 	// has stood for QueueInterval, or that was refused a queued request
 	// less than QueueInterval ago, waits at most QueueTarget.
@@ -545,32 +579,19 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	if short && c.q[cl].n >= l.shortBoundLocked(now) {
 		// More waiters than the slots that free up within QueueTarget:
 		// the newcomer would only wait out its timer.
-		l.mu.Unlock()
-		return Release{}, l.refuse(rQueueFull)
+		return nil, nil, rQueueFull
 	}
 	if l.mu.queued >= queueCap {
 		v := l.victimLocked(c, cl, now)
 		if v == nil {
-			l.mu.Unlock()
-			return Release{}, l.refuse(rQueueFull)
+			return nil, nil, rQueueFull
 		}
-		l.removeLocked(v)
-		v.c.lastShed = max(1, now)
-		v.state = evicted
-		v.ch <- struct{}{}
-		if vc := v.c; vc.inflight == 0 && vc.queued == 0 {
-			// A Critical newcomer may evict its own consumer's last
-			// Sheddable waiter: c is then gone and is made anew below.
-			l.dropConsumerLocked(vc)
-			if vc == c {
-				c = nil
-			}
-		}
+		c = l.evictLocked(v, c, now)
 	}
 	if c == nil {
 		c = l.newConsumerLocked(consumerKey)
 	}
-	w := &waiter{c: c, class: cl, enq: now, ch: make(chan struct{}, 1)}
+	w = &waiter{c: c, class: cl, enq: now, ch: make(chan struct{}, 1)}
 	if c.queued == 0 {
 		c.busySince = now
 	}
@@ -580,10 +601,32 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	}
 	// The timer is made under the lock, before the waiter is visible, so a
 	// test that sees it queued and then advances a fake clock fires it.
-	t := l.clock.NewTimer(timeout)
+	t = l.clock.NewTimer(timeout)
 	l.enqueueLocked(w)
-	l.mu.Unlock()
+	return w, t, admit
+}
 
+// evictLocked refuses the queued v (queue_full) to make room for a
+// newcomer from c, and returns c, or nil when the eviction dropped it.
+func (l *Limiter) evictLocked(v *waiter, c *consumer, now int64) *consumer {
+	l.removeLocked(v)
+	v.c.lastShed = max(1, now)
+	v.state = evicted
+	v.ch <- struct{}{}
+	if vc := v.c; vc.inflight == 0 && vc.queued == 0 {
+		// A Critical newcomer may evict its own consumer's last
+		// Sheddable waiter: c is then gone and is made anew by the caller.
+		l.dropConsumerLocked(vc)
+		if vc == c {
+			return nil
+		}
+	}
+	return c
+}
+
+// await is Acquire's last step: it waits until the queued w is granted a
+// slot or evicted, its timer t fires, or ctx ends, and returns the result.
+func (l *Limiter) await(ctx context.Context, w *waiter, t Timer) (Release, error) {
 	var cancelled bool
 	select {
 	case <-w.ch:
@@ -593,6 +636,7 @@ func (l *Limiter) Acquire(ctx context.Context, consumerKey string, p Priority) (
 	}
 	t.Stop()
 
+	c := w.c
 	l.mu.Lock()
 	switch w.state {
 	case granted:

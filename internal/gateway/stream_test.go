@@ -183,7 +183,8 @@ routes:
 		if err := h.g.Reload(); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		n := sent.Load() // requests begun from here on use the new snapshot
+		waitFor(t, "requests on the new snapshot", func() bool { return sent.Load() >= n+5 })
 	}
 	// An invalid file: refused whole; the previous snapshot keeps serving.
 	h.writeConfig(strings.Replace(cfg(1, 1), "weight: 1}", `weight: "abc"}`, 1))
@@ -192,7 +193,8 @@ routes:
 	} else if !strings.Contains(err.Error(), "upstreams.pool.endpoints[0].weight") {
 		t.Errorf("reload error does not name the field: %v", err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	n := sent.Load()
+	waitFor(t, "requests after the refused reload", func() bool { return sent.Load() >= n+20 })
 	close(stop)
 	wg.Wait()
 	t.Logf("%d requests during 20 reloads, %d failed", sent.Load(), failed.Load())

@@ -11,8 +11,8 @@
 // checks, signals and timers into transitions and asks its owner (the
 // gateway) to rebuild the upstream's picker through Options.OnChange; the
 // gateway then calls Apply to get the effective endpoint set. Decisions
-// take the current time as a parameter; only the Manager's loop reads the
-// clock.
+// take the current time as a parameter; the Manager reads it, and waits,
+// on one Clock (Options.Clock), which tests replace with one they step.
 package health
 
 import (

@@ -59,8 +59,10 @@ type Options struct {
 	Probe func(ctx context.Context, addr string, c *CheckOptions) error
 	// Workers bounds concurrent checks; 0 means MaxConcurrentChecks.
 	Workers int
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the source of time for every decision and wait (check
+	// schedule and timeouts, ejection ends, slow-start steps); nil means
+	// the real clock.
+	Clock Clock
 }
 
 // Manager tracks the health of every upstream's endpoints. Build it with
@@ -73,6 +75,7 @@ type Manager struct {
 	jobs    chan job
 	results chan result
 	stop    chan struct{}
+	wake    chan struct{} // the loop's timer fired
 	cancel  context.CancelFunc
 	ctx     context.Context
 	wg      sync.WaitGroup
@@ -120,8 +123,8 @@ func New(o Options) *Manager {
 	if o.Workers <= 0 {
 		o.Workers = MaxConcurrentChecks
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = realClock{}
 	}
 	m := &Manager{
 		o:       o,
@@ -130,6 +133,7 @@ func New(o Options) *Manager {
 		jobs:    make(chan job, o.Workers),
 		results: make(chan result, o.Workers),
 		stop:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.mu.ups = map[string]*upstream{}
@@ -170,7 +174,7 @@ func (m *Manager) worker() {
 		case <-m.stop:
 			return
 		case j := <-m.jobs:
-			ctx, cancel := context.WithTimeout(m.ctx, j.check.Timeout)
+			ctx, cancel := checkContext(m.ctx, m.o.Clock, j.check.Timeout)
 			err := m.o.Probe(ctx, j.addr, j.check)
 			cancel()
 			// results has room for every outstanding job: never blocks.
@@ -181,10 +185,10 @@ func (m *Manager) worker() {
 
 func (m *Manager) run() {
 	defer m.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	stopTimer := func() bool { return false }
+	defer func() { stopTimer() }()
 	for {
-		now := m.o.Now()
+		now := m.o.Clock.Now()
 		m.mu.Lock()
 		m.dispatchLocked(now)
 		if t := m.mu.nextTimed; !t.IsZero() && !now.Before(t) {
@@ -203,30 +207,43 @@ func (m *Manager) run() {
 		if !wake.IsZero() {
 			wait = max(time.Millisecond, wake.Sub(now))
 		}
-		timer.Reset(wait)
+		stopTimer()
+		select { // a wake-up left by the timer just stopped is stale
+		case <-m.wake:
+		default:
+		}
+		stopTimer = m.o.Clock.AfterFunc(wait, m.fire)
 		select {
 		case <-m.stop:
 			return
 		case <-m.kick:
 		case <-m.trip:
 			m.mu.Lock()
-			m.tripsLocked(m.o.Now())
+			m.tripsLocked(m.o.Clock.Now())
 			m.mu.Unlock()
 		case r := <-m.results:
 			m.mu.Lock()
-			m.resultLocked(r, m.o.Now())
+			m.resultLocked(r, m.o.Clock.Now())
 			for range maxResultBatch - 1 {
 				select {
 				case r = <-m.results:
-					m.resultLocked(r, m.o.Now())
+					m.resultLocked(r, m.o.Clock.Now())
 					continue
 				default:
 				}
 				break
 			}
 			m.mu.Unlock()
-		case <-timer.C:
+		case <-m.wake:
 		}
+	}
+}
+
+// fire wakes the loop when its timer runs out, without blocking.
+func (m *Manager) fire() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -510,7 +527,7 @@ type Plan struct {
 // start in slow start.
 // Endpoints no longer in eps are forgotten. O(len(eps)).
 func (m *Manager) Apply(name string, o UpstreamOptions, eps []*endpoint.Endpoint) Plan {
-	now := m.o.Now()
+	now := m.o.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.mu.ups[name]
@@ -639,7 +656,7 @@ func (m *Manager) Retain(names map[string]bool) {
 // eps as last applied (map order otherwise); ok is false for an unknown
 // upstream.
 func (m *Manager) View(name string) (v UpstreamView, ok bool) {
-	now := m.o.Now()
+	now := m.o.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.mu.ups[name]

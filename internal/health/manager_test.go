@@ -26,7 +26,7 @@ func testEndpoints(n int) []*endpoint.Endpoint {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
@@ -84,13 +84,18 @@ func TestManagerBoundsConcurrentChecks(t *testing.T) {
 // TestManagerActiveAndOutlier: a failing check marks an endpoint unhealthy
 // and OnChange names its upstream; failures on the request path eject, at
 // most max_ejection_percent; the ejection ends after its time and the
-// endpoint slow-starts.
+// endpoint slow-starts for its window. On a fake clock the test steps: every
+// duration is asserted in the clock's time, never the machine's.
 func TestManagerActiveAndOutlier(t *testing.T) {
-	var bad sync.Map
-	changes := make(chan []string, 100)
+	var bad, named sync.Map
+	clk := newFakeClock(t0)
 	m := New(Options{
-		Logger:   quietLogger(),
-		OnChange: func(u []string) { changes <- u },
+		Logger: quietLogger(), Clock: clk,
+		OnChange: func(ups []string) {
+			for _, u := range ups {
+				named.Store(u, true)
+			}
+		},
 		Probe: func(ctx context.Context, addr string, c *CheckOptions) error {
 			if _, ok := bad.Load(addr); ok {
 				return errors.New("status 503")
@@ -102,14 +107,17 @@ func TestManagerActiveAndOutlier(t *testing.T) {
 	m.Apply("checked", UpstreamOptions{Check: &CheckOptions{HTTPPath: "/", Interval: 20 * time.Millisecond, Timeout: 10 * time.Millisecond, HealthyAfter: 2, UnhealthyAfter: 2}}, checked)
 	passive := testEndpoints(4)
 	oo := &OutlierOptions{ConsecutiveGatewayFailures: 3, BaseEjectionTime: 300 * time.Millisecond, MaxEjectionTime: time.Second, MaxEjectionPercent: 50}
-	m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: 500 * time.Millisecond}, passive)
+	const slow = 500 * time.Millisecond
+	m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: slow}, passive)
 	m.Start()
 	defer m.Stop()
+	clk.quiet = managerQuiet(m, nil)
 
+	const step = 5 * time.Millisecond
 	bad.Store(checked[1].Address, true)
-	waitUntil(t, "unhealthy", func() bool { return states(m, "checked")[Unhealthy] == 1 })
+	stepUntil(t, clk, step, "unhealthy", func() bool { return states(m, "checked")[Unhealthy] == 1 })
 	bad.Delete(checked[1].Address)
-	waitUntil(t, "healthy again", func() bool { return states(m, "checked")[Healthy] == 3 })
+	stepUntil(t, clk, step, "healthy again", func() bool { return states(m, "checked")[Healthy] == 3 })
 
 	// Three of four fail on the request path: two may be ejected (50 %).
 	for _, e := range passive[:3] {
@@ -119,15 +127,21 @@ func TestManagerActiveAndOutlier(t *testing.T) {
 		}
 	}
 	waitUntil(t, "two ejected", func() bool { return states(m, "passive")[Ejected] == 2 })
-	for range 20 { // the third keeps failing: still not ejected
-		passive[2].Begin()
-		passive[2].End(endpoint.Failure)
+	// The third keeps failing: each run of three trips the manager, which
+	// takes the trip (resetting the run) and still ejects no third.
+	run := &passive[2].Stats.GatewayFailuresInARow
+	for i := range 7 {
+		waitUntil(t, "the run's trip taken", func() bool { return run.Load() == 0 })
+		if n := states(m, "passive")[Ejected]; n != 2 {
+			t.Fatalf("after %d runs: %d ejected, want 2 (max_ejection_percent 50 of 4)", i, n)
+		}
+		for range 3 {
+			passive[2].Begin()
+			passive[2].End(endpoint.Failure)
+		}
 	}
-	time.Sleep(20 * time.Millisecond)
-	if n := states(m, "passive")[Ejected]; n != 2 {
-		t.Fatalf("%d ejected, want 2 (max_ejection_percent 50 of 4)", n)
-	}
-	p := m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: 500 * time.Millisecond}, passive)
+	waitUntil(t, "the last run's trip taken", func() bool { return run.Load() == 0 })
+	p := m.Apply("passive", UpstreamOptions{Outlier: oo, SlowStart: slow}, passive)
 	zero := 0
 	for _, e := range p.Endpoints {
 		if e.Weight == 0 {
@@ -137,17 +151,58 @@ func TestManagerActiveAndOutlier(t *testing.T) {
 	if zero != 2 || p.Panic {
 		t.Fatalf("plan has %d endpoints at weight 0 (panic %v), want 2", zero, p.Panic)
 	}
-	waitUntil(t, "ejection over, slow start", func() bool { return states(m, "passive")[SlowStart] == 2 })
-	waitUntil(t, "slow start over", func() bool { return states(m, "passive")[Healthy] == 4 })
+
+	ejectedAt := since(t, m, "passive", Ejected)
+	clk.Advance(ejectedAt.Add(oo.BaseEjectionTime - time.Millisecond).Sub(clk.Now()))
+	if n := states(m, "passive")[Ejected]; n != 2 {
+		t.Fatalf("1 ms before the ejection time: %d ejected, want 2", n)
+	}
+	stepUntil(t, clk, step, "ejection over, slow start", func() bool { return states(m, "passive")[SlowStart] == 2 })
+	rampFrom := since(t, m, "passive", SlowStart)
+	if d := rampFrom.Sub(ejectedAt); d < oo.BaseEjectionTime {
+		t.Fatalf("ejection lasted %v, want >= %v", d, oo.BaseEjectionTime)
+	}
+	clk.Advance(rampFrom.Add(slow - time.Millisecond).Sub(clk.Now()))
+	if n := states(m, "passive")[SlowStart]; n != 2 {
+		t.Fatalf("1 ms before the slow-start window ends: %d in slow start, want 2", n)
+	}
+	stepUntil(t, clk, step, "slow start over", func() bool { return states(m, "passive")[Healthy] == 4 })
 	v, _ := m.View("passive")
 	if v.EjectionsTotal["consecutive_gateway_failures"] != 2 {
 		t.Fatalf("ejections = %v", v.EjectionsTotal)
 	}
-	select {
-	case <-changes:
-	default:
-		t.Fatal("OnChange never called")
+	stepUntil(t, clk, step, "OnChange naming both upstreams", func() bool {
+		_, a := named.Load("checked")
+		_, b := named.Load("passive")
+		return a && b
+	})
+}
+
+// since returns when upstream name's endpoints in state s entered it (the
+// latest, if they differ); it fails the test when none is in s.
+func since(t *testing.T, m *Manager, name string, s State) time.Time {
+	t.Helper()
+	v, _ := m.View(name)
+	var at time.Time
+	for _, e := range v.Endpoints {
+		if e.State == s && e.Since.After(at) {
+			at = e.Since
+		}
 	}
+	if at.IsZero() {
+		t.Fatalf("no endpoint of %s is %s", name, s)
+	}
+	return at
+}
+
+// settled waits until the Manager's loop has taken every outlier signal
+// sent so far and finished handling it: the signal slot is empty, and a
+// kick sent after that has been taken too (the loop takes one per turn).
+func settled(t *testing.T, m *Manager) {
+	t.Helper()
+	waitUntil(t, "signals taken", func() bool { return len(m.trip) == 0 })
+	m.poke()
+	waitUntil(t, "the loop's next turn", func() bool { return len(m.kick) == 0 })
 }
 
 // TestManagerStopWithoutStart and twice: no goroutine, no hang.
@@ -166,7 +221,7 @@ func TestManagerStopWithoutStart(t *testing.T) {
 // time comes from the injected clock.
 func TestApplySlowStartsJoiners(t *testing.T) {
 	now := t0
-	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}, Now: func() time.Time { return now }})
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}, Clock: nowFunc(func() time.Time { return now })})
 	o := UpstreamOptions{SlowStart: 10 * time.Second}
 	eps := testEndpoints(3)
 	eps[2].Weight = 0
@@ -199,10 +254,11 @@ func TestApplySlowStartsJoiners(t *testing.T) {
 
 // TestManagerEjectsRefusedAtOnce: one refused connection ejects an
 // endpoint without any outlier detection block, within the ejection cap;
-// the ejection ends after its base time; an upstream without Refused
-// ignores the mark.
+// the ejection ends after its base time (on a fake clock); an upstream
+// without Refused ignores the mark.
 func TestManagerEjectsRefusedAtOnce(t *testing.T) {
-	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}})
+	clk := newFakeClock(t0)
+	m := New(Options{Logger: quietLogger(), OnChange: func([]string) {}, Clock: clk})
 	ro := &OutlierOptions{BaseEjectionTime: 300 * time.Millisecond, MaxEjectionTime: time.Second, MaxEjectionPercent: 50}
 	eps := testEndpoints(4)
 	m.Apply("u", UpstreamOptions{Refused: ro}, eps)
@@ -210,8 +266,9 @@ func TestManagerEjectsRefusedAtOnce(t *testing.T) {
 	m.Apply("off", UpstreamOptions{}, off)
 	m.Start()
 	defer m.Stop()
+	clk.quiet = managerQuiet(m, nil)
 
-	now := time.Now().UnixNano()
+	now := clk.Now().UnixNano()
 	eps[0].Stats.Refused(now)
 	waitUntil(t, "one ejected", func() bool { return states(m, "u")[Ejected] == 1 })
 	for _, e := range eps[1:] { // two more refuse: only one more may go (50 % of 4)
@@ -220,7 +277,7 @@ func TestManagerEjectsRefusedAtOnce(t *testing.T) {
 	waitUntil(t, "two ejected", func() bool { return states(m, "u")[Ejected] == 2 })
 	off[0].Stats.Refused(now)
 	eps[3].Stats.Refused(now) // a signal to make the loop scan again
-	time.Sleep(20 * time.Millisecond)
+	settled(t, m)
 	if n := states(m, "u")[Ejected]; n != 2 {
 		t.Fatalf("%d ejected, want 2 (max_ejection_percent 50 of 4)", n)
 	}
@@ -242,8 +299,74 @@ func TestManagerEjectsRefusedAtOnce(t *testing.T) {
 	if zero != 2 {
 		t.Fatalf("plan has %d endpoints at weight 0, want 2", zero)
 	}
-	waitUntil(t, "ejections over", func() bool { return states(m, "u")[Healthy] == 4 })
+	clk.Advance(ro.BaseEjectionTime - time.Millisecond)
+	if n := states(m, "u")[Ejected]; n != 2 {
+		t.Fatalf("1 ms before the ejection time: %d ejected, want 2", n)
+	}
+	stepUntil(t, clk, time.Millisecond, "ejections over", func() bool { return states(m, "u")[Healthy] == 4 })
 	if !eps[0].Stats.RefusedSince(now) || eps[0].Stats.RefusedSince(now+1) {
 		t.Fatal("RefusedSince does not report the mark")
+	}
+}
+
+// nowFunc is a Clock that only tells the time (for tests that call Apply
+// and View without starting the Manager).
+type nowFunc func() time.Time
+
+func (f nowFunc) Now() time.Time { return f() }
+
+func (nowFunc) AfterFunc(time.Duration, func()) func() bool { return func() bool { return true } }
+
+// TestManagerHangingCheckTimesOut: a check that never answers ends at its
+// timeout on the Manager's clock, and unhealthy_after such checks mark the
+// endpoint unhealthy no sooner than (unhealthy_after-1) jittered intervals
+// plus one timeout after it started hanging, and no later than
+// unhealthy_after intervals plus one timeout (the gateway's real-socket
+// version of this bound runs in the load step: TestActiveCheckDetectionTime).
+func TestManagerHangingCheckTimesOut(t *testing.T) {
+	const (
+		interval       = 100 * time.Millisecond
+		timeout        = 50 * time.Millisecond
+		unhealthyAfter = 3
+		step           = time.Millisecond
+	)
+	var hang atomic.Bool
+	var timedOut, parked atomic.Int64
+	clk := newFakeClock(t0)
+	m := New(Options{
+		Logger: quietLogger(), OnChange: func([]string) {}, Clock: clk,
+		Probe: func(ctx context.Context, addr string, c *CheckOptions) error {
+			if !hang.Load() {
+				return nil
+			}
+			parked.Add(1)
+			<-ctx.Done() // a backend that accepts and never answers
+			parked.Add(-1)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) { // not Stop's cancel
+				timedOut.Add(1)
+				if dl, ok := ctx.Deadline(); !ok || dl.After(clk.Now()) {
+					t.Errorf("check timed out before its deadline %v (now %v)", dl, clk.Now())
+				}
+			}
+			return errors.New("timed out")
+		},
+	})
+	eps := testEndpoints(2)
+	m.Apply("u", UpstreamOptions{Check: &CheckOptions{HTTPPath: "/healthz", Interval: interval, Timeout: timeout, HealthyAfter: 1, UnhealthyAfter: unhealthyAfter}}, eps)
+	m.Start()
+	defer m.Stop()
+	clk.quiet = managerQuiet(m, &parked)
+	stepUntil(t, clk, step, "a round of checks", func() bool { return states(m, "u")[Healthy] == 2 && clk.Now().Sub(t0) >= 2*interval })
+
+	hang.Store(true)
+	took := stepUntil(t, clk, step, "unhealthy", func() bool { return states(m, "u")[Unhealthy] == 2 })
+	lower := (unhealthyAfter-1)*interval*9/10 + timeout
+	upper := unhealthyAfter*interval + timeout
+	t.Logf("hanging checks marked unhealthy after %v on the clock (bounds %v..%v)", took, lower, upper)
+	if took < lower || took > upper+2*step {
+		t.Errorf("took %v on the clock, want %v..%v", took, lower, upper)
+	}
+	if n := timedOut.Load(); n < 2*unhealthyAfter {
+		t.Errorf("%d checks ended by their timeout, want >= %d", n, 2*unhealthyAfter)
 	}
 }

@@ -54,6 +54,10 @@ type RetryPolicy struct {
 	// ReplayBodyLimit is the largest request body buffered so that it can be
 	// sent again; requests with larger bodies are not retried once sent.
 	ReplayBodyLimit int64
+	// Rand is the backoff's random source: a uniform value in [0, n) for
+	// n > 0, safe for concurrent use. nil means math/rand/v2's Int64N;
+	// tests set it to make each wait exact.
+	Rand func(n int64) int64
 }
 
 func (p *RetryPolicy) retriesStatus(code int) bool {
@@ -76,7 +80,11 @@ func (p *RetryPolicy) backoff(n int) time.Duration {
 	if ceiling <= 0 {
 		return 0
 	}
-	return time.Duration(rand.Int64N(int64(ceiling)))
+	draw := p.Rand
+	if draw == nil {
+		draw = rand.Int64N
+	}
+	return time.Duration(draw(int64(ceiling)))
 }
 
 // failure names why an attempt failed, as retry conditions and the

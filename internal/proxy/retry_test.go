@@ -92,3 +92,31 @@ func TestRetryWaitHonoursRetryAfter(t *testing.T) {
 		t.Errorf("unparseable Retry-After: wait %v ok %v; want the plain backoff", w, ok)
 	}
 }
+
+// TestBackoffUsesRand: the wait before retry n is drawn from the policy's
+// random source over exactly [0, min(max, base·2^(n-1))), and the draw is
+// the wait; a Retry-After longer than the draw wins, a shorter one loses.
+func TestBackoffUsesRand(t *testing.T) {
+	var asked int64
+	draw := func(n int64) int64 { asked = n; return n - 1 }
+	p := &RetryPolicy{BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Rand: draw}
+	for n, ceiling := range map[int]time.Duration{1: 10 * time.Millisecond, 3: 40 * time.Millisecond, 5: 100 * time.Millisecond, 40: 100 * time.Millisecond} {
+		if d := p.backoff(n); d != ceiling-1 || asked != int64(ceiling) {
+			t.Errorf("retry %d: backoff %v drawn over [0, %v), want %v over [0, %v)", n, d, time.Duration(asked), ceiling-1, ceiling)
+		}
+	}
+	p.Rand = func(int64) int64 { return 0 }
+	if d := p.backoff(2); d != 0 {
+		t.Errorf("draw 0: backoff %v, want 0", d)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	p = &RetryPolicy{BackoffBase: 4 * time.Second, BackoffMax: 8 * time.Second, Rand: draw}
+	r := &http.Response{Header: http.Header{"Retry-After": {"1"}}}
+	if w, ok := retryWait(p, r, 1, now); !ok || w != 4*time.Second-1 {
+		t.Errorf("backoff 4s-1ns, Retry-After 1s: wait %v ok %v; want the backoff", w, ok)
+	}
+	r.Header.Set("Retry-After", "6")
+	if w, ok := retryWait(p, r, 1, now); !ok || w != 6*time.Second {
+		t.Errorf("backoff 4s-1ns, Retry-After 6s: wait %v ok %v; want 6s", w, ok)
+	}
+}
