@@ -49,16 +49,11 @@ func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[s
 // leastRequest reads `least_request`.
 func (p *parser) leastRequest(path string, n *yaml.Node) *LeastRequest {
 	lr := defaultLeastRequest()
-	f, ok := p.fields(path, n, "ewma", "tau")
+	f, ok := p.block(path, n, leastRequestBlock)
 	if !ok {
 		return lr
 	}
-	if v := f["ewma"]; v != nil {
-		if b, ok := p.boolean(key(path, "ewma"), v); ok {
-			lr.EWMA = b
-		}
-	}
-	p.durationField(f, path, "tau", &lr.Tau)
+	p.bind(f, path, leastRequestBlock, lr)
 	return lr
 }
 
