@@ -23,13 +23,10 @@ import (
 // entry still gives the schema its kind and bounds, which the hand-written
 // reader uses from the same constants.
 //
-// Converted so far: the root, tls, admin, server (and server.paths), log,
-// metrics, memory, upstreams.<name> with timeouts, retry (backoff,
-// budget), limits, least_request, health_check (http), outlier_detection
-// and zones, endpoints[], routes[] with match. Still described only as an
-// open mapping or list (their keys live in their readers): discovery
-// (and etcd), consistent_hash, admin.tokens, routes[].anonymous_limits
-// and apps.
+// Every block of the file is described here. Two values stay open (any
+// value) in the schema because their form is a choice the table does not
+// model: limits.max_concurrency (a number or "adaptive") and retry.on
+// (condition names and status codes mixed).
 
 // fieldKind is how a field's value is written.
 type fieldKind uint8
@@ -70,8 +67,12 @@ type field struct {
 	sub *block
 	// item describes a kindList's items.
 	item *field
-	// minItems is the fewest items a kindList, or entries a kindMap, holds.
-	minItems int
+	// minItems and maxItems bound the items of a kindList, or the entries
+	// of a kindMap (maxItems 0: no bound).
+	minItems, maxItems int
+	// pattern is a regular expression a kindString must match (the schema
+	// only: the walker checks the same rule by hand).
+	pattern string
 	// omit names fields of sub that this use of the block refuses (a
 	// route's retry has no budget); they stay keys, for a better message.
 	omit []string
@@ -150,10 +151,12 @@ func (p *parser) bindOne(path string, v *yaml.Node, fd *field, ptr any) bool {
 			switch d := ptr.(type) {
 			case *int:
 				*d = int(i)
+			case *int64:
+				*d = i
 			case *uint32:
 				*d = uint32(i)
 			default:
-				panic("config: bind of " + path + " is not *int or *uint32")
+				panic("config: bind of " + path + " is not *int, *int64 or *uint32")
 			}
 		}
 		return ok
@@ -213,10 +216,16 @@ var (
 		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable"},
 	)
 
+	adminTokenBlock = newBlock(
+		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens"},
+		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do"},
+	)
+
 	adminBlock = newBlock(
 		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port"},
 		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set"},
-		field{name: "tokens", kind: kindOpen, doc: "scoped admin tokens (not yet described field by field)"},
+		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
+			doc: "admin tokens with a scope, each in its own file"},
 	)
 
 	serverPathsBlock = newBlock(
@@ -286,11 +295,37 @@ var (
 			bind: at(func(l *LeastRequest) *time.Duration { return &l.Tau })},
 	)
 
+	consistentHashBlock = newBlock(
+		field{name: "hash_on", kind: kindString, required: true, doc: hashOnForms},
+	)
+
+	etcdBlock = newBlock(
+		field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
+			doc: "etcd members: host:port or http(s)://host:port, distinct"},
+		field{name: "prefix", kind: kindString, required: true, pattern: "^/(.*/)?$", doc: `key prefix of the upstream's instances, starting and ending with "/"`},
+		field{name: "dial_timeout", kind: kindDuration, def: DefaultEtcdDialTimeout, doc: "time to connect to etcd",
+			bind: at(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
+	)
+
+	discoveryBlock = newBlock(
+		field{name: "file", kind: kindString, nonEmpty: true, doc: "JSON file of instances, watched for changes"},
+		field{name: "etcd", kind: kindBlock, sub: etcdBlock, doc: "instances under a prefix of an etcd cluster"},
+		field{name: "push", kind: kindBool, doc: "instances pushed through the admin API"},
+		field{name: "max_drop_fraction", kind: kindFraction, def: DefaultDiscoveryMaxDropFraction,
+			doc:  "largest share of endpoints one update may remove before it is held for confirmation",
+			bind: at(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
+		field{name: "confirm_after", kind: kindDuration, def: DefaultDiscoveryConfirmAfter, doc: "how long a held update must persist to apply",
+			bind: at(func(d *Discovery) *time.Duration { return &d.ConfirmAfter })},
+		field{name: "max_weight", kind: kindInt, lo: minDiscoveryMaxWeight, hi: maxDiscoveryMaxWeight, def: DefaultDiscoveryMaxWeight,
+			doc:  "cap on a discovered instance's weight",
+			bind: at(func(d *Discovery) *uint32 { return &d.MaxWeight })},
+	)
+
 	endpointBlock = newBlock(
 		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint"},
 		field{name: "weight", kind: kindInt, lo: 0, hi: maxWeight, def: DefaultWeight, doc: "share of requests; 0 drains the endpoint",
 			bind: at(func(e *Endpoint) *uint32 { return &e.Weight })},
-		field{name: "zone", kind: kindString, doc: "zone the endpoint runs in (a name)"},
+		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in"},
 	)
 
 	timeoutsBlock = newBlock(
@@ -384,8 +419,8 @@ var (
 	)
 
 	zonesBlock = newBlock(
-		field{name: "local", kind: kindString, required: true, doc: "the zone this levee runs in"},
-		field{name: "failover", kind: kindList, item: &field{kind: kindString}, doc: "other zones to fail over to, nearest first (at most 16)"},
+		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in"},
+		field{name: "failover", kind: kindList, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
 		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
 			doc:  "factor on a zone's healthy share before traffic spills over",
 			bind: at(func(z *Zones) *float64 { return &z.Overprovisioning })},
@@ -395,8 +430,8 @@ var (
 		field{name: "balancer", kind: kindEnum, enum: balancers, def: DefaultBalancer, doc: "how an endpoint is picked",
 			bind: at(func(u *Upstream) *string { return &u.Balancer })},
 		field{name: "least_request", kind: kindBlock, sub: leastRequestBlock, doc: "options of balancer least_request"},
-		field{name: "consistent_hash", kind: kindOpen, doc: `options of balancer consistent_hash: {hash_on: "header:X-User"}`},
-		field{name: "discovery", kind: kindOpen, doc: "where endpoints come from besides the list: file, etcd or push"},
+		field{name: "consistent_hash", kind: kindBlock, sub: consistentHashBlock, doc: "options of balancer consistent_hash; required with it"},
+		field{name: "discovery", kind: kindBlock, sub: discoveryBlock, doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
 		field{name: "endpoints", kind: kindList, minItems: 1, item: &field{kind: kindBlock, sub: endpointBlock},
 			doc: "the endpoints; required unless discovery is set"},
 		field{name: "timeouts", kind: kindBlock, sub: timeoutsBlock, doc: "upstream connection timeouts",
@@ -416,6 +451,43 @@ var (
 		field{name: "zones", kind: kindBlock, sub: zonesBlock, doc: "zone-aware routing; off when omitted"},
 	)
 
+	quotaBlock = newBlock(
+		field{name: "requests", kind: kindInt, lo: 1, hi: maxQuotaRequests, required: true, doc: "requests allowed per period",
+			bind: at(func(q *Quota) *int64 { return &q.Requests })},
+		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h"},
+	)
+
+	anonymousLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted"},
+	)
+
+	routeLimitBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+	)
+
+	appLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+		field{name: "max_concurrency", kind: kindInt, lo: 1, hi: maxAppConcurrency, doc: "requests in flight at once",
+			bind: at(func(l *AppLimits) *int { return &l.MaxConcurrency })},
+	)
+
+	appBlock = newBlock(
+		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique"},
+		field{name: "name", kind: kindString, doc: "display name; the id when omitted"},
+		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
+			bind: at(func(a *App) *string { return &a.Status })},
+		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
+			doc: "SHA-256 of each API key, as hex; unique across apps"},
+		field{name: "grants", kind: kindList, maxItems: maxAppGrants, item: &field{kind: kindString, pattern: namePattern}, doc: "the routes the app may call"},
+		field{name: "limits", kind: kindBlock, sub: appLimitsBlock, doc: "the app's limits across its routes"},
+		field{name: "route_limits", kind: kindMap, sub: routeLimitBlock, doc: "per route overrides; each key one of grants"},
+	)
+
 	matchBlock = newBlock(
 		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`},
 		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries"},
@@ -425,9 +497,9 @@ var (
 	)
 
 	routeBlock = newBlock(
-		field{name: "name", kind: kindString, required: true, doc: "the route's name, unique"},
+		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique"},
 		field{name: "match", kind: kindBlock, sub: matchBlock, doc: "the requests the route takes; every request when omitted"},
-		field{name: "upstream", kind: kindString, required: true, doc: "the upstream requests go to"},
+		field{name: "upstream", kind: kindString, required: true, pattern: namePattern, doc: "the upstream requests go to"},
 		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: maxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
 			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
 		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
@@ -437,7 +509,7 @@ var (
 			bind: at(func(r *Route) *string { return &r.Priority })},
 		field{name: "auth", kind: kindEnum, enum: authModes, def: DefaultRouteAuth, doc: "how callers are identified",
 			bind: at(func(r *Route) *string { return &r.Auth })},
-		field{name: "anonymous_limits", kind: kindOpen, doc: "rate limits of callers with auth: none"},
+		field{name: "anonymous_limits", kind: kindBlock, sub: anonymousLimitsBlock, doc: "rate limit per client address, with auth: none"},
 		field{name: "forward_trailers", kind: kindList, item: &field{kind: kindString}, doc: "trailers passed through"},
 		field{name: "upgrades", kind: kindList, item: &field{kind: kindString}, doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
 	)
@@ -457,6 +529,7 @@ var (
 		field{name: "upstreams", kind: kindMap, sub: upstreamBlock, required: true, minItems: 1, doc: "upstreams by name"},
 		field{name: "routes", kind: kindList, required: true, minItems: 1, item: &field{kind: kindBlock, sub: routeBlock},
 			doc: "routes; the most specific match wins"},
-		field{name: "apps", kind: kindOpen, doc: "API consumers, their keys, grants and limits"},
+		field{name: "apps", kind: kindList, maxItems: maxApps, item: &field{kind: kindBlock, sub: appBlock},
+			doc: "API consumers, their keys, grants and limits"},
 	)
 )

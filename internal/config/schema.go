@@ -38,8 +38,8 @@ var namePattern = fmt.Sprintf(`^[a-z0-9_.-]{1,%d}$`, maxNameLen)
 // newline. Editors use it to complete and check a file as it is written.
 // It states each field's kind, bounds, allowed values and default, and
 // refuses unknown keys of every described block; it is looser than Parse
-// (cross-field rules, addresses, names and the blocks not yet described
-// are Parse's alone), so `levee validate` stays the authority: a file
+// (cross-field rules, addresses, most names, and the two values it leaves
+// open are Parse's alone), so `levee validate` stays the authority: a file
 // Parse accepts always validates against it, not the other way round.
 func JSONSchema() []byte {
 	s := blockSchema(rootBlock, nil)
@@ -88,6 +88,9 @@ func fieldSchema(f *field) map[string]any {
 		if f.required || f.nonEmpty {
 			s["minLength"] = 1
 		}
+		if f.pattern != "" {
+			s["pattern"] = f.pattern
+		}
 	case kindEnum:
 		s = map[string]any{"type": "string", "enum": f.enum}
 	case kindInt:
@@ -117,10 +120,16 @@ func fieldSchema(f *field) map[string]any {
 		if f.minItems > 0 {
 			s["minProperties"] = f.minItems
 		}
+		if f.maxItems > 0 {
+			s["maxProperties"] = f.maxItems
+		}
 	case kindList:
 		s = map[string]any{"type": "array", "items": fieldSchema(f.item)}
 		if f.minItems > 0 {
 			s["minItems"] = f.minItems
+		}
+		if f.maxItems > 0 {
+			s["maxItems"] = f.maxItems
 		}
 	case kindOpen:
 		s = map[string]any{}

@@ -172,6 +172,11 @@ func TestSchemaRefuses(t *testing.T) {
 		{"no upstreams", head + "upstreams: {}\n" + routes, "upstreams: fewer than 1 properties"},
 		{"upstream name", head + "upstreams:\n  Video:\n    endpoints: [{address: \"10.0.0.1:80\"}]\n" + routes, `upstreams: property name "Video"`},
 		{"empty state_dir", head + upstreams + routes + "state_dir: \"\"\n", "state_dir: shorter than 1"},
+		{"discovery key", head + "upstreams:\n  video:\n    discovery: {push: true, max_weigth: 5}\n" + routes, "upstreams.video.discovery: unknown field max_weigth"},
+		{"app key", head + upstreams + routes + "apps:\n  - {id: a, grant: [api]}\n", "apps[0]: unknown field grant"},
+		{"app key hash", head + upstreams + routes + "apps:\n  - {id: a, api_key_sha256: [abc]}\n", `apps[0].api_key_sha256[0]: "abc" does not match`},
+		{"token scope", "listen: \":8080\"\nadmin: {listen: \"127.0.0.1:9090\", tokens: [{file: x, scope: root}]}\n" + upstreams + routes, `admin.tokens[0].scope: "root" not in enum`},
+		{"quota requests", head + upstreams + routes + "apps:\n  - {id: a, limits: {quota: {requests: 0, per: 1h}}}\n", "apps[0].limits.quota.requests: below minimum 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Parse([]byte(tc.doc)); err == nil {
@@ -214,6 +219,9 @@ func TestFieldDefaults(t *testing.T) {
 		{"zones", zonesBlock, defaultZones()},
 		{"route", routeBlock, ptr(defaultRoute())},
 		{"match", matchBlock, ptr(defaultRoute().Match)},
+		{"discovery", discoveryBlock, defaultDiscovery()},
+		{"etcd", etcdBlock, defaultEtcdDiscovery()},
+		{"app", appBlock, &App{Status: DefaultAppStatus}},
 	} {
 		for _, f := range tc.b.fields {
 			if f.bind == nil || f.kind == kindBlock {
@@ -240,7 +248,7 @@ func TestFieldTable(t *testing.T) {
 	want := map[fieldKind][]reflect.Type{
 		kindString:   {reflect.TypeFor[*string]()},
 		kindEnum:     {reflect.TypeFor[*string]()},
-		kindInt:      {reflect.TypeFor[*int](), reflect.TypeFor[*uint32]()},
+		kindInt:      {reflect.TypeFor[*int](), reflect.TypeFor[*int64](), reflect.TypeFor[*uint32]()},
 		kindNumber:   {reflect.TypeFor[*float64]()},
 		kindFraction: {reflect.TypeFor[*float64]()},
 		kindBool:     {reflect.TypeFor[*bool]()},
@@ -300,6 +308,11 @@ func TestFieldTable(t *testing.T) {
 		{healthCheckBlock, reflect.TypeFor[*HealthCheck]()}, {outlierDetectionBlock, reflect.TypeFor[*OutlierDetection]()},
 		{zonesBlock, reflect.TypeFor[*Zones]()}, {leastRequestBlock, reflect.TypeFor[*LeastRequest]()},
 		{memoryBlock, reflect.TypeFor[*Memory]()}, {timeoutsBlock, reflect.TypeFor[*Timeouts]()},
+		{discoveryBlock, reflect.TypeFor[*Discovery]()}, {etcdBlock, reflect.TypeFor[*EtcdDiscovery]()},
+		{quotaBlock, reflect.TypeFor[*Quota]()}, {appLimitsBlock, reflect.TypeFor[*AppLimits]()},
+		{appBlock, reflect.TypeFor[*App]()}, {anonymousLimitsBlock, reflect.TypeFor[*AnonymousLimits]()},
+		{routeLimitBlock, reflect.TypeFor[*RouteLimit]()}, {adminTokenBlock, reflect.TypeFor[*AdminToken]()},
+		{consistentHashBlock, reflect.TypeFor[*ConsistentHash]()},
 	} {
 		delete(seen, b.b)
 		walk("("+b.dst.Elem().Name()+")", b.b, b.dst)
@@ -320,7 +333,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		switch k {
 		case "$schema", "$id", "title", "description", "default", "type", "enum", "minimum", "maximum", "exclusiveMinimum",
 			"minLength", "pattern", "properties", "additionalProperties", "required", "minProperties", "propertyNames",
-			"items", "minItems", "anyOf":
+			"items", "minItems", "maxItems", "maxProperties", "anyOf":
 		default:
 			bad("the validator does not know keyword %q", k)
 		}
@@ -399,10 +412,16 @@ func validate(schema map[string]any, v any, path string) []string {
 		if n, ok := schema["minProperties"].(float64); ok && float64(len(m)) < n {
 			bad("fewer than %v properties", n)
 		}
+		if n, ok := schema["maxProperties"].(float64); ok && float64(len(m)) > n {
+			bad("more than %v properties", n)
+		}
 	}
 	if a, ok := v.([]any); ok {
 		if n, ok := schema["minItems"].(float64); ok && float64(len(a)) < n {
 			bad("fewer than %v items", n)
+		}
+		if n, ok := schema["maxItems"].(float64); ok && float64(len(a)) > n {
+			bad("more than %v items", n)
 		}
 		if is, ok := schema["items"].(map[string]any); ok {
 			for i, x := range a {

@@ -3,7 +3,6 @@ package config
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -115,18 +114,6 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if listenOK && sameBinding(s, c.Listen) {
 		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
 	}
-}
-
-// durationField sets *dst from f[name] when the file sets it.
-func (p *parser) durationField(f map[string]*yaml.Node, path, name string, dst *time.Duration) bool {
-	if v := f[name]; v != nil {
-		d, ok := p.duration(key(path, name), v)
-		if ok {
-			*dst = d
-		}
-		return ok
-	}
-	return true
 }
 
 // upstreams reads `upstreams` into c. It returns every name declared,
