@@ -23,10 +23,7 @@ import (
 // entry still gives the schema its kind and bounds, which the hand-written
 // reader uses from the same constants.
 //
-// Every block of the file is described here. Two values stay open (any
-// value) in the schema because their form is a choice the table does not
-// model: limits.max_concurrency (a number or "adaptive") and retry.on
-// (condition names and status codes mixed).
+// Every block of the file is described here.
 
 // fieldKind is how a field's value is written.
 type fieldKind uint8
@@ -43,7 +40,7 @@ const (
 	kindBlock                         // a mapping described by sub (null: every default)
 	kindMap                           // a mapping of names to blocks described by sub
 	kindList                          // a sequence of items described by item
-	kindOpen                          // a value this table does not describe yet
+	kindEither                        // any one of the forms in field.either
 )
 
 // field describes one key of a block.
@@ -63,10 +60,12 @@ type field struct {
 	required bool
 	// nonEmpty strings may be omitted but not set to "".
 	nonEmpty bool
-	// sub describes a kindBlock's or kindMap's values; nil for kindOpen.
+	// sub describes a kindBlock's or kindMap's values.
 	sub *block
 	// item describes a kindList's items.
 	item *field
+	// either lists the forms of a kindEither value.
+	either []field
 	// minItems and maxItems bound the items of a kindList, or the entries
 	// of a kindMap (maxItems 0: no bound).
 	minItems, maxItems int
@@ -357,7 +356,8 @@ var (
 		field{name: "attempts", kind: kindInt, lo: minRetryAttempts, hi: maxRetryAttempts, def: DefaultRetryAttempts,
 			doc:  "tries in all, the first included",
 			bind: at(func(r *Retry) *int { return &r.Attempts })},
-		field{name: "on", kind: kindList, minItems: 1, item: &field{kind: kindOpen},
+		field{name: "on", kind: kindList, minItems: 1, item: &field{kind: kindEither, either: []field{
+			{kind: kindEnum, enum: retryConditions}, {kind: kindInt, lo: minRetryStatus, hi: maxRetryStatus}}},
 			doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response" or a status from 400 to 599`},
 		field{name: "per_try_timeout", kind: kindDuration, def: nil,
 			doc:  "deadline of each try; none when omitted",
@@ -370,7 +370,8 @@ var (
 	)
 
 	limitsBlock = newBlock(
-		field{name: "max_concurrency", kind: kindOpen, required: true, doc: limitRule},
+		field{name: "max_concurrency", kind: kindEither, required: true, doc: limitRule, either: []field{
+			{kind: kindInt, lo: 1, hi: maxConcurrencyCap}, {kind: kindEnum, enum: []string{adaptiveLimit}}}},
 		field{name: "min", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "lowest adaptive limit"},
 		field{name: "max", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "highest adaptive limit"},
 		field{name: "max_queue", kind: kindInt, lo: 0, hi: maxQueueCap, doc: "requests waiting at once; twice a static limit, or 256 with adaptive",

@@ -38,8 +38,8 @@ var namePattern = fmt.Sprintf(`^[a-z0-9_.-]{1,%d}$`, maxNameLen)
 // newline. Editors use it to complete and check a file as it is written.
 // It states each field's kind, bounds, allowed values and default, and
 // refuses unknown keys of every described block; it is looser than Parse
-// (cross-field rules, addresses, most names, and the two values it leaves
-// open are Parse's alone), so `levee validate` stays the authority: a file
+// (cross-field rules, addresses, hash_on forms and duplicates are
+// Parse's alone), so `levee validate` stays the authority: a file
 // Parse accepts always validates against it, not the other way round.
 func JSONSchema() []byte {
 	s := blockSchema(rootBlock, nil)
@@ -131,8 +131,12 @@ func fieldSchema(f *field) map[string]any {
 		if f.maxItems > 0 {
 			s["maxItems"] = f.maxItems
 		}
-	case kindOpen:
-		s = map[string]any{}
+	case kindEither:
+		forms := make([]any, len(f.either))
+		for i := range f.either {
+			forms[i] = fieldSchema(&f.either[i])
+		}
+		s = map[string]any{"anyOf": forms}
 	default:
 		panic(fmt.Sprintf("config: field %q has no kind", f.name))
 	}
@@ -160,7 +164,6 @@ func nullable(s map[string]any) {
 			s["enum"] = append(vals, nil)
 		}
 	}
-	// An open schema ({}) accepts null already.
 }
 
 // jsonDefault returns a default as the file writes it, and false when
