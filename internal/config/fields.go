@@ -385,7 +385,7 @@ var (
 
 	httpCheckBlock = newBlock(
 		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes"},
-		field{name: "expect", kind: kindList, minItems: 1,
+		field{name: "expect", kind: kindList, minItems: 1, maxItems: maxExpectStatuses,
 			item: &field{kind: kindInt, lo: minHealthCheckStatus, hi: maxHealthCheckStatus}, doc: "statuses that count as healthy (1 to 16)"},
 	)
 
@@ -421,7 +421,7 @@ var (
 
 	zonesBlock = newBlock(
 		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in"},
-		field{name: "failover", kind: kindList, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
+		field{name: "failover", kind: kindList, maxItems: maxFailoverZones, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
 		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
 			doc:  "factor on a zone's healthy share before traffic spills over",
 			bind: at(func(z *Zones) *float64 { return &z.Overprovisioning })},
@@ -492,7 +492,7 @@ var (
 	matchBlock = newBlock(
 		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`},
 		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries"},
-		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString}, doc: "methods matched; any when omitted"},
+		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString, pattern: tokenPattern}, doc: "methods matched; any when omitted"},
 		field{name: "raw_path", kind: kindBool, doc: "match the path as sent rather than normalised",
 			bind: at(func(m *Match) *bool { return &m.RawPath })},
 	)

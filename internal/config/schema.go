@@ -30,6 +30,9 @@ var sizePattern = func() string {
 	return `^[0-9]+ *(` + strings.Join(names, "|") + `)$`
 }()
 
+// tokenPattern matches an HTTP token (validToken), such as a method.
+const tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+
 // namePattern matches a valid upstream name (validName).
 var namePattern = fmt.Sprintf(`^[a-z0-9_.-]{1,%d}$`, maxNameLen)
 
