@@ -7,7 +7,8 @@ import (
 )
 
 // This file is the one description of the config file's fields: for each
-// block, its fields in the order the file documents them, each with its
+// block, its fields in the walker's order (of two names equally close to a
+// misspelt key, "did you mean" offers the earlier), each with its
 // name, kind, bounds, default and a doc line. The walker takes a block's
 // allowed keys (and so its "did you mean" candidates) from here, reads
 // every field that has a bind generically (kind and bounds from here), and
@@ -21,9 +22,8 @@ import (
 // cross-field check that needs more than "was it valid", or has a form no
 // kind captures (addresses, names, lists with duplicate checks). Its
 // entry still gives the schema its kind and bounds, which the hand-written
-// reader uses from the same constants.
-//
-// Every block of the file is described here.
+// reader uses from the same constants. Every mapping the walker reads
+// has a table here, so the schema leaves no value open.
 
 // fieldKind is how a field's value is written.
 type fieldKind uint8

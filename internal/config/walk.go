@@ -10,7 +10,9 @@ import (
 // This file maps the YAML tree onto the Config types, one method per type.
 // Each method starts from the defaults, overwrites what the file sets, and
 // reports what is wrong; cross-field checks run once the parts they
-// compare have been read.
+// compare have been read. A block's keys, and the reading of every field
+// that has no rule of its own, come from its table in fields.go (p.block,
+// p.bind); the code here reads the rest.
 
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
