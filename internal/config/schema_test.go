@@ -493,3 +493,17 @@ func number(v any) (float64, bool) {
 	}
 	return 0, false
 }
+
+// TestEndpointBadZoneIsNotCompared pins the fix of a lost value in
+// endpoint (staticcheck SA4006): an endpoint whose zone is invalid is
+// wrong, like one whose weight is, so it is left out of the duplicate
+// check rather than reported twice.
+func TestEndpointBadZoneIsNotCompared(t *testing.T) {
+	doc := head + "upstreams:\n  video:\n    endpoints:\n      - {address: \"10.0.0.1:80\", zone: \"Bad Zone\"}\n      - {address: \"10.0.0.1:80\"}\n" + routes
+	_, err := Parse([]byte(doc))
+	got := errorLines(t, err)
+	want := []string{`upstreams.video.endpoints[0].zone: zone ` + nameRule + `, got "Bad Zone"`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
