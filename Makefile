@@ -15,6 +15,7 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
+	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \

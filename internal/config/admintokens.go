@@ -88,7 +88,7 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 			ok = false
 			continue
 		}
-		f, fok := p.fields(ip, item, "file", "scope")
+		f, fok := p.block(ip, item, adminTokenBlock)
 		if !fok {
 			ok = false
 			continue

@@ -12,25 +12,15 @@ import (
 // be below the hard one, whichever of them the file sets.
 func (p *parser) memory(path string, n *yaml.Node) *Memory {
 	m := defaultMemory()
-	f, ok := p.fields(path, n, "limit", "soft_watermark", "hard_watermark")
+	f, ok := p.block(path, n, memoryBlock)
 	if !ok {
 		return m
 	}
-	if v := f["limit"]; v != nil {
-		if b, ok := p.size(key(path, "limit"), v, minMemoryLimit, maxMemoryLimit); ok {
-			m.Limit = b
-		}
-	} else {
+	if f["limit"] == nil {
 		p.add(n, key(path, "limit"), `required when memory is set, a size such as "2GiB"`)
 	}
-	softOK, hardOK := true, true
-	if v := f["soft_watermark"]; v != nil {
-		m.SoftWatermark, softOK = p.fraction(key(path, "soft_watermark"), v)
-	}
-	if v := f["hard_watermark"]; v != nil {
-		m.HardWatermark, hardOK = p.fraction(key(path, "hard_watermark"), v)
-	}
-	if !softOK || !hardOK || m.SoftWatermark < m.HardWatermark {
+	bad := p.bind(f, path, memoryBlock, m)
+	if bad["soft_watermark"] || bad["hard_watermark"] || m.SoftWatermark < m.HardWatermark {
 		return m
 	}
 	soft, hard := f["soft_watermark"], f["hard_watermark"]
@@ -55,7 +45,7 @@ const limitRule = `a whole number from 1 to 100000 or "adaptive"`
 // and max apply only to an adaptive limit, and max_queue's default
 // depends on which kind of limit it is.
 func (p *parser) limits(path string, n *yaml.Node) *Limits {
-	f, ok := p.fields(path, n, "max_concurrency", "min", "max", "max_queue", "queue_timeout", "max_per_consumer")
+	f, ok := p.block(path, n, limitsBlock)
 	if !ok {
 		return defaultLimits(1, false)
 	}
@@ -114,16 +104,6 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 		}
 	}
 
-	if v := f["max_queue"]; v != nil {
-		if i, ok := p.integer(key(path, "max_queue"), v, 0, maxQueueCap); ok {
-			l.MaxQueue = int(i)
-		}
-	}
-	p.durationField(f, path, "queue_timeout", &l.QueueTimeout)
-	if v := f["max_per_consumer"]; v != nil {
-		if i, ok := p.integer(key(path, "max_per_consumer"), v, 0, maxMaxConnections); ok {
-			l.MaxPerConsumer = int(i)
-		}
-	}
+	p.bind(f, path, limitsBlock, l) // max_queue, queue_timeout, max_per_consumer
 	return l
 }

@@ -165,16 +165,13 @@ func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, r
 
 // quota reads a `quota` block; both fields are required.
 func (p *parser) quota(path string, n *yaml.Node) *Quota {
-	f, ok := p.fields(path, n, "requests", "per")
+	f, ok := p.block(path, n, quotaBlock)
 	if !ok {
 		return nil
 	}
 	q := &Quota{}
-	if v := f["requests"]; v != nil {
-		if r, ok := p.integer(key(path, "requests"), v, 1, maxQuotaRequests); ok {
-			q.Requests = r
-		}
-	} else {
+	p.bind(f, path, quotaBlock, q) // requests
+	if f["requests"] == nil {
 		p.add(n, key(path, "requests"), "required")
 	}
 	if v := f["per"]; v != nil {
@@ -192,7 +189,7 @@ func (p *parser) quota(path string, n *yaml.Node) *Quota {
 
 // appLimits reads `apps[i].limits`.
 func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "rate", "burst", "quota", "max_concurrency")
+	f, ok := p.block(path, n, appLimitsBlock)
 	if !ok {
 		return
 	}
@@ -200,17 +197,13 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 	if v := f["quota"]; v != nil {
 		l.Quota = p.quota(key(path, "quota"), v)
 	}
-	if v := f["max_concurrency"]; v != nil {
-		if c, ok := p.integer(key(path, "max_concurrency"), v, 1, maxAppConcurrency); ok {
-			l.MaxConcurrency = int(c)
-		}
-	}
+	p.bind(f, path, appLimitsBlock, l) // max_concurrency
 }
 
 // anonymousLimits reads `routes[i].anonymous_limits`.
 func (p *parser) anonymousLimits(path string, n *yaml.Node) *AnonymousLimits {
 	a := &AnonymousLimits{}
-	f, ok := p.fields(path, n, "rate", "burst")
+	f, ok := p.block(path, n, anonymousLimitsBlock)
 	if !ok {
 		return a
 	}
@@ -254,10 +247,11 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 		p.add(n, path, "must be a mapping with id and grants, got %s", describe(n))
 		return a
 	}
-	f, ok := p.fields(path, n, "id", "name", "status", "api_key_sha256", "grants", "limits", "route_limits")
+	f, ok := p.block(path, n, appBlock)
 	if !ok {
 		return a
 	}
+	p.bind(f, path, appBlock, &a) // status
 	if id, v, ok := p.required(f, n, path, "id"); ok {
 		a.ID = id
 		switch j, dup := seen.ids[id]; {
@@ -276,11 +270,6 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 				p.add(v, key(path, "name"), "%s, got %s", problem, quote(s))
 			}
 			a.Name = s
-		}
-	}
-	if v := f["status"]; v != nil {
-		if s, ok := p.oneOf(key(path, "status"), v, appStatuses); ok {
-			a.Status = s
 		}
 	}
 	if v := f["api_key_sha256"]; v != nil {
@@ -387,7 +376,7 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 			continue
 		}
 		var rl RouteLimit
-		f, ok := p.fields(rp, e.v, "rate", "burst", "quota")
+		f, ok := p.block(rp, e.v, routeLimitBlock)
 		if !ok {
 			continue
 		}

@@ -49,23 +49,18 @@ func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[s
 // leastRequest reads `least_request`.
 func (p *parser) leastRequest(path string, n *yaml.Node) *LeastRequest {
 	lr := defaultLeastRequest()
-	f, ok := p.fields(path, n, "ewma", "tau")
+	f, ok := p.block(path, n, leastRequestBlock)
 	if !ok {
 		return lr
 	}
-	if v := f["ewma"]; v != nil {
-		if b, ok := p.boolean(key(path, "ewma"), v); ok {
-			lr.EWMA = b
-		}
-	}
-	p.durationField(f, path, "tau", &lr.Tau)
+	p.bind(f, path, leastRequestBlock, lr)
 	return lr
 }
 
 // consistentHash reads `consistent_hash`, whose hash_on is required.
 func (p *parser) consistentHash(path string, n *yaml.Node) *ConsistentHash {
 	ch := &ConsistentHash{}
-	f, ok := p.fields(path, n, "hash_on")
+	f, ok := p.block(path, n, consistentHashBlock)
 	if !ok {
 		return ch
 	}
@@ -119,10 +114,11 @@ func normalizeHashOn(s string) (string, string) {
 // key whose value is null, and `push: false`, name none.
 func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	d := defaultDiscovery()
-	f, ok := p.fields(path, n, "file", "etcd", "push", "max_drop_fraction", "confirm_after", "max_weight")
+	f, ok := p.block(path, n, discoveryBlock)
 	if !ok {
 		return d
 	}
+	p.bind(f, path, discoveryBlock, d) // max_drop_fraction, confirm_after, max_weight
 	sources := 0
 	if v := f["file"]; v != nil {
 		sources++
@@ -153,17 +149,6 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	if sources != 1 {
 		p.add(n, path, "exactly one of file, etcd or push is required")
 	}
-	if v := f["max_drop_fraction"]; v != nil {
-		if r, ok := p.fraction(key(path, "max_drop_fraction"), v); ok {
-			d.MaxDropFraction = r
-		}
-	}
-	p.durationField(f, path, "confirm_after", &d.ConfirmAfter)
-	if v := f["max_weight"]; v != nil {
-		if w, ok := p.integer(key(path, "max_weight"), v, minDiscoveryMaxWeight, maxDiscoveryMaxWeight); ok {
-			d.MaxWeight = uint32(w)
-		}
-	}
 	return d
 }
 
@@ -185,10 +170,11 @@ func (p *parser) fraction(path string, n *yaml.Node) (float64, bool) {
 // etcd reads `discovery.etcd`.
 func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 	e := defaultEtcdDiscovery()
-	f, ok := p.fields(path, n, "endpoints", "prefix", "dial_timeout")
+	f, ok := p.block(path, n, etcdBlock)
 	if !ok {
 		return e
 	}
+	p.bind(f, path, etcdBlock, e) // dial_timeout
 	e.Endpoints = p.etcdEndpoints(key(path, "endpoints"), f["endpoints"], n)
 	if s, v, ok := p.required(f, n, path, "prefix"); ok {
 		if !strings.HasPrefix(s, "/") || !strings.HasSuffix(s, "/") {
@@ -196,7 +182,6 @@ func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 		}
 		e.Prefix = s
 	}
-	p.durationField(f, path, "dial_timeout", &e.DialTimeout)
 	return e
 }
 

@@ -23,27 +23,23 @@ const (
 // and a timeout no longer than the interval.
 func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 	hc := defaultHealthCheck()
-	f, ok := p.fields(path, n, "http", "tcp", "interval", "timeout", "healthy_after", "unhealthy_after")
+	f, ok := p.block(path, n, healthCheckBlock)
 	if !ok {
 		return hc
 	}
-	kindOK := true
 	if v := f["http"]; v != nil {
 		hc.HTTP = p.httpCheck(key(path, "http"), v)
 	}
-	if v := f["tcp"]; v != nil {
-		hc.TCP, kindOK = p.boolean(key(path, "tcp"), v)
-	}
+	// tcp, interval, timeout, healthy_after and unhealthy_after.
+	bad := p.bind(f, path, healthCheckBlock, hc)
 	switch {
-	case !kindOK:
+	case bad["tcp"]:
 	case hc.HTTP != nil && hc.TCP:
 		p.add(firstKey(n, "tcp"), key(path, "tcp"), "http and tcp: true exclude each other; set one")
 	case hc.HTTP == nil && !hc.TCP:
 		p.add(n, path, "needs exactly one of http (such as {path: /healthz}) or tcp: true")
 	}
-	intervalOK := p.durationField(f, path, "interval", &hc.Interval)
-	timeoutOK := p.durationField(f, path, "timeout", &hc.Timeout)
-	if intervalOK && timeoutOK && hc.Timeout > hc.Interval {
+	if !bad["interval"] && !bad["timeout"] && hc.Timeout > hc.Interval {
 		at, where := f["timeout"], key(path, "timeout")
 		if at == nil {
 			p.add(f["interval"], key(path, "interval"), "must be at least timeout (%s, the default), got %s", hc.Timeout, describe(f["interval"]))
@@ -55,23 +51,13 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 			p.add(at, where, "must be at most interval (%s), got %s", was, describe(at))
 		}
 	}
-	for _, run := range []struct {
-		name string
-		dst  *int
-	}{{"healthy_after", &hc.HealthyAfter}, {"unhealthy_after", &hc.UnhealthyAfter}} {
-		if v := f[run.name]; v != nil {
-			if i, ok := p.integer(key(path, run.name), v, 1, maxCheckRun); ok {
-				*run.dst = int(i)
-			}
-		}
-	}
 	return hc
 }
 
 // httpCheck reads `health_check.http`; null reads as every default.
 func (p *parser) httpCheck(path string, n *yaml.Node) *HTTPCheck {
 	hc := defaultHTTPCheck()
-	f, ok := p.fields(path, n, "path", "expect")
+	f, ok := p.block(path, n, httpCheckBlock)
 	if !ok {
 		return hc
 	}
@@ -106,7 +92,7 @@ func (p *parser) expect(path string, n *yaml.Node) []int {
 	}
 	var out []int
 	for i, item := range items {
-		s, ok := p.integer(index(path, i), item, 100, 599)
+		s, ok := p.integer(index(path, i), item, minHealthCheckStatus, maxHealthCheckStatus)
 		if !ok {
 			continue
 		}
@@ -124,29 +110,12 @@ func (p *parser) expect(path string, n *yaml.Node) []int {
 // default.
 func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 	od := defaultOutlierDetection()
-	f, ok := p.fields(path, n, "consecutive_gateway_failures", "consecutive_5xx", "base_ejection_time", "max_ejection_time", "max_ejection_percent")
+	f, ok := p.block(path, n, outlierDetectionBlock)
 	if !ok {
 		return od
 	}
-	for _, field := range []struct {
-		name   string
-		hi     int64
-		dst    *int
-		lowest int64
-	}{
-		{"consecutive_gateway_failures", maxFailureRun, &od.ConsecutiveGatewayFailures, 0},
-		{"consecutive_5xx", maxFailureRun, &od.Consecutive5xx, 0},
-		{"max_ejection_percent", 100, &od.MaxEjectionPercent, 0},
-	} {
-		if v := f[field.name]; v != nil {
-			if i, ok := p.integer(key(path, field.name), v, field.lowest, field.hi); ok {
-				*field.dst = int(i)
-			}
-		}
-	}
-	baseOK := p.durationField(f, path, "base_ejection_time", &od.BaseEjectionTime)
-	maxOK := p.durationField(f, path, "max_ejection_time", &od.MaxEjectionTime)
-	if baseOK && maxOK && od.MaxEjectionTime < od.BaseEjectionTime {
+	bad := p.bind(f, path, outlierDetectionBlock, od)
+	if !bad["base_ejection_time"] && !bad["max_ejection_time"] && od.MaxEjectionTime < od.BaseEjectionTime {
 		if v := f["max_ejection_time"]; v != nil {
 			was := od.BaseEjectionTime.String()
 			if f["base_ejection_time"] == nil {
@@ -165,7 +134,7 @@ func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 // not the local one.
 func (p *parser) zones(path string, n *yaml.Node) *Zones {
 	z := defaultZones()
-	f, ok := p.fields(path, n, "local", "failover", "overprovisioning")
+	f, ok := p.block(path, n, zonesBlock)
 	if !ok {
 		return z
 	}
@@ -194,11 +163,7 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 			}
 		}
 	}
-	if v := f["overprovisioning"]; v != nil {
-		if o, ok := p.number(key(path, "overprovisioning"), v, 1, maxOverprovisioning); ok {
-			z.Overprovisioning = o
-		}
-	}
+	p.bind(f, path, zonesBlock, z) // overprovisioning
 	return z
 }
 

@@ -3,7 +3,6 @@ package config
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -11,15 +10,18 @@ import (
 // This file maps the YAML tree onto the Config types, one method per type.
 // Each method starts from the defaults, overwrites what the file sets, and
 // reports what is wrong; cross-field checks run once the parts they
-// compare have been read.
+// compare have been read. A block's keys, and the reading of every field
+// that has no rule of its own, come from its table in fields.go (p.block,
+// p.bind); the code here reads the rest.
 
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := defaultConfig()
-	f, ok := p.fields("", root, "listen", "tls", "admin", "state_dir", "server", "memory", "log", "metrics", "upstreams", "routes", "apps")
+	f, ok := p.block("", root, rootBlock)
 	if !ok {
 		return c
 	}
+	p.bind(f, "", rootBlock, c) // server, log and metrics
 
 	listen, listenNode, listenOK := p.required(f, root, "", "listen")
 	if listenOK {
@@ -38,23 +40,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 			c.StateDir = s
 		}
 	}
-	if v := f["server"]; v != nil {
-		p.server(&c.Server, "server", v)
-	}
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)
-	}
-	if v := f["log"]; v != nil {
-		p.log(&c.Log, "log", v)
-	}
-	if v := f["metrics"]; v != nil {
-		if mf, ok := p.fields("metrics", v, "app_labels"); ok {
-			if n := mf["app_labels"]; n != nil {
-				if x, ok := p.integer("metrics.app_labels", n, 0, 1000); ok {
-					c.Metrics.AppLabels = int(x)
-				}
-			}
-		}
 	}
 	declared, upstreamsOK := p.upstreams(c, f["upstreams"], root)
 	p.routes(c, f["routes"], root, declared, upstreamsOK)
@@ -73,7 +60,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 // tls reads `tls`; both files are required and must be readable.
 func (p *parser) tls(path string, n *yaml.Node) *TLS {
 	t := &TLS{}
-	f, ok := p.fields(path, n, "cert_file", "key_file")
+	f, ok := p.block(path, n, tlsBlock)
 	if !ok {
 		return t
 	}
@@ -100,7 +87,7 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if parent == nil {
 		parent = root
 	}
-	f, ok := p.fields("admin", n, "listen", "token_file", "tokens")
+	f, ok := p.block("admin", n, adminBlock)
 	if !ok {
 		return
 	}
@@ -128,89 +115,6 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	}
 	if listenOK && sameBinding(s, c.Listen) {
 		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
-	}
-}
-
-// server reads `server`.
-func (p *parser) server(s *Server, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "max_header_bytes", "read_header_timeout", "idle_timeout", "shutdown_timeout", "max_connections",
-		"max_connections_per_ip", "http2_max_concurrent_streams", "paths", "underscores_in_headers")
-	if !ok {
-		return
-	}
-	if v := f["paths"]; v != nil {
-		p.serverPaths(&s.Paths, key(path, "paths"), v)
-	}
-	if v := f["max_header_bytes"]; v != nil {
-		if b, ok := p.size(key(path, "max_header_bytes"), v, minMaxHeaderBytes, maxMaxHeaderBytes); ok {
-			s.MaxHeaderBytes = b
-		}
-	}
-	p.durationField(f, path, "read_header_timeout", &s.ReadHeaderTimeout)
-	p.durationField(f, path, "idle_timeout", &s.IdleTimeout)
-	p.durationField(f, path, "shutdown_timeout", &s.ShutdownTimeout)
-	if v := f["max_connections"]; v != nil {
-		if i, ok := p.integer(key(path, "max_connections"), v, 0, maxMaxConnections); ok {
-			s.MaxConnections = int(i)
-		}
-	}
-	if v := f["max_connections_per_ip"]; v != nil {
-		if i, ok := p.integer(key(path, "max_connections_per_ip"), v, 0, maxMaxConnections); ok {
-			s.MaxConnectionsPerIP = int(i)
-		}
-	}
-	if v := f["http2_max_concurrent_streams"]; v != nil {
-		if i, ok := p.integer(key(path, "http2_max_concurrent_streams"), v, minHTTP2Streams, maxHTTP2Streams); ok {
-			s.HTTP2MaxConcurrentStreams = int(i)
-		}
-	}
-	if v := f["underscores_in_headers"]; v != nil {
-		if u, ok := p.oneOf(key(path, "underscores_in_headers"), v, underscoreModes); ok {
-			s.UnderscoresInHeaders = u
-		}
-	}
-}
-
-// serverPaths reads `server.paths`.
-func (p *parser) serverPaths(sp *ServerPaths, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "escaped_slashes")
-	if !ok {
-		return
-	}
-	if v := f["escaped_slashes"]; v != nil {
-		if s, ok := p.oneOf(key(path, "escaped_slashes"), v, escapedSlashesModes); ok {
-			sp.EscapedSlashes = s
-		}
-	}
-}
-
-// durationField sets *dst from f[name] when the file sets it.
-func (p *parser) durationField(f map[string]*yaml.Node, path, name string, dst *time.Duration) bool {
-	if v := f[name]; v != nil {
-		d, ok := p.duration(key(path, name), v)
-		if ok {
-			*dst = d
-		}
-		return ok
-	}
-	return true
-}
-
-// log reads `log`.
-func (p *parser) log(l *Log, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "level", "access")
-	if !ok {
-		return
-	}
-	if v := f["level"]; v != nil {
-		if s, ok := p.oneOf(key(path, "level"), v, logLevels); ok {
-			l.Level = s
-		}
-	}
-	if v := f["access"]; v != nil {
-		if b, ok := p.boolean(key(path, "access"), v); ok {
-			l.Access = b
-		}
 	}
 }
 
@@ -253,32 +157,18 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 // upstream reads one `upstreams.<name>`; null reads as an empty mapping.
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
-	f, ok := p.fields(path, n, "balancer", "least_request", "consistent_hash", "discovery", "endpoints",
-		"timeouts", "max_idle_conns_per_endpoint", "retry", "limits", "health_check", "outlier_detection", "panic_threshold",
-		"slow_start", "zones")
+	f, ok := p.block(path, n, upstreamBlock)
 	if !ok {
 		return u
 	}
-	balancerOK := true
-	if v := f["balancer"]; v != nil {
-		var s string
-		if s, balancerOK = p.oneOf(key(path, "balancer"), v, balancers); balancerOK {
-			u.Balancer = s
-		}
-	}
-	p.balancerOptions(u, path, n, f, balancerOK)
+	// balancer, timeouts, max_idle_conns_per_endpoint, panic_threshold
+	// and slow_start.
+	bad := p.bind(f, path, upstreamBlock, u)
+	p.balancerOptions(u, path, n, f, !bad["balancer"])
 	if v := f["discovery"]; v != nil {
 		u.Discovery = p.discovery(key(path, "discovery"), v)
 	}
 	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n, f["discovery"] != nil)
-	if v := f["timeouts"]; v != nil {
-		p.timeouts(&u.Timeouts, key(path, "timeouts"), v)
-	}
-	if v := f["max_idle_conns_per_endpoint"]; v != nil {
-		if i, ok := p.integer(key(path, "max_idle_conns_per_endpoint"), v, 1, maxIdleConnsPerEndpointCap); ok {
-			u.MaxIdleConnsPerEndpoint = int(i)
-		}
-	}
 	if v := f["retry"]; v != nil {
 		u.Retry = p.retry(key(path, "retry"), v, false, "")
 	}
@@ -291,12 +181,6 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	if v := f["outlier_detection"]; v != nil {
 		u.OutlierDetection = p.outlierDetection(key(path, "outlier_detection"), v)
 	}
-	if v := f["panic_threshold"]; v != nil {
-		if t, ok := p.number(key(path, "panic_threshold"), v, 0, 100); ok {
-			u.PanicThreshold = t
-		}
-	}
-	p.durationField(f, path, "slow_start", &u.SlowStart)
 	if v := f["zones"]; v != nil {
 		u.Zones = p.zones(key(path, "zones"), v)
 	}
@@ -318,31 +202,21 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 			p.add(k, key(path, "budget"), "budget is per upstream; set it under upstreams.%s.retry", upstream)
 		}
 	}
-	f, ok := p.fields(path, n, "attempts", "on", "per_try_timeout", "backoff", "budget", "replay_body_limit")
+	f, ok := p.block(path, n, retryBlock)
 	if !ok {
 		return r
 	}
-	if v := f["attempts"]; v != nil {
-		if i, ok := p.integer(key(path, "attempts"), v, minRetryAttempts, maxRetryAttempts); ok {
-			r.Attempts = int(i)
-		}
-	}
+	p.bind(f, path, retryBlock, r) // attempts, per_try_timeout, replay_body_limit
 	if v := f["on"]; v != nil {
 		if on, ok := p.retryOn(key(path, "on"), v, forRoute); ok {
 			r.On = on
 		}
 	}
-	p.durationField(f, path, "per_try_timeout", &r.PerTryTimeout)
 	if v := f["backoff"]; v != nil {
 		p.backoff(&r.Backoff, key(path, "backoff"), v)
 	}
 	if v := f["budget"]; v != nil && !forRoute {
 		p.retryBudget(&r.Budget, key(path, "budget"), v)
-	}
-	if v := f["replay_body_limit"]; v != nil {
-		if b, ok := p.size(key(path, "replay_body_limit"), v, 0, maxReplayBodyLimit); ok {
-			r.ReplayBodyLimit = b
-		}
 	}
 	return r
 }
@@ -443,18 +317,11 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 // backoff reads `backoff`; max may not be less than base, whichever of
 // them the file sets.
 func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "base", "max")
+	f, ok := p.block(path, n, backoffBlock)
 	if !ok {
 		return
 	}
-	baseOK, maxOK := true, true
-	if v := f["base"]; v != nil {
-		b.Base, baseOK = p.duration(key(path, "base"), v)
-	}
-	if v := f["max"]; v != nil {
-		b.Max, maxOK = p.duration(key(path, "max"), v)
-	}
-	if !baseOK || !maxOK || b.Max >= b.Base {
+	if p.bind(f, path, backoffBlock, b) != nil || b.Max >= b.Base {
 		return
 	}
 	switch {
@@ -469,19 +336,8 @@ func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
 
 // retryBudget reads an upstream's `retry.budget`.
 func (p *parser) retryBudget(b *RetryBudget, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "ratio", "min_per_second")
-	if !ok {
-		return
-	}
-	if v := f["ratio"]; v != nil {
-		if r, ok := p.number(key(path, "ratio"), v, 0, maxRetryBudgetRatio); ok {
-			b.Ratio = r
-		}
-	}
-	if v := f["min_per_second"]; v != nil {
-		if m, ok := p.number(key(path, "min_per_second"), v, 0, maxRetryMinPerSecond); ok {
-			b.MinPerSecond = m
-		}
+	if f, ok := p.block(path, n, retryBudgetBlock); ok {
+		p.bind(f, path, retryBudgetBlock, b)
 	}
 }
 
@@ -540,7 +396,7 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 		p.add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", describe(n))
 		return e, nil, false
 	}
-	f, ok := p.fields(path, n, "address", "weight", "zone")
+	f, ok := p.block(path, n, endpointBlock)
 	if !ok {
 		return e, nil, false
 	}
@@ -553,23 +409,8 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 		ok = p.address(key(path, "address"), v, s, false)
 		e.Address = s
 	}
-	if w := f["weight"]; w != nil {
-		weight, wok := p.integer(key(path, "weight"), w, 0, maxWeight)
-		ok = ok && wok
-		e.Weight = uint32(weight)
-	}
-	return e, v, ok && zoneOK
-}
-
-// timeouts reads an upstream's `timeouts`.
-func (p *parser) timeouts(t *Timeouts, path string, n *yaml.Node) {
-	f, ok := p.fields(path, n, "connect", "response_header", "idle")
-	if !ok {
-		return
-	}
-	p.durationField(f, path, "connect", &t.Connect)
-	p.durationField(f, path, "response_header", &t.ResponseHeader)
-	p.durationField(f, path, "idle", &t.Idle)
+	weightOK := p.bind(f, path, endpointBlock, &e) == nil // weight
+	return e, v, ok && weightOK && zoneOK
 }
 
 // routeSeen is what the cross-route checks need to know about one route.
@@ -682,11 +523,12 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
 		return r, s, nil, nil
 	}
-	f, ok := p.fields(path, n, "name", "match", "upstream", "max_body_bytes", "timeout", "retry", "priority",
-		"auth", "anonymous_limits", "forward_trailers", "upgrades")
+	f, ok := p.block(path, n, routeBlock)
 	if !ok {
 		return r, s, nil, nil
 	}
+	// max_body_bytes, timeout, priority and auth.
+	bad := p.bind(f, path, routeBlock, &r)
 	if name, v, ok := p.required(f, n, path, "name"); ok {
 		r.Name = name
 		if validName(name) {
@@ -705,29 +547,11 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 		r.Upstream = up
 		upNode = v
 	}
-	if v := f["max_body_bytes"]; v != nil {
-		if b, ok := p.size(key(path, "max_body_bytes"), v, 0, maxSize); ok {
-			r.MaxBodyBytes = b
-		}
-	}
-	p.durationField(f, path, "timeout", &r.Timeout)
 	if v := f["retry"]; v != nil {
 		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
 	}
-	if v := f["priority"]; v != nil {
-		if pr, ok := p.oneOf(key(path, "priority"), v, priorities); ok {
-			r.Priority = pr
-		}
-	}
-	authOK := true
-	if v := f["auth"]; v != nil {
-		var a string
-		if a, authOK = p.oneOf(key(path, "auth"), v, authModes); authOK {
-			r.Auth = a
-		}
-	}
 	if v := f["anonymous_limits"]; v != nil {
-		if authOK && r.Auth != AuthNone {
+		if !bad["auth"] && r.Auth != AuthNone {
 			p.add(v, key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", quote(r.Auth))
 		} else {
 			r.AnonymousLimits = p.anonymousLimits(key(path, "anonymous_limits"), v)
@@ -744,15 +568,11 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 
 // match reads a route's `match` and reports whether it was all valid.
 func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
-	f, ok := p.fields(path, n, "host", "path_prefix", "methods", "raw_path")
+	f, ok := p.block(path, n, matchBlock)
 	if !ok {
 		return false
 	}
-	if v := f["raw_path"]; v != nil {
-		b, bok := p.boolean(key(path, "raw_path"), v)
-		m.RawPath = b
-		ok = ok && bok
-	}
+	ok = p.bind(f, path, matchBlock, m) == nil // raw_path
 	if v := f["host"]; v != nil {
 		hp := key(path, "host")
 		s, sok := p.str(hp, v)

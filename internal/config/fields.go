@@ -1,0 +1,536 @@
+package config
+
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file is the one description of the config file's fields: for each
+// block, its fields in the walker's order (of two names equally close to a
+// misspelt key, "did you mean" offers the earlier), each with its
+// name, kind, bounds, default and a doc line. The walker takes a block's
+// allowed keys (and so its "did you mean" candidates) from here, reads
+// every field that has a bind generically (kind and bounds from here), and
+// the JSON Schema in deploy/levee.schema.json is generated from the same
+// tables (schema.go). Defaults are the Default* constants of defaults.go,
+// named here; TestFieldDefaults checks that the default* constructors
+// agree with the table, so that the two cannot drift.
+//
+// A field without a bind is read by hand in walk.go and its neighbours,
+// because it is required with its own message, takes part in a
+// cross-field check that needs more than "was it valid", or has a form no
+// kind captures (addresses, names, lists with duplicate checks). Its
+// entry still gives the schema its kind and bounds, which the hand-written
+// reader uses from the same constants. Every mapping the walker reads
+// has a table here, so the schema leaves no value open.
+
+// fieldKind is how a field's value is written.
+type fieldKind uint8
+
+const (
+	kindString   fieldKind = iota + 1 // a string
+	kindEnum                          // a string, one of field.enum
+	kindInt                           // a YAML integer from lo to hi
+	kindNumber                        // a YAML integer or float from flo to fhi
+	kindFraction                      // a number greater than 0 and at most 1
+	kindBool                          // true or false
+	kindDuration                      // a Go duration string, greater than 0
+	kindSize                          // a byte count: an integer or "64KiB", from lo to hi
+	kindBlock                         // a mapping described by sub (null: every default)
+	kindMap                           // a mapping of names to blocks described by sub
+	kindList                          // a sequence of items described by item
+	kindEither                        // any one of the forms in field.either
+)
+
+// field describes one key of a block.
+type field struct {
+	name string
+	kind fieldKind
+	doc  string
+	// lo and hi bound kindInt and kindSize; flo and fhi kindNumber.
+	lo, hi   int64
+	flo, fhi float64
+	enum     []string
+	// def is the value an omitted field takes, as the Go value of the
+	// typed field (a time.Duration for a duration); nil when there is no
+	// fixed default (required, or it depends on other fields).
+	def any
+	// required fields must be set (and non-empty for strings).
+	required bool
+	// nonEmpty strings may be omitted but not set to "".
+	nonEmpty bool
+	// sub describes a kindBlock's or kindMap's values.
+	sub *block
+	// item describes a kindList's items.
+	item *field
+	// either lists the forms of a kindEither value.
+	either []field
+	// minItems and maxItems bound the items of a kindList, or the entries
+	// of a kindMap (maxItems 0: no bound).
+	minItems, maxItems int
+	// pattern is a regular expression a kindString must match (the schema
+	// only: the walker checks the same rule by hand).
+	pattern string
+	// omit names fields of sub that this use of the block refuses (a
+	// route's retry has no budget); they stay keys, for a better message.
+	omit []string
+	// bind returns where the value is stored in the struct that the block
+	// is read into; nil when the field is read by hand.
+	bind func(dst any) any
+}
+
+// block is the description of one mapping of the file.
+type block struct {
+	fields []field
+	keys   []string // the field names in order: the walker's allowed keys
+}
+
+// newBlock returns a block of fields, its keys in the order given.
+func newBlock(fields ...field) *block {
+	b := &block{fields: fields, keys: make([]string, len(fields))}
+	for i, f := range fields {
+		b.keys[i] = f.name
+	}
+	return b
+}
+
+// at returns a bind that takes a *T and returns the address of one of
+// its fields.
+func at[T, V any](f func(*T) *V) func(any) any {
+	return func(dst any) any { return f(dst.(*T)) }
+}
+
+// block checks that n is a mapping of b's keys (see fields). It returns
+// the value node of each key set to a non-null value.
+func (p *parser) block(path string, n *yaml.Node, b *block) (map[string]*yaml.Node, bool) {
+	return p.fields(path, n, b.keys...)
+}
+
+// bind reads every field of b that has a bind and is set in f into dst,
+// which must be what b's binds take. A value that is invalid is reported
+// and leaves the destination as it was; its name is in the returned set,
+// which cross-field checks consult (nil when all were valid).
+func (p *parser) bind(f map[string]*yaml.Node, path string, b *block, dst any) map[string]bool {
+	var bad map[string]bool
+	for i := range b.fields {
+		fd := &b.fields[i]
+		v := f[fd.name]
+		if fd.bind == nil || v == nil {
+			continue
+		}
+		if !p.bindOne(key(path, fd.name), v, fd, fd.bind(dst)) {
+			if bad == nil {
+				bad = make(map[string]bool)
+			}
+			bad[fd.name] = true
+		}
+	}
+	return bad
+}
+
+// bindOne reads v as fd says into ptr, reporting whether it was valid.
+func (p *parser) bindOne(path string, v *yaml.Node, fd *field, ptr any) bool {
+	switch fd.kind {
+	case kindEnum:
+		s, ok := p.oneOf(path, v, fd.enum)
+		if ok {
+			*ptr.(*string) = s
+		}
+		return ok
+	case kindString:
+		s, ok := p.str(path, v)
+		if ok {
+			*ptr.(*string) = s
+		}
+		return ok
+	case kindInt:
+		i, ok := p.integer(path, v, fd.lo, fd.hi)
+		if ok {
+			switch d := ptr.(type) {
+			case *int:
+				*d = int(i)
+			case *int64:
+				*d = i
+			case *uint32:
+				*d = uint32(i)
+			default:
+				panic("config: bind of " + path + " is not *int, *int64 or *uint32")
+			}
+		}
+		return ok
+	case kindNumber:
+		x, ok := p.number(path, v, fd.flo, fd.fhi)
+		if ok {
+			*ptr.(*float64) = x
+		}
+		return ok
+	case kindFraction:
+		x, ok := p.fraction(path, v)
+		if ok {
+			*ptr.(*float64) = x
+		}
+		return ok
+	case kindBool:
+		b, ok := p.boolean(path, v)
+		if ok {
+			*ptr.(*bool) = b
+		}
+		return ok
+	case kindDuration:
+		d, ok := p.duration(path, v)
+		if ok {
+			*ptr.(*time.Duration) = d
+		}
+		return ok
+	case kindSize:
+		s, ok := p.size(path, v, fd.lo, fd.hi)
+		if ok {
+			*ptr.(*int64) = s
+		}
+		return ok
+	case kindBlock:
+		f, ok := p.block(path, v, fd.sub)
+		if ok {
+			ok = p.bind(f, path, fd.sub, ptr) == nil
+		}
+		return ok
+	}
+	panic("config: field " + path + " of this kind cannot be bound")
+}
+
+// Bounds that only the field tables use.
+const (
+	maxMetricsAppLabels  = 1000
+	maxPanicThreshold    = 100
+	maxEjectionPercent   = 100
+	minHealthCheckStatus = 100
+	maxHealthCheckStatus = 599
+)
+
+// The blocks of the file, from the leaves up (a block names its sub-blocks).
+var (
+	tlsBlock = newBlock(
+		field{name: "cert_file", kind: kindString, required: true, doc: "PEM certificate chain the listener serves; must be readable"},
+		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable"},
+	)
+
+	adminTokenBlock = newBlock(
+		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens"},
+		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do"},
+	)
+
+	adminBlock = newBlock(
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port"},
+		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set"},
+		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
+			doc: "admin tokens with a scope, each in its own file"},
+	)
+
+	serverPathsBlock = newBlock(
+		field{name: "escaped_slashes", kind: kindEnum, enum: escapedSlashesModes, def: DefaultEscapedSlashes,
+			doc:  "what a %2F in a request path does: refuse it, keep it encoded, or decode it",
+			bind: at(func(s *ServerPaths) *string { return &s.EscapedSlashes })},
+	)
+
+	serverBlock = newBlock(
+		field{name: "max_header_bytes", kind: kindSize, lo: minMaxHeaderBytes, hi: maxMaxHeaderBytes, def: DefaultMaxHeaderBytes,
+			doc:  "largest request head accepted",
+			bind: at(func(s *Server) *int64 { return &s.MaxHeaderBytes })},
+		field{name: "read_header_timeout", kind: kindDuration, def: DefaultReadHeaderTimeout,
+			doc:  "time a client has to send the request head",
+			bind: at(func(s *Server) *time.Duration { return &s.ReadHeaderTimeout })},
+		field{name: "idle_timeout", kind: kindDuration, def: DefaultIdleTimeout,
+			doc:  "how long an idle client connection stays open",
+			bind: at(func(s *Server) *time.Duration { return &s.IdleTimeout })},
+		field{name: "shutdown_timeout", kind: kindDuration, def: DefaultShutdownTimeout,
+			doc:  "how long a shutdown waits for requests in flight",
+			bind: at(func(s *Server) *time.Duration { return &s.ShutdownTimeout })},
+		field{name: "max_connections", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultMaxConnections,
+			doc:  "client connections open at once; 0 is unlimited",
+			bind: at(func(s *Server) *int { return &s.MaxConnections })},
+		field{name: "max_connections_per_ip", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultMaxConnectionsPerIP,
+			doc:  "client connections open at once from one address; 0 is unlimited",
+			bind: at(func(s *Server) *int { return &s.MaxConnectionsPerIP })},
+		field{name: "http2_max_concurrent_streams", kind: kindInt, lo: minHTTP2Streams, hi: maxHTTP2Streams, def: DefaultHTTP2MaxConcurrentStreams,
+			doc:  "streams one HTTP/2 client connection may have open",
+			bind: at(func(s *Server) *int { return &s.HTTP2MaxConcurrentStreams })},
+		field{name: "paths", kind: kindBlock, sub: serverPathsBlock, doc: "how request paths are normalised",
+			bind: at(func(s *Server) *ServerPaths { return &s.Paths })},
+		field{name: "underscores_in_headers", kind: kindEnum, enum: underscoreModes, def: DefaultUnderscoresInHeaders,
+			doc:  "what a request header name with an underscore does: dropped, allowed or refused",
+			bind: at(func(s *Server) *string { return &s.UnderscoresInHeaders })},
+	)
+
+	memoryBlock = newBlock(
+		field{name: "limit", kind: kindSize, lo: minMemoryLimit, hi: maxMemoryLimit, required: true,
+			doc:  "the process's memory budget",
+			bind: at(func(m *Memory) *int64 { return &m.Limit })},
+		field{name: "soft_watermark", kind: kindFraction, def: DefaultMemorySoftWatermark,
+			doc:  "share of limit above which sheddable requests are refused; below hard_watermark",
+			bind: at(func(m *Memory) *float64 { return &m.SoftWatermark })},
+		field{name: "hard_watermark", kind: kindFraction, def: DefaultMemoryHardWatermark,
+			doc:  "share of limit above which all but critical requests are refused",
+			bind: at(func(m *Memory) *float64 { return &m.HardWatermark })},
+	)
+
+	logBlock = newBlock(
+		field{name: "level", kind: kindEnum, enum: logLevels, def: DefaultLogLevel, doc: "lowest level logged",
+			bind: at(func(l *Log) *string { return &l.Level })},
+		field{name: "access", kind: kindBool, def: DefaultLogAccess, doc: "whether each request is logged",
+			bind: at(func(l *Log) *bool { return &l.Access })},
+	)
+
+	metricsBlock = newBlock(
+		field{name: "app_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsAppLabels,
+			doc:  "apps given their own metric label; the rest share one",
+			bind: at(func(m *Metrics) *int { return &m.AppLabels })},
+	)
+
+	leastRequestBlock = newBlock(
+		field{name: "ewma", kind: kindBool, def: DefaultLeastRequestEWMA, doc: "weigh in-flight requests by a moving average of latency",
+			bind: at(func(l *LeastRequest) *bool { return &l.EWMA })},
+		field{name: "tau", kind: kindDuration, def: DefaultLeastRequestTau, doc: "time constant of the latency average",
+			bind: at(func(l *LeastRequest) *time.Duration { return &l.Tau })},
+	)
+
+	consistentHashBlock = newBlock(
+		field{name: "hash_on", kind: kindString, required: true, doc: hashOnForms},
+	)
+
+	etcdBlock = newBlock(
+		field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
+			doc: "etcd members: host:port or http(s)://host:port, distinct"},
+		field{name: "prefix", kind: kindString, required: true, pattern: "^/(.*/)?$", doc: `key prefix of the upstream's instances, starting and ending with "/"`},
+		field{name: "dial_timeout", kind: kindDuration, def: DefaultEtcdDialTimeout, doc: "time to connect to etcd",
+			bind: at(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
+	)
+
+	discoveryBlock = newBlock(
+		field{name: "file", kind: kindString, nonEmpty: true, doc: "JSON file of instances, watched for changes"},
+		field{name: "etcd", kind: kindBlock, sub: etcdBlock, doc: "instances under a prefix of an etcd cluster"},
+		field{name: "push", kind: kindBool, doc: "instances pushed through the admin API"},
+		field{name: "max_drop_fraction", kind: kindFraction, def: DefaultDiscoveryMaxDropFraction,
+			doc:  "largest share of endpoints one update may remove before it is held for confirmation",
+			bind: at(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
+		field{name: "confirm_after", kind: kindDuration, def: DefaultDiscoveryConfirmAfter, doc: "how long a held update must persist to apply",
+			bind: at(func(d *Discovery) *time.Duration { return &d.ConfirmAfter })},
+		field{name: "max_weight", kind: kindInt, lo: minDiscoveryMaxWeight, hi: maxDiscoveryMaxWeight, def: DefaultDiscoveryMaxWeight,
+			doc:  "cap on a discovered instance's weight",
+			bind: at(func(d *Discovery) *uint32 { return &d.MaxWeight })},
+	)
+
+	endpointBlock = newBlock(
+		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint"},
+		field{name: "weight", kind: kindInt, lo: 0, hi: maxWeight, def: DefaultWeight, doc: "share of requests; 0 drains the endpoint",
+			bind: at(func(e *Endpoint) *uint32 { return &e.Weight })},
+		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in"},
+	)
+
+	timeoutsBlock = newBlock(
+		field{name: "connect", kind: kindDuration, def: DefaultConnectTimeout, doc: "time to open a connection to an endpoint",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.Connect })},
+		field{name: "response_header", kind: kindDuration, def: DefaultResponseHeaderTimeout, doc: "time from the request sent to the response head",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.ResponseHeader })},
+		field{name: "idle", kind: kindDuration, def: DefaultUpstreamIdleTimeout, doc: "how long an idle upstream connection is kept",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.Idle })},
+	)
+
+	backoffBlock = newBlock(
+		field{name: "base", kind: kindDuration, def: DefaultRetryBackoffBase, doc: "backoff before the first retry; at most max",
+			bind: at(func(b *Backoff) *time.Duration { return &b.Base })},
+		field{name: "max", kind: kindDuration, def: DefaultRetryBackoffMax, doc: "longest backoff",
+			bind: at(func(b *Backoff) *time.Duration { return &b.Max })},
+	)
+
+	retryBudgetBlock = newBlock(
+		field{name: "ratio", kind: kindNumber, flo: 0, fhi: maxRetryBudgetRatio, def: DefaultRetryBudgetRatio,
+			doc:  "retries allowed per request, on average",
+			bind: at(func(b *RetryBudget) *float64 { return &b.Ratio })},
+		field{name: "min_per_second", kind: kindNumber, flo: 0, fhi: maxRetryMinPerSecond, def: DefaultRetryBudgetMinPerSecond,
+			doc:  "retries allowed per second whatever the ratio",
+			bind: at(func(b *RetryBudget) *float64 { return &b.MinPerSecond })},
+	)
+
+	retryBlock = newBlock(
+		field{name: "attempts", kind: kindInt, lo: minRetryAttempts, hi: maxRetryAttempts, def: DefaultRetryAttempts,
+			doc:  "tries in all, the first included",
+			bind: at(func(r *Retry) *int { return &r.Attempts })},
+		field{name: "on", kind: kindList, minItems: 1, item: &field{kind: kindEither, either: []field{
+			{kind: kindEnum, enum: retryConditions}, {kind: kindInt, lo: minRetryStatus, hi: maxRetryStatus}}},
+			doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response" or a status from 400 to 599`},
+		field{name: "per_try_timeout", kind: kindDuration, def: nil,
+			doc:  "deadline of each try; none when omitted",
+			bind: at(func(r *Retry) *time.Duration { return &r.PerTryTimeout })},
+		field{name: "backoff", kind: kindBlock, sub: backoffBlock, doc: "jittered exponential backoff between tries"},
+		field{name: "budget", kind: kindBlock, sub: retryBudgetBlock, doc: "cap on retries across the upstream (upstreams only)"},
+		field{name: "replay_body_limit", kind: kindSize, lo: 0, hi: maxReplayBodyLimit, def: DefaultRetryReplayBodyLimit,
+			doc:  "largest request body kept to replay on a retry",
+			bind: at(func(r *Retry) *int64 { return &r.ReplayBodyLimit })},
+	)
+
+	limitsBlock = newBlock(
+		field{name: "max_concurrency", kind: kindEither, required: true, doc: limitRule, either: []field{
+			{kind: kindInt, lo: 1, hi: maxConcurrencyCap}, {kind: kindEnum, enum: []string{adaptiveLimit}}}},
+		field{name: "min", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "lowest adaptive limit"},
+		field{name: "max", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "highest adaptive limit"},
+		field{name: "max_queue", kind: kindInt, lo: 0, hi: maxQueueCap, doc: "requests waiting at once; twice a static limit, or 256 with adaptive",
+			bind: at(func(l *Limits) *int { return &l.MaxQueue })},
+		field{name: "queue_timeout", kind: kindDuration, def: DefaultLimitsQueueTimeout, doc: "longest wait in the queue",
+			bind: at(func(l *Limits) *time.Duration { return &l.QueueTimeout })},
+		field{name: "max_per_consumer", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultLimitsMaxPerConsumer,
+			doc:  "requests one consumer may have in flight; 0 is half the limit",
+			bind: at(func(l *Limits) *int { return &l.MaxPerConsumer })},
+	)
+
+	httpCheckBlock = newBlock(
+		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes"},
+		field{name: "expect", kind: kindList, minItems: 1, maxItems: maxExpectStatuses,
+			item: &field{kind: kindInt, lo: minHealthCheckStatus, hi: maxHealthCheckStatus}, doc: "statuses that count as healthy (1 to 16)"},
+	)
+
+	healthCheckBlock = newBlock(
+		field{name: "http", kind: kindBlock, sub: httpCheckBlock, doc: "probe with an HTTP GET"},
+		field{name: "tcp", kind: kindBool, doc: "probe by opening a connection",
+			bind: at(func(h *HealthCheck) *bool { return &h.TCP })},
+		field{name: "interval", kind: kindDuration, def: DefaultHealthCheckInterval, doc: "time between probes; at least timeout",
+			bind: at(func(h *HealthCheck) *time.Duration { return &h.Interval })},
+		field{name: "timeout", kind: kindDuration, def: DefaultHealthCheckTimeout, doc: "deadline of a probe",
+			bind: at(func(h *HealthCheck) *time.Duration { return &h.Timeout })},
+		field{name: "healthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultHealthyAfter, doc: "passing probes in a row that make an endpoint healthy",
+			bind: at(func(h *HealthCheck) *int { return &h.HealthyAfter })},
+		field{name: "unhealthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultUnhealthyAfter, doc: "failing probes in a row that make it unhealthy",
+			bind: at(func(h *HealthCheck) *int { return &h.UnhealthyAfter })},
+	)
+
+	outlierDetectionBlock = newBlock(
+		field{name: "consecutive_gateway_failures", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutiveGatewayFailures,
+			doc:  "gateway failures in a row that eject an endpoint; 0 is off",
+			bind: at(func(o *OutlierDetection) *int { return &o.ConsecutiveGatewayFailures })},
+		field{name: "consecutive_5xx", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutive5xx,
+			doc:  "5xx responses in a row that eject an endpoint; 0 is off",
+			bind: at(func(o *OutlierDetection) *int { return &o.Consecutive5xx })},
+		field{name: "base_ejection_time", kind: kindDuration, def: DefaultBaseEjectionTime, doc: "first ejection's length",
+			bind: at(func(o *OutlierDetection) *time.Duration { return &o.BaseEjectionTime })},
+		field{name: "max_ejection_time", kind: kindDuration, def: DefaultMaxEjectionTime, doc: "longest ejection; at least base_ejection_time",
+			bind: at(func(o *OutlierDetection) *time.Duration { return &o.MaxEjectionTime })},
+		field{name: "max_ejection_percent", kind: kindInt, lo: 0, hi: maxEjectionPercent, def: DefaultMaxEjectionPercent,
+			doc:  "most of the endpoints ejected at once, in percent",
+			bind: at(func(o *OutlierDetection) *int { return &o.MaxEjectionPercent })},
+	)
+
+	zonesBlock = newBlock(
+		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in"},
+		field{name: "failover", kind: kindList, maxItems: maxFailoverZones, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
+		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
+			doc:  "factor on a zone's healthy share before traffic spills over",
+			bind: at(func(z *Zones) *float64 { return &z.Overprovisioning })},
+	)
+
+	upstreamBlock = newBlock(
+		field{name: "balancer", kind: kindEnum, enum: balancers, def: DefaultBalancer, doc: "how an endpoint is picked",
+			bind: at(func(u *Upstream) *string { return &u.Balancer })},
+		field{name: "least_request", kind: kindBlock, sub: leastRequestBlock, doc: "options of balancer least_request"},
+		field{name: "consistent_hash", kind: kindBlock, sub: consistentHashBlock, doc: "options of balancer consistent_hash; required with it"},
+		field{name: "discovery", kind: kindBlock, sub: discoveryBlock, doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
+		field{name: "endpoints", kind: kindList, minItems: 1, item: &field{kind: kindBlock, sub: endpointBlock},
+			doc: "the endpoints; required unless discovery is set"},
+		field{name: "timeouts", kind: kindBlock, sub: timeoutsBlock, doc: "upstream connection timeouts",
+			bind: at(func(u *Upstream) *Timeouts { return &u.Timeouts })},
+		field{name: "max_idle_conns_per_endpoint", kind: kindInt, lo: 1, hi: maxIdleConnsPerEndpointCap, def: DefaultMaxIdleConnsPerEndpoint,
+			doc:  "idle connections kept per endpoint",
+			bind: at(func(u *Upstream) *int { return &u.MaxIdleConnsPerEndpoint })},
+		field{name: "retry", kind: kindBlock, sub: retryBlock, doc: "retries; none when omitted"},
+		field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "concurrency limit and queue; none when omitted"},
+		field{name: "health_check", kind: kindBlock, sub: healthCheckBlock, doc: "active health checks; none when omitted"},
+		field{name: "outlier_detection", kind: kindBlock, sub: outlierDetectionBlock, doc: "passive ejection of failing endpoints; off when omitted"},
+		field{name: "panic_threshold", kind: kindNumber, flo: 0, fhi: maxPanicThreshold, def: DefaultPanicThreshold,
+			doc:  "percent of healthy endpoints below which all are used",
+			bind: at(func(u *Upstream) *float64 { return &u.PanicThreshold })},
+		field{name: "slow_start", kind: kindDuration, doc: "ramp of a new endpoint's share; none when omitted",
+			bind: at(func(u *Upstream) *time.Duration { return &u.SlowStart })},
+		field{name: "zones", kind: kindBlock, sub: zonesBlock, doc: "zone-aware routing; off when omitted"},
+	)
+
+	quotaBlock = newBlock(
+		field{name: "requests", kind: kindInt, lo: 1, hi: maxQuotaRequests, required: true, doc: "requests allowed per period",
+			bind: at(func(q *Quota) *int64 { return &q.Requests })},
+		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h"},
+	)
+
+	anonymousLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted"},
+	)
+
+	routeLimitBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+	)
+
+	appLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+		field{name: "max_concurrency", kind: kindInt, lo: 1, hi: maxAppConcurrency, doc: "requests in flight at once",
+			bind: at(func(l *AppLimits) *int { return &l.MaxConcurrency })},
+	)
+
+	appBlock = newBlock(
+		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique"},
+		field{name: "name", kind: kindString, doc: "display name; the id when omitted"},
+		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
+			bind: at(func(a *App) *string { return &a.Status })},
+		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
+			doc: "SHA-256 of each API key, as hex; unique across apps"},
+		field{name: "grants", kind: kindList, maxItems: maxAppGrants, item: &field{kind: kindString, pattern: namePattern}, doc: "the routes the app may call"},
+		field{name: "limits", kind: kindBlock, sub: appLimitsBlock, doc: "the app's limits across its routes"},
+		field{name: "route_limits", kind: kindMap, sub: routeLimitBlock, doc: "per route overrides; each key one of grants"},
+	)
+
+	matchBlock = newBlock(
+		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`},
+		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries"},
+		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString, pattern: tokenPattern}, doc: "methods matched; any when omitted"},
+		field{name: "raw_path", kind: kindBool, doc: "match the path as sent rather than normalised",
+			bind: at(func(m *Match) *bool { return &m.RawPath })},
+	)
+
+	routeBlock = newBlock(
+		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique"},
+		field{name: "match", kind: kindBlock, sub: matchBlock, doc: "the requests the route takes; every request when omitted"},
+		field{name: "upstream", kind: kindString, required: true, pattern: namePattern, doc: "the upstream requests go to"},
+		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: maxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
+			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
+		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
+			bind: at(func(r *Route) *time.Duration { return &r.Timeout })},
+		field{name: "retry", kind: kindBlock, sub: retryBlock, omit: []string{"budget"}, doc: "overrides the upstream's retry"},
+		field{name: "priority", kind: kindEnum, enum: priorities, def: DefaultPriority, doc: "which requests are shed first under pressure",
+			bind: at(func(r *Route) *string { return &r.Priority })},
+		field{name: "auth", kind: kindEnum, enum: authModes, def: DefaultRouteAuth, doc: "how callers are identified",
+			bind: at(func(r *Route) *string { return &r.Auth })},
+		field{name: "anonymous_limits", kind: kindBlock, sub: anonymousLimitsBlock, doc: "rate limit per client address, with auth: none"},
+		field{name: "forward_trailers", kind: kindList, item: &field{kind: kindString}, doc: "trailers passed through"},
+		field{name: "upgrades", kind: kindList, item: &field{kind: kindString}, doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+	)
+
+	rootBlock = newBlock(
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener"},
+		field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted"},
+		field{name: "admin", kind: kindBlock, sub: adminBlock, required: true, doc: "the admin API"},
+		field{name: "state_dir", kind: kindString, nonEmpty: true, def: DefaultStateDir, doc: "directory of the app store and snapshots"},
+		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
+			bind: at(func(c *Config) *Server { return &c.Server })},
+		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
+		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging",
+			bind: at(func(c *Config) *Log { return &c.Log })},
+		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
+			bind: at(func(c *Config) *Metrics { return &c.Metrics })},
+		field{name: "upstreams", kind: kindMap, sub: upstreamBlock, required: true, minItems: 1, doc: "upstreams by name"},
+		field{name: "routes", kind: kindList, required: true, minItems: 1, item: &field{kind: kindBlock, sub: routeBlock},
+			doc: "routes; the most specific match wins"},
+		field{name: "apps", kind: kindList, maxItems: maxApps, item: &field{kind: kindBlock, sub: appBlock},
+			doc: "API consumers, their keys, grants and limits"},
+	)
+)
