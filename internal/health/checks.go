@@ -102,8 +102,7 @@ func (m *Manager) resultLocked(r result, now time.Time) {
 // dueHeap orders members by their next check.
 type dueHeap []*member
 
-func (h dueHeap) Len() int { return len(h) }
-
+func (h dueHeap) Len() int           { return len(h) }
 func (h dueHeap) Less(i, j int) bool { return h[i].nextCheck.Before(h[j].nextCheck) }
 
 func (h dueHeap) Swap(i, j int) {
