@@ -2,11 +2,7 @@ package apps
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +10,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,85 +119,6 @@ func (s *Store) Close() error { return s.db.Close() }
 // Current returns the latest snapshot; it never blocks and never queries
 // the database.
 func (s *Store) Current() *Snapshot { return s.snap.Load() }
-
-// migrations are applied in order; the schema's version is the number
-// applied. Never edit one that has shipped: append a new one.
-var migrations = []string{
-	// 1: apps, their keys, and tombstones of file apps deleted at runtime.
-	`CREATE TABLE apps (
-		id           TEXT PRIMARY KEY,
-		name         TEXT NOT NULL,
-		status       TEXT NOT NULL CHECK (status IN ('active', 'suspended')),
-		grants       TEXT NOT NULL,               -- JSON array of route names
-		limits       TEXT NOT NULL,               -- JSON Limits
-		route_limits TEXT NOT NULL,               -- JSON object route -> RouteLimit
-		source       TEXT NOT NULL CHECK (source IN ('file', 'api')),
-		file_hash    TEXT NOT NULL DEFAULT '',    -- file definition last seeded ('' if never)
-		overridden   INTEGER NOT NULL DEFAULT 0,  -- changed at runtime since file_hash was seeded
-		pending_file INTEGER NOT NULL DEFAULT 0,  -- the file's definition differs, not applied
-		created_at   INTEGER NOT NULL,            -- Unix nanoseconds
-		updated_at   INTEGER NOT NULL
-	);
-	CREATE TABLE app_keys (
-		app_id     TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
-		id         TEXT NOT NULL,
-		prefix     TEXT NOT NULL,
-		sha256     TEXT NOT NULL UNIQUE,
-		source     TEXT NOT NULL CHECK (source IN ('file', 'api')),
-		created_at INTEGER NOT NULL,
-		revoked_at INTEGER,                       -- NULL while active
-		PRIMARY KEY (app_id, id)
-	);
-	CREATE TABLE tombstones (
-		id         TEXT PRIMARY KEY,
-		file_hash  TEXT NOT NULL,                 -- file definition when deleted
-		deleted_at INTEGER NOT NULL
-	);`,
-}
-
-// migrate creates the version table if needed and applies the missing
-// migrations, each in its own transaction with its version bump.
-func (s *Store) migrate(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("creating schema_version: %w", err)
-	}
-	var version int
-	switch err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version); {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
-			return fmt.Errorf("initialising schema_version: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("reading schema_version: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this levee knows (%d); run a newer levee or restore a backup", version, len(migrations))
-	}
-	for v := version; v < len(migrations); v++ {
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, v+1)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migration %d: %w", v+1, err)
-		}
-	}
-	return nil
-}
-
-// SchemaVersion returns the database's schema version.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
-	return v, err
-}
 
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -609,154 +524,4 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		_, err = tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, id)
 		return err
 	})
-}
-
-// NewKey is a key just created: its record, and the plaintext, which is
-// returned this once and stored nowhere.
-type NewKey struct {
-	Key
-	Plaintext string `json:"key"`
-}
-
-// keyPrefix starts every key levee generates.
-const keyPrefix = "lvk_"
-
-// GenerateKey returns a new plaintext key: "lvk_" and 32 bytes from
-// crypto/rand in unpadded base64url (47 characters in all).
-func GenerateKey() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return keyPrefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// HashKey returns the lower-case hex SHA-256 of a plaintext key, as the
-// store keeps it.
-func HashKey(plaintext string) string {
-	sum := sha256.Sum256([]byte(plaintext))
-	return hex.EncodeToString(sum[:])
-}
-
-// keyID derives a key's id from its hex SHA-256.
-func keyID(sha string) string { return sha[:12] }
-
-// CreateKey generates a key for app id and stores only its SHA-256, id
-// and prefix. The plaintext is in the result and nowhere else. An app
-// with MaxActiveKeys active keys is ErrConflict. A file app becomes
-// Overridden.
-func (s *Store) CreateKey(ctx context.Context, id string) (NewKey, error) {
-	plain, err := GenerateKey()
-	if err != nil {
-		return NewKey{}, fmt.Errorf("generating a key: %w", err)
-	}
-	sha := HashKey(plain)
-	now := s.now()
-	nk := NewKey{
-		Key:       Key{ID: keyID(sha), Prefix: plain[:len(keyPrefix)+4], SHA256: sha, Source: SourceAPI, Created: now.UTC()},
-		Plaintext: plain,
-	}
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		active := 0
-		for _, k := range r.app.Keys {
-			if k.Active() {
-				active++
-			}
-		}
-		if active >= MaxActiveKeys {
-			return fmt.Errorf("app %q has %d active keys, the most it may; revoke one first: %w", id, active, ErrConflict)
-		}
-		if err := insertKey(ctx, tx, id, nk.Key, now); err != nil {
-			if _, ok := errors.AsType[*keyIDHeldError](err); ok {
-				// 48 random bits alike: ask for another key.
-				return fmt.Errorf("the new key's id is taken, try again: %w", ErrConflict)
-			}
-			return err
-		}
-		return touchRuntime(ctx, tx, id, now)
-	})
-	if err != nil {
-		return NewKey{}, err
-	}
-	return nk, nil
-}
-
-// keyIDHeldError: another app holds a key with the same id (the first 12
-// hex digits of two different hashes alike). The id names the key in
-// signed requests, so two apps may not share it: the identity index would
-// have to guess whose secret checks the signature.
-type keyIDHeldError struct{ id, app string }
-
-func (e *keyIDHeldError) Error() string {
-	return fmt.Sprintf("key id %q (a hash's first 12 hex digits) is held by app %q", e.id, e.app)
-}
-
-// insertKey adds k to app appID. A hash another app holds fails on the
-// schema's UNIQUE constraint; a key id another app holds with a
-// *keyIDHeldError.
-// Either would make a key ambiguous, which the identity index refuses.
-func insertKey(ctx context.Context, q querier, appID string, k Key, now time.Time) error {
-	var other string
-	switch err := q.QueryRowContext(ctx, `SELECT app_id FROM app_keys WHERE id = ? AND app_id != ? AND sha256 != ? LIMIT 1`,
-		k.ID, appID, k.SHA256).Scan(&other); {
-	case err == nil:
-		return &keyIDHeldError{id: k.ID, app: other}
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
-	}
-	_, err := q.ExecContext(ctx, `INSERT INTO app_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, NULL)`,
-		appID, k.ID, k.Prefix, k.SHA256, k.Source, now.UnixNano())
-	return err
-}
-
-// RevokeKey revokes key keyID of app id at once (the next snapshot no
-// longer admits it). A key already revoked is ErrConflict; an unknown app
-// or key ErrNotFound. Beyond MaxRevokedKeys, the oldest revoked keys of
-// the app are dropped. A file app becomes Overridden.
-func (s *Store) RevokeKey(ctx context.Context, id, keyID string) (Key, error) {
-	var out Key
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		r, err := getRecord(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(r.app.Keys, func(k Key) bool { return k.ID == keyID })
-		if i < 0 {
-			return fmt.Errorf("app %q has no key %q: %w", id, keyID, ErrNotFound)
-		}
-		if !r.app.Keys[i].Active() {
-			return fmt.Errorf("key %q of app %q is already revoked: %w", keyID, id, ErrConflict)
-		}
-		now := s.now()
-		if err := revokeKey(ctx, tx, id, keyID, now); err != nil {
-			return err
-		}
-		out = r.app.Keys[i]
-		out.Revoked = now.UTC()
-		return touchRuntime(ctx, tx, id, now)
-	})
-	return out, err
-}
-
-// revokeKey marks one key revoked and drops the app's oldest revoked keys
-// beyond MaxRevokedKeys.
-func revokeKey(ctx context.Context, q querier, appID, keyID string, now time.Time) error {
-	if _, err := q.ExecContext(ctx, `UPDATE app_keys SET revoked_at = ? WHERE app_id = ? AND id = ?`, now.UnixNano(), appID, keyID); err != nil {
-		return err
-	}
-	_, err := q.ExecContext(ctx, `DELETE FROM app_keys WHERE app_id = ? AND revoked_at IS NOT NULL AND id NOT IN (
-		SELECT id FROM app_keys WHERE app_id = ? AND revoked_at IS NOT NULL ORDER BY revoked_at DESC, id LIMIT ?)`,
-		appID, appID, MaxRevokedKeys)
-	return err
-}
-
-// isUniqueViolation reports whether err is SQLite's UNIQUE constraint
-// failure (the driver's message; its error codes are not exported in a
-// stable form).
-func isUniqueViolation(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }

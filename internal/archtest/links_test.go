@@ -15,12 +15,13 @@ var markdownLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // at the start of a word or code span.
 var outsidePath = regexp.MustCompile("(^|[\\s`(\"'])\\.\\./")
 
-// TestDocLinksStayInRepo: every relative link in README.md and docs/
-// names a file or directory of the repository, and the README, the page a
-// newcomer starts from, names no path outside it ("../shared/..."): a
-// reader of the repository alone must be able to follow every one. (Pages
-// under docs/ may say how figures were measured with the shared bench
-// that lives beside the repository; they do not link to it.)
+// TestDocLinksStayInRepo: every relative link in README.md, docs/ and
+// docs/notes/ names a file or directory of the repository, and the README,
+// the page a newcomer starts from, names no path outside it
+// ("../shared/..."): a reader of the repository alone must be able to
+// follow every one. (Pages under docs/ may say how figures were measured
+// with the shared bench that lives beside the repository; they do not link
+// to it.)
 func TestDocLinksStayInRepo(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -30,6 +31,11 @@ func TestDocLinksStayInRepo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notes, err := filepath.Glob(filepath.Join(root, "docs", "notes", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(pages, notes...)
 	pages = append(pages, filepath.Join(root, "README.md"))
 	for _, page := range pages {
 		b, err := os.ReadFile(page)

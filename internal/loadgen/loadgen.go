@@ -7,7 +7,7 @@
 // the proxy and the backend. A net/http client spends several times a
 // proxy's CPU per request, so at 10,000 requests/s it saturates the machine
 // by itself and the proxies are then measured by how much CPU they leave it
-// (docs/admission.md, "The client, not the host"). This one writes a prepared
+// (docs/notes/admission-history.md, "The client, not the host"). This one writes a prepared
 // request and reads the answer with one buffered reader per keep-alive
 // connection: about one write and one read per request, no allocation but
 // the outcomes.
