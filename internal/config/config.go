@@ -23,6 +23,10 @@ import (
 	"time"
 )
 
+// Over 600 lines: these are the configuration's types, one per block,
+// each field documented with its YAML name, default and bounds; readers
+// look a field up here, so the types stay together in one file.
+
 // Config is a whole, validated levee configuration. Parse returns it only
 // when every field is valid, with every default applied; a *Config is not
 // modified afterwards and may be shared between goroutines for reading.

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// Over 600 lines: the parser's table tests, one table per block of the
+// file, share the helpers below; the golden and schema tests live apart.
+
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // Fragments of a valid config, so that each bad case below shows only what

@@ -7,6 +7,10 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// Over 600 lines: one reader method per configuration type, calling each
+// other down the tree; the cross-field checks need the readers of both
+// sides at hand.
+//
 // This file maps the YAML tree onto the Config types, one method per type.
 // Each method starts from the defaults, overwrites what the file sets, and
 // reports what is wrong; cross-field checks run once the parts they
