@@ -120,6 +120,10 @@ var (
 	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC}
 )
 
+// AuthModes returns every value routes[].auth accepts, so the code that
+// maps them (the gateway) can be checked against the whole list.
+func AuthModes() []string { return slices.Clone(authModes) }
+
 // defaultBurst is the burst of a rate limit whose `burst` is omitted.
 func defaultBurst(rate float64) int {
 	return int(limits.DefaultBurst(rate))

@@ -264,8 +264,12 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("routes[%s].anonymous_limits: %w", rc.Name, err)
 		}
+		auth, err := authMode(rc.Auth)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%s].auth: %w", rc.Name, err)
+		}
 		routes = append(routes, &proxy.Route{
-			Auth:           authMode(rc.Auth),
+			Auth:           auth,
 			AnonymousLimit: anon,
 			Name:           rc.Name,
 			Host:           rc.Match.Host,
@@ -310,15 +314,20 @@ func underscoreMode(s string) proxy.UnderscoreMode {
 	return proxy.UnderscoresDrop
 }
 
-// authMode maps a route's configured auth to the request path's.
-func authMode(a string) proxy.AuthMode {
+// authMode maps a route's configured auth to the request path's. It fails
+// closed: a mode config accepts but this map does not know (a scheme added
+// to config alone) refuses the build instead of becoming "none", which
+// would admit anyone.
+func authMode(a string) (proxy.AuthMode, error) {
 	switch a {
+	case config.AuthNone:
+		return proxy.AuthNone, nil
 	case config.AuthAPIKey:
-		return proxy.AuthAPIKey
+		return proxy.AuthAPIKey, nil
 	case config.AuthHMAC:
-		return proxy.AuthHMAC
+		return proxy.AuthHMAC, nil
 	}
-	return proxy.AuthNone
+	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }
 
 // anonymousPolicy turns a route's anonymous_limits into a rate policy; nil
