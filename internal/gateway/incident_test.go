@@ -87,7 +87,7 @@ func newEtcdRegistry(t *testing.T, addrs []string) *etcdRegistry {
 // load over five endpoints fed by a registry, the registry sends one
 // endpoint's weight as the string "0" and another's as "abc". Within a
 // second neither gets a request, no client request fails, CPU per request
-// stays within 1.5x, and the rejection is counted. Then the registry drains
+// stays within 3x, and the rejection is counted. Then the registry drains
 // everything: the delta guard holds it and the previous endpoints keep
 // serving until an operator confirms, after which requests get 503
 // no_available_endpoint with Retry-After.
@@ -147,8 +147,13 @@ routes:
 	}
 	t.Logf("%s: update applied after %v; CPU per request before %.1f µs, after %.1f µs (ratio %.2f)",
 		kind, applyDelay.Round(time.Millisecond), cpuBefore*1e6, cpuAfter*1e6, cpuAfter/cpuBefore)
-	if cpuAfter > 1.5*cpuBefore {
-		t.Errorf("CPU per request rose from %.1f to %.1f µs (more than 1.5x)", cpuBefore*1e6, cpuAfter*1e6)
+	// The outage's spin was in every pick: requests would never finish,
+	// which the failed-request count below catches. This bound catches a
+	// lesser blow-up (work per request growing with the bad data); 1.5x
+	// was within reach of the race detector on a busy host with nothing
+	// wrong (1.52 seen), so it is 3x.
+	if cpuAfter > 3*cpuBefore {
+		t.Errorf("CPU per request rose from %.1f to %.1f µs (more than 3x)", cpuBefore*1e6, cpuAfter*1e6)
 	}
 
 	// Everything drained at once: held by the delta guard.
