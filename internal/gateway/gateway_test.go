@@ -269,29 +269,7 @@ routes:
 
 // TestWebSocketEcho: an Upgrade passes through, and bytes flow both ways.
 func TestWebSocketEcho(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			http.Error(w, "expected websocket upgrade", 400)
-			return
-		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-			acceptKey(r.Header.Get("Sec-WebSocket-Key")))
-		brw.Flush()
-		// Echo frames: read one masked client frame, answer it unmasked.
-		for {
-			payload, err := readFrame(brw.Reader)
-			if err != nil {
-				return
-			}
-			conn.Write(append([]byte{0x81, byte(len(payload))}, payload...))
-		}
-	}))
-	t.Cleanup(up.Close)
+	up := newWebSocketEchoUpstream(t, "")
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
@@ -465,4 +443,34 @@ routes:
 			}
 		})
 	}
+}
+
+// newWebSocketEchoUpstream is a WebSocket upstream that answers the
+// upgrade and echoes each masked client frame unmasked. With proto set, it
+// refuses an upgrade whose X-Forwarded-Proto differs.
+func newWebSocketEchoUpstream(t *testing.T, proto string) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || (proto != "" && r.Header.Get("X-Forwarded-Proto") != proto) {
+			http.Error(w, "expected a websocket upgrade (forwarded from "+proto+")", 400)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
+			acceptKey(r.Header.Get("Sec-WebSocket-Key")))
+		brw.Flush()
+		// Echo frames: read one masked client frame, answer it unmasked.
+		for {
+			payload, err := readFrame(brw.Reader)
+			if err != nil {
+				return
+			}
+			conn.Write(append([]byte{0x81, byte(len(payload))}, payload...))
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -279,28 +278,7 @@ func TestTLSHandoffsForwardOnce(t *testing.T) {
 // the upstream with X-Forwarded-Proto https, and bytes flow both ways
 // through the TLS connection after the 101.
 func TestTLSWebSocketEcho(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") || r.Header.Get("X-Forwarded-Proto") != "https" {
-			http.Error(w, "expected a websocket upgrade forwarded from https", 400)
-			return
-		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-			acceptKey(r.Header.Get("Sec-WebSocket-Key")))
-		brw.Flush()
-		for {
-			payload, err := readFrame(brw.Reader)
-			if err != nil {
-				return
-			}
-			conn.Write(append([]byte{0x81, byte(len(payload))}, payload...))
-		}
-	}))
-	t.Cleanup(up.Close)
+	up := newWebSocketEchoUpstream(t, "https")
 	certFile, keyFile, _ := selfSigned(t)
 	h := start(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
