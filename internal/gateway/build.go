@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -40,27 +39,15 @@ type pools struct {
 }
 
 type pooledPicker struct {
-	fingerprint uint64
-	raw         balance.Picker   // unguarded, for Prev
-	tiers       []balance.Picker // with zones: each tier's picker, for Prev
-	guarded     balance.Picker
-	endpoints   []*endpoint.Endpoint
-	observe     balance.Observer
-	hashOn      *proxy.HashOn
+	inputs    pickerInputs
+	raw       balance.Picker   // unguarded, for Prev
+	tiers     []balance.Picker // with zones: each tier's picker, for Prev
+	guarded   balance.Picker
+	endpoints []*endpoint.Endpoint
+	observe   balance.Observer
+	hashOn    *proxy.HashOn
 	// tierEndpoints: with zones, each tier's endpoints (proxy.Upstream.Tiers).
 	tierEndpoints [][]*endpoint.Endpoint
-}
-
-// pickerFingerprint hashes what a picker is built from: the balancer and
-// its options, the zones, panic mode, and every endpoint's address,
-// configured and effective weight, zone and health, in order.
-func pickerFingerprint(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s|%+v|%+v|%+v|%v|", uc.Balancer, uc.LeastRequest, uc.ConsistentHash, uc.Zones, plan.Panic)
-	for i, e := range plan.Endpoints {
-		fmt.Fprintf(h, "%s,%d,%d,%s,%v;", e.Address, base[i].Weight, e.Weight, e.Zone, plan.Healthy[i])
-	}
-	return h.Sum64()
 }
 
 type pooledLimiter struct {
@@ -450,9 +437,9 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 // and is not in panic mode, guarded so that a picker failure falls back to
 // a uniform pick over the same set (counted by onFallback).
 func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, onFallback func()) {
-	fp := pickerFingerprint(uc, base, plan)
+	in := newPickerInputs(uc, base, plan)
 	prev, had := p.pickers[up.Name]
-	if had && prev.fingerprint == fp {
+	if had && prev.inputs.equal(in) {
 		up.Endpoints, up.Picker, up.Observer, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
 		return
 	}
@@ -476,7 +463,7 @@ func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpo
 		up.Observer = balance.LeastRequestSet(observers)
 	}
 	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
-	p.pickers[up.Name] = pooledPicker{fingerprint: fp, raw: picker, tiers: tiers, guarded: up.Picker,
+	p.pickers[up.Name] = pooledPicker{inputs: in, raw: picker, tiers: tiers, guarded: up.Picker,
 		endpoints: up.Endpoints, observe: up.Observer, hashOn: up.HashOn, tierEndpoints: up.Tiers}
 }
 

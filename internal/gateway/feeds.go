@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -77,7 +76,7 @@ func (f *feed) connected() bool                           { return f.Connected()
 
 // sameConfig reports whether a reload leaves this feed's source alone.
 func (f *feed) sameConfig(uc *config.Upstream) bool {
-	return uc.Discovery != nil && reflect.DeepEqual(f.cfg, *uc.Discovery)
+	return uc.Discovery != nil && sameDiscovery(f.cfg, *uc.Discovery)
 }
 
 // reconcileFeeds returns the feeds cfg needs: the current feed of an

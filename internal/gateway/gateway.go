@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -461,7 +460,7 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	if next.Admin.Listen != g.cfg.Admin.Listen {
 		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
 	}
-	if !reflect.DeepEqual(next.Memory, g.cfg.Memory) {
+	if !sameMemory(next.Memory, g.cfg.Memory) {
 		errs = append(errs, config.FieldError{Path: "memory", Message: "cannot change on reload (restart levee)"})
 	}
 	if (next.TLS == nil) != (g.cfg.TLS == nil) {

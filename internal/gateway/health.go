@@ -41,7 +41,7 @@ func healthOptions(uc *config.Upstream) health.UpstreamOptions {
 
 // onHealthChange is the health manager's OnChange: it rebuilds the
 // routing table (only the named upstreams' pickers change; the others are
-// reused by fingerprint).
+// reused while their pickerInputs are equal).
 func (g *Gateway) onHealthChange(upstreams []string) {
 	g.rebuild("a health change")
 }

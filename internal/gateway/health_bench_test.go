@@ -14,7 +14,7 @@ import (
 
 // BenchmarkHealthRebuild: what one health transition costs an upstream of
 // 1,000 endpoints in three zones: the manager's plan (Apply) and the
-// picker rebuild (fingerprint, per-zone pickers, zone shares), with a
+// picker rebuild (picker inputs, per-zone pickers, zone shares), with a
 // different endpoint out of service at each iteration so the picker is
 // really rebuilt. Per balancer.
 func BenchmarkHealthRebuild(b *testing.B) {
@@ -41,7 +41,7 @@ func BenchmarkHealthRebuild(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				// One endpoint drained per iteration stands in for a
-				// health flip: the plan and fingerprint change.
+				// health flip: the plan and picker inputs change.
 				in := make([]*endpoint.Endpoint, n)
 				copy(in, eps)
 				c := *eps[i%n]
