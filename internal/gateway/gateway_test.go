@@ -285,30 +285,7 @@ routes:
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	key := "dGhlIHNhbXBsZSBub25jZQ=="
-	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", key)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
-		t.Fatalf("handshake: status %d accept %q", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Accept"))
-	}
-	for _, msg := range []string{"hello", "levee", strings.Repeat("z", 100)} {
-		conn.Write(maskedFrame(msg))
-		hdr := make([]byte, 2)
-		if _, err := io.ReadFull(br, hdr); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, hdr[1])
-		if _, err := io.ReadFull(br, got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != msg {
-			t.Fatalf("echo = %q, want %q", got, msg)
-		}
-	}
+	wsHandshakeAndEcho(t, conn, bufio.NewReader(conn))
 }
 
 func acceptKey(key string) string {
@@ -473,4 +450,33 @@ func newWebSocketEchoUpstream(t *testing.T, proto string) *httptest.Server {
 	}))
 	t.Cleanup(up.Close)
 	return up
+}
+
+// wsHandshakeAndEcho upgrades the connection w (read through br) to a
+// WebSocket at /ws and checks that three frames come back echoed.
+func wsHandshakeAndEcho(t *testing.T, w io.Writer, br *bufio.Reader) {
+	t.Helper()
+	key := "dGhlIHNhbXBsZSBub25jZQ=="
+	fmt.Fprintf(w, "GET /ws HTTP/1.1\r\nHost: example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", key)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
+		t.Fatalf("handshake: status %d accept %q", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Accept"))
+	}
+	for _, msg := range []string{"hello", "levee", strings.Repeat("z", 100)} {
+		w.Write(maskedFrame(msg))
+		hdr := make([]byte, 2)
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, hdr[1])
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != msg {
+			t.Fatalf("echo = %q, want %q", got, msg)
+		}
+	}
 }

@@ -290,27 +290,5 @@ routes:
   - {name: ws, match: {path_prefix: /ws}, upstream: ws}
 `, certFile, keyFile, hostPort(up)))
 	c, br := dialTLS(t, h.g.Addr().String())
-	key := "dGhlIHNhbXBsZSBub25jZQ=="
-	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", key)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 101 || resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(key) {
-		t.Fatalf("handshake: status %d accept %q", resp.StatusCode, resp.Header.Get("Sec-WebSocket-Accept"))
-	}
-	for _, msg := range []string{"hello", "levee", strings.Repeat("z", 100)} {
-		c.Write(maskedFrame(msg))
-		hdr := make([]byte, 2)
-		if _, err := io.ReadFull(br, hdr); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, hdr[1])
-		if _, err := io.ReadFull(br, got); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != msg {
-			t.Fatalf("echo = %q, want %q", got, msg)
-		}
-	}
+	wsHandshakeAndEcho(t, c, br)
 }
