@@ -348,7 +348,9 @@ func TestSlowClients(t *testing.T) {
 
 func TestClientGoneCancelsContext(t *testing.T) {
 	cancelled := make(chan struct{})
+	started := make(chan struct{})
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
 		select {
 		case <-r.Context().Done():
 			close(cancelled)
@@ -357,7 +359,7 @@ func TestClientGoneCancelsContext(t *testing.T) {
 	}))
 	c, _ := ts.dial()
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(50 * time.Millisecond) // let the handler start (and the watcher)
+	<-started // the handler runs; the watcher starts after watchDelay whatever happens now
 	c.Close()
 	select {
 	case <-cancelled:
