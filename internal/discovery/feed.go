@@ -74,7 +74,7 @@ type FeedOptions struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	// Applied is called (without the feed's mutex held) after a new set
-	// was applied and persisted, to rebuild the routing table.
+	// was applied and persisted, to swap the upstream's endpoints and picker.
 	Applied func()
 }
 
@@ -265,8 +265,8 @@ func (f *Feed) applyLocked(list []Instance, rejected []Rejection, origin string,
 	f.mu.version++
 }
 
-// applied counts an applied set, writes the snapshot and asks for a
-// rebuild. Called without f.mu.
+// applied counts an applied set, writes the snapshot and asks the gateway
+// to swap the upstream's endpoints. Called without f.mu.
 func (f *Feed) applied() {
 	f.metrics.updates.WithLabelValues(f.o.Upstream, "applied").Inc()
 	f.persist()

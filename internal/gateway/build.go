@@ -39,15 +39,10 @@ type pools struct {
 }
 
 type pooledPicker struct {
-	inputs    pickerInputs
-	raw       balance.Picker   // unguarded, for Prev
-	tiers     []balance.Picker // with zones: each tier's picker, for Prev
-	guarded   balance.Picker
-	endpoints []*endpoint.Endpoint
-	observe   balance.Observer
-	hashOn    *proxy.HashOn
-	// tierEndpoints: with zones, each tier's endpoints (proxy.Upstream.Tiers).
-	tierEndpoints [][]*endpoint.Endpoint
+	inputs pickerInputs
+	raw    balance.Picker   // unguarded, for Prev
+	tiers  []balance.Picker // with zones: each tier's picker, for Prev
+	bal    *proxy.Balance
 }
 
 type pooledLimiter struct {
@@ -167,6 +162,20 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 	}
 }
 
+// retainStats drops the counters of upstream name's endpoints that are
+// not in eps (after a discovery update removed them).
+func (p *pools) retainStats(name string, eps []*endpoint.Endpoint) {
+	live := make(map[string]bool, len(eps))
+	for _, ep := range eps {
+		live[ep.Address] = true
+	}
+	for k := range p.stats {
+		if k.upstream == name && !live[k.address] {
+			delete(p.stats, k)
+		}
+	}
+}
+
 func (p *pools) closeAll() {
 	for _, t := range p.transports {
 		t.transport.Close()
@@ -188,6 +197,38 @@ func (p *pools) sweepIdle(now time.Time) time.Duration {
 	return max(next, 10*time.Millisecond)
 }
 
+// endpoints lists upstream name's endpoints as configured or as its
+// discovery feed last applied, each with the live counters it keeps while
+// it exists (created here on first sight).
+func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoint {
+	var list []discovery.Instance
+	if f := g.feeds[name]; f != nil {
+		list, _ = f.instances()
+	} else {
+		for _, ec := range uc.Endpoints {
+			list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
+		}
+	}
+	eps := make([]*endpoint.Endpoint, 0, len(list))
+	for _, in := range list {
+		key := statsKey{name, in.Address}
+		st := g.pools.stats[key]
+		if st == nil {
+			st = &endpoint.Stats{}
+			g.pools.stats[key] = st
+		}
+		eps = append(eps, &endpoint.Endpoint{Address: in.Address, Weight: in.Weight, Zone: in.Zone, Stats: st})
+	}
+	return eps
+}
+
+// balance applies the health manager's plan to eps and returns upstream
+// name's Balance over the plan's effective endpoints.
+func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endpoint) *proxy.Balance {
+	plan := g.health.Apply(name, healthOptions(uc), eps)
+	return g.pools.balance(name, uc, eps, plan, g.metrics.PickerFallback(name))
+}
+
 // buildTable turns a validated configuration into the proxy's routing
 // snapshot. Called with g.mu held (or before Start).
 func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
@@ -197,29 +238,12 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 	ordered := make([]*proxy.Upstream, 0, len(cfg.Upstreams))
 	for _, name := range cfg.UpstreamOrder {
 		uc := cfg.Upstreams[name]
-		var list []discovery.Instance
-		if f := g.feeds[name]; f != nil {
-			list, _ = f.instances()
-		} else {
-			for _, ec := range uc.Endpoints {
-				list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
-			}
+		eps := g.endpoints(name, uc)
+		for _, ep := range eps {
+			liveStats[statsKey{name, ep.Address}] = true
 		}
-		eps := make([]*endpoint.Endpoint, 0, len(list))
-		for _, in := range list {
-			key := statsKey{name, in.Address}
-			st := g.pools.stats[key]
-			if st == nil {
-				st = &endpoint.Stats{}
-				g.pools.stats[key] = st
-			}
-			liveStats[key] = true
-			eps = append(eps, &endpoint.Endpoint{Address: in.Address, Weight: in.Weight, Zone: in.Zone, Stats: st})
-		}
-		plan := g.health.Apply(name, healthOptions(uc), eps)
 		up := &proxy.Upstream{
-			Name:      name,
-			Endpoints: plan.Endpoints,
+			Name: name,
 			Transport: g.pools.transport(name, upstream.Options{
 				Connect:            uc.Timeouts.Connect,
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
@@ -227,7 +251,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
 			}),
 		}
-		g.pools.setPicker(up, uc, eps, plan, g.metrics.PickerFallback(name))
+		up.SetBalance(g.balance(name, uc, eps))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})
 		if err != nil {
@@ -404,7 +428,8 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 	g.mu.Unlock()
 	out := make([]admin.UpstreamView, 0, len(t.Upstreams()))
 	for _, up := range t.Upstreams() {
-		uv := admin.UpstreamView{Name: up.Name, Endpoints: make([]admin.EndpointView, 0, len(up.Endpoints))}
+		eps := up.Balance().Endpoints
+		uv := admin.UpstreamView{Name: up.Name, Endpoints: make([]admin.EndpointView, 0, len(eps))}
 		if uc := cfg.Upstreams[up.Name]; uc != nil {
 			uv.Balancer = uc.Balancer
 		}
@@ -414,7 +439,7 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 		hv, _ := g.health.View(up.Name)
 		uv.Panic, uv.PanicTotal = hv.Panic, hv.PanicTotal
 		byAddr := healthByAddress(hv)
-		for _, ep := range up.Endpoints {
+		for _, ep := range eps {
 			ev := admin.EndpointView{
 				Address: ep.Address, Weight: weightUnits(ep.Weight), EffectiveWeight: weightUnits(ep.Weight), Zone: ep.Zone, State: "healthy",
 				Inflight: ep.Stats.Inflight.Load(), Requests: ep.Stats.Requests.Load(), Failures: ep.Stats.Failures.Load(),
@@ -431,40 +456,41 @@ func (v adminView) Upstreams() []admin.UpstreamView {
 	return out
 }
 
-// setPicker builds up's picker for the configured balancer over
-// up.Endpoints (the health plan's effective endpoints; base are the
+// balance returns upstream name's Balance: its picker for the configured
+// balancer over the health plan's effective endpoints (base are the
 // configured ones, parallel), with zone tiers when the upstream has zones
 // and is not in panic mode, guarded so that a picker failure falls back to
-// a uniform pick over the same set (counted by onFallback).
-func (p *pools) setPicker(up *proxy.Upstream, uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, onFallback func()) {
+// a uniform pick over the same set (counted by onFallback). The previous
+// Balance is returned as is while its inputs are unchanged.
+func (p *pools) balance(name string, uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, onFallback func()) *proxy.Balance {
 	in := newPickerInputs(uc, base, plan)
-	prev, had := p.pickers[up.Name]
+	prev, had := p.pickers[name]
 	if had && prev.inputs.equal(in) {
-		up.Endpoints, up.Picker, up.Observer, up.HashOn, up.Tiers = prev.endpoints, prev.guarded, prev.observe, prev.hashOn, prev.tierEndpoints
-		return
+		return prev.bal
 	}
+	b := &proxy.Balance{Endpoints: plan.Endpoints}
 	if ch := uc.ConsistentHash; ch != nil {
-		kind, name := ch.Key()
-		up.HashOn = &proxy.HashOn{Kind: kind, Name: name}
+		kind, key := ch.Key()
+		b.HashOn = &proxy.HashOn{Kind: kind, Name: key}
 	}
 	var picker balance.Picker
 	var tiers []balance.Picker
 	var observers []*balance.LeastRequest
 	if uc.Zones != nil && !plan.Panic {
-		picker, tiers, observers, up.Tiers = zonedPicker(uc, base, plan, prev.tiers)
+		picker, tiers, observers, b.Tiers = zonedPicker(uc, base, plan, prev.tiers)
 	} else {
 		var lrp *balance.LeastRequest
-		picker, lrp = newPicker(uc, up.Endpoints, prev.raw)
+		picker, lrp = newPicker(uc, b.Endpoints, prev.raw)
 		if lrp != nil {
 			observers = []*balance.LeastRequest{lrp}
 		}
 	}
 	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(observers) > 0 {
-		up.Observer = balance.LeastRequestSet(observers)
+		b.Observer = balance.LeastRequestSet(observers)
 	}
-	up.Picker = balance.Guarded(picker, up.Endpoints, onFallback)
-	p.pickers[up.Name] = pooledPicker{inputs: in, raw: picker, tiers: tiers, guarded: up.Picker,
-		endpoints: up.Endpoints, observe: up.Observer, hashOn: up.HashOn, tierEndpoints: up.Tiers}
+	b.Picker = balance.Guarded(picker, b.Endpoints, onFallback)
+	p.pickers[name] = pooledPicker{inputs: in, raw: picker, tiers: tiers, bal: b}
+	return b
 }
 
 // newPicker builds the configured balancer over eps, handing it prev (the

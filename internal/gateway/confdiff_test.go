@@ -212,7 +212,7 @@ routes:
 	picker := func() any {
 		for _, up := range h.g.handler.Table().Upstreams() {
 			if up.Name == "one" {
-				return up.Picker
+				return up.Balance().Picker
 			}
 		}
 		t.Fatal("no upstream one")

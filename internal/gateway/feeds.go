@@ -15,7 +15,7 @@ import (
 // built from, so that a reload can tell whether it changes the feed. The
 // feed itself (guard, snapshot, source goroutines, locking) lives in
 // internal/discovery; the gateway only turns config into its options,
-// keeps feeds across reloads and rebuilds the table when one applies.
+// keeps feeds across reloads and swaps the upstream's Balance when one applies.
 type feed struct {
 	*discovery.Feed
 	upstream string
@@ -33,7 +33,7 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 		StateDir:   stateDir,
 		Metrics:    g.discoveryMetrics,
 		Logger:     g.logger.With("upstream", name),
-		Applied:    func() { g.rebuild("a discovery update") },
+		Applied:    func() { g.refresh([]string{name}, "a discovery update") },
 	}
 	for _, ec := range uc.Endpoints {
 		o.Static = append(o.Static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
@@ -111,19 +111,26 @@ func (g *Gateway) reconcileFeeds(cfg *config.Config, current map[string]*feed) (
 	return next, fresh, retired, nil
 }
 
-// rebuild rebuilds the routing table after a feed applied an update or
-// an endpoint's health changed (why says which), so new requests use the
-// new endpoint set at once. Pickers whose inputs did not change are
-// reused.
-func (g *Gateway) rebuild(why string) {
+// refresh swaps the Balance of each named upstream after a feed applied
+// an update or an endpoint's health changed (why says which), so new
+// requests use the new endpoint set at once. Only those upstreams are
+// touched: the table, its routes and their metrics stay, and so does every
+// other upstream's picker. A name the current table does not have (an
+// upstream a reload just removed) is skipped.
+func (g *Gateway) refresh(names []string, why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	table, err := g.buildTable(g.cfg)
-	if err != nil {
-		g.logger.Error("rebuilding the routing table after "+why+" failed; the previous one keeps serving", "error", err)
-		return
+	t := g.handler.Table()
+	for _, name := range names {
+		up, uc := t.Upstream(name), g.cfg.Upstreams[name]
+		if up == nil || uc == nil {
+			continue
+		}
+		eps := g.endpoints(name, uc)
+		g.pools.retainStats(name, eps)
+		up.SetBalance(g.balance(name, uc, eps))
+		g.logger.Debug("upstream endpoints swapped", "upstream", name, "after", why, "endpoints", len(eps))
 	}
-	g.handler.Swap(table)
 }
 
 // view is the feed's state for the admin API.

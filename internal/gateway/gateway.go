@@ -414,7 +414,7 @@ func (g *Gateway) Reload() error {
 		return err
 	}
 	// Retired feeds are stopped after g.mu is released: a feed applying an
-	// update waits for g.mu to rebuild the table.
+	// update waits for g.mu to swap its upstream's Balance.
 	for _, f := range retired {
 		f.Stop()
 	}
@@ -503,7 +503,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = h1.Close()
 	}
 	g.handler.CloseUpgrades()
-	// Not under g.mu: the health loop may be waiting for it to rebuild.
+	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone

@@ -39,11 +39,10 @@ func healthOptions(uc *config.Upstream) health.UpstreamOptions {
 	return o
 }
 
-// onHealthChange is the health manager's OnChange: it rebuilds the
-// routing table (only the named upstreams' pickers change; the others are
-// reused while their pickerInputs are equal).
+// onHealthChange is the health manager's OnChange: it swaps the named
+// upstreams' Balances, leaving the table and every other upstream alone.
 func (g *Gateway) onHealthChange(upstreams []string) {
-	g.rebuild("a health change")
+	g.refresh(upstreams, "a health change")
 }
 
 // healthByAddress indexes an upstream's health view by endpoint address.

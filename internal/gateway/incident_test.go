@@ -467,7 +467,7 @@ routes:
 	picker := func(name string) any {
 		for _, up := range h.g.handler.Table().Upstreams() {
 			if up.Name == name {
-				return up.Picker
+				return up.Balance().Picker
 			}
 		}
 		t.Fatalf("no upstream %s", name)

@@ -3,14 +3,12 @@ package proxy
 import (
 	"net/http"
 	"testing"
-
-	"github.com/levee-gw/levee/internal/balance"
 )
 
 // TestMethodNotAllowedAllow: a 405 carries the Allow value the routing
 // table built, and costs no allocation a 404 does not.
 func TestMethodNotAllowedAllow(t *testing.T) {
-	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil)}
+	up := &Upstream{Name: "up"}
 	h := newTestHandler(t, []*Route{
 		{Name: "read", PathPrefix: "/items/", Methods: []string{"GET", "HEAD"}, Upstream: up},
 		{Name: "write", PathPrefix: "/items/", Methods: []string{"PUT"}, Upstream: up},

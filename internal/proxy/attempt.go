@@ -74,6 +74,7 @@ func (r result) outcome() endpoint.Outcome {
 // forwarding is one request's state across its attempts.
 type forwarding struct {
 	up       *Upstream
+	bal      *Balance     // the upstream's endpoints and picker, loaded once
 	pol      *RetryPolicy // nil: no retries
 	deadline time.Time    // the route's; zero: none
 	// With retries, a small body is buffered so it can be sent again
@@ -163,10 +164,10 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 		}
 		noteRefused(a.ep, err, a.start)
 	}
-	if f.up.Observer != nil && a.res.reached() {
+	if f.bal.Observer != nil && a.res.reached() {
 		// A connect failure's short time says nothing of latency (and
 		// would make a dead endpoint look the fastest).
-		f.up.Observer.Observe(a.ep, rtt, a.start.Add(rtt))
+		f.bal.Observer.Observe(a.ep, rtt, a.start.Add(rtt))
 	}
 	return resp
 }

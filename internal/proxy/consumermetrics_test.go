@@ -10,7 +10,6 @@ import (
 
 	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/auth"
-	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,7 +17,7 @@ import (
 // TestConsumerStateCollector: evictions from a full anonymous rate-limit
 // table and a full HMAC replay cache show up in their series.
 func TestConsumerStateCollector(t *testing.T) {
-	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil)} // no endpoint: 503 after the limits
+	up := &Upstream{Name: "up"} // no endpoint: 503 after the limits
 	anon := &Route{Name: "anon", PathPrefix: "/anon/", Upstream: up,
 		AnonymousLimit: ratelimit.Policy{Rate: mustRate(t, 1, 2)}}
 	signed := &Route{Name: "all", PathPrefix: "/signed/", Upstream: up, Auth: AuthHMAC}

@@ -99,7 +99,7 @@ func noteRefused(ep *endpoint.Endpoint, err error, now time.Time) {
 // tier (the upstream's endpoints without zones) that has one, else the
 // picker's first choice. Bounded: maxRetryDraws picks plus one pass over
 // the endpoints; no allocation.
-func pickRetry(up *Upstream, tried *triedSet, now time.Time) (*endpoint.Endpoint, error) {
+func pickRetry(up *Balance, tried *triedSet, now time.Time) (*endpoint.Endpoint, error) {
 	since := now.Add(-refusedMemory).UnixNano()
 	var first *endpoint.Endpoint
 	for range min(max(1, len(up.Endpoints)), maxRetryDraws) {

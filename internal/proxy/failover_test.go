@@ -87,7 +87,7 @@ func TestNoteRefused(t *testing.T) {
 
 // zonedUpstream is zone a (local, share 1) and zone b (share 0) as the
 // gateway builds them: a Zoned picker and the tiers' endpoints.
-func zonedUpstream() (*Upstream, []*endpoint.Endpoint, []*endpoint.Endpoint) {
+func zonedUpstream() (*Balance, []*endpoint.Endpoint, []*endpoint.Endpoint) {
 	a := []*endpoint.Endpoint{endpoint.New("10.0.0.1:80", 100), endpoint.New("10.0.0.2:80", 100), endpoint.New("10.0.0.3:80", 100)}
 	b := []*endpoint.Endpoint{endpoint.New("10.0.1.1:80", 100), endpoint.New("10.0.1.2:80", 100)}
 	for _, e := range append(append([]*endpoint.Endpoint{}, a...), b...) {
@@ -95,7 +95,7 @@ func zonedUpstream() (*Upstream, []*endpoint.Endpoint, []*endpoint.Endpoint) {
 	}
 	z := balance.NewZoned([]balance.Picker{balance.NewSmoothWeighted(a), balance.NewSmoothWeighted(b)}, []float64{1, 0})
 	all := append(append([]*endpoint.Endpoint{}, a...), b...)
-	return &Upstream{Name: "u", Endpoints: all, Picker: z, Tiers: [][]*endpoint.Endpoint{a, b}}, a, b
+	return &Balance{Endpoints: all, Picker: z, Tiers: [][]*endpoint.Endpoint{a, b}}, a, b
 }
 
 // TestPickRetryLeavesDeadZone: a retry never goes to an endpoint that
@@ -155,7 +155,7 @@ func TestPickRetryLeavesDeadZone(t *testing.T) {
 	}
 
 	// Without zones, the upstream's endpoints form the one tier.
-	flat := &Upstream{Name: "f", Endpoints: a, Picker: balance.NewSmoothWeighted(a[:1])}
+	flat := &Balance{Endpoints: a, Picker: balance.NewSmoothWeighted(a[:1])}
 	var t0 triedSet
 	t0.add(a[0])
 	if ep, _ := pickRetry(flat, &t0, now.Add(2*refusedMemory)); ep == a[0] {

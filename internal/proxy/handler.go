@@ -205,7 +205,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer func() { rel.Done(admissionOutcome(&x)) }()
 	}
-	ep, err := pick(up, r)
+	bal := up.Balance()
+	ep, err := pick(bal, r)
 	if err != nil {
 		if !errors.Is(err, balance.ErrNoEndpoint) {
 			h.logger.Error("picker failed", "upstream", up.Name, "error", err)
@@ -213,7 +214,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, &x, ReasonNoAvailableEndpoint)
 		return
 	}
-	h.forward(w, r, &x, rt, ep)
+	h.forward(w, r, &x, rt, bal, ep)
 }
 
 func (h *Handler) finish(x *exchange, r *http.Request) {
@@ -345,8 +346,8 @@ const statusClientClosed = 499
 // other endpoints after failures, then streams the answer to w: a loop over
 // attempts (attempt.go), each of which either answers the client or asks
 // for a retry after a wait.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, ep *endpoint.Endpoint) {
-	f := forwarding{up: rt.Upstream, pol: rt.Retry}
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, bal *Balance, ep *endpoint.Endpoint) {
+	f := forwarding{up: rt.Upstream, bal: bal, pol: rt.Retry}
 	if f.up.Budget != nil {
 		f.up.Budget.Request(x.start)
 	}
@@ -378,7 +379,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 			return
 		}
 		f.tried.add(ep)
-		next, err := pickRetry(f.up, &f.tried, time.Now())
+		next, err := pickRetry(f.bal, &f.tried, time.Now())
 		if err != nil {
 			h.refuse(w, x, ReasonNoAvailableEndpoint)
 			return

@@ -105,7 +105,7 @@ func BenchmarkHandler(b *testing.B) {
 			tr := upstream.NewTransport(defaultOpts())
 			defer tr.Close()
 			ep := endpoint.New(ln.Addr().String(), 1)
-			up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
+			up := (&Upstream{Name: "up", Transport: tr}).WithBalance(&Balance{Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
 			if bc.std {
 				up.Transport = tr.Standard()
 			}

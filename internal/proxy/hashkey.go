@@ -11,7 +11,7 @@ import (
 
 // pick chooses the endpoint for r: by the request's key on a
 // consistent-hash upstream, else by the upstream's picker alone.
-func pick(up *Upstream, r *http.Request) (*endpoint.Endpoint, error) {
+func pick(up *Balance, r *http.Request) (*endpoint.Endpoint, error) {
 	if up.HashOn != nil {
 		if kp, ok := up.Picker.(balance.KeyPicker); ok {
 			if key, found := requestKey(r, up.HashOn); found {

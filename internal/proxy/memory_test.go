@@ -81,7 +81,7 @@ func newMemRig(t *testing.T, live uint64) *memRig {
 	tr := upstream.NewTransport(defaultOpts())
 	t.Cleanup(tr.Close)
 	ep := endpoint.New(up.Listener.Addr().String(), 1)
-	upstream := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
+	upstream := (&Upstream{Name: "up", Transport: tr}).WithBalance(&Balance{Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
 	pol := &RetryPolicy{Attempts: 2, OnStatus: []int{503}, ReplayBodyLimit: memReplayLimit, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
 	var routes []*Route
 	for _, p := range []struct {

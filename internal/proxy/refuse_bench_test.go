@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
-	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
 )
 
@@ -24,7 +23,7 @@ func BenchmarkRefuseAtLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer hold.Done(endpoint.Abandoned)
-	up := &Upstream{Name: "up", Picker: balance.NewSmoothWeighted(nil), Admission: lim}
+	up := &Upstream{Name: "up", Admission: lim}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
 	h := newTestHandler(b, []*Route{rt}, []*Upstream{up})
 	r, err := http.NewRequest(http.MethodGet, "http://bench/x", nil)

@@ -40,7 +40,7 @@ func newRig(t testing.TB, addr string, o upstream.Options, std bool) *rig {
 	}
 	tr := upstream.NewTransport(o)
 	ep := endpoint.New(addr, 1)
-	up := &Upstream{Name: "up", Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep}), Transport: tr}
+	up := (&Upstream{Name: "up", Transport: tr}).WithBalance(&Balance{Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
 	if std {
 		up.Transport = tr.Standard()
 	}

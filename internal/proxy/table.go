@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
@@ -14,19 +15,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Upstream is one upstream as a snapshot sees it: its endpoints, the picker
-// built over them and the forwarder that holds its connection pools
-// (package upstream). It is immutable once placed in a Table; a change
-// builds a new Upstream (which may keep the old Transport so pooled
-// connections survive a reload).
+// Upstream is one upstream as a snapshot sees it: the forwarder that holds
+// its connection pools (package upstream), its retry budget and admission
+// limiter, and its current Balance. Everything but the Balance is fixed
+// once the Upstream is placed in a Table (a reload builds a new Upstream,
+// which may keep the old Transport so pooled connections survive it); the
+// Balance is swapped whole, through an atomic pointer, when the upstream's
+// health or discovery state changes, so such a change neither rebuilds the
+// table nor touches any other upstream.
 type Upstream struct {
 	Name      string
-	Endpoints []*endpoint.Endpoint
-	Picker    balance.Picker
 	Transport upstream.Forwarder
 	// Budget caps the retries all routes send to this upstream; nil: no
 	// cap. Kept across reloads by the gateway, so a reload cannot refill it.
 	Budget *retrybudget.Budget
+	// Admission, when set, limits the requests in flight to the upstream,
+	// queueing fairly per consumer and by priority (package admission).
+	// Kept across reloads by the gateway while its options are unchanged.
+	Admission *admission.Limiter
+
+	balance  atomic.Pointer[Balance]
+	duration prometheus.Observer // set by NewTable
+}
+
+// Balance is an upstream's endpoints and the picker built over them: an
+// immutable snapshot. A request loads it once (Upstream.Balance) and makes
+// every pick of every attempt from that one snapshot, so a swap in the
+// middle of a request cannot mix two endpoint sets.
+type Balance struct {
+	Endpoints []*endpoint.Endpoint
+	Picker    balance.Picker
 	// HashOn, when set, picks by a key taken from each request: Picker must
 	// then be a balance.KeyPicker. A request without the key gets a random
 	// pick rather than piling every keyless request onto one endpoint.
@@ -40,12 +58,28 @@ type Upstream struct {
 	// has no endpoint left that has not failed in its request goes to the
 	// next tier (see pickRetry). nil: one tier, Endpoints.
 	Tiers [][]*endpoint.Endpoint
-	// Admission, when set, limits the requests in flight to the upstream,
-	// queueing fairly per consumer and by priority (package admission).
-	// Kept across reloads by the gateway while its options are unchanged.
-	Admission *admission.Limiter
+}
 
-	duration prometheus.Observer // set by NewTable
+// noBalance is what an Upstream without a Balance picks from: nothing.
+var noBalance = &Balance{Picker: balance.NewSmoothWeighted(nil)}
+
+// Balance returns the upstream's current endpoints and picker (never nil).
+func (u *Upstream) Balance() *Balance {
+	if b := u.balance.Load(); b != nil {
+		return b
+	}
+	return noBalance
+}
+
+// SetBalance swaps the upstream's endpoints and picker. Requests already
+// past their pick keep the Balance they loaded; new ones see b at once.
+func (u *Upstream) SetBalance(b *Balance) { u.balance.Store(b) }
+
+// WithBalance sets b and returns u, for building an Upstream in one
+// expression.
+func (u *Upstream) WithBalance(b *Balance) *Upstream {
+	u.SetBalance(b)
+	return u
 }
 
 // HashOn names the request key a consistent-hash upstream picks by.
@@ -130,6 +164,16 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 // Upstreams returns the table's upstreams in configuration order. The slice
 // must not be modified.
 func (t *Table) Upstreams() []*Upstream { return t.upstreams }
+
+// Upstream returns the table's upstream called name, or nil.
+func (t *Table) Upstream(name string) *Upstream {
+	for _, up := range t.upstreams {
+		if up.Name == name {
+			return up
+		}
+	}
+	return nil
+}
 
 // Routes returns the table's routes in configuration order. The slice must
 // not be modified.
