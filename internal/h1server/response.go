@@ -48,6 +48,7 @@ type response struct {
 	chunking      bool
 	closeAfter    bool
 	lingerAfter   bool // close after lingering (a request body left unread)
+	writeDeadline bool // the handler set one: cleared when the response ends
 
 	pendp    *[]byte // body held before commit (no Content-Length yet)
 	trailers []string
@@ -195,6 +196,15 @@ func (w *response) dropPending() {
 	}
 }
 
+// SetWriteDeadline bounds the response's writes to the client until t
+// (http.ResponseController calls it): a write past it fails, and the
+// connection closes after the response. The deadline ends with the
+// response, so the next request on the connection starts without one.
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.writeDeadline = true
+	return w.c.nc.SetWriteDeadline(t)
+}
+
 // Flush sends what is buffered (committing the head first).
 func (w *response) Flush() { _ = w.FlushError() }
 
@@ -247,6 +257,9 @@ func (w *response) finish() {
 	}
 	if bw.Flush() != nil {
 		w.closeAfter = true
+	}
+	if w.writeDeadline {
+		_ = w.c.nc.SetWriteDeadline(time.Time{})
 	}
 	if b := w.body; b != nil {
 		b.mu.Lock()

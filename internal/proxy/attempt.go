@@ -50,6 +50,9 @@ type result struct {
 	// broken: the endpoint's answer could not be used (cut off mid-body,
 	// or a protocol switch the request did not ask for).
 	broken bool
+	// refusal: the forwarder answered the request itself (a data source:
+	// see upstream.Refusal); written as levee's refusal, never retried.
+	refusal *upstream.Refusal
 }
 
 // reached reports whether any of the request reached the endpoint: all
@@ -65,7 +68,9 @@ func (r result) outcome() endpoint.Outcome {
 	switch {
 	case r.client:
 		return endpoint.Abandoned
-	case r.fail != "" || r.broken || r.status == http.StatusServiceUnavailable:
+	case r.refusal != nil && !r.refusal.Failure:
+		return endpoint.NotSent
+	case r.fail != "" || r.broken || r.refusal != nil || r.status == http.StatusServiceUnavailable:
 		return endpoint.Failure
 	}
 	return endpoint.Success
@@ -74,9 +79,10 @@ func (r result) outcome() endpoint.Outcome {
 // forwarding is one request's state across its attempts.
 type forwarding struct {
 	up       *Upstream
-	bal      *Balance     // the upstream's endpoints and picker, loaded once
-	pol      *RetryPolicy // nil: no retries
-	deadline time.Time    // the route's; zero: none
+	fw       upstream.Forwarder // the route's own, else the upstream's Transport
+	bal      *Balance           // the upstream's endpoints and picker, loaded once
+	pol      *RetryPolicy       // nil: no retries
+	deadline time.Time          // the route's; zero: none
 	// With retries, a small body is buffered so it can be sent again
 	// (replay); a larger one streams and is only resent if no byte of it
 	// was read (held).
@@ -133,7 +139,7 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 // send forwards r through the upstream's forwarder within the attempt.
 func (a *attempt) send(f *forwarding, r *http.Request, reqID string) (*http.Response, error) {
 	body, length := f.body(r)
-	return f.up.Transport.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r)})
+	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r)})
 }
 
 // settle types the attempt's result from what the forwarder returned and
@@ -157,6 +163,7 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 		a.res.client = true
 	case isTooLarge(err):
 		a.res.client, a.cause = true, err
+	case errors.As(err, &a.res.refusal):
 	default:
 		a.res.fail = classifyFailure(a.ctx, err)
 		if errors.Is(err, errPerTryTimeout) {
@@ -244,6 +251,10 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *fo
 		} else {
 			h.clientBodyFailed(w, x, r, a.cause)
 		}
+		return 0, false
+	}
+	if ref := a.res.refusal; ref != nil {
+		h.refuseFor(w, x, ref)
 		return 0, false
 	}
 	wait, retry, free := shouldRetry(f.pol, n, r, a.res, f.held, resp, f.deadline, time.Now())

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/levee-gw/levee/internal/upstream"
 )
@@ -67,8 +68,12 @@ const copyBufSize = 32 << 10
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
 // copyBody streams src to w, flushing after each chunk when flush is set.
-// It returns the bytes written and, on failure, which side failed.
-func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, *copyError) {
+// With sendTimeout > 0 each write to the client must finish within it
+// (NGINX's send_timeout): a client that stops reading fails the copy
+// instead of holding what src holds (a data route's database connection)
+// for as long as it likes. It returns the bytes written and, on failure,
+// which side failed.
+func copyBody(w http.ResponseWriter, src io.Reader, flush bool, sendTimeout time.Duration) (int64, *copyError) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
@@ -77,9 +82,16 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool) (int64, *copyErr
 	if flush {
 		flusher, _ = w.(http.Flusher)
 	}
+	var rc *http.ResponseController
+	if sendTimeout > 0 {
+		rc = http.NewResponseController(w)
+	}
 	for {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
+			if rc != nil {
+				_ = rc.SetWriteDeadline(time.Now().Add(sendTimeout))
+			}
 			nw, werr := w.Write(buf[:nr])
 			n += int64(nw)
 			if werr != nil {

@@ -15,6 +15,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+
+	"github.com/levee-gw/levee/internal/upstream"
 	"sync/atomic"
 	"time"
 
@@ -338,6 +340,16 @@ func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 	x.route.metrics.refused(reason)
 }
 
+// refuseFor writes a forwarder's own refusal (upstream.Refusal).
+func (h *Handler) refuseFor(w http.ResponseWriter, x *exchange, ref *upstream.Refusal) {
+	x.reason = Reason(ref.Reason)
+	if StatusOf(x.reason) == 0 {
+		x.reason = reasonInternal // a forwarder's reason without a table row: a bug, answered 500
+	}
+	x.status = RefuseParam(w, x.reason, ref.Param, ref.Detail, ref.RetryAfter)
+	x.route.metrics.refused(x.reason)
+}
+
 // statusClientClosed is recorded (never sent) when the client went away
 // before the answer was ready, following NGINX's convention.
 const statusClientClosed = 499
@@ -347,7 +359,10 @@ const statusClientClosed = 499
 // attempts (attempt.go), each of which either answers the client or asks
 // for a retry after a wait.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, bal *Balance, ep *endpoint.Endpoint) {
-	f := forwarding{up: rt.Upstream, bal: bal, pol: rt.Retry}
+	f := forwarding{up: rt.Upstream, fw: rt.Upstream.Transport, bal: bal, pol: rt.Retry}
+	if rt.Forwarder != nil {
+		f.fw = rt.Forwarder
+	}
 	if f.up.Budget != nil {
 		f.up.Budget.Request(x.start)
 	}
@@ -461,7 +476,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 	x.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 
-	n, copyErr := copyBody(w, resp.Body, streaming(resp))
+	n, copyErr := copyBody(w, resp.Body, streaming(resp), x.route.SendTimeout)
 	x.bytesOut = n
 	resp.Body.Close()
 	if copyErr != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/telemetry"
 )
 
 // Reason is the stable snake_case code in every refusal levee writes itself.
@@ -46,6 +47,24 @@ const (
 	ReasonShedPriority     Reason = Reason(admission.ReasonShedPriority)
 	ReasonConsumerLimit    Reason = Reason(admission.ReasonConsumerLimit)
 	ReasonMemoryPressure   Reason = "memory_pressure"
+
+	// Data-API refusals (package dataapi, whose reasons these are: the
+	// gateway's TestDataReasonsHaveRows holds the two lists together).
+	ReasonMissingParameter   Reason = "missing_parameter"
+	ReasonInvalidParameter   Reason = "invalid_parameter"
+	ReasonUnknownParameter   Reason = "unknown_parameter"
+	ReasonDuplicateParameter Reason = "duplicate_parameter"
+	ReasonOperatorNotAllowed Reason = "operator_not_allowed"
+	ReasonInvalidCursor      Reason = "invalid_cursor"
+	ReasonInvalidLimit       Reason = "invalid_limit"
+	ReasonNotAcceptable      Reason = "not_acceptable"
+	ReasonStatementTimeout   Reason = "statement_timeout"
+	ReasonDataSourceDown     Reason = "data_source_unavailable"
+	ReasonDBPoolExhausted    Reason = "db_pool_exhausted"
+	ReasonQueryFailed        Reason = "query_failed"
+
+	// reasonInternal answers a bug: a reason without a row (Refuse).
+	reasonInternal Reason = "internal"
 
 	// Consumer refusals: who is calling, may they, and how often.
 	ReasonUnauthenticated Reason = "unauthenticated"
@@ -112,6 +131,30 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonBadHeaderName, Status: http.StatusBadRequest,
 		Sentence: `a request header name contains "_", which levee does not accept`,
 		When:     "a request header name holds `_` and `server.underscores_in_headers` is `reject`"},
+	{Reason: ReasonMissingParameter, Status: http.StatusBadRequest,
+		Sentence: "a required query parameter is missing",
+		When:     "a data route's required parameter is not in the query string (`parameter` names it)"},
+	{Reason: ReasonInvalidParameter, Status: http.StatusBadRequest,
+		Sentence: "a query parameter's value is malformed or out of bounds",
+		When:     "a data route's parameter or filter value does not parse as its type or is outside its bounds (`parameter`, `detail`)"},
+	{Reason: ReasonUnknownParameter, Status: http.StatusBadRequest,
+		Sentence: "the query string has a parameter this route does not declare",
+		When:     "a query key of a data route is neither a declared parameter, an allowed filter, nor `limit` or `cursor`"},
+	{Reason: ReasonDuplicateParameter, Status: http.StatusBadRequest,
+		Sentence: "a query parameter is given more than once",
+		When:     "a data route's parameter that takes one value appears twice"},
+	{Reason: ReasonOperatorNotAllowed, Status: http.StatusBadRequest,
+		Sentence: "this filter operator is not allowed on this column",
+		When:     "a table-mode filter uses an operator its column's `filters` entry does not list"},
+	{Reason: ReasonInvalidCursor, Status: http.StatusBadRequest,
+		Sentence: "the page cursor is malformed, tampered with, or from another route or query",
+		When:     "`cursor=` is not one levee issued for this route, its version and these parameters"},
+	{Reason: ReasonInvalidLimit, Status: http.StatusBadRequest,
+		Sentence: "the page limit is not a whole number within the route's maximum",
+		When:     "`limit=` is not an integer from 1 to the route's `page.max`"},
+	{Reason: ReasonNotAcceptable, Status: http.StatusNotAcceptable,
+		Sentence: "this route cannot answer in any format the request accepts",
+		When:     "the request's `Accept` names none of the data route's `formats`"},
 	{Reason: ReasonUnauthenticated, Status: http.StatusUnauthorized,
 		Sentence: "the request does not carry valid credentials of an active app",
 		When:     "a route with `auth` and no valid credentials (`WWW-Authenticate`, a `detail`)"},
@@ -136,6 +179,18 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonUpstreamTimeout, Status: http.StatusGatewayTimeout,
 		Sentence: "the upstream endpoint did not answer in time",
 		When:     "connect or response-header timeout"},
+	{Reason: ReasonQueryFailed, Status: http.StatusBadGateway,
+		Sentence: "the data source failed to run the query",
+		When:     "the database refused or failed a data route's query for another reason than a timeout or a lost connection (logged with its SQLSTATE)"},
+	{Reason: ReasonStatementTimeout, Status: http.StatusGatewayTimeout,
+		Sentence: "the query did not finish within its statement timeout and was cancelled",
+		When:     "a data route's query ran past `statement_timeout`; it was cancelled in the database"},
+	{Reason: ReasonDataSourceDown, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
+		Sentence: "the data source is unavailable and nothing fresh enough is cached; retry later",
+		When:     "the database cannot be reached (within its connect timeout) and the route has no answer within `cache.stale_if_error`"},
+	{Reason: ReasonDBPoolExhausted, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
+		Sentence: "the data source has no free connection; retry later",
+		When:     "admission let the query in but the source's `max_conns` connections were all busy past `queue_timeout`"},
 	{Reason: ReasonNoAvailableEndpoint, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
 		Sentence: "the upstream has no endpoint available to take this request",
 		When:     "every endpoint of the upstream is drained"},
@@ -278,6 +333,41 @@ func RefuseDetail(w http.ResponseWriter, reason Reason, detail string) int {
 			contentLength: []string{strconv.Itoa(len(body))}})
 	}
 	return v.(*refusal).write(w)
+}
+
+// RefuseParam is Refuse with the parameter at fault and a detail in the
+// JSON body ({"error","reason","parameter","detail"}), and a Retry-After
+// of retryAfter when the reason carries one and it is > 0. Unlike
+// RefuseDetail it renders each answer anew: param and detail may quote a
+// (clipped) part of the request, so they must not fill a cache. Either may
+// be empty, and is then left out.
+func RefuseParam(w http.ResponseWriter, reason Reason, param, detail string, retryAfter time.Duration) int {
+	base := refusals[reason]
+	if base == nil || (param == "" && detail == "") {
+		if retryAfter > 0 {
+			return RefuseRetryAfter(w, reason, retryAfter)
+		}
+		return Refuse(w, reason)
+	}
+	body := bytes.TrimSuffix(bytes.Clone(base.body), []byte("}\n"))
+	if param != "" {
+		body = append(body, `,"parameter":`...)
+		body = telemetry.AppendJSONString(body, param)
+	}
+	if detail != "" {
+		body = append(body, `,"detail":`...)
+		body = telemetry.AppendJSONString(body, detail)
+	}
+	body = append(body, "}\n"...)
+	if base.retryAfter {
+		secs := int64(1)
+		if retryAfter > 0 {
+			secs = int64(max((retryAfter+time.Second-1)/time.Second, 1))
+		}
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+	}
+	rf := refusal{status: base.status, body: body, contentLength: []string{strconv.Itoa(len(body))}}
+	return rf.write(w)
 }
 
 // StatusOf returns the HTTP status a reason is answered with (0 if unknown).

@@ -100,6 +100,13 @@ type Route struct {
 	PathPrefix string
 	Methods    []string
 	Upstream   *Upstream
+	// SendTimeout, when > 0, bounds each write of the answer to the client
+	// (see copyBody); 0: none.
+	SendTimeout time.Duration
+	// Forwarder, when set, sends the route's attempts instead of the
+	// upstream's Transport: a data route's query (package dataapi), whose
+	// Upstream stands for its data source (admission, endpoint stats).
+	Forwarder upstream.Forwarder
 	// MaxBodyBytes bounds the request body; 0 means no limit (bodies are
 	// streamed, so a large body costs bandwidth, not memory).
 	MaxBodyBytes int64

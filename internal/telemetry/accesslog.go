@@ -73,32 +73,32 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	b = append(b, `{"time":"`...)
 	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","request_id":`...)
-	b = appendJSONString(b, e.RequestID)
+	b = AppendJSONString(b, e.RequestID)
 	b = append(b, `,"client":`...)
-	b = appendJSONString(b, e.Client)
+	b = AppendJSONString(b, e.Client)
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, e.Method)
+	b = AppendJSONString(b, e.Method)
 	b = append(b, `,"host":`...)
-	b = appendJSONString(b, e.Host)
+	b = AppendJSONString(b, e.Host)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, e.Path)
+	b = AppendJSONString(b, e.Path)
 	b = append(b, `,"proto":`...)
-	b = appendJSONString(b, e.Proto)
+	b = AppendJSONString(b, e.Proto)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"route":`...)
-	b = appendJSONString(b, e.Route)
+	b = AppendJSONString(b, e.Route)
 	b = append(b, `,"upstream":`...)
-	b = appendJSONString(b, e.Upstream)
+	b = AppendJSONString(b, e.Upstream)
 	b = append(b, `,"endpoint":`...)
-	b = appendJSONString(b, e.Endpoint)
+	b = AppendJSONString(b, e.Endpoint)
 	if e.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, e.Reason)
+		b = AppendJSONString(b, e.Reason)
 	}
 	if e.App != "" {
 		b = append(b, `,"app":`...)
-		b = appendJSONString(b, e.App)
+		b = AppendJSONString(b, e.App)
 	}
 	if e.Attempts > 1 {
 		b = append(b, `,"attempts":`...)
@@ -155,9 +155,9 @@ func (a *AccessLog) Close() {
 // 64 KiB log line.
 const maxLoggedString = 2048
 
-// appendJSONString appends s as a JSON string, escaping what JSON requires
+// AppendJSONString appends s as a JSON string, escaping what JSON requires
 // and replacing invalid UTF-8, truncated to maxLoggedString bytes.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	if len(s) > maxLoggedString {
 		s = s[:maxLoggedString]
 	}

@@ -100,7 +100,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b := appendJSONString(nil, s)
+		b := AppendJSONString(nil, s)
 		var got string
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatalf("%q encoded as %q: not JSON: %v", s, b, err)

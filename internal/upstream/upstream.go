@@ -7,8 +7,9 @@
 // OutboundRequest. HTTP/2, TLS and gRPC upstreams, and data sources, plug
 // in here as further Forwarders.
 //
-// The package knows nothing of routes, retries or refusals: an attempt's
-// error is returned as is and the request path classifies it.
+// The package knows nothing of routes or retries: an attempt's error is
+// returned as is and the request path classifies it; a forwarder that
+// decides a request's answer itself (a data source) returns a *Refusal.
 package upstream
 
 import (
