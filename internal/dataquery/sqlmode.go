@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -92,7 +93,7 @@ func CompileSQL(sql string, params []Param, page *Page, d Dialect) (*SQLQuery, e
 		case p.Default != "":
 			v, e := r.value(p.Name, p.Default)
 			if e != nil {
-				return nil, fmt.Errorf("%s: default: %s", what, e.Message)
+				return nil, fmt.Errorf("%s: default: %s", what, strings.TrimPrefix(e.Message, "parameter "+strconv.Quote(p.Name)+": "))
 			}
 			sp.def = v
 		case p.List && !p.Required:
