@@ -15,7 +15,9 @@ var injections = []string{
 // TestKindValues: every kind's accepted and refused spellings, with the Go
 // value each accepted one binds.
 func TestKindValues(t *testing.T) {
-	utc := func(y int, m time.Month, d, hh, mm, ss, ns int) time.Time { return time.Date(y, m, d, hh, mm, ss, ns, time.UTC) }
+	utc := func(y int, m time.Month, d, hh, mm, ss, ns int) time.Time {
+		return time.Date(y, m, d, hh, mm, ss, ns, time.UTC)
+	}
 	tests := []struct {
 		kind Kind
 		in   string
