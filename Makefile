@@ -29,7 +29,8 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
-	./internal/loadgen:FuzzExchange:20000
+	./internal/loadgen:FuzzExchange:20000 \
+	./internal/datacache:FuzzOps:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
 

@@ -81,8 +81,9 @@ const (
 	Shared
 	// Miss: this request leads the key's single flight and fills it.
 	Miss
-	// Bypass: this request runs its query alone (key too long, route not
-	// cached, the leader abandoned or overflowed, MaxWait passed).
+	// Bypass: this request runs its query alone (the route is not cached,
+	// the key is too long for MaxKeyBytes or MaxEntryBytes, the leader
+	// abandoned or overflowed, MaxWait passed).
 	Bypass
 )
 
@@ -201,13 +202,18 @@ func New(opts Options) (*Cache, error) {
 	return c, nil
 }
 
-// cacheable reports whether key under pol is kept at all.
-func cacheable(key string, pol Policy) bool { return pol.TTL > 0 && len(key) <= MaxKeyBytes }
+// cacheable reports whether key under pol is kept at all: the route is
+// cached, the key is within MaxKeyBytes and leaves room for a body under
+// MaxEntryBytes (so a leader never holds followers for an answer that
+// could not be stored).
+func (c *Cache) cacheable(key string, pol Policy) bool {
+	return pol.TTL > 0 && len(key) <= MaxKeyBytes && int64(len(key))+EntryOverhead <= c.maxEntryBytes
+}
 
 // Get returns the fresh entry for key (Hit), or Status None. It never
 // waits and takes no lock on a hit.
 func (c *Cache) Get(key string, pol Policy, now time.Time) Result {
-	if !cacheable(key, pol) {
+	if !c.cacheable(key, pol) {
 		return Result{}
 	}
 	return c.lookup(key, pol.TTL, now, Hit)
@@ -218,7 +224,7 @@ func (c *Cache) Get(key string, pol Policy, now time.Time) Result {
 // caller uses it to answer without a query when the source is known to be
 // unavailable.
 func (c *Cache) Stale(key string, pol Policy, now time.Time) Result {
-	if !cacheable(key, pol) {
+	if !c.cacheable(key, pol) {
 		return Result{}
 	}
 	r := c.lookup(key, pol.window(), now, Stale)

@@ -41,7 +41,7 @@ type Flight struct {
 func (c *Cache) newFlight(key string, pol Policy, fl *flight, store, buffer bool) *Flight {
 	f := &Flight{c: c, key: key, pol: pol, shared: fl, leader: fl != nil, store: store}
 	f.limit = c.maxEntryBytes - int64(len(key)) - EntryOverhead
-	f.over = !store || !buffer || f.limit < 0
+	f.over = !store || !buffer
 	return f
 }
 
@@ -163,7 +163,7 @@ func (f *Flight) release(set func(*flight)) {
 //
 // The stale window of a follower is judged at now, the time of its Begin.
 func (c *Cache) Begin(ctx context.Context, key string, pol Policy, now time.Time) (Result, error) {
-	if !cacheable(key, pol) {
+	if !c.cacheable(key, pol) {
 		return Result{Status: Bypass, Flight: c.newFlight(key, pol, nil, false, false)}, nil
 	}
 	if r := c.lookup(key, pol.TTL, now, Hit); r.Entry != nil {
