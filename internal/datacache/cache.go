@@ -65,8 +65,8 @@ type Entry struct {
 }
 
 // Status says how a Begin, Get, Stale or Do was answered. Its String is the
-// result label of levee_data_cache_total and the Levee-Cache header value
-// (the caller maps shared to hit for the header if it wants three values).
+// result label of levee_data_cache_total (hit, stale, shared, miss, bypass;
+// none for a call that returned an error); Header is the Levee-Cache value.
 type Status uint8
 
 const (
@@ -94,6 +94,22 @@ func (s Status) String() string {
 		return statusNames[s]
 	}
 	return "status(" + fmt.Sprint(uint8(s)) + ")"
+}
+
+// Header is the value of the Levee-Cache response header: "hit" for an
+// answer from the cache (Hit, and Shared: another request's query answered
+// it, as a coalescing HTTP cache reports it), "stale" for Stale, "miss" for
+// an answer this request's own query produced (Miss, Bypass), "" for None.
+func (s Status) Header() string {
+	switch s {
+	case Hit, Shared:
+		return "hit"
+	case Stale:
+		return "stale"
+	case Miss, Bypass:
+		return "miss"
+	}
+	return ""
 }
 
 // Result is the answer of Begin, Get, Stale and Do.

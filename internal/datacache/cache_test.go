@@ -356,6 +356,15 @@ func TestStatusStrings(t *testing.T) {
 	}
 }
 
+func TestStatusHeaders(t *testing.T) {
+	want := map[Status]string{None: "", Hit: "hit", Shared: "hit", Stale: "stale", Miss: "miss", Bypass: "miss"}
+	for s, w := range want {
+		if s.Header() != w {
+			t.Errorf("%v.Header() = %q, want %q", s, s.Header(), w)
+		}
+	}
+}
+
 func TestSourceFailure(t *testing.T) {
 	base := errors.New("down")
 	if SourceFailure(nil) != nil || IsSourceFailure(nil) || IsSourceFailure(base) {

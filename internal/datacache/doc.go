@@ -29,7 +29,7 @@
 //		// kept: IsSourceFailure(err) (503 data_source_unavailable).
 //	case res.Entry != nil:
 //		// Hit, Shared or Stale: write res.Entry.Body with its
-//		// ContentType, Age: res.AgeSeconds(), Levee-Cache: res.Status.
+//		// ContentType, Age: res.AgeSeconds(), Levee-Cache: res.Status.Header().
 //	default:
 //		// Miss (this request leads) or Bypass (run the query alone):
 //		// res.Flight is set and must be ended exactly once.

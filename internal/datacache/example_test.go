@@ -21,7 +21,7 @@ func serve(c *datacache.Cache, key string, now time.Time, client io.Writer, quer
 	case err != nil:
 		fmt.Println("503:", err)
 	case res.Entry != nil:
-		fmt.Printf("Levee-Cache: %s, Age: %d, body %s\n", res.Status, res.AgeSeconds(), res.Entry.Body)
+		fmt.Printf("Levee-Cache: %s, Age: %d, body %s\n", res.Status.Header(), res.AgeSeconds(), res.Entry.Body)
 	default:
 		f := res.Flight
 		defer f.Abandon(errors.New("stream cut short")) // a no-op after Commit
@@ -29,7 +29,7 @@ func serve(c *datacache.Cache, key string, now time.Time, client io.Writer, quer
 			f.Abandon(err)
 			if datacache.IsSourceFailure(err) {
 				if s := c.Stale(key, pol, now); s.Entry != nil {
-					fmt.Printf("Levee-Cache: %s, Age: %d, body %s\n", s.Status, s.AgeSeconds(), s.Entry.Body)
+					fmt.Printf("Levee-Cache: %s, Age: %d, body %s\n", s.Status.Header(), s.AgeSeconds(), s.Entry.Body)
 					return
 				}
 			}
@@ -37,7 +37,7 @@ func serve(c *datacache.Cache, key string, now time.Time, client io.Writer, quer
 			return
 		}
 		f.Commit("application/x-ndjson", now)
-		fmt.Printf("Levee-Cache: %s\n", res.Status)
+		fmt.Printf("Levee-Cache: %s\n", res.Status.Header())
 	}
 }
 
