@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -264,5 +265,43 @@ func TestOverflowReleasesFollowers(t *testing.T) {
 	}
 	if s := c.Stats(); s.Entries != 0 || s.Flights != 0 || s.TooLarge != 1 {
 		t.Fatalf("stats: %+v", s)
+	}
+}
+
+// TestDoSingleFlight: N concurrent Do calls for a missing key run fill
+// once; the fill holds until every other caller waits on it.
+func TestDoSingleFlight(t *testing.T) {
+	noLeaks(t)
+	const n = 16
+	c := newCache(t, Options{MaxBytes: 1 << 20})
+	var fills atomic.Int64
+	fill := func(ctx context.Context) ([]byte, string, error) {
+		fills.Add(1)
+		// Not waitFor: this runs off the test goroutine.
+		for deadline := time.Now().Add(5 * time.Second); c.Stats().Waiting != n-1; {
+			if time.Now().After(deadline) {
+				return nil, "", errors.New("followers never all waited")
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		return []byte("rows"), "text/csv", nil
+	}
+	out := make(chan outcome, n)
+	for range n {
+		go func() {
+			r, err := c.Do(context.Background(), "k", pol, t0, fill)
+			out <- outcome{r, err}
+		}()
+	}
+	counts := map[Status]int{}
+	for range n {
+		o := <-out
+		if o.err != nil || string(o.r.Entry.Body) != "rows" {
+			t.Fatalf("Do: %+v, %v", o.r, o.err)
+		}
+		counts[o.r.Status]++
+	}
+	if fills.Load() != 1 || counts[Miss] != 1 || counts[Shared] != n-1 {
+		t.Fatalf("%d fills, results %v; want 1 fill, 1 miss, %d shared", fills.Load(), counts, n-1)
 	}
 }
