@@ -1,9 +1,11 @@
 package datacache
 
 import (
+	"container/list"
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -95,4 +97,63 @@ func BenchmarkMissCommit(b *testing.B) {
 		r.Flight.Write(body)
 		r.Flight.Commit("application/json", t0.Add(pol.TTL*2))
 	}
+}
+
+// mutexLRU is the reference the benchmarks below compare with: the
+// textbook LRU, a map and a list under one mutex, the hit moving its entry
+// to the front. Every hit takes the mutex, so parallel readers serialise.
+type mutexLRU struct {
+	mu sync.Mutex
+	m  map[string]*list.Element
+	l  *list.List
+}
+
+func (c *mutexLRU) get(k string) *Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok {
+		return nil
+	}
+	c.l.MoveToFront(e)
+	return e.Value.(*Entry)
+}
+
+func benchMutexLRU(keys int) (*mutexLRU, []string) {
+	c := &mutexLRU{m: map[string]*list.Element{}, l: list.New()}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "orders-v1|json|customer_id=" + strconv.Itoa(i) + "|cursor="
+		c.m[names[i]] = c.l.PushFront(&Entry{Body: make([]byte, 4096)})
+	}
+	return c, names
+}
+
+// BenchmarkReferenceMutexLRUParallelOneKey: the reference on one hot key.
+func BenchmarkReferenceMutexLRUParallelOneKey(b *testing.B) {
+	c, keys := benchMutexLRU(1)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if c.get(keys[0]) == nil {
+				b.Fatal("miss")
+			}
+		}
+	})
+}
+
+// BenchmarkReferenceMutexLRUParallelManyKeys: the reference on 1024 keys.
+func BenchmarkReferenceMutexLRUParallelManyKeys(b *testing.B) {
+	c, keys := benchMutexLRU(1024)
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(id.Add(1)) * 97
+		for pb.Next() {
+			i++
+			if c.get(keys[i%len(keys)]) == nil {
+				b.Fatal("miss")
+			}
+		}
+	})
 }

@@ -164,9 +164,11 @@ type node struct {
 	key   string
 	entry *Entry
 	size  int64
-	// until is Stored + the window of the policy it was stored with: past
-	// it the entry is dropped whatever the policy of the lookup.
-	until time.Time
+	// stored is Entry.Stored and until is stored + the window of the
+	// policy it was stored with (past it the entry is dropped whatever the
+	// policy of the lookup), both in Unix nanoseconds: integer compares on
+	// the hit path instead of time.Time arithmetic.
+	stored, until int64
 	// referenced is set by hits and cleared by the eviction hand.
 	referenced atomic.Bool
 
@@ -258,11 +260,12 @@ func (c *Cache) lookup(key string, within time.Duration, now time.Time, status S
 		return Result{}
 	}
 	n := v.(*node)
-	if !now.Before(n.until) {
+	ns := now.UnixNano()
+	if ns >= n.until {
 		c.drop(n)
 		return Result{}
 	}
-	age := max(now.Sub(n.entry.Stored), 0)
+	age := n.age(ns)
 	if age >= within {
 		return Result{}
 	}
@@ -271,6 +274,9 @@ func (c *Cache) lookup(key string, within time.Duration, now time.Time, status S
 	}
 	return Result{Status: status, Entry: n.entry, Age: age}
 }
+
+// age is how old n's entry is at ns, never negative.
+func (n *node) age(ns int64) time.Duration { return time.Duration(max(ns-n.stored, 0)) }
 
 // drop removes n, past its window, if it is still the key's node.
 func (c *Cache) drop(n *node) {
@@ -313,31 +319,32 @@ func (c *Cache) storeLocked(key string, e *Entry, pol Policy, keepNewer bool) er
 	}
 	if v, ok := c.index.Load(key); ok {
 		old := v.(*node)
-		if keepNewer && old.entry.Stored.After(e.Stored) {
+		if keepNewer && old.stored > e.Stored.UnixNano() {
 			return nil
 		}
 		c.removeLocked(old)
 	}
-	n := &node{key: strings.Clone(key), entry: e, size: size, until: e.Stored.Add(pol.window())}
+	n := &node{key: strings.Clone(key), entry: e, size: size, stored: e.Stored.UnixNano()}
+	n.until = n.stored + int64(pol.window())
 	c.pushHeadLocked(n)
 	c.index.Store(n.key, n)
 	c.mu.entries++
 	c.mu.bytes += size
-	c.evictLocked(e.Stored)
+	c.evictLocked(n.stored)
 	return nil
 }
 
 // evictLocked runs the second-chance hand from the tail until the cache is
 // within its bounds. Each node is examined at most twice: once to clear
 // its bit and move it to the head, once to evict it.
-func (c *Cache) evictLocked(now time.Time) {
+func (c *Cache) evictLocked(now int64) {
 	for budget := 2 * c.mu.entries; budget > 0 && c.overLocked(); budget-- {
 		n := c.mu.tail
 		if n == nil {
 			return
 		}
 		switch {
-		case !now.Before(n.until):
+		case now >= n.until:
 			c.removeLocked(n)
 			c.mu.expired++
 		case n.referenced.Load():

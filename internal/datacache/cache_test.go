@@ -296,7 +296,7 @@ func wantKeys(t *testing.T, c *Cache, now time.Time, want ...string) {
 	t.Helper()
 	var got []string
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "old", "live", "new"} {
-		if v, ok := c.index.Load(k); ok && now.Before(v.(*node).until) {
+		if v, ok := c.index.Load(k); ok && now.UnixNano() < v.(*node).until {
 			got = append(got, k)
 		}
 	}

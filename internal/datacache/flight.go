@@ -173,7 +173,8 @@ func (c *Cache) Begin(ctx context.Context, key string, pol Policy, now time.Time
 	// A leader may have stored the key since the lookup.
 	if v, ok := c.index.Load(key); ok {
 		n := v.(*node)
-		if age := max(now.Sub(n.entry.Stored), 0); age < pol.TTL && now.Before(n.until) {
+		ns := now.UnixNano()
+		if age := n.age(ns); age < pol.TTL && ns < n.until {
 			c.mu.Unlock()
 			n.referenced.Store(true)
 			return Result{Status: Hit, Entry: n.entry, Age: age}, nil
