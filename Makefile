@@ -32,7 +32,7 @@ FUZZ_TARGETS := \
 	./internal/loadgen:FuzzExchange:20000 \
 	./internal/dataformat:FuzzJSONRoundTrip:5000 \
 	./internal/dataformat:FuzzCSVRoundTrip:20000 \
-	./internal/dataformat:FuzzNegotiate:30000
+	./internal/dataformat:FuzzNegotiate:30000 \
 	./internal/datacache:FuzzOps:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
