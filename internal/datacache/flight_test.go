@@ -30,6 +30,19 @@ type outcome struct {
 	err error
 }
 
+// recv takes one outcome, failing the test when none comes within 5 s (a
+// follower left waiting by a broken flight).
+func recv(t *testing.T, out <-chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-out:
+		return o
+	case <-time.After(5 * time.Second):
+		t.Fatal("no outcome within 5 s: a follower is still waiting")
+		return outcome{}
+	}
+}
+
 // TestSingleFlight: N concurrent requests for a missing key make exactly
 // one query; the others get its answer.
 func TestSingleFlight(t *testing.T) {
@@ -68,7 +81,7 @@ func TestSingleFlight(t *testing.T) {
 	counts := map[Status]int{}
 	var shared *Entry
 	for range n {
-		o := <-out
+		o := recv(t, out)
 		if o.err != nil {
 			t.Fatalf("Begin: %v", o.err)
 		}
@@ -102,7 +115,7 @@ func TestAbandonFollowersRunAlone(t *testing.T) {
 	lead.Flight.Write([]byte("partial"))
 	lead.Flight.Abandon(errors.New("client went away"))
 	for i := range 4 {
-		o := <-out
+		o := recv(t, out)
 		if o.err != nil || o.r.Status != Bypass || o.r.Flight == nil || o.r.Flight.Leader() {
 			t.Fatalf("follower: %+v, %v; want bypass with its own flight", o.r, o.err)
 		}
@@ -128,7 +141,7 @@ func TestDetachedCommitKeepsNewer(t *testing.T) {
 	lead, _ := c.Begin(context.Background(), "k", pol, t0)
 	out := startFollowers(t, c, context.Background(), "k", pol, t0, 1)
 	lead.Flight.Abandon(errors.New("cut short"))
-	alone := (<-out).r.Flight
+	alone := recv(t, out).r.Flight
 	fill(t, c, "k", pol, t0.Add(2*time.Second), "newer")
 	alone.Write([]byte("older"))
 	if err := alone.Commit("text/csv", t0.Add(time.Second)); err != nil {
@@ -153,7 +166,7 @@ func TestAbandonSourceFailureServesStale(t *testing.T) {
 	out := startFollowers(t, c, context.Background(), "k", pol, now, 3)
 	lead.Flight.Abandon(SourceFailure(errors.New("connection refused")))
 	for range 3 {
-		o := <-out
+		o := recv(t, out)
 		if o.err != nil || o.r.Status != Stale || string(o.r.Entry.Body) != "last good" || o.r.AgeSeconds() != 45 {
 			t.Fatalf("follower: %+v, %v; want stale 'last good' age 45", o.r, o.err)
 		}
@@ -177,7 +190,7 @@ func TestAbandonSourceFailureWithoutStale(t *testing.T) {
 	down := errors.New("connection refused")
 	lead.Flight.Abandon(SourceFailure(down))
 	for range 3 {
-		o := <-out
+		o := recv(t, out)
 		if o.r.Entry != nil || !IsSourceFailure(o.err) || !errors.Is(o.err, down) {
 			t.Fatalf("follower: %+v, %v; want the leader's source failure", o.r, o.err)
 		}
@@ -195,7 +208,7 @@ func TestFollowerCancel(t *testing.T) {
 	stays := startFollowers(t, c, context.Background(), "k", pol, t0, 1)
 	cancel()
 	for range 2 {
-		if o := <-gone; !errors.Is(o.err, context.Canceled) || o.r.Status != None {
+		if o := recv(t, gone); !errors.Is(o.err, context.Canceled) || o.r.Status != None {
 			t.Fatalf("cancelled follower: %+v, %v; want context.Canceled", o.r, o.err)
 		}
 	}
@@ -204,7 +217,7 @@ func TestFollowerCancel(t *testing.T) {
 	if err := lead.Flight.Commit("text/csv", t0); err != nil {
 		t.Fatal(err)
 	}
-	if o := <-stays; o.err != nil || o.r.Status != Shared {
+	if o := recv(t, stays); o.err != nil || o.r.Status != Shared {
 		t.Fatalf("remaining follower: %+v, %v", o.r, o.err)
 	}
 	if s := c.Stats(); s.Waiting != 0 || s.Flights != 0 {
@@ -251,7 +264,7 @@ func TestOverflowReleasesFollowers(t *testing.T) {
 	}
 	lead.Flight.Write([]byte("b")) // one byte over
 	for range 2 {
-		o := <-out
+		o := recv(t, out)
 		if o.err != nil || o.r.Status != Bypass {
 			t.Fatalf("follower: %+v, %v; want bypass", o.r, o.err)
 		}
@@ -295,7 +308,7 @@ func TestDoSingleFlight(t *testing.T) {
 	}
 	counts := map[Status]int{}
 	for range n {
-		o := <-out
+		o := recv(t, out)
 		if o.err != nil || string(o.r.Entry.Body) != "rows" {
 			t.Fatalf("Do: %+v, %v", o.r, o.err)
 		}
