@@ -29,6 +29,7 @@ const (
 	tNumber                         // numeric literal
 	tPlaceholder                    // :name
 	tPunct                          // one byte of anything else; :: as one token
+	tPositional                     // ? or $n, in statements levee built (lexBuilt)
 )
 
 type token struct {
@@ -44,7 +45,13 @@ func isIdentStart(c byte) bool {
 func isIdentByte(c byte) bool { return isIdentStart(c) || isDigit(c) || c == '$' }
 
 // lex splits sql into tokens, dropping whitespace and comments.
-func lex(sql string, d Dialect) ([]token, error) {
+func lex(sql string, d Dialect) ([]token, error) { return lexMode(sql, d, false) }
+
+// lexBuilt lexes a statement levee built, whose ? or $n placeholders are
+// tPositional tokens (the tests and fuzz targets count them).
+func lexBuilt(sql string, d Dialect) ([]token, error) { return lexMode(sql, d, true) }
+
+func lexMode(sql string, d Dialect, built bool) ([]token, error) {
 	var toks []token
 	depth := 0
 	at := func(i int) error {
@@ -94,6 +101,14 @@ func lex(sql string, d Dialect) ([]token, error) {
 				return nil, fmt.Errorf("unterminated [identifier] at %v", at(start))
 			}
 			emit(tQIdent, i+j+1)
+		case c == '?' && built && d == SQLite:
+			emit(tPositional, i+1)
+		case c == '$' && built && d == Postgres && i+1 < len(sql) && isDigit(sql[i+1]):
+			j := i + 1
+			for j < len(sql) && isDigit(sql[j]) {
+				j++
+			}
+			emit(tPositional, j)
 		case c == '$':
 			if d == SQLite {
 				return nil, fmt.Errorf("SQLite parameter $ at %v: declare parameters as :name", at(start))

@@ -193,10 +193,13 @@ func (s *SQLQuery) cut(sql string, toks []token) error {
 		if s.params[p].rule.list && !inList(sql, toks, i) {
 			return fmt.Errorf("sql: list param :%s must be written IN (:%s)", name, name)
 		}
-		s.pieces = append(s.pieces, piece{text: sql[last:t.start], param: p})
+		s.pieces = append(s.pieces, piece{text: separate(sql[last:t.start]), param: p})
 		last = t.end
 	}
 	s.tail = sql[last:]
+	if len(s.pieces) > 0 && s.tail != "" && (isIdentByte(s.tail[0]) || s.tail[0] == '$') {
+		s.tail = " " + s.tail
+	}
 	var unused []string
 	for i, u := range used {
 		if !u {
@@ -208,6 +211,20 @@ func (s *SQLQuery) cut(sql string, toks []token) error {
 			strings.Join(undeclared, ", "), strings.Join(unused, ", "))
 	}
 	return nil
+}
+
+// separate keeps the text before a placeholder from running into it:
+// "a:b" must bind as "a $1", not the identifier "a$1". The text after a
+// placeholder never starts with a name byte but may start with $
+// (":a$x"), so it gets the same space.
+func separate(text string) string {
+	if text != "" && (isIdentByte(text[len(text)-1]) || text[len(text)-1] == '$') {
+		return text + " "
+	}
+	if text != "" && text[0] == '$' {
+		return " " + text
+	}
+	return text
 }
 
 // inList reports whether toks[i] is the only thing inside IN ( ... ).
