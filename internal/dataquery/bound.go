@@ -80,7 +80,7 @@ func pageArgs(g *pager, q url.Values, params string) (limit int, after []any, e 
 	if len(cs) == 0 || cs[0] == "" {
 		return limit, nil, nil
 	}
-	after, e = decodeCursor(g.key, g.scope, params, true, cs[0])
+	after, e = decodeCursor(g.signer, g.scope, params, true, cs[0])
 	if e != nil {
 		return 0, nil, e
 	}
@@ -98,5 +98,5 @@ func nextCursor(g *pager, b Bound, last []any) (string, error) {
 	if len(last) != len(g.keyset) {
 		return "", errKeysetLen
 	}
-	return encodeCursor(g.key, g.scope, b.Params, true, last)
+	return encodeCursor(g.signer, g.scope, b.Params, true, last)
 }

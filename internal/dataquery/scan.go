@@ -9,16 +9,18 @@ import (
 // parsing it: its :name placeholders, its parentheses, its top-level words
 // (for the last ORDER BY), and anything that would let one statement become
 // two or bind values behind levee's back. It skips what may hold any text:
-// '...' strings ('' doubled; E'...' with backslash escapes on PostgreSQL),
-// "..." identifiers ("" doubled), -- and /* */ comments (nested on
-// PostgreSQL), PostgreSQL $tag$...$tag$ strings, and SQLite's `...` and
-// [...] identifiers. It refuses, with the byte offset: ; anywhere outside
-// those (one statement only), ? (the SQLite and JDBC positional
-// placeholder, and PostgreSQL's jsonb ? operators: use jsonb_exists), $n,
-// SQLite's $name and @name parameters, unbalanced parentheses, and
-// anything left unterminated. :: is a cast, never a placeholder; a : not
-// followed by a letter or _ (:=, [1:2]) is plain text. Work is linear in
-// the SQL's length, which CompileSQL caps at MaxSQLBytes.
+// '...' strings ('' doubled, no backslash escapes: PostgreSQL's
+// standard_conforming_strings, on by default since 9.1; E'...' strings take
+// backslash escapes on PostgreSQL), "..." identifiers ("" doubled), -- and
+// /* */ comments (nested on PostgreSQL), PostgreSQL $tag$...$tag$ strings,
+// and SQLite's `...` and [...] identifiers. It refuses, with the line and
+// column: ; anywhere outside those (one statement only), ? (the SQLite and
+// JDBC positional placeholder, and PostgreSQL's jsonb ? operators: use
+// jsonb_exists), $n, SQLite's $name and @name parameters, unbalanced
+// parentheses, and anything left unterminated. :: is a cast, never a
+// placeholder; a : not followed by a letter or _ (:=, [1:2]) is plain
+// text, but [lo:hi] reads :hi as a placeholder. Work is linear in the
+// SQL's length, which CompileSQL caps at MaxSQLBytes.
 
 type tokKind uint8
 
