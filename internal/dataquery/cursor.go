@@ -50,7 +50,6 @@ type signer struct {
 type macState struct {
 	h   hash.Hash
 	msg []byte
-	raw []byte
 	sum [sha256.Size]byte
 }
 

@@ -17,7 +17,7 @@ func TestCursorRoundTrip(t *testing.T) {
 	for _, vals := range [][]any{
 		{int64(0)},
 		{int64(math.MinInt64), int64(math.MaxInt64)},
-		{3.25, math.Inf(-1), math.SmallestNonzeroFloat64, -0.0},
+		{3.25, math.Inf(-1), math.SmallestNonzeroFloat64, math.Copysign(0, -1)},
 		{true, false},
 		{"", "héllo ✓", strings.Repeat("x", 600), "\x00\xff"},
 		{at, time.Unix(-62135596800, 0).UTC(), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
@@ -35,7 +35,7 @@ func TestCursorRoundTrip(t *testing.T) {
 			t.Fatalf("%v: %v", vals, err)
 		}
 		if !reflect.DeepEqual(got, vals) {
-			// -0.0 and time.Time compare by value here.
+			// Negative zero and time.Time compare by value here.
 			same := len(got) == len(vals)
 			for i := 0; same && i < len(got); i++ {
 				switch w := vals[i].(type) {

@@ -389,7 +389,7 @@ func (f *tableFilter) opList() string {
 // likePattern turns a like. value into a LIKE pattern with ESCAPE '!':
 // * becomes %, and a literal %, _ or ! is escaped with !.
 func likePattern(v string) string {
-	if strings.IndexAny(v, "*%_!") < 0 {
+	if !strings.ContainsAny(v, "*%_!") {
 		return v
 	}
 	b := make([]byte, 0, len(v)+8)
