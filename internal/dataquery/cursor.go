@@ -88,7 +88,9 @@ func (s *signer) mac(dst []byte, scope, params string, split bool, payload, mac 
 // EncodeCursor returns the cursor for the row holding values (the keyset
 // columns' values, as the datasource returns them: int64, float64, bool,
 // string or time.Time), bound to binding. A NULL (nil) or any other type is
-// an error, as is a cursor longer than MaxCursorLen.
+// an error, as is a cursor longer than MaxCursorLen. A compiled query's
+// NextCursor is EncodeCursor(Page.Key, Page.Scope+"\x00"+Bound.Params,
+// values).
 func EncodeCursor(key []byte, binding string, values []any) (string, error) {
 	return encodeCursor(newSigner(key), binding, "", false, values)
 }

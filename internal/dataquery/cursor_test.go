@@ -149,3 +149,22 @@ func TestCursorPayloadStrict(t *testing.T) {
 		checkInvalidCursor(t, "signed bad payload", testKey, "b", base64.RawURLEncoding.EncodeToString(signed))
 	}
 }
+
+// TestNextCursorIsEncodeCursor: the documented binding of a compiled
+// query's cursors.
+func TestNextCursorIsEncodeCursor(t *testing.T) {
+	q := mustSQL(t, ordersSQL, []Param{{Name: "customer_id", Type: Int64, Required: true}}, ordersPage(), Postgres)
+	b, err := q.Bind(query(t, "customer_id=3"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := []any{time.Unix(7, 0).UTC(), int64(8)}
+	got, err1 := q.NextCursor(b, vals)
+	want, err2 := EncodeCursor(testKey, "orders-v1@1\x00customer_id=3", vals)
+	if err1 != nil || err2 != nil || got != want {
+		t.Errorf("NextCursor %q, %v; EncodeCursor %q, %v", got, err1, want, err2)
+	}
+	if _, err := q.NextCursor(b, vals[:1]); err == nil {
+		t.Error("NextCursor took one value for a two-column keyset")
+	}
+}
