@@ -31,6 +31,7 @@ type SQLQuery struct {
 	// page, later page) when no list can change its length.
 	static [3]string
 	argCap int
+	sqlCap int // a statement's usual length, to size its buffer once
 }
 
 type sqlParam struct {
@@ -132,6 +133,7 @@ func CompileSQL(sql string, params []Param, page *Page, d Dialect) (*SQLQuery, e
 		}
 		s.page = g
 	}
+	s.sqlCap = len(sql) + 4*len(s.pieces) + 160
 	s.argCap = len(s.pieces) + 1
 	if s.page != nil {
 		s.argCap += len(s.page.keyset) * (len(s.page.keyset) + 1) / 2
@@ -323,7 +325,7 @@ func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
 	}
 	b := builder{d: s.d, args: make([]any, 0, s.argCap)}
 	if s.hasList {
-		b.sql = make([]byte, 0, len(s.static[0])+len(s.tail)+64)
+		b.sql = make([]byte, 0, s.sqlCap)
 	} else {
 		b.skip = true
 		switch {
