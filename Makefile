@@ -29,11 +29,15 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
-	./internal/loadgen:FuzzExchange:20000 \
+	./internal/dataquery:FuzzScanSQL:30000 \
+	./internal/dataquery:FuzzBindSQL:30000 \
+	./internal/dataquery:FuzzBindTable:30000 \
+	./internal/dataquery:FuzzDecodeCursor:20000 \
 	./internal/dataformat:FuzzJSONRoundTrip:5000 \
 	./internal/dataformat:FuzzCSVRoundTrip:20000 \
 	./internal/dataformat:FuzzNegotiate:30000 \
-	./internal/datacache:FuzzOps:20000
+	./internal/datacache:FuzzOps:20000 \
+	./internal/loadgen:FuzzExchange:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
 

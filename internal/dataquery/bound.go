@@ -33,8 +33,10 @@ type Query interface {
 	// true when the answer is a JSON page: limit= and cursor= are then
 	// read and the statement fetches Limit+1 rows after the cursor's row.
 	// When paged is false (NDJSON, CSV) limit= and cursor= are refused and
-	// every row is selected; the caller caps rows itself. Every refusal is
-	// an *Error. Safe for concurrent use.
+	// every row is selected; the caller caps rows itself. On a query
+	// without a Page, paged changes nothing (limit= and cursor= are
+	// unknown parameters, Bound.Limit is 0). Every refusal is an *Error.
+	// Safe for concurrent use.
 	Bind(q url.Values, paged bool) (Bound, error)
 	// NextCursor returns the cursor of the page after the row whose
 	// keyset values are last (in Keyset order), for the request b came
@@ -80,7 +82,7 @@ func pageArgs(g *pager, q url.Values, params string) (limit int, after []any, e 
 	if len(cs) == 0 || cs[0] == "" {
 		return limit, nil, nil
 	}
-	after, e = decodeCursor(g.key, g.scope, params, true, cs[0])
+	after, e = decodeCursor(g.signer, g.scope, params, true, cs[0])
 	if e != nil {
 		return 0, nil, e
 	}
@@ -98,5 +100,5 @@ func nextCursor(g *pager, b Bound, last []any) (string, error) {
 	if len(last) != len(g.keyset) {
 		return "", errKeysetLen
 	}
-	return encodeCursor(g.key, g.scope, b.Params, true, last)
+	return encodeCursor(g.signer, g.scope, b.Params, true, last)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -35,41 +36,77 @@ const (
 	cursorDomain  = "levee/dataquery/cursor/v1\x00"
 )
 
-// cursorMAC is the MAC over the binding scope+"\x00"+params, written in
-// pieces so the binding is never built; scope alone when !split (the
-// exported functions, given the whole binding).
-func cursorMAC(key []byte, scope, params string, split bool, payload []byte) []byte {
-	var m hash.Hash = hmac.New(sha256.New, key)
-	m.Write([]byte(cursorDomain))
-	m.Write([]byte(scope))
+// rawURL is the strict decoder: it refuses a last character whose unused
+// bits are set, so each byte string has exactly one cursor text.
+var rawURL = base64.RawURLEncoding.Strict()
+
+// signer computes cursor MACs under one key. A compiled query keeps one,
+// whose pool reuses the HMAC state and scratch buffers across requests;
+// the exported functions make a fresh one. Safe for concurrent use.
+type signer struct {
+	pool sync.Pool // of *macState
+}
+
+type macState struct {
+	h   hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
+}
+
+func newSigner(key []byte) *signer {
+	key = append([]byte(nil), key...)
+	s := &signer{}
+	s.pool.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
+	return s
+}
+
+// mac reports whether mac (when not nil) is the MAC of the binding
+// scope+"\x00"+params (scope alone when !split: the exported functions
+// get the whole binding) and payload, comparing in constant time; with a
+// nil mac it appends the MAC to dst.
+func (s *signer) mac(dst []byte, scope, params string, split bool, payload, mac []byte) ([]byte, bool) {
+	st := s.pool.Get().(*macState)
+	defer s.pool.Put(st)
+	m := append(st.msg[:0], cursorDomain...)
+	m = append(m, scope...)
 	if split {
-		m.Write([]byte{0})
-		m.Write([]byte(params))
+		m = append(append(m, 0), params...)
 	}
-	m.Write(payload)
-	return m.Sum(nil)[:cursorMACLen]
+	m = append(m, payload...)
+	if cap(m) <= 4*MaxCursorLen {
+		st.msg = m
+	}
+	st.h.Reset()
+	st.h.Write(m)
+	sum := st.h.Sum(st.sum[:0])[:cursorMACLen]
+	if mac != nil {
+		return dst, hmac.Equal(mac, sum)
+	}
+	return append(dst, sum...), true
 }
 
 // EncodeCursor returns the cursor for the row holding values (the keyset
 // columns' values, as the datasource returns them: int64, float64, bool,
 // string or time.Time), bound to binding. A NULL (nil) or any other type is
-// an error, as is a cursor longer than MaxCursorLen.
+// an error, as is a cursor longer than MaxCursorLen. A compiled query's
+// NextCursor is EncodeCursor(Page.Key, Page.Scope+"\x00"+Bound.Params,
+// values).
 func EncodeCursor(key []byte, binding string, values []any) (string, error) {
-	return encodeCursor(key, binding, "", false, values)
+	return encodeCursor(newSigner(key), binding, "", false, values)
 }
 
 // DecodeCursor returns the values EncodeCursor was given, if cursor was
 // issued with key for binding. Every failure is an *Error with reason
 // ReasonInvalidCursor.
 func DecodeCursor(key []byte, binding, cursor string) ([]any, error) {
-	v, err := decodeCursor(key, binding, "", false, cursor)
+	v, err := decodeCursor(newSigner(key), binding, "", false, cursor)
 	if err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-func encodeCursor(key []byte, scope, params string, split bool, values []any) (string, error) {
+func encodeCursor(sg *signer, scope, params string, split bool, values []any) (string, error) {
 	if len(values) == 0 || len(values) > MaxKeyset {
 		return "", fmt.Errorf("cursor: %d values, want 1 to %d", len(values), MaxKeyset)
 	}
@@ -101,7 +138,7 @@ func encodeCursor(key []byte, scope, params string, split bool, values []any) (s
 			return "", fmt.Errorf("cursor: over %d bytes; the keyset values are too long", MaxCursorLen)
 		}
 	}
-	p = append(p, cursorMAC(key, scope, params, split, p)...)
+	p, _ = sg.mac(p, scope, params, split, p, nil)
 	return base64.RawURLEncoding.EncodeToString(p), nil
 }
 
@@ -111,16 +148,17 @@ func cursorErr(msg string) *Error {
 	return paramErr("cursor", ReasonInvalidCursor, msg)
 }
 
-func decodeCursor(key []byte, scope, params string, split bool, cursor string) ([]any, *Error) {
+func decodeCursor(sg *signer, scope, params string, split bool, cursor string) ([]any, *Error) {
 	if len(cursor) > MaxCursorLen {
 		return nil, cursorErr("cursor is longer than the longest levee issues")
 	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
-	if err != nil || len(raw) < 2+cursorMACLen {
+	var buf [MaxCursorLen * 3 / 4]byte
+	n, err := rawURL.Decode(buf[:], []byte(cursor))
+	if err != nil || n < 2+cursorMACLen {
 		return nil, cursorErr("cursor is malformed")
 	}
-	payload, mac := raw[:len(raw)-cursorMACLen], raw[len(raw)-cursorMACLen:]
-	if !hmac.Equal(mac, cursorMAC(key, scope, params, split, payload)) {
+	payload, mac := buf[:n-cursorMACLen], buf[n-cursorMACLen:n]
+	if _, ok := sg.mac(nil, scope, params, split, payload, mac); !ok {
 		return nil, cursorErr("cursor was not issued for this route, version and parameters")
 	}
 	vals, err := parseCursorPayload(payload)

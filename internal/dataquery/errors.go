@@ -51,21 +51,24 @@ func (e *Error) Error() string { return e.Message }
 const maxEcho = 64
 
 // clip returns at most maxEcho bytes of s, cut at a rune boundary, valid
-// UTF-8, with "..." appended when cut.
+// UTF-8 (bad bytes as U+FFFD), with "..." appended when cut.
 func clip(s string) string {
 	if len(s) <= maxEcho && utf8.ValidString(s) {
 		return s
 	}
-	cut := false
+	cut := len(s) > maxEcho
+	if cut {
+		s = s[:maxEcho]
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) > maxEcho {
 		s = s[:maxEcho]
+		cut = true
+	}
+	if cut {
 		if i := lastRuneStart(s); !utf8.FullRuneInString(s[i:]) {
 			s = s[:i]
 		}
-		cut = true
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if cut {
 		s += "..."
 	}
 	return s

@@ -83,7 +83,10 @@ const (
 // DefaultMaxLen. MaxItems (lists only) is 0 for DefaultMaxItems, at most
 // MaxMaxItems.
 //
-// A missing optional scalar without a default binds SQL NULL (nil). A list
+// A key given with an empty value ("?region=") is a value: the empty
+// string for String, refused for every other kind; it does not take the
+// default. A missing optional scalar without a default binds SQL NULL
+// (nil). A list
 // must be Required or have a Default: an empty IN () is not SQL, and
 // IN (NULL) matching nothing would surprise.
 type Param struct {

@@ -44,12 +44,12 @@ type pager struct {
 	desc   []bool
 	def    int
 	max    int
-	key    []byte
+	signer *signer
 	scope  string
 }
 
 func newPager(p *Page, d Dialect) (*pager, error) {
-	g := &pager{def: p.Default, max: p.Max, key: p.Key, scope: p.Scope}
+	g := &pager{def: p.Default, max: p.Max, signer: newSigner(p.Key), scope: p.Scope}
 	if g.def == 0 {
 		g.def = DefaultPageSize
 	}
@@ -65,6 +65,8 @@ func newPager(p *Page, d Dialect) (*pager, error) {
 		return nil, fmt.Errorf("page: default %d out of range [1, max %d]", g.def, g.max)
 	case len(p.Key) < MinCursorKeyLen:
 		return nil, fmt.Errorf("page: cursor key has %d bytes, needs at least %d", len(p.Key), MinCursorKeyLen)
+	case strings.IndexByte(p.Scope, 0) >= 0:
+		return nil, errors.New("page: scope holds a NUL byte")
 	}
 	for i, c := range p.Keyset {
 		if err := checkIdent(c); err != nil {

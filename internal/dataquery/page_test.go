@@ -254,40 +254,20 @@ func (p *predParser) scalar() (int64, error) {
 	return 0, fmt.Errorf("operand %q", t)
 }
 
-// countPlaceholders counts $n or ? outside quotes in SQL levee built.
+// countPlaceholders counts the ? or $n placeholders of a built
+// statement, outside its strings and comments; -1 if it does not lex.
 func countPlaceholders(sql string, d Dialect) int {
 	toks, err := lexBuilt(sql, d)
 	if err != nil {
 		return -1
 	}
-	return toks
-}
-
-// lexBuilt counts placeholders in a built statement: ? or $n outside
-// strings, quoted identifiers and comments.
-func lexBuilt(sql string, d Dialect) (int, error) {
 	n := 0
-	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; {
-		case c == '\'' || c == '"':
-			end, ok := quoted(sql, i, c, false)
-			if !ok {
-				return 0, fmt.Errorf("unterminated quote")
-			}
-			i = end - 1
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			j := strings.IndexByte(sql[i:], '\n')
-			if j < 0 {
-				return n, nil
-			}
-			i += j
-		case c == '?' && d == SQLite:
-			n++
-		case c == '$' && d == Postgres && i+1 < len(sql) && isDigit(sql[i+1]):
+	for _, t := range toks {
+		if t.kind == tPositional {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // TestLimit: limit= parsing and its bounds.

@@ -9,16 +9,18 @@ import (
 // parsing it: its :name placeholders, its parentheses, its top-level words
 // (for the last ORDER BY), and anything that would let one statement become
 // two or bind values behind levee's back. It skips what may hold any text:
-// '...' strings ('' doubled; E'...' with backslash escapes on PostgreSQL),
-// "..." identifiers ("" doubled), -- and /* */ comments (nested on
-// PostgreSQL), PostgreSQL $tag$...$tag$ strings, and SQLite's `...` and
-// [...] identifiers. It refuses, with the byte offset: ; anywhere outside
-// those (one statement only), ? (the SQLite and JDBC positional
-// placeholder, and PostgreSQL's jsonb ? operators: use jsonb_exists), $n,
-// SQLite's $name and @name parameters, unbalanced parentheses, and
-// anything left unterminated. :: is a cast, never a placeholder; a : not
-// followed by a letter or _ (:=, [1:2]) is plain text. Work is linear in
-// the SQL's length, which CompileSQL caps at MaxSQLBytes.
+// '...' strings ('' doubled, no backslash escapes: PostgreSQL's
+// standard_conforming_strings, on by default since 9.1; E'...' strings take
+// backslash escapes on PostgreSQL), "..." identifiers ("" doubled), -- and
+// /* */ comments (nested on PostgreSQL), PostgreSQL $tag$...$tag$ strings,
+// and SQLite's `...` and [...] identifiers. It refuses, with the line and
+// column: ; anywhere outside those (one statement only), ? (the SQLite and
+// JDBC positional placeholder, and PostgreSQL's jsonb ? operators: use
+// jsonb_exists), $n, SQLite's $name and @name parameters, unbalanced
+// parentheses, and anything left unterminated. :: is a cast, never a
+// placeholder; a : not followed by a letter or _ (:=, [1:2]) is plain
+// text, but [lo:hi] reads :hi as a placeholder. Work is linear in the
+// SQL's length, which CompileSQL caps at MaxSQLBytes.
 
 type tokKind uint8
 
@@ -29,6 +31,7 @@ const (
 	tNumber                         // numeric literal
 	tPlaceholder                    // :name
 	tPunct                          // one byte of anything else; :: as one token
+	tPositional                     // ? or $n, in statements levee built (lexBuilt)
 )
 
 type token struct {
@@ -44,7 +47,13 @@ func isIdentStart(c byte) bool {
 func isIdentByte(c byte) bool { return isIdentStart(c) || isDigit(c) || c == '$' }
 
 // lex splits sql into tokens, dropping whitespace and comments.
-func lex(sql string, d Dialect) ([]token, error) {
+func lex(sql string, d Dialect) ([]token, error) { return lexMode(sql, d, false) }
+
+// lexBuilt lexes a statement levee built, whose ? or $n placeholders are
+// tPositional tokens (the tests and fuzz targets count them).
+func lexBuilt(sql string, d Dialect) ([]token, error) { return lexMode(sql, d, true) }
+
+func lexMode(sql string, d Dialect, built bool) ([]token, error) {
 	var toks []token
 	depth := 0
 	at := func(i int) error {
@@ -94,6 +103,14 @@ func lex(sql string, d Dialect) ([]token, error) {
 				return nil, fmt.Errorf("unterminated [identifier] at %v", at(start))
 			}
 			emit(tQIdent, i+j+1)
+		case c == '?' && built && d == SQLite:
+			emit(tPositional, i+1)
+		case c == '$' && built && d == Postgres && i+1 < len(sql) && isDigit(sql[i+1]):
+			j := i + 1
+			for j < len(sql) && isDigit(sql[j]) {
+				j++
+			}
+			emit(tPositional, j)
 		case c == '$':
 			if d == SQLite {
 				return nil, fmt.Errorf("SQLite parameter $ at %v: declare parameters as :name", at(start))

@@ -31,6 +31,7 @@ type SQLQuery struct {
 	// page, later page) when no list can change its length.
 	static [3]string
 	argCap int
+	sqlCap int // a statement's usual length, to size its buffer once
 }
 
 type sqlParam struct {
@@ -132,6 +133,7 @@ func CompileSQL(sql string, params []Param, page *Page, d Dialect) (*SQLQuery, e
 		}
 		s.page = g
 	}
+	s.sqlCap = len(sql) + 4*len(s.pieces) + 160
 	s.argCap = len(s.pieces) + 1
 	if s.page != nil {
 		s.argCap += len(s.page.keyset) * (len(s.page.keyset) + 1) / 2
@@ -193,10 +195,13 @@ func (s *SQLQuery) cut(sql string, toks []token) error {
 		if s.params[p].rule.list && !inList(sql, toks, i) {
 			return fmt.Errorf("sql: list param :%s must be written IN (:%s)", name, name)
 		}
-		s.pieces = append(s.pieces, piece{text: sql[last:t.start], param: p})
+		s.pieces = append(s.pieces, piece{text: separate(sql[last:t.start]), param: p})
 		last = t.end
 	}
 	s.tail = sql[last:]
+	if len(s.pieces) > 0 && s.tail != "" && (isIdentByte(s.tail[0]) || s.tail[0] == '$') {
+		s.tail = " " + s.tail
+	}
 	var unused []string
 	for i, u := range used {
 		if !u {
@@ -208,6 +213,20 @@ func (s *SQLQuery) cut(sql string, toks []token) error {
 			strings.Join(undeclared, ", "), strings.Join(unused, ", "))
 	}
 	return nil
+}
+
+// separate keeps the text before a placeholder from running into it:
+// "a:b" must bind as "a $1", not the identifier "a$1". The text after a
+// placeholder never starts with a name byte but may start with $
+// (":a$x"), so it gets the same space.
+func separate(text string) string {
+	if text != "" && (isIdentByte(text[len(text)-1]) || text[len(text)-1] == '$') {
+		return text + " "
+	}
+	if text != "" && text[0] == '$' {
+		return " " + text
+	}
+	return text
 }
 
 // inList reports whether toks[i] is the only thing inside IN ( ... ).
@@ -306,7 +325,7 @@ func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
 	}
 	b := builder{d: s.d, args: make([]any, 0, s.argCap)}
 	if s.hasList {
-		b.sql = make([]byte, 0, len(s.static[0])+len(s.tail)+64)
+		b.sql = make([]byte, 0, s.sqlCap)
 	} else {
 		b.skip = true
 		switch {

@@ -313,3 +313,26 @@ func TestPagedSQL(t *testing.T) {
 		t.Errorf("unpaged: %q %v, %v", b4.SQL, b4.Args, err)
 	}
 }
+
+// TestPlaceholderSeparated pins the fuzz crasher "0:A0": a placeholder
+// right after a name or number byte must not fuse with it ("0$1" is one
+// token to PostgreSQL, as "a$1" is an identifier).
+func TestPlaceholderSeparated(t *testing.T) {
+	for _, tc := range []struct{ sql, pg string }{
+		{"SELECT 0:A0", "SELECT 0 $1"},
+		{"SELECT a[lo:hi] FROM t", "SELECT a[lo $1] FROM t"},
+		{"SELECT :hi$q$x$q$", "SELECT $1 $q$x$q$"},
+		{"SELECT (:hi)", "SELECT ($1)"},
+	} {
+		var params []Param
+		for _, n := range []string{"A0", "hi"} {
+			if strings.Contains(tc.sql, ":"+n) {
+				params = append(params, Param{Name: n, Type: Int64, Default: "1"})
+			}
+		}
+		b, err := mustSQL(t, tc.sql, params, nil, Postgres).Bind(nil, false)
+		if err != nil || b.SQL != tc.pg || countPlaceholders(b.SQL, Postgres) != len(b.Args) {
+			t.Errorf("%q: %q, %v; want %q", tc.sql, b.SQL, err, tc.pg)
+		}
+	}
+}

@@ -161,8 +161,11 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		ci, ok := t.columns[name]
-		if !ok {
+		switch {
+		case !ok:
 			return nil, fmt.Errorf("filters: %q is not one of the columns", clip(name))
+		case name == "limit" || name == "cursor":
+			return nil, fmt.Errorf("filters: %q is a paging key and cannot be a filter's name", name)
 		}
 		kind := spec.Columns[ci].Kind
 		f := tableFilter{name: name, quoted: d.QuoteIdent(name)}
@@ -386,7 +389,7 @@ func (f *tableFilter) opList() string {
 // likePattern turns a like. value into a LIKE pattern with ESCAPE '!':
 // * becomes %, and a literal %, _ or ! is escaped with !.
 func likePattern(v string) string {
-	if strings.IndexAny(v, "*%_!") < 0 {
+	if !strings.ContainsAny(v, "*%_!") {
 		return v
 	}
 	b := make([]byte, 0, len(v)+8)
