@@ -68,21 +68,25 @@ type Writer struct {
 	err     error       // sticky write error
 	done    bool
 	compact bytes.Buffer // scratch for json.RawMessage
+	fix     []byte       // scratch for json.RawMessage with invalid UTF-8
 }
 
 // CheckColumns reports whether cols can name an answer's columns: at least
 // one, and no name twice (a JSON object cannot hold one key twice, so
-// SELECT a.id, b.id needs aliases). Callers check at route build.
+// SELECT a.id, b.id needs aliases), also once invalid UTF-8 is replaced as
+// the answer writes it. Callers check at route build.
 func CheckColumns(cols []string) error {
 	if len(cols) == 0 {
 		return errors.New("dataformat: an answer needs at least one column")
 	}
 	seen := make(map[string]struct{}, len(cols))
+	var key []byte
 	for _, c := range cols {
-		if _, dup := seen[c]; dup {
+		key = appendJSONString(key[:0], c)
+		if _, dup := seen[string(key)]; dup {
 			return fmt.Errorf("dataformat: column %q appears twice (give one an alias)", c)
 		}
-		seen[c] = struct{}{}
+		seen[string(key)] = struct{}{}
 	}
 	return nil
 }
@@ -321,7 +325,24 @@ func (w *Writer) compactJSON(i int, v json.RawMessage) ([]byte, error) {
 	if err := json.Compact(&w.compact, v); err != nil {
 		return nil, w.valueError(i, "json.RawMessage is not valid JSON: "+err.Error())
 	}
-	return w.compact.Bytes(), nil
+	c := w.compact.Bytes()
+	if utf8.Valid(c) {
+		return c, nil
+	}
+	// Invalid UTF-8 inside its strings (the scanner lets it through;
+	// PostgreSQL never stores it, an SQLite text column may): each bad
+	// byte becomes U+FFFD, as in every other string of the answer.
+	w.fix = w.fix[:0]
+	for j := 0; j < len(c); {
+		r, size := utf8.DecodeRune(c[j:])
+		if r == utf8.RuneError && size == 1 {
+			w.fix = append(w.fix, "\uFFFD"...)
+		} else {
+			w.fix = append(w.fix, c[j:j+size]...)
+		}
+		j += size
+	}
+	return w.fix, nil
 }
 
 func (w *Writer) valueError(i int, reason string) error {

@@ -388,6 +388,11 @@ func TestNewWriterRefuses(t *testing.T) {
 	if err == nil || err.Error() != `dataformat: column "id" appears twice (give one an alias)` {
 		t.Errorf("duplicate column: %v", err)
 	}
+	// Two names that are one once their invalid UTF-8 is replaced.
+	_, err = NewWriter(JSON, io.Discard, []string{"a\xff", "a\xfe"}, Limits{})
+	if err == nil {
+		t.Error("columns equal after U+FFFD replacement accepted")
+	}
 }
 
 // failWriter accepts ok bytes, then fails every write.
