@@ -46,7 +46,7 @@ func FuzzJSONRoundTrip(f *testing.F) {
 		var rawValue any = json.RawMessage(raw)
 		if !valid {
 			var out bytes.Buffer
-			w, _ := NewWriter(JSON, &out, []string{"j"}, Limits{})
+			w, _ := NewWriter(JSON, &out, mustColumns(t, []string{"j"}), Limits{})
 			if err := w.Row([]any{rawValue}); !errors.Is(err, ErrValue) {
 				t.Fatalf("invalid JSON %q: %v", raw, err)
 			}
@@ -55,7 +55,7 @@ func FuzzJSONRoundTrip(f *testing.F) {
 		row := []any{s, p, n, fl, at, null, rawValue}
 		for _, fm := range []Format{JSON, NDJSON} {
 			var out bytes.Buffer
-			w, err := NewWriter(fm, &out, cols, Limits{})
+			w, err := NewWriter(fm, &out, mustColumns(t, cols), Limits{})
 			if err != nil { // the suffixes keep names apart, even after U+FFFD
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func FuzzCSVRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, c string) {
 		var out bytes.Buffer
 		cols := []string{"x" + a, "y" + b, "z" + c}
-		w, err := NewWriter(CSV, &out, cols, Limits{})
+		w, err := NewWriter(CSV, &out, mustColumns(t, cols), Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
