@@ -105,9 +105,10 @@ func BenchmarkMillionRows(b *testing.B) {
 	rows := benchRows(1024)
 	for _, f := range Formats {
 		b.Run(f.String(), func(b *testing.B) {
+			cols := mustColumns(b, benchCols)
 			b.ReportAllocs()
 			for b.Loop() {
-				w, err := NewWriter(f, io.Discard, mustColumns(b, benchCols), Limits{})
+				w, err := NewWriter(f, io.Discard, cols, Limits{})
 				if err != nil {
 					b.Fatal(err)
 				}
