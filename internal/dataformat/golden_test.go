@@ -99,7 +99,7 @@ var goldenCases = []goldenCase{
 func render(t testing.TB, f Format, c goldenCase) ([]byte, []error) {
 	t.Helper()
 	var out bytes.Buffer
-	w, err := NewWriter(f, &out, c.cols, c.lim)
+	w, err := NewWriter(f, &out, mustColumns(t, c.cols), c.lim)
 	if err != nil {
 		t.Fatal(err)
 	}

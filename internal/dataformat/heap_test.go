@@ -26,7 +26,7 @@ func TestMillionRowsHeap(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		w, err := NewWriter(f, io.Discard, benchCols, Limits{})
+		w, err := NewWriter(f, io.Discard, mustColumns(t, benchCols), Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}

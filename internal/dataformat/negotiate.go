@@ -39,6 +39,16 @@ func Negotiate(accept string, allowed []Format) (Format, bool) {
 	if len(allowed) == 0 || len(accept) > MaxAcceptLen {
 		return 0, false
 	}
+	// Fast paths for what most clients send: curl's */*, an API client's
+	// one media type.
+	if accept == "*/*" {
+		accept = ""
+	}
+	for _, f := range allowed {
+		if f.Valid() && accept == f.MediaType() {
+			return f, true
+		}
+	}
 	if strings.Trim(accept, " \t") == "" {
 		for _, f := range allowed {
 			if f.Valid() {

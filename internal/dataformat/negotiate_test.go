@@ -117,3 +117,23 @@ func TestFormatNames(t *testing.T) {
 		t.Error("zero or unknown format treated as valid")
 	}
 }
+
+// TestNegotiateAllocatesNothing: a common header costs no allocation.
+func TestNegotiateAllocatesNothing(t *testing.T) {
+	h := "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8, text/csv;charset=utf-8;q=0.85"
+	avg := testing.AllocsPerRun(100, func() {
+		if f, ok := Negotiate(h, Formats); !ok || f != CSV {
+			t.Fatalf("%v %v", f, ok)
+		}
+	})
+	if avg != 0 {
+		t.Errorf("%.1f allocations", avg)
+	}
+}
+
+func BenchmarkNegotiate(b *testing.B) {
+	h := "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,*/*;q=0.8"
+	for b.Loop() {
+		Negotiate(h, Formats)
+	}
+}

@@ -51,15 +51,10 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, FlushSize+FlushSi
 // underlying writer (a client gone, a write deadline) is sticky: every
 // later call returns it.
 type Writer struct {
-	f    Format
-	w    io.Writer
-	lim  Limits
-	cols []string
-	// keys holds, for JSON and NDJSON, each column's prefix (`{"name":`
-	// for the first, `,"name":` for the others), escaped once; keyEnd[i]
-	// is where column i's ends.
-	keys    []byte
-	keyEnd  []int
+	f       Format
+	w       io.Writer
+	lim     Limits
+	cols    *Columns
 	bufp    *[]byte
 	buf     []byte
 	written int64 // bytes handed to w
@@ -68,62 +63,81 @@ type Writer struct {
 	err     error       // sticky write error
 	done    bool
 	compact bytes.Buffer // scratch for json.RawMessage
+	fix     []byte       // scratch for json.RawMessage with invalid UTF-8
 }
 
-// CheckColumns reports whether cols can name an answer's columns: at least
-// one, and no name twice (a JSON object cannot hold one key twice, so
-// SELECT a.id, b.id needs aliases). Callers check at route build.
-func CheckColumns(cols []string) error {
-	if len(cols) == 0 {
-		return errors.New("dataformat: an answer needs at least one column")
-	}
-	seen := make(map[string]struct{}, len(cols))
-	for _, c := range cols {
-		if _, dup := seen[c]; dup {
-			return fmt.Errorf("dataformat: column %q appears twice (give one an alias)", c)
-		}
-		seen[c] = struct{}{}
-	}
-	return nil
+// Columns are an answer's column names, checked and escaped once for every
+// format (the JSON keys, the CSV header), so that starting an answer costs
+// no work per column. Build them when the route's columns are known (at
+// route build, or from the first query of a SQL route) and share them:
+// Columns are immutable and safe for concurrent use.
+type Columns struct {
+	names []string
+	// keys holds each column's JSON prefix (`{"name":` for the first,
+	// `,"name":` for the others); keyEnd[i] is where column i's ends.
+	keys   []byte
+	keyEnd []int
+	// header is the CSV header line, CRLF included.
+	header []byte
 }
+
+// NewColumns checks names and escapes them. It refuses an empty list and a
+// name given twice (a JSON object cannot hold one key twice, so SELECT
+// a.id, b.id needs aliases), also twice once invalid UTF-8 is replaced as
+// the answer writes it.
+func NewColumns(names []string) (*Columns, error) {
+	if len(names) == 0 {
+		return nil, errors.New("dataformat: an answer needs at least one column")
+	}
+	c := &Columns{names: append([]string(nil), names...), keyEnd: make([]int, len(names))}
+	seen := make(map[string]struct{}, len(names))
+	for i, n := range names {
+		start := len(c.keys)
+		if i == 0 {
+			c.keys = append(c.keys, '{')
+		} else {
+			c.keys = append(c.keys, ',')
+		}
+		c.keys = appendJSONString(c.keys, n)
+		key := string(c.keys[start+1:])
+		if _, dup := seen[key]; dup {
+			return nil, fmt.Errorf("dataformat: column %q appears twice (give one an alias)", n)
+		}
+		seen[key] = struct{}{}
+		c.keys = append(c.keys, ':')
+		c.keyEnd[i] = len(c.keys)
+		if i > 0 {
+			c.header = append(c.header, ',')
+		}
+		c.header = appendCSVField(c.header, n)
+	}
+	c.header = append(c.header, '\r', '\n')
+	return c, nil
+}
+
+// Names returns the column names, in order. The caller must not modify
+// the slice.
+func (c *Columns) Names() []string { return c.names }
 
 // NewWriter returns a writer of an answer in format f with columns cols to
 // w. It writes nothing yet: the JSON prelude or CSV header goes out with
-// the first flush.
-func NewWriter(f Format, w io.Writer, cols []string, lim Limits) (*Writer, error) {
+// the first flush. Its buffer comes from a pool and goes back at Finish,
+// Abort or Discard.
+func NewWriter(f Format, w io.Writer, cols *Columns, lim Limits) (*Writer, error) {
 	if !f.Valid() {
 		return nil, fmt.Errorf("dataformat: %v is not a format", f)
 	}
-	if err := CheckColumns(cols); err != nil {
-		return nil, err
+	if cols == nil {
+		return nil, errors.New("dataformat: no columns")
 	}
 	wr := &Writer{f: f, w: w, lim: lim, cols: cols}
 	wr.bufp = bufPool.Get().(*[]byte)
 	b := (*wr.bufp)[:0]
 	switch f {
-	case JSON, NDJSON:
-		wr.keyEnd = make([]int, len(cols))
-		for i, c := range cols {
-			if i == 0 {
-				wr.keys = append(wr.keys, '{')
-			} else {
-				wr.keys = append(wr.keys, ',')
-			}
-			wr.keys = appendJSONString(wr.keys, c)
-			wr.keys = append(wr.keys, ':')
-			wr.keyEnd[i] = len(wr.keys)
-		}
-		if f == JSON {
-			b = append(b, `{"rows":[`...)
-		}
+	case JSON:
+		b = append(b, `{"rows":[`...)
 	case CSV:
-		for i, c := range cols {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendCSVField(b, c)
-		}
-		b = append(b, '\r', '\n')
+		b = append(b, cols.header...)
 	}
 	wr.buf = b
 	return wr, nil
@@ -146,8 +160,8 @@ func (w *Writer) Row(vals []any) error {
 	if w.cut != nil {
 		return w.cut
 	}
-	if len(vals) != len(w.cols) {
-		return &ValueError{Index: -1, Reason: fmt.Sprintf("row has %d values for %d columns", len(vals), len(w.cols))}
+	if len(vals) != len(w.cols.names) {
+		return &ValueError{Index: -1, Reason: fmt.Sprintf("row has %d values for %d columns", len(vals), len(w.cols.names))}
 	}
 	if w.lim.MaxRows > 0 && w.rows >= w.lim.MaxRows {
 		w.cut = &LimitError{Cap: MaxRowsCap, Limit: int64(w.lim.MaxRows)}
@@ -205,10 +219,11 @@ func (w *Writer) room(n int) int64 {
 }
 
 func (w *Writer) appendJSONRow(b []byte, vals []any) ([]byte, error) {
+	keys, keyEnd := w.cols.keys, w.cols.keyEnd
 	prev := 0
 	for i, v := range vals {
-		b = append(b, w.keys[prev:w.keyEnd[i]]...)
-		prev = w.keyEnd[i]
+		b = append(b, keys[prev:keyEnd[i]]...)
+		prev = keyEnd[i]
 		switch v := v.(type) {
 		case nil:
 			b = append(b, "null"...)
@@ -321,11 +336,28 @@ func (w *Writer) compactJSON(i int, v json.RawMessage) ([]byte, error) {
 	if err := json.Compact(&w.compact, v); err != nil {
 		return nil, w.valueError(i, "json.RawMessage is not valid JSON: "+err.Error())
 	}
-	return w.compact.Bytes(), nil
+	c := w.compact.Bytes()
+	if utf8.Valid(c) {
+		return c, nil
+	}
+	// Invalid UTF-8 inside its strings (the scanner lets it through;
+	// PostgreSQL never stores it, an SQLite text column may): each bad
+	// byte becomes U+FFFD, as in every other string of the answer.
+	w.fix = w.fix[:0]
+	for j := 0; j < len(c); {
+		r, size := utf8.DecodeRune(c[j:])
+		if r == utf8.RuneError && size == 1 {
+			w.fix = append(w.fix, "\uFFFD"...)
+		} else {
+			w.fix = append(w.fix, c[j:j+size]...)
+		}
+		j += size
+	}
+	return w.fix, nil
 }
 
 func (w *Writer) valueError(i int, reason string) error {
-	return &ValueError{Column: w.cols[i], Index: i, Reason: reason}
+	return &ValueError{Column: w.cols.names[i], Index: i, Reason: reason}
 }
 
 // flush writes the buffer to the underlying writer. After a huge row the

@@ -43,7 +43,7 @@ func TestJSONValuesParse(t *testing.T) {
 	for _, f := range []Format{JSON, NDJSON} {
 		for _, c := range cases {
 			var out bytes.Buffer
-			w, err := NewWriter(f, &out, cols, Limits{})
+			w, err := NewWriter(f, &out, mustColumns(t, cols), Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestCapsAtTheEdge(t *testing.T) {
 	for _, f := range Formats {
 		// The body's length after the prelude and k rows.
 		var full bytes.Buffer
-		w, _ := NewWriter(f, &full, cols, Limits{})
+		w, _ := NewWriter(f, &full, mustColumns(t, cols), Limits{})
 		var sizes []int64
 		for i := 0; i < 5; i++ {
 			if err := w.Row(row(i)); err != nil {
@@ -135,7 +135,7 @@ func TestCapsAtTheEdge(t *testing.T) {
 		w.Discard()
 		for _, lim := range []int64{sizes[2], sizes[2] + 1, sizes[3] - 1} {
 			var out bytes.Buffer
-			w, _ := NewWriter(f, &out, cols, Limits{MaxBytes: lim})
+			w, _ := NewWriter(f, &out, mustColumns(t, cols), Limits{MaxBytes: lim})
 			n := 0
 			var err error
 			for i := 0; i < 5; i++ {
@@ -187,7 +187,7 @@ func TestCapsAtTheEdge(t *testing.T) {
 		}
 		// max_rows: exactly max_rows rows pass; the next is refused.
 		var out bytes.Buffer
-		w, _ = NewWriter(f, &out, cols, Limits{MaxRows: 3, MaxBytes: sizes[4]})
+		w, _ = NewWriter(f, &out, mustColumns(t, cols), Limits{MaxRows: 3, MaxBytes: sizes[4]})
 		for i := 0; i < 3; i++ {
 			if err := w.Row(row(i)); err != nil {
 				t.Fatalf("%v row %d under max_rows 3: %v", f, i, err)
@@ -216,7 +216,7 @@ func TestBigValueRefusedBeforeEncoding(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	for _, f := range Formats {
 		for _, v := range []any{big, []byte(big), json.RawMessage(`"` + big + `"`)} {
-			w, _ := NewWriter(f, io.Discard, []string{"v"}, Limits{MaxBytes: 64 << 10})
+			w, _ := NewWriter(f, io.Discard, mustColumns(t, []string{"v"}), Limits{MaxBytes: 64 << 10})
 			if err := w.Row([]any{v}); !errors.Is(err, ErrLimit) {
 				t.Fatalf("%v %T: %v", f, v, err)
 			}
@@ -235,7 +235,7 @@ func TestAbortIsDetectable(t *testing.T) {
 	for _, rows := range []int{0, 2, 3000} { // none, buffered, some already flushed
 		for _, f := range Formats {
 			var out bytes.Buffer
-			w, _ := NewWriter(f, &out, cols, Limits{})
+			w, _ := NewWriter(f, &out, mustColumns(t, cols), Limits{})
 			for i := 0; i < rows; i++ {
 				if err := w.Row([]any{int64(i), `n"a,m` + "\ne"}); err != nil {
 					t.Fatal(err)
@@ -294,7 +294,7 @@ func TestAbortIsDetectable(t *testing.T) {
 // wire NULL is unquoted, the empty string quoted).
 func TestCompleteCSVReads(t *testing.T) {
 	var out bytes.Buffer
-	w, _ := NewWriter(CSV, &out, []string{"a", "b c", "d,e"}, Limits{})
+	w, _ := NewWriter(CSV, &out, mustColumns(t, []string{"a", "b c", "d,e"}), Limits{})
 	rows := [][]any{
 		{nil, "", " x "},
 		{"line\r\nbreak", `q"uote`, "é"},
@@ -349,7 +349,7 @@ func TestValueErrors(t *testing.T) {
 	for _, f := range Formats {
 		for _, c := range cases {
 			var out bytes.Buffer
-			w, _ := NewWriter(f, &out, cols, Limits{})
+			w, _ := NewWriter(f, &out, mustColumns(t, cols), Limits{})
 			if err := w.Row([]any{int64(7), "ok"}); err != nil {
 				t.Fatal(err)
 			}
@@ -378,16 +378,39 @@ func TestValueErrors(t *testing.T) {
 }
 
 func TestNewWriterRefuses(t *testing.T) {
-	if _, err := NewWriter(0, io.Discard, []string{"a"}, Limits{}); err == nil {
+	if _, err := NewWriter(0, io.Discard, mustColumns(t, []string{"a"}), Limits{}); err == nil {
 		t.Error("format 0 accepted")
 	}
 	if _, err := NewWriter(JSON, io.Discard, nil, Limits{}); err == nil {
+		t.Error("nil columns accepted")
+	}
+	if _, err := NewColumns(nil); err == nil {
 		t.Error("no columns accepted")
 	}
-	_, err := NewWriter(CSV, io.Discard, []string{"id", "x", "id"}, Limits{})
+	_, err := NewColumns([]string{"id", "x", "id"})
 	if err == nil || err.Error() != `dataformat: column "id" appears twice (give one an alias)` {
 		t.Errorf("duplicate column: %v", err)
 	}
+	// Two names that are one once their invalid UTF-8 is replaced.
+	if _, err = NewColumns([]string{"a\xff", "a\xfe"}); err == nil {
+		t.Error("columns equal after U+FFFD replacement accepted")
+	}
+	names := []string{"a", "b"}
+	c := mustColumns(t, names)
+	names[0] = "changed"
+	if c.Names()[0] != "a" {
+		t.Error("Columns keeps the caller's slice")
+	}
+}
+
+// mustColumns returns NewColumns(names), failing the test on an error.
+func mustColumns(t testing.TB, names []string) *Columns {
+	t.Helper()
+	c, err := NewColumns(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // failWriter accepts ok bytes, then fails every write.
@@ -410,7 +433,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 func TestWriteErrorSticky(t *testing.T) {
 	for _, f := range Formats {
 		fw := &failWriter{ok: 100}
-		w, _ := NewWriter(f, fw, []string{"s"}, Limits{})
+		w, _ := NewWriter(f, fw, mustColumns(t, []string{"s"}), Limits{})
 		var err error
 		for i := 0; i < 10000 && err == nil; i++ {
 			err = w.Row([]any{"0123456789abcdef"})
@@ -450,7 +473,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 func TestStreamsInFlushSizeWrites(t *testing.T) {
 	for _, f := range Formats {
 		cw := &countWriter{}
-		w, _ := NewWriter(f, cw, []string{"id", "s"}, Limits{})
+		w, _ := NewWriter(f, cw, mustColumns(t, []string{"id", "s"}), Limits{})
 		if err := w.Row([]any{int64(1), "x"}); err != nil {
 			t.Fatal(err)
 		}
@@ -484,7 +507,7 @@ func TestStreamsInFlushSizeWrites(t *testing.T) {
 // leaves the connection untouched.
 func TestDiscardWritesNothing(t *testing.T) {
 	cw := &countWriter{}
-	w, _ := NewWriter(JSON, cw, []string{"id"}, Limits{})
+	w, _ := NewWriter(JSON, cw, mustColumns(t, []string{"id"}), Limits{})
 	_ = w.Row([]any{int64(1)})
 	w.Discard()
 	if len(cw.writes) != 0 {
