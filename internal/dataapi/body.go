@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/http"
+	"slices"
 	"time"
 
 	"github.com/levee-gw/levee/internal/datacache"
@@ -11,6 +13,10 @@ import (
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/datasource"
 )
+
+// truncatedTrailer is the trailer a capped answer carries, naming the cap
+// (max_rows or max_bytes).
+const truncatedTrailer = "Levee-Truncated"
 
 // errCutShort ends a JSON or CSV answer whose rows failed after it began:
 // the proxy then aborts the client's connection, and the document is left
@@ -40,6 +46,9 @@ type body struct {
 	last   []any
 	more   bool // paged: a row past the page exists
 
+	// trailer is the response's trailer map: Levee-Truncated is set in it
+	// when a cap cut the answer (CSV cannot say so in its body).
+	trailer  http.Header
 	rowsSent int
 	done     bool
 	err      error // io.EOF after a complete answer
@@ -48,16 +57,20 @@ type body struct {
 
 func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.Bound, f dataformat.Format, flight *datacache.Flight, start time.Time) (*body, error) {
 	bd := &body{rt: rt, rows: rows, flight: flight, format: f, start: start, q: q, b: b, paged: b.Limit > 0}
-	cols := rows.Columns()
-	names := make([]string, len(cols))
-	for i, c := range cols {
+	rcols := rows.Columns()
+	names := make([]string, len(rcols))
+	for i, c := range rcols {
 		names[i] = c.Name
 	}
 	var dst io.Writer = &bd.out
 	if flight != nil {
 		dst = io.MultiWriter(&bd.out, flight)
 	}
-	w, err := dataformat.NewWriter(f, dst, names, rt.o.Limits)
+	cols, err := rt.columns(names)
+	if err != nil {
+		return nil, err
+	}
+	w, err := dataformat.NewWriter(f, dst, cols, rt.o.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +87,20 @@ func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.B
 		bd.last = make([]any, len(bd.keyIdx))
 	}
 	return bd, nil
+}
+
+// columns returns the writer's prepared column names, made once per route
+// (again only if the statement's result columns change).
+func (rt *Route) columns(names []string) (*dataformat.Columns, error) {
+	if c := rt.cols.Load(); c != nil && slices.Equal(c.Names(), names) {
+		return c, nil
+	}
+	c, err := dataformat.NewColumns(names)
+	if err != nil {
+		return nil, err
+	}
+	rt.cols.Store(c)
+	return c, nil
 }
 
 func indexOf(names []string, s string) int {
@@ -146,6 +173,9 @@ func (bd *body) finish(t dataformat.Tail) {
 	if err := bd.w.Finish(t); err != nil {
 		bd.abort(err)
 		return
+	}
+	if truncated, c := bd.w.Truncated(); truncated {
+		bd.trailer.Set(truncatedTrailer, c.String())
 	}
 	bd.end()
 	if bd.flight != nil {

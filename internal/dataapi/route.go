@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/datacache"
@@ -70,6 +71,7 @@ type Route struct {
 	o       Options
 	metrics *routeMetrics
 	table   *tableQuery
+	cols    atomic.Pointer[dataformat.Columns]
 }
 
 // New checks o and returns the route.
@@ -157,7 +159,8 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		rt.o.Logger.Error("data route cannot encode its columns", "route", rt.o.Name, "error", err)
 		return nil, &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
 	}
-	h := http.Header{"Content-Type": {format.ContentType()}}
+	h := http.Header{"Content-Type": {format.ContentType()}, "Vary": {"Accept"}}
+	body.trailer = http.Header{truncatedTrailer: nil}
 	if flight != nil {
 		h["Levee-Cache"] = []string{datacache.Miss.Header()}
 		if flight.Leader() {
@@ -167,7 +170,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		}
 	}
 	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: body, ContentLength: -1}, nil
+		Header: h, Body: body, ContentLength: -1, Trailer: body.trailer}, nil
 }
 
 // cached reports whether the route caches its answers.
@@ -207,6 +210,7 @@ func cachedResponse(res datacache.Result) *http.Response {
 		"Content-Length": {strconv.Itoa(len(e.Body))},
 		"Age":            {strconv.FormatInt(res.AgeSeconds(), 10)},
 		"Levee-Cache":    {res.Status.Header()},
+		"Vary":           {"Accept"},
 	}
 	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: io.NopCloser(bytes.NewReader(e.Body)), ContentLength: int64(len(e.Body))}
