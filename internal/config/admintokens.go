@@ -94,22 +94,17 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 			continue
 		}
 		var t AdminToken
-		file, fv, fileOK := p.required(f, item, ip, "file")
-		scope, _, scopeOK := p.required(f, item, ip, "scope")
-		if scopeOK {
-			scope, scopeOK = p.oneOf(key(ip, "scope"), f["scope"], adminScopes)
-		}
-		if !fileOK || !scopeOK {
+		if p.bind(f, item, ip, adminTokenBlock, &t) != nil { // file and scope
 			ok = false
 			continue
 		}
-		if j, dup := files[file]; dup {
-			p.add(fv, key(ip, "file"), "duplicate file %s (first at admin.tokens[%d])", quote(file), j)
+		fv := f["file"]
+		if j, dup := files[t.File]; dup {
+			p.add(fv, key(ip, "file"), "duplicate file %s (first at admin.tokens[%d])", quote(t.File), j)
 			ok = false
 			continue
 		}
-		files[file] = i
-		t.File, t.Scope = file, scope
+		files[t.File] = i
 		a.Tokens = append(a.Tokens, t)
 		fileNodes = append(fileNodes, fv)
 	}
@@ -122,4 +117,14 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 		p.add(fileNodes[i], e.Path, "%s", e.Message)
 	}
 	return ok
+}
+
+// checkTokenFile refuses an admin token file that cannot be read as the
+// gateway will read it (ReadTokenFile).
+func checkTokenFile(p *parser, path string, n *yaml.Node, ptr any) bool {
+	if _, err := ReadTokenFile(*ptr.(*string)); err != nil {
+		p.add(n, path, "%v", err)
+		return false
+	}
+	return true
 }

@@ -16,10 +16,7 @@ func (p *parser) memory(path string, n *yaml.Node) *Memory {
 	if !ok {
 		return m
 	}
-	if f["limit"] == nil {
-		p.add(n, key(path, "limit"), `required when memory is set, a size such as "2GiB"`)
-	}
-	bad := p.bind(f, path, memoryBlock, m)
+	bad := p.bind(f, n, path, memoryBlock, m)
 	if bad["soft_watermark"] || bad["hard_watermark"] || m.SoftWatermark < m.HardWatermark {
 		return m
 	}
@@ -72,38 +69,26 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 		l.MaxConcurrency, l.MaxQueue = 0, 0
 	}
 
-	minNode, maxNode := f["min"], f["max"]
 	if kindOK && !adaptive {
 		for _, name := range []string{"min", "max"} {
 			if f[name] != nil {
 				p.add(firstKey(n, name), key(path, name), "only applies with max_concurrency: %s; max_concurrency is %d", adaptiveLimit, n0)
-			}
-		}
-	} else {
-		minOK, maxOK := true, true
-		var v int64
-		if minNode != nil {
-			if v, minOK = p.integer(key(path, "min"), minNode, 1, maxConcurrencyCap); minOK && adaptive {
-				l.Min = int(v)
-			}
-		}
-		if maxNode != nil {
-			if v, maxOK = p.integer(key(path, "max"), maxNode, 1, maxConcurrencyCap); maxOK && adaptive {
-				l.Max = int(v)
-			}
-		}
-		if adaptive && minOK && maxOK && l.Min > l.Max {
-			switch {
-			case maxNode == nil:
-				p.add(minNode, key(path, "min"), "must be at most max (%d, the default), got %s", l.Max, describe(minNode))
-			case minNode == nil:
-				p.add(maxNode, key(path, "max"), "must be at least min (%d, the default), got %s", l.Min, describe(maxNode))
-			default:
-				p.add(maxNode, key(path, "max"), "must be at least min (%d), got %s", l.Min, describe(maxNode))
+				delete(f, name)
 			}
 		}
 	}
-
-	p.bind(f, path, limitsBlock, l) // max_queue, queue_timeout, max_per_consumer
+	// min and max (left out above unless adaptive or unknown), max_queue,
+	// queue_timeout and max_per_consumer.
+	bad := p.bind(f, n, path, limitsBlock, l)
+	if minNode, maxNode := f["min"], f["max"]; adaptive && !bad["min"] && !bad["max"] && l.Min > l.Max {
+		switch {
+		case maxNode == nil:
+			p.add(minNode, key(path, "min"), "must be at most max (%d, the default), got %s", l.Max, describe(minNode))
+		case minNode == nil:
+			p.add(maxNode, key(path, "max"), "must be at least min (%d, the default), got %s", l.Min, describe(maxNode))
+		default:
+			p.add(maxNode, key(path, "max"), "must be at least min (%d), got %s", l.Min, describe(maxNode))
+		}
+	}
 	return l
 }

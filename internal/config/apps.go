@@ -129,66 +129,47 @@ func defaultBurst(rate float64) int {
 	return int(limits.DefaultBurst(rate))
 }
 
-// rateBurst reads `rate` and `burst` from a limits block into *rate and
-// *burst. rate is required when requireRate; burst without rate is an
-// error; an omitted burst takes defaultBurst.
-func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, requireRate bool, rate *float64, burst *int) {
-	rateOK := true
-	if v := f["rate"]; v != nil {
-		var r float64
-		if r, rateOK = p.number(key(path, "rate"), v, 0, maxRate); rateOK && r == 0 {
-			p.add(v, key(path, "rate"), "must be greater than 0, got 0 (omit it for no rate limit)")
-			rateOK = false
-		} else if problem := limits.CheckRate(r); rateOK && problem != "" {
-			// The slowest rate the rate limiter can keep (limits.MaxInterval).
-			p.add(v, key(path, "rate"), "%s", problem)
-			rateOK = false
-		}
-		*rate = r
-	} else if requireRate {
-		p.add(n, key(path, "rate"), "required")
-		rateOK = false
+// rateBurst reads a limits block (fields f of mapping n, described by b)
+// into dst, whose rate and burst are *rate and *burst: burst needs rate
+// (unless b requires rate), must not take longer than limits allow to
+// refill (limits.CheckBurst), and takes defaultBurst when omitted.
+func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *block, dst any, rate *float64, burst *int) {
+	if v := f["burst"]; v != nil && f["rate"] == nil && !b.field("rate").required {
+		p.add(v, key(path, "burst"), "needs rate")
+		delete(f, "burst")
 	}
-	if v := f["burst"]; v != nil {
-		if f["rate"] == nil && !requireRate {
-			p.add(v, key(path, "burst"), "needs rate")
-			return
-		}
-		if b, ok := p.integer(key(path, "burst"), v, 1, maxBurst); ok {
-			*burst = int(b)
-			if problem := limits.CheckBurst(*rate, b); rateOK && problem != "" {
-				p.add(v, key(path, "burst"), "%s", problem) // burst × interval too long
-			}
-		}
-		return
-	}
-	if rateOK && *rate > 0 {
+	bad := p.bind(f, n, path, b, dst)
+	switch v := f["burst"]; {
+	case bad["rate"]:
+	case v == nil && *rate > 0:
 		*burst = defaultBurst(*rate)
+	case v != nil && !bad["burst"]:
+		if problem := limits.CheckBurst(*rate, int64(*burst)); problem != "" {
+			p.add(v, key(path, "burst"), "%s", problem) // burst × interval too long
+		}
 	}
 }
 
-// quota reads a `quota` block; both fields are required.
-func (p *parser) quota(path string, n *yaml.Node) *Quota {
-	f, ok := p.block(path, n, quotaBlock)
-	if !ok {
-		return nil
+// checkRate refuses a rate of 0 and one slower than the rate limiter can
+// keep (limits.CheckRate).
+func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
+	problem := limits.CheckRate(*ptr.(*float64))
+	if *ptr.(*float64) == 0 {
+		problem = "must be greater than 0, got 0 (omit it for no rate limit)"
 	}
-	q := &Quota{}
-	p.bind(f, path, quotaBlock, q) // requests
-	if f["requests"] == nil {
-		p.add(n, key(path, "requests"), "required")
+	if problem != "" {
+		p.add(n, path, "%s", problem)
 	}
-	if v := f["per"]; v != nil {
-		if d, ok := p.duration(key(path, "per"), v); ok {
-			if d < minQuotaPer || d > maxQuotaPer {
-				p.add(v, key(path, "per"), "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, describe(v))
-			}
-			q.Per = d
-		}
-	} else {
-		p.add(n, key(path, "per"), "required")
+	return problem == ""
+}
+
+// checkQuotaPer bounds a quota's period.
+func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
+	if d := *ptr.(*time.Duration); d < minQuotaPer || d > maxQuotaPer {
+		p.add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, describe(n))
+		return false
 	}
-	return q
+	return true
 }
 
 // appLimits reads `apps[i].limits`.
@@ -197,11 +178,7 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 	if !ok {
 		return
 	}
-	p.rateBurst(f, n, path, false, &l.Rate, &l.Burst)
-	if v := f["quota"]; v != nil {
-		l.Quota = p.quota(key(path, "quota"), v)
-	}
-	p.bind(f, path, appLimitsBlock, l) // max_concurrency
+	p.rateBurst(f, n, path, appLimitsBlock, l, &l.Rate, &l.Burst) // and quota, max_concurrency
 }
 
 // anonymousLimits reads `routes[i].anonymous_limits`.
@@ -211,7 +188,7 @@ func (p *parser) anonymousLimits(path string, n *yaml.Node) *AnonymousLimits {
 	if !ok {
 		return a
 	}
-	p.rateBurst(f, n, path, true, &a.Rate, &a.Burst)
+	p.rateBurst(f, n, path, anonymousLimitsBlock, a, &a.Rate, &a.Burst)
 	return a
 }
 
@@ -255,26 +232,16 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 	if !ok {
 		return a
 	}
-	p.bind(f, path, appBlock, &a) // status
-	if id, v, ok := p.required(f, n, path, "id"); ok {
-		a.ID = id
-		switch j, dup := seen.ids[id]; {
-		case !validName(id):
-			p.add(v, key(path, "id"), "%s, got %s", nameRule, quote(id))
-		case dup:
-			p.add(v, key(path, "id"), "duplicate app id %s (first at apps[%d])", quote(id), j)
-		default:
-			seen.ids[id] = i
+	bad := p.bind(f, n, path, appBlock, &a) // id, name and status
+	if !bad["id"] {
+		if j, dup := seen.ids[a.ID]; dup {
+			p.add(f["id"], key(path, "id"), "duplicate app id %s (first at apps[%d])", quote(a.ID), j)
+		} else {
+			seen.ids[a.ID] = i
 		}
 	}
-	a.Name = a.ID
-	if v := f["name"]; v != nil {
-		if s, ok := p.str(key(path, "name"), v); ok {
-			if problem := checkAppName(s); problem != "" {
-				p.add(v, key(path, "name"), "%s, got %s", problem, quote(s))
-			}
-			a.Name = s
-		}
+	if f["name"] == nil {
+		a.Name = a.ID
 	}
 	if v := f["api_key_sha256"]; v != nil {
 		a.APIKeySHA256 = p.keyHashes(key(path, "api_key_sha256"), v, seen)
@@ -384,10 +351,7 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 		if !ok {
 			continue
 		}
-		p.rateBurst(f, e.v, rp, false, &rl.Rate, &rl.Burst)
-		if v := f["quota"]; v != nil {
-			rl.Quota = p.quota(key(rp, "quota"), v)
-		}
+		p.rateBurst(f, e.v, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
 		out[e.key] = rl
 	}
 	return out

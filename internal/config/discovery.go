@@ -53,7 +53,7 @@ func (p *parser) leastRequest(path string, n *yaml.Node) *LeastRequest {
 	if !ok {
 		return lr
 	}
-	p.bind(f, path, leastRequestBlock, lr)
+	p.bind(f, n, path, leastRequestBlock, lr)
 	return lr
 }
 
@@ -64,18 +64,20 @@ func (p *parser) consistentHash(path string, n *yaml.Node) *ConsistentHash {
 	if !ok {
 		return ch
 	}
-	s, v, ok := p.required(f, n, path, "hash_on")
-	if !ok {
-		return ch
-	}
-	norm, problem := normalizeHashOn(s)
-	if problem != "" {
-		p.add(v, key(path, "hash_on"), "%s, got %s", problem, quote(s))
-		return ch
-	}
-	ch.HashOn = norm
+	p.bind(f, n, path, consistentHashBlock, ch) // hash_on
 	return ch
 }
+
+// checkHashOn normalises a `hash_on` value (normalizeHashOn).
+var checkHashOn = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+	norm, problem := normalizeHashOn(*s)
+	if problem != "" {
+		p.add(n, path, "%s, got %s", problem, quote(*s))
+		return false
+	}
+	*s = norm
+	return true
+})
 
 // normalizeHashOn checks a `hash_on` value and returns its normalised
 // form (see ConsistentHash.HashOn), or a problem phrased to precede
@@ -118,33 +120,20 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	if !ok {
 		return d
 	}
-	p.bind(f, path, discoveryBlock, d) // max_drop_fraction, confirm_after, max_weight
+	// file, push, max_drop_fraction, confirm_after and max_weight.
+	bad := p.bind(f, n, path, discoveryBlock, d)
 	sources := 0
-	if v := f["file"]; v != nil {
+	if f["file"] != nil {
 		sources++
-		fp := key(path, "file")
-		if s, ok := p.str(fp, v); ok {
-			switch {
-			case s == "":
-				p.add(v, fp, "must not be empty")
-			case strings.IndexByte(s, 0) >= 0:
-				p.add(v, fp, "must not contain a NUL byte, got %s", quoteMax(s, maxPathShown))
-			}
-			d.File = s
-		}
 	}
 	if v := f["etcd"]; v != nil {
 		sources++
 		d.Etcd = p.etcd(key(path, "etcd"), v)
 	}
-	if v := f["push"]; v != nil {
-		// A push that is not a boolean still names the source meant, so
-		// that it is not also reported as missing.
-		b, ok := p.boolean(key(path, "push"), v)
-		if b || !ok {
-			sources++
-		}
-		d.Push = b
+	// A push that is not a boolean still names the source meant, so that
+	// it is not also reported as missing.
+	if d.Push || bad["push"] {
+		sources++
 	}
 	if sources != 1 {
 		p.add(n, path, "exactly one of file, etcd or push is required")
@@ -174,16 +163,28 @@ func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 	if !ok {
 		return e
 	}
-	p.bind(f, path, etcdBlock, e) // dial_timeout
 	e.Endpoints = p.etcdEndpoints(key(path, "endpoints"), f["endpoints"], n)
-	if s, v, ok := p.required(f, n, path, "prefix"); ok {
-		if !strings.HasPrefix(s, "/") || !strings.HasSuffix(s, "/") {
-			p.add(v, key(path, "prefix"), `must start and end with "/", as in "/levee/services/video/", got %s`, quote(s))
-		}
-		e.Prefix = s
-	}
+	p.bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
 	return e
 }
+
+// checkEtcdPrefix checks an etcd key prefix.
+var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+	if !strings.HasPrefix(*s, "/") || !strings.HasSuffix(*s, "/") {
+		p.add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, quote(*s))
+		return false
+	}
+	return true
+})
+
+// checkNoNUL refuses a file name holding a NUL byte.
+var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+	if strings.IndexByte(*s, 0) >= 0 {
+		p.add(n, path, "must not contain a NUL byte, got %s", quoteMax(*s, maxPathShown))
+		return false
+	}
+	return true
+})
 
 // etcdEndpoints reads `etcd.endpoints`: 1 to 16 distinct addresses.
 func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {

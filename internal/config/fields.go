@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -11,19 +12,38 @@ import (
 // misspelt key, "did you mean" offers the earlier), each with its
 // name, kind, bounds, default and a doc line. The walker takes a block's
 // allowed keys (and so its "did you mean" candidates) from here, reads
-// every field that has a bind generically (kind and bounds from here), and
-// the JSON Schema in deploy/levee.schema.json is generated from the same
-// tables (schema.go). Defaults are the Default* constants of defaults.go,
-// named here; TestFieldDefaults checks that the default* constructors
-// agree with the table, so that the two cannot drift.
+// every field that has a bind generically (bind.go: kind, bounds, whether
+// it is required or may be empty and the messages then, and its own
+// check), and the JSON Schema in deploy/levee.schema.json is generated
+// from the same tables (schema.go). Defaults are the Default* constants of
+// defaults.go, named here; TestFieldDefaults checks that the default*
+// constructors agree with the table, so that the two cannot drift.
+// Cross-field rules run in the block's reader once p.bind has read it,
+// consulting the set of fields p.bind found missing or invalid.
 //
-// A field without a bind is read by hand in walk.go and its neighbours,
-// because it is required with its own message, takes part in a
-// cross-field check that needs more than "was it valid", or has a form no
-// kind captures (addresses, names, lists with duplicate checks). Its
-// entry still gives the schema its kind and bounds, which the hand-written
-// reader uses from the same constants. Every mapping the walker reads
-// has a table here, so the schema leaves no value open.
+// Every field that is a value has a bind. A field without one is read by
+// hand in walk.go or its topic file, for the reason given (its entry
+// still gives the schema its kind and bounds):
+//   - lists whose items are checked against each other (duplicates) or
+//     against other parts of the file: admin.tokens, discovery.etcd.endpoints,
+//     upstreams.*.endpoints (required unless discovery is set), retry.on
+//     (conditions or statuses), health_check.http.expect, zones.failover
+//     (not the local zone), routes, match.methods, forward_trailers,
+//     upgrades, apps, api_key_sha256 (unique across apps) and grants
+//     (routes of the file);
+//   - maps of named blocks: upstreams, apps[].route_limits (keys are grants);
+//   - limits.max_concurrency, of two forms whose kind decides min, max
+//     and max_queue's default;
+//   - blocks with a rule across their fields or with a field above, whose
+//     reader runs p.bind and then the rule: admin (omitted, it reports
+//     admin.listen), memory (soft below hard watermark), least_request and
+//     consistent_hash (only with their balancer), discovery (exactly one
+//     source), etcd, retry (an upstream's or a route's, which refuses
+//     budget), backoff (max at least base), limits, health_check (http or
+//     tcp; timeout at most interval), http, outlier_detection (ejection
+//     times), zones, match (its methods feed the overlap check),
+//     anonymous_limits (only with auth none) and apps[].limits (burst
+//     needs rate; burst/rate bounded).
 
 // fieldKind is how a field's value is written.
 type fieldKind uint8
@@ -56,10 +76,23 @@ type field struct {
 	// typed field (a time.Duration for a duration); nil when there is no
 	// fixed default (required, or it depends on other fields).
 	def any
-	// required fields must be set (and non-empty for strings).
+	// required fields must be set (and non-empty for strings). The
+	// walker reports an omitted bound one with missing ("required" when
+	// empty), at the enclosing mapping.
 	required bool
-	// nonEmpty strings may be omitted but not set to "".
+	missing  string
+	// nonEmpty strings may be omitted but not set to "". The walker
+	// reports a bound string or enum that is required or nonEmpty and set
+	// to "" with empty ("required" for a required field, "must not be
+	// empty" otherwise).
 	nonEmpty bool
+	empty    string
+	// check is a bound field's own rule (a readable file, an address, a
+	// name), run after its value was read and stored: it gets the pointer
+	// bind returned, may rewrite the value (normalise it), reports what
+	// is wrong and says whether the value is valid. See the check*
+	// helpers below.
+	check func(p *parser, path string, n *yaml.Node, ptr any) bool
 	// sub describes a kindBlock's or kindMap's values.
 	sub *block
 	// item describes a kindList's items.
@@ -101,102 +134,17 @@ func at[T, V any](f func(*T) *V) func(any) any {
 	return func(dst any) any { return f(dst.(*T)) }
 }
 
-// block checks that n is a mapping of b's keys (see fields). It returns
-// the value node of each key set to a non-null value.
-func (p *parser) block(path string, n *yaml.Node, b *block) (map[string]*yaml.Node, bool) {
-	return p.fields(path, n, b.keys...)
-}
-
-// bind reads every field of b that has a bind and is set in f into dst,
-// which must be what b's binds take. A value that is invalid is reported
-// and leaves the destination as it was; its name is in the returned set,
-// which cross-field checks consult (nil when all were valid).
-func (p *parser) bind(f map[string]*yaml.Node, path string, b *block, dst any) map[string]bool {
-	var bad map[string]bool
-	for i := range b.fields {
-		fd := &b.fields[i]
-		v := f[fd.name]
-		if fd.bind == nil || v == nil {
-			continue
+// opt returns a bind of an optional block held by pointer (nil when
+// omitted): it allocates the block with mk, which gives its defaults,
+// when the field is set.
+func opt[T, V any](f func(*T) **V, mk func() *V) func(any) any {
+	return func(dst any) any {
+		pp := f(dst.(*T))
+		if *pp == nil {
+			*pp = mk()
 		}
-		if !p.bindOne(key(path, fd.name), v, fd, fd.bind(dst)) {
-			if bad == nil {
-				bad = make(map[string]bool)
-			}
-			bad[fd.name] = true
-		}
+		return *pp
 	}
-	return bad
-}
-
-// bindOne reads v as fd says into ptr, reporting whether it was valid.
-func (p *parser) bindOne(path string, v *yaml.Node, fd *field, ptr any) bool {
-	switch fd.kind {
-	case kindEnum:
-		s, ok := p.oneOf(path, v, fd.enum)
-		if ok {
-			*ptr.(*string) = s
-		}
-		return ok
-	case kindString:
-		s, ok := p.str(path, v)
-		if ok {
-			*ptr.(*string) = s
-		}
-		return ok
-	case kindInt:
-		i, ok := p.integer(path, v, fd.lo, fd.hi)
-		if ok {
-			switch d := ptr.(type) {
-			case *int:
-				*d = int(i)
-			case *int64:
-				*d = i
-			case *uint32:
-				*d = uint32(i)
-			default:
-				panic("config: bind of " + path + " is not *int, *int64 or *uint32")
-			}
-		}
-		return ok
-	case kindNumber:
-		x, ok := p.number(path, v, fd.flo, fd.fhi)
-		if ok {
-			*ptr.(*float64) = x
-		}
-		return ok
-	case kindFraction:
-		x, ok := p.fraction(path, v)
-		if ok {
-			*ptr.(*float64) = x
-		}
-		return ok
-	case kindBool:
-		b, ok := p.boolean(path, v)
-		if ok {
-			*ptr.(*bool) = b
-		}
-		return ok
-	case kindDuration:
-		d, ok := p.duration(path, v)
-		if ok {
-			*ptr.(*time.Duration) = d
-		}
-		return ok
-	case kindSize:
-		s, ok := p.size(path, v, fd.lo, fd.hi)
-		if ok {
-			*ptr.(*int64) = s
-		}
-		return ok
-	case kindBlock:
-		f, ok := p.block(path, v, fd.sub)
-		if ok {
-			ok = p.bind(f, path, fd.sub, ptr) == nil
-		}
-		return ok
-	}
-	panic("config: field " + path + " of this kind cannot be bound")
 }
 
 // Bounds that only the field tables use.
@@ -211,18 +159,24 @@ const (
 // The blocks of the file, from the leaves up (a block names its sub-blocks).
 var (
 	tlsBlock = newBlock(
-		field{name: "cert_file", kind: kindString, required: true, doc: "PEM certificate chain the listener serves; must be readable"},
-		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable"},
+		field{name: "cert_file", kind: kindString, required: true, doc: "PEM certificate chain the listener serves; must be readable",
+			check: checkReadable, bind: at(func(t *TLS) *string { return &t.CertFile })},
+		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable",
+			check: checkReadable, bind: at(func(t *TLS) *string { return &t.KeyFile })},
 	)
 
 	adminTokenBlock = newBlock(
-		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens"},
-		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do"},
+		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens",
+			bind: at(func(t *AdminToken) *string { return &t.File })},
+		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do",
+			bind: at(func(t *AdminToken) *string { return &t.Scope })},
 	)
 
 	adminBlock = newBlock(
-		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port"},
-		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set"},
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port",
+			check: checkListen, bind: at(func(a *Admin) *string { return &a.Listen })},
+		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
+			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile })},
 		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
 			doc: "admin tokens with a scope, each in its own file"},
 	)
@@ -264,8 +218,9 @@ var (
 
 	memoryBlock = newBlock(
 		field{name: "limit", kind: kindSize, lo: minMemoryLimit, hi: maxMemoryLimit, required: true,
-			doc:  "the process's memory budget",
-			bind: at(func(m *Memory) *int64 { return &m.Limit })},
+			missing: `required when memory is set, a size such as "2GiB"`,
+			doc:     "the process's memory budget",
+			bind:    at(func(m *Memory) *int64 { return &m.Limit })},
 		field{name: "soft_watermark", kind: kindFraction, def: DefaultMemorySoftWatermark,
 			doc:  "share of limit above which sheddable requests are refused; below hard_watermark",
 			bind: at(func(m *Memory) *float64 { return &m.SoftWatermark })},
@@ -295,21 +250,25 @@ var (
 	)
 
 	consistentHashBlock = newBlock(
-		field{name: "hash_on", kind: kindString, required: true, doc: hashOnForms},
+		field{name: "hash_on", kind: kindString, required: true, doc: hashOnForms,
+			check: checkHashOn, bind: at(func(c *ConsistentHash) *string { return &c.HashOn })},
 	)
 
 	etcdBlock = newBlock(
 		field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
 			doc: "etcd members: host:port or http(s)://host:port, distinct"},
-		field{name: "prefix", kind: kindString, required: true, pattern: "^/(.*/)?$", doc: `key prefix of the upstream's instances, starting and ending with "/"`},
+		field{name: "prefix", kind: kindString, required: true, pattern: "^/(.*/)?$", doc: `key prefix of the upstream's instances, starting and ending with "/"`,
+			check: checkEtcdPrefix, bind: at(func(e *EtcdDiscovery) *string { return &e.Prefix })},
 		field{name: "dial_timeout", kind: kindDuration, def: DefaultEtcdDialTimeout, doc: "time to connect to etcd",
 			bind: at(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
 	)
 
 	discoveryBlock = newBlock(
-		field{name: "file", kind: kindString, nonEmpty: true, doc: "JSON file of instances, watched for changes"},
+		field{name: "file", kind: kindString, nonEmpty: true, doc: "JSON file of instances, watched for changes",
+			check: checkNoNUL, bind: at(func(d *Discovery) *string { return &d.File })},
 		field{name: "etcd", kind: kindBlock, sub: etcdBlock, doc: "instances under a prefix of an etcd cluster"},
-		field{name: "push", kind: kindBool, doc: "instances pushed through the admin API"},
+		field{name: "push", kind: kindBool, doc: "instances pushed through the admin API",
+			bind: at(func(d *Discovery) *bool { return &d.Push })},
 		field{name: "max_drop_fraction", kind: kindFraction, def: DefaultDiscoveryMaxDropFraction,
 			doc:  "largest share of endpoints one update may remove before it is held for confirmation",
 			bind: at(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
@@ -321,10 +280,12 @@ var (
 	)
 
 	endpointBlock = newBlock(
-		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint"},
+		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint",
+			check: checkEndpoint, bind: at(func(e *Endpoint) *string { return &e.Address })},
 		field{name: "weight", kind: kindInt, lo: 0, hi: maxWeight, def: DefaultWeight, doc: "share of requests; 0 drains the endpoint",
 			bind: at(func(e *Endpoint) *uint32 { return &e.Weight })},
-		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in"},
+		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in",
+			check: checkZone, bind: at(func(e *Endpoint) *string { return &e.Zone })},
 	)
 
 	timeoutsBlock = newBlock(
@@ -363,7 +324,8 @@ var (
 			doc:  "deadline of each try; none when omitted",
 			bind: at(func(r *Retry) *time.Duration { return &r.PerTryTimeout })},
 		field{name: "backoff", kind: kindBlock, sub: backoffBlock, doc: "jittered exponential backoff between tries"},
-		field{name: "budget", kind: kindBlock, sub: retryBudgetBlock, doc: "cap on retries across the upstream (upstreams only)"},
+		field{name: "budget", kind: kindBlock, sub: retryBudgetBlock, doc: "cap on retries across the upstream (upstreams only)",
+			bind: at(func(r *Retry) *RetryBudget { return &r.Budget })},
 		field{name: "replay_body_limit", kind: kindSize, lo: 0, hi: maxReplayBodyLimit, def: DefaultRetryReplayBodyLimit,
 			doc:  "largest request body kept to replay on a retry",
 			bind: at(func(r *Retry) *int64 { return &r.ReplayBodyLimit })},
@@ -372,8 +334,10 @@ var (
 	limitsBlock = newBlock(
 		field{name: "max_concurrency", kind: kindEither, required: true, doc: limitRule, either: []field{
 			{kind: kindInt, lo: 1, hi: maxConcurrencyCap}, {kind: kindEnum, enum: []string{adaptiveLimit}}}},
-		field{name: "min", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "lowest adaptive limit"},
-		field{name: "max", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "highest adaptive limit"},
+		field{name: "min", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "lowest adaptive limit",
+			bind: at(func(l *Limits) *int { return &l.Min })},
+		field{name: "max", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "highest adaptive limit",
+			bind: at(func(l *Limits) *int { return &l.Max })},
 		field{name: "max_queue", kind: kindInt, lo: 0, hi: maxQueueCap, doc: "requests waiting at once; twice a static limit, or 256 with adaptive",
 			bind: at(func(l *Limits) *int { return &l.MaxQueue })},
 		field{name: "queue_timeout", kind: kindDuration, def: DefaultLimitsQueueTimeout, doc: "longest wait in the queue",
@@ -384,7 +348,8 @@ var (
 	)
 
 	httpCheckBlock = newBlock(
-		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes"},
+		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes",
+			check: problemOf(checkHealthPath), bind: at(func(h *HTTPCheck) *string { return &h.Path })},
 		field{name: "expect", kind: kindList, minItems: 1, maxItems: maxExpectStatuses,
 			item: &field{kind: kindInt, lo: minHealthCheckStatus, hi: maxHealthCheckStatus}, doc: "statuses that count as healthy (1 to 16)"},
 	)
@@ -420,7 +385,9 @@ var (
 	)
 
 	zonesBlock = newBlock(
-		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in"},
+		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in",
+			missing: "required, the zone this levee runs in", empty: zoneProblem(""),
+			check: checkZone, bind: at(func(z *Zones) *string { return &z.Local })},
 		field{name: "failover", kind: kindList, maxItems: maxFailoverZones, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
 		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
 			doc:  "factor on a zone's healthy share before traffic spills over",
@@ -455,31 +422,42 @@ var (
 	quotaBlock = newBlock(
 		field{name: "requests", kind: kindInt, lo: 1, hi: maxQuotaRequests, required: true, doc: "requests allowed per period",
 			bind: at(func(q *Quota) *int64 { return &q.Requests })},
-		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h"},
+		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h",
+			check: checkQuotaPer, bind: at(func(q *Quota) *time.Duration { return &q.Per })},
 	)
 
 	anonymousLimitsBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0"},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted"},
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(a *AnonymousLimits) *float64 { return &a.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted",
+			bind: at(func(a *AnonymousLimits) *int { return &a.Burst })},
 	)
 
 	routeLimitBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
-		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(l *RouteLimit) *float64 { return &l.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
+			bind: at(func(l *RouteLimit) *int { return &l.Burst })},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
+			bind: opt(func(l *RouteLimit) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
 	)
 
 	appLimitsBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0"},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate"},
-		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period"},
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(l *AppLimits) *float64 { return &l.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
+			bind: at(func(l *AppLimits) *int { return &l.Burst })},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
+			bind: opt(func(l *AppLimits) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
 		field{name: "max_concurrency", kind: kindInt, lo: 1, hi: maxAppConcurrency, doc: "requests in flight at once",
 			bind: at(func(l *AppLimits) *int { return &l.MaxConcurrency })},
 	)
 
 	appBlock = newBlock(
-		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique"},
-		field{name: "name", kind: kindString, doc: "display name; the id when omitted"},
+		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique",
+			check: checkName, bind: at(func(a *App) *string { return &a.ID })},
+		field{name: "name", kind: kindString, doc: "display name; the id when omitted",
+			check: problemOf(checkAppName), bind: at(func(a *App) *string { return &a.Name })},
 		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
 			bind: at(func(a *App) *string { return &a.Status })},
 		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
@@ -490,17 +468,21 @@ var (
 	)
 
 	matchBlock = newBlock(
-		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`},
-		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries"},
+		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
+			check: checkMatchHost, bind: at(func(m *Match) *string { return &m.Host })},
+		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries",
+			check: problemOf(checkPathPrefix), bind: at(func(m *Match) *string { return &m.PathPrefix })},
 		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString, pattern: tokenPattern}, doc: "methods matched; any when omitted"},
 		field{name: "raw_path", kind: kindBool, doc: "match the path as sent rather than normalised",
 			bind: at(func(m *Match) *bool { return &m.RawPath })},
 	)
 
 	routeBlock = newBlock(
-		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique"},
+		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique",
+			check: checkName, bind: at(func(r *Route) *string { return &r.Name })},
 		field{name: "match", kind: kindBlock, sub: matchBlock, doc: "the requests the route takes; every request when omitted"},
-		field{name: "upstream", kind: kindString, required: true, pattern: namePattern, doc: "the upstream requests go to"},
+		field{name: "upstream", kind: kindString, required: true, pattern: namePattern, doc: "the upstream requests go to",
+			bind: at(func(r *Route) *string { return &r.Upstream })},
 		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: maxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
 			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
 		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
@@ -516,10 +498,14 @@ var (
 	)
 
 	rootBlock = newBlock(
-		field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener"},
-		field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted"},
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener",
+			check: checkListen, bind: at(func(c *Config) *string { return &c.Listen })},
+		field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted",
+			bind: opt(func(c *Config) **TLS { return &c.TLS }, func() *TLS { return &TLS{} })},
 		field{name: "admin", kind: kindBlock, sub: adminBlock, required: true, doc: "the admin API"},
-		field{name: "state_dir", kind: kindString, nonEmpty: true, def: DefaultStateDir, doc: "directory of the app store and snapshots"},
+		field{name: "state_dir", kind: kindString, nonEmpty: true, def: DefaultStateDir, doc: "directory of the app store and snapshots",
+			empty: "must not be empty (omit it for the default " + strconv.Quote(DefaultStateDir) + ")",
+			bind:  at(func(c *Config) *string { return &c.StateDir })},
 		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
 			bind: at(func(c *Config) *Server { return &c.Server })},
 		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},

@@ -31,7 +31,7 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 		hc.HTTP = p.httpCheck(key(path, "http"), v)
 	}
 	// tcp, interval, timeout, healthy_after and unhealthy_after.
-	bad := p.bind(f, path, healthCheckBlock, hc)
+	bad := p.bind(f, n, path, healthCheckBlock, hc)
 	switch {
 	case bad["tcp"]:
 	case hc.HTTP != nil && hc.TCP:
@@ -61,23 +61,20 @@ func (p *parser) httpCheck(path string, n *yaml.Node) *HTTPCheck {
 	if !ok {
 		return hc
 	}
-	if v := f["path"]; v != nil {
-		if s, ok := p.str(key(path, "path"), v); ok {
-			problem := checkPathPrefix(s)
-			if problem == "" && len(s) > maxHealthPathLen {
-				problem = "must be at most 1024 bytes"
-			}
-			if problem != "" {
-				p.add(v, key(path, "path"), "%s, got %s", problem, quoteMax(s, 64))
-			} else {
-				hc.Path = s
-			}
-		}
-	}
+	p.bind(f, n, path, httpCheckBlock, hc) // path
 	if v := f["expect"]; v != nil {
 		hc.Expect = p.expect(key(path, "expect"), v)
 	}
 	return hc
+}
+
+// checkHealthPath returns the problem with a health check's path, or "".
+func checkHealthPath(s string) string {
+	problem := checkPathPrefix(s)
+	if problem == "" && len(s) > maxHealthPathLen {
+		problem = "must be at most 1024 bytes"
+	}
+	return problem
 }
 
 // expect reads a list of 1 to 16 distinct statuses, 100 to 599, sorted.
@@ -114,7 +111,7 @@ func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 	if !ok {
 		return od
 	}
-	bad := p.bind(f, path, outlierDetectionBlock, od)
+	bad := p.bind(f, n, path, outlierDetectionBlock, od)
 	if !bad["base_ejection_time"] && !bad["max_ejection_time"] && od.MaxEjectionTime < od.BaseEjectionTime {
 		if v := f["max_ejection_time"]; v != nil {
 			was := od.BaseEjectionTime.String()
@@ -138,11 +135,7 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 	if !ok {
 		return z
 	}
-	if v := f["local"]; v != nil {
-		z.Local, _ = p.zoneName(key(path, "local"), v)
-	} else {
-		p.add(n, key(path, "local"), "required, the zone this levee runs in")
-	}
+	p.bind(f, n, path, zonesBlock, z) // local and overprovisioning
 	if v := f["failover"]; v != nil && !isNull(v) {
 		items, ok := p.sequence(key(path, "failover"), v)
 		if ok && len(items) > maxFailoverZones {
@@ -163,7 +156,6 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 			}
 		}
 	}
-	p.bind(f, path, zonesBlock, z) // overprovisioning
 	return z
 }
 
@@ -171,12 +163,22 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 // discovery firewall's rule for an instance's zone).
 func (p *parser) zoneName(path string, n *yaml.Node) (string, bool) {
 	s, ok := p.str(path, n)
-	if !ok {
-		return "", false
-	}
-	if !validName(s) {
-		p.add(n, path, "zone %s, got %s", nameRule, quoteMax(s, 64))
+	if !ok || !p.zone(path, n, s) {
 		return "", false
 	}
 	return s, true
+}
+
+// zone reports whether s is a valid zone name, reporting it if not.
+func (p *parser) zone(path string, n *yaml.Node, s string) bool {
+	if !validName(s) {
+		p.add(n, path, "%s", zoneProblem(s))
+		return false
+	}
+	return true
+}
+
+// zoneProblem is the message of an invalid zone name s.
+func zoneProblem(s string) string {
+	return "zone " + nameRule + ", got " + quoteMax(s, 64)
 }

@@ -184,31 +184,16 @@ func (p *parser) str(path string, n *yaml.Node) (string, bool) {
 	if n.Kind == yaml.AliasNode {
 		return "", false
 	}
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+	if !isString(n) {
 		p.add(n, path, "must be a string, got %s", describe(n))
 		return "", false
 	}
 	return n.Value, true
 }
 
-// required returns the string at f[name], reporting "required" when it is
-// missing, null or empty. parent positions the report of a missing field.
-func (p *parser) required(f map[string]*yaml.Node, parent *yaml.Node, path, name string) (string, *yaml.Node, bool) {
-	fp := key(path, name)
-	v := f[name]
-	if v == nil {
-		p.add(parent, fp, "required")
-		return "", nil, false
-	}
-	s, ok := p.str(fp, v)
-	if !ok {
-		return "", v, false
-	}
-	if s == "" {
-		p.add(v, fp, "required")
-		return "", v, false
-	}
-	return s, v, true
+// isString reports whether n is a string scalar (what str accepts).
+func isString(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
 }
 
 // integer returns a whole number from lo to hi. Anything else, including
@@ -315,19 +300,6 @@ func (p *parser) size(path string, n *yaml.Node, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// oneOf returns a string that is one of allowed.
-func (p *parser) oneOf(path string, n *yaml.Node, allowed []string) (string, bool) {
-	s, ok := p.str(path, n)
-	if !ok {
-		return "", false
-	}
-	if !slices.Contains(allowed, s) {
-		p.add(n, path, "must be one of %s, got %s", quotedList(allowed), describe(n))
-		return "", false
-	}
-	return s, true
 }
 
 // quotedList returns the strings quoted and joined with ", ".

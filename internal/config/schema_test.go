@@ -224,6 +224,13 @@ func TestFieldDefaults(t *testing.T) {
 		{"discovery", discoveryBlock, defaultDiscovery()},
 		{"etcd", etcdBlock, defaultEtcdDiscovery()},
 		{"app", appBlock, &App{Status: DefaultAppStatus}},
+		{"admin", adminBlock, &c.Admin},
+		{"tls", tlsBlock, &TLS{}},
+		{"http", httpCheckBlock, defaultHTTPCheck()},
+		{"consistent_hash", consistentHashBlock, &ConsistentHash{}},
+		{"quota", quotaBlock, &Quota{}},
+		{"app.limits", appLimitsBlock, &AppLimits{}},
+		{"anonymous_limits", anonymousLimitsBlock, &AnonymousLimits{}},
 	} {
 		for _, f := range tc.b.fields {
 			if f.bind == nil || f.kind == kindBlock {
@@ -315,6 +322,7 @@ func TestFieldTable(t *testing.T) {
 		{appBlock, reflect.TypeFor[*App]()}, {anonymousLimitsBlock, reflect.TypeFor[*AnonymousLimits]()},
 		{routeLimitBlock, reflect.TypeFor[*RouteLimit]()}, {adminTokenBlock, reflect.TypeFor[*AdminToken]()},
 		{consistentHashBlock, reflect.TypeFor[*ConsistentHash]()},
+		{adminBlock, reflect.TypeFor[*Admin]()}, {httpCheckBlock, reflect.TypeFor[*HTTPCheck]()},
 	} {
 		delete(seen, b.b)
 		walk("("+b.dst.Elem().Name()+")", b.b, b.dst)

@@ -7,16 +7,13 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Over 600 lines: one reader method per configuration type, calling each
-// other down the tree; the cross-field checks need the readers of both
-// sides at hand.
-//
 // This file maps the YAML tree onto the Config types, one method per type.
 // Each method starts from the defaults, overwrites what the file sets, and
 // reports what is wrong; cross-field checks run once the parts they
-// compare have been read. A block's keys, and the reading of every field
-// that has no rule of its own, come from its table in fields.go (p.block,
-// p.bind); the code here reads the rest.
+// compare have been read. A block's keys, and the reading of every value
+// field (its kind, bounds and own check), come from its table in fields.go
+// (p.block, p.bind); the code here reads lists and maps, dispatches the
+// blocks that have rules across fields, and runs those rules.
 
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
@@ -25,25 +22,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if !ok {
 		return c
 	}
-	p.bind(f, "", rootBlock, c) // server, log and metrics
-
-	listen, listenNode, listenOK := p.required(f, root, "", "listen")
-	if listenOK {
-		listenOK = p.address("listen", listenNode, listen, true)
-		c.Listen = listen
-	}
-	if v := f["tls"]; v != nil {
-		c.TLS = p.tls("tls", v)
-	}
-	p.admin(c, f["admin"], root, listenOK)
-	if v := f["state_dir"]; v != nil {
-		if s, ok := p.str("state_dir", v); ok {
-			if s == "" {
-				p.add(v, "state_dir", "must not be empty (omit it for the default %q)", DefaultStateDir)
-			}
-			c.StateDir = s
-		}
-	}
+	// listen, tls, state_dir, server, log and metrics.
+	bad := p.bind(f, root, "", rootBlock, c)
+	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)
 	}
@@ -61,29 +42,6 @@ func (p *parser) config(root *yaml.Node) *Config {
 	return c
 }
 
-// tls reads `tls`; both files are required and must be readable.
-func (p *parser) tls(path string, n *yaml.Node) *TLS {
-	t := &TLS{}
-	f, ok := p.block(path, n, tlsBlock)
-	if !ok {
-		return t
-	}
-	for _, file := range []struct {
-		name string
-		dst  *string
-	}{{"cert_file", &t.CertFile}, {"key_file", &t.KeyFile}} {
-		s, v, ok := p.required(f, n, path, file.name)
-		if !ok {
-			continue
-		}
-		if problem := checkReadableFile(s); problem != "" {
-			p.add(v, key(path, file.name), "%s", problem)
-		}
-		*file.dst = s
-	}
-	return t
-}
-
 // admin reads `admin`, whose listen address is required and must not
 // collide with the data-plane listener (checked when listenOK).
 func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
@@ -95,25 +53,17 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if !ok {
 		return
 	}
-	tokenOK := true
-	if v := f["token_file"]; v != nil {
-		if tf, ok := p.str("admin.token_file", v); ok {
-			if _, err := ReadTokenFile(tf); err != nil {
-				p.add(v, "admin.token_file", "%v", err)
-			}
-			c.Admin.TokenFile = tf
-		} else {
-			tokenOK = false
-		}
-	}
+	bad := p.bind(f, parent, "admin", adminBlock, &c.Admin) // listen and token_file
+	// A token_file that is not a string names no file, yet one was
+	// meant: the loopback rule below then says nothing.
+	tokenOK := !bad["token_file"] || isString(f["token_file"])
 	if v := f["tokens"]; v != nil {
 		tokenOK = p.adminTokens(&c.Admin, v) && tokenOK
 	}
-	s, v, ok := p.required(f, parent, "admin", "listen")
-	if !ok || !p.address("admin.listen", v, s, true) {
+	if bad["listen"] {
 		return
 	}
-	c.Admin.Listen = s
+	s, v := c.Admin.Listen, f["listen"]
 	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) {
 		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
 	}
@@ -167,7 +117,7 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	}
 	// balancer, timeouts, max_idle_conns_per_endpoint, panic_threshold
 	// and slow_start.
-	bad := p.bind(f, path, upstreamBlock, u)
+	bad := p.bind(f, n, path, upstreamBlock, u)
 	p.balancerOptions(u, path, n, f, !bad["balancer"])
 	if v := f["discovery"]; v != nil {
 		u.Discovery = p.discovery(key(path, "discovery"), v)
@@ -210,7 +160,11 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 	if !ok {
 		return r
 	}
-	p.bind(f, path, retryBlock, r) // attempts, per_try_timeout, replay_body_limit
+	if forRoute {
+		delete(f, "budget") // reported above
+	}
+	// attempts, per_try_timeout, budget and replay_body_limit.
+	p.bind(f, n, path, retryBlock, r)
 	if v := f["on"]; v != nil {
 		if on, ok := p.retryOn(key(path, "on"), v, forRoute); ok {
 			r.On = on
@@ -218,9 +172,6 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 	}
 	if v := f["backoff"]; v != nil {
 		p.backoff(&r.Backoff, key(path, "backoff"), v)
-	}
-	if v := f["budget"]; v != nil && !forRoute {
-		p.retryBudget(&r.Budget, key(path, "budget"), v)
 	}
 	return r
 }
@@ -325,7 +276,7 @@ func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
 	if !ok {
 		return
 	}
-	if p.bind(f, path, backoffBlock, b) != nil || b.Max >= b.Base {
+	if p.bind(f, n, path, backoffBlock, b) != nil || b.Max >= b.Base {
 		return
 	}
 	switch {
@@ -335,13 +286,6 @@ func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
 		p.add(f["max"], key(path, "max"), "must be at least base (%s, the default), got %s", b.Base, describe(f["max"]))
 	default:
 		p.add(f["max"], key(path, "max"), "must be at least base (%s), got %s", b.Base, describe(f["max"]))
-	}
-}
-
-// retryBudget reads an upstream's `retry.budget`.
-func (p *parser) retryBudget(b *RetryBudget, path string, n *yaml.Node) {
-	if f, ok := p.block(path, n, retryBudgetBlock); ok {
-		p.bind(f, path, retryBudgetBlock, b)
 	}
 }
 
@@ -404,17 +348,8 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 	if !ok {
 		return e, nil, false
 	}
-	zoneOK := true
-	if z := f["zone"]; z != nil {
-		e.Zone, zoneOK = p.zoneName(key(path, "zone"), z)
-	}
-	s, v, ok := p.required(f, n, path, "address")
-	if ok {
-		ok = p.address(key(path, "address"), v, s, false)
-		e.Address = s
-	}
-	weightOK := p.bind(f, path, endpointBlock, &e) == nil // weight
-	return e, v, ok && weightOK && zoneOK
+	ok = p.bind(f, n, path, endpointBlock, &e) == nil // address, weight and zone
+	return e, f["address"], ok
 }
 
 // routeSeen is what the cross-route checks need to know about one route.
@@ -531,25 +466,19 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 	if !ok {
 		return r, s, nil, nil
 	}
-	// max_body_bytes, timeout, priority and auth.
-	bad := p.bind(f, path, routeBlock, &r)
-	if name, v, ok := p.required(f, n, path, "name"); ok {
-		r.Name = name
-		if validName(name) {
-			nameNode = v
-		} else {
-			p.add(v, key(path, "name"), "%s, got %s", nameRule, quote(name))
-		}
+	// name, upstream, max_body_bytes, timeout, priority and auth.
+	bad := p.bind(f, n, path, routeBlock, &r)
+	if !bad["name"] {
+		nameNode = f["name"]
+	}
+	if !bad["upstream"] {
+		upNode = f["upstream"]
 	}
 	if m := f["match"]; m != nil {
 		s.node = m
 		s.matchOK = p.match(&r.Match, key(path, "match"), m)
 	} else {
 		s.matchOK = true
-	}
-	if up, v, ok := p.required(f, n, path, "upstream"); ok {
-		r.Upstream = up
-		upNode = v
 	}
 	if v := f["retry"]; v != nil {
 		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
@@ -576,32 +505,7 @@ func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 	if !ok {
 		return false
 	}
-	ok = p.bind(f, path, matchBlock, m) == nil // raw_path
-	if v := f["host"]; v != nil {
-		hp := key(path, "host")
-		s, sok := p.str(hp, v)
-		if sok {
-			host, problem := normalizeMatchHost(s)
-			if problem != "" {
-				p.add(v, hp, "%s, got %s", problem, quote(s))
-				sok = false
-			}
-			m.Host = host
-		}
-		ok = ok && sok
-	}
-	if v := f["path_prefix"]; v != nil {
-		pp := key(path, "path_prefix")
-		s, sok := p.str(pp, v)
-		if sok {
-			if problem := checkPathPrefix(s); problem != "" {
-				p.add(v, pp, "%s, got %s", problem, quote(s))
-				sok = false
-			}
-			m.PathPrefix = s
-		}
-		ok = ok && sok
-	}
+	ok = p.bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
 	if v := f["methods"]; v != nil {
 		ok = p.methods(m, key(path, "methods"), v) && ok
 	}
@@ -642,6 +546,16 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 	}
 	return ok
 }
+
+// checkMatchHost normalises a route's `match.host` (normalizeMatchHost).
+var checkMatchHost = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+	host, problem := normalizeMatchHost(*s)
+	if problem != "" {
+		p.add(n, path, "%s, got %s", problem, quote(*s))
+	}
+	*s = host
+	return problem == ""
+})
 
 // address reports whether s is a valid host:port for a listener or an
 // endpoint (see checkAddress), reporting it if not.
