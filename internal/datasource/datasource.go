@@ -275,8 +275,8 @@ func (s *Source) TableColumns(ctx context.Context, table string) ([]Column, erro
 // Rows is a query's result, read one row at a time. It is not safe for
 // concurrent use.
 type Rows struct {
-	cols   []Column
-	vals   []any
+	cols    []Column
+	vals    []any
 	impl    rowsImpl
 	err     error
 	pending bool // the first row, read by Query, is in vals

@@ -30,8 +30,8 @@ import (
 // one) and release. Sessions also start with default_transaction_read_only
 // on, so nothing outside such a transaction can write either.
 type pgSource struct {
-	opts  Options
-	pool  *pgxpool.Pool
+	opts   Options
+	pool   *pgxpool.Pool
 	slots  chan struct{} // one token per open socket (cancel requests excepted)
 	closed atomic.Bool
 
