@@ -515,26 +515,6 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	return r, s, nameNode, upNode
 }
 
-// dataRouteRules holds a data route to what a data route can be: read-only
-// (GET and HEAD, the default), with no request body, trailers or upgrades.
-func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) {
-	for _, k := range []string{"max_body_bytes", "forward_trailers", "upgrades"} {
-		if f[k] != nil {
-			p.add(f[k], key(path, k), "does not apply to a data route (it reads no request body and upgrades nothing)")
-		}
-	}
-	r.Upgrades = nil
-	if len(r.Match.Methods) == 0 {
-		r.Match.Methods = []string{"GET", "HEAD"}
-		return
-	}
-	for i, m := range r.Match.Methods {
-		if m != "GET" && m != "HEAD" {
-			p.add(f["match"], index(key(key(path, "match"), "methods"), i), "a data route answers GET and HEAD only, got %s", quote(m))
-		}
-	}
-}
-
 // match reads a route's `match` and reports whether it was all valid.
 func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 	f, ok := p.block(path, n, matchBlock)

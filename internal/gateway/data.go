@@ -39,6 +39,24 @@ const (
 // state_dir: created on first start, kept so cursors outlive a restart.
 const cursorKeyFile = "data-cursor.key"
 
+// initData makes what every data route shares: the series, the answer
+// cache and, when the file has data sources, the cursor key.
+func (g *Gateway) initData(cfg *config.Config) error {
+	var err error
+	if g.dataMetrics, err = dataapi.NewMetrics(g.registry); err != nil {
+		return err
+	}
+	if g.dataCache, err = datacache.New(datacache.Options{MaxBytes: dataCacheBytes, MaxEntryBytes: dataCacheEntryBytes, MaxEntries: dataCacheEntries}); err != nil {
+		return err
+	}
+	if len(cfg.DataSources) > 0 {
+		if g.cursorKey, err = loadCursorKey(cfg.StateDir); err != nil {
+			return fmt.Errorf("data routes' cursor key: %w", err)
+		}
+	}
+	return nil
+}
+
 // loadCursorKey reads the cursor key under stateDir, creating it (32
 // random bytes, mode 0600) when it does not exist yet.
 func loadCursorKey(stateDir string) ([]byte, error) {
@@ -99,7 +117,7 @@ func (g *Gateway) dataUpstreams(cfg *config.Config, liveStats map[statsKey]bool)
 	sources := make(map[string]*datasource.Source, len(cfg.DataSources))
 	for _, name := range cfg.DataSourceOrder {
 		dc := cfg.DataSources[name]
-		src, err := g.pools.source(name, datasource.Options{Driver: dc.Driver, DSN: dc.DSNValue(), MaxConns: dc.MaxConns,
+		src, err := g.pools.source(name, datasource.Options{Driver: dc.Driver, DSN: dc.Target(), MaxConns: dc.MaxConns,
 			StatementTimeout: dc.StatementTimeout, ConnectTimeout: dc.ConnectTimeout})
 		if err != nil {
 			return nil, nil, err
@@ -152,7 +170,13 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 	}
 	if c := d.Cache; c != nil {
 		o.Cache = g.dataCache
-		o.CachePolicy = datacache.Policy{TTL: c.TTL, StaleIfError: c.StaleIfError, MaxWait: src.StatementTimeout(d.StatementTimeout)}
+		// A follower waits for the leader's query at most as long as the
+		// query may run: past that it runs its own.
+		wait := d.StatementTimeout
+		if wait == 0 {
+			wait = cfg.DataSources[d.Source].StatementTimeout
+		}
+		o.CachePolicy = datacache.Policy{TTL: c.TTL, StaleIfError: c.StaleIfError, MaxWait: wait}
 	}
 	if d.SQL != "" {
 		q, err := dataquery.CompileSQL(d.SQL, dataParams(d), page, dialect)
