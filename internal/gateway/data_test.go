@@ -214,8 +214,8 @@ func TestDataRouteOverSQLite(t *testing.T) {
 
 	// Table mode: filters as PostgREST writes them.
 	for q, wantIDs := range map[string]string{
-		"region=eq.north":                            "4,8",
-		"region=in.(north,south)":                    "1,4,5,8",
+		"region=eq.north":                             "4,8",
+		"region=in.(north,south)":                     "1,4,5,8",
 		"created_at=gte.2025-01-03T00:00:00Z&id=lt.6": "3,4,5",
 	} {
 		status, _, body := dataGet(t, h, "/v1/customers?"+q, "")
