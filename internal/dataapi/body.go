@@ -52,6 +52,7 @@ type body struct {
 	rowsSent int
 	done     bool
 	err      error // io.EOF after a complete answer
+	failed   error // what cut the answer short, if anything
 	closed   bool
 }
 
@@ -191,7 +192,7 @@ func (bd *body) finish(t dataformat.Tail) {
 // its last line and ends normally; JSON and CSV end unterminated, and the
 // body's error makes the proxy abort the connection.
 func (bd *body) abort(err error) {
-	bd.done = true
+	bd.done, bd.failed = true, err
 	reason, msg := ReasonQueryFailed, "the query failed"
 	switch {
 	case errors.Is(err, datasource.ErrStatementTimeout):

@@ -161,6 +161,22 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	}
 	h := http.Header{"Content-Type": {format.ContentType()}, "Vary": {"Accept"}}
 	body.trailer = http.Header{truncatedTrailer: nil}
+	// The first chunk is encoded before the head is sent: an answer that
+	// fits in it (most lookups) goes out with a Content-Length, and one
+	// that fails within it gets its proper status instead of a cut stream.
+	body.fill()
+	length := int64(-1)
+	if body.done {
+		if body.failed != nil {
+			return nil, refusal(ctx, body.failed)
+		}
+		length = int64(body.out.Len())
+		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
+		if v := body.trailer.Get(truncatedTrailer); v != "" {
+			h[truncatedTrailer] = []string{v}
+		}
+		body.trailer = nil
+	}
 	if flight != nil {
 		h["Levee-Cache"] = []string{datacache.Miss.Header()}
 		if flight.Leader() {
@@ -170,7 +186,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		}
 	}
 	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: body, ContentLength: -1, Trailer: body.trailer}, nil
+		Header: h, Body: body, ContentLength: length, Trailer: body.trailer}, nil
 }
 
 // cached reports whether the route caches its answers.
