@@ -29,6 +29,14 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
+	./internal/dataquery:FuzzScanSQL:30000 \
+	./internal/dataquery:FuzzBindSQL:30000 \
+	./internal/dataquery:FuzzBindTable:30000 \
+	./internal/dataquery:FuzzDecodeCursor:20000 \
+	./internal/dataformat:FuzzJSONRoundTrip:5000 \
+	./internal/dataformat:FuzzCSVRoundTrip:20000 \
+	./internal/dataformat:FuzzNegotiate:30000 \
+	./internal/datacache:FuzzOps:20000 \
 	./internal/loadgen:FuzzExchange:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
@@ -65,9 +73,9 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed
 load:
-	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/
+	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -3,10 +3,15 @@
 # 12 packages), without starting them: the tests start their own copies on
 # loopback ports with fresh data directories and stop them afterwards.
 #   etcd 3.4 (etcd-server): the etcd discovery source.
+#   PostgreSQL 15 (postgresql-15): the data sources (internal/testsvc runs
+#   initdb and postgres from /usr/lib/postgresql/15/bin as user postgres).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null || need+=(etcd-server)
+for b in initdb postgres psql; do
+  if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "install-services: need root to apt-get install ${need[*]}" >&2

@@ -176,7 +176,13 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer backends.Close()
-	yaml := demo.Config(*listen, *adminListen, filepath.Join(os.TempDir(), "levee-demo-state"), backends)
+	stateDir := filepath.Join(os.TempDir(), "levee-demo-state")
+	dbPath, err := demo.CreateDatabase(stateDir)
+	if err != nil {
+		fmt.Fprintln(stderr, "levee demo:", err)
+		return 1
+	}
+	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
 	g, err := gateway.New(gateway.Options{Load: load})
 	if err != nil {

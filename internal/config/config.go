@@ -62,6 +62,12 @@ type Config struct {
 	// UpstreamOrder lists the keys of Upstreams in the order they appear in
 	// the file. It is filled by the parser, not read from YAML.
 	UpstreamOrder []string
+	// DataSources maps a data source's name to it (`data_sources`,
+	// optional; see data.go). With data sources, `upstreams` may be
+	// omitted: a file of data routes only.
+	DataSources map[string]*DataSource
+	// DataSourceOrder lists the keys of DataSources in file order.
+	DataSourceOrder []string
 	// Routes are the routing rules in file order (`routes`, at least one
 	// required). Every route's Upstream is a key of Upstreams, route names
 	// are unique, and no two routes have the same host, path prefix and an
@@ -602,8 +608,14 @@ type Route struct {
 	// matches every request.
 	Match Match
 	// Upstream is the name of the upstream that serves this route
-	// (`upstream`, required); it is a key of Config.Upstreams.
+	// (`upstream`, required unless Data is set); it is a key of
+	// Config.Upstreams.
 	Upstream string
+	// Data, when set, makes this a data route (`data`): it answers from a
+	// data source instead of an upstream. Exactly one of Upstream and Data.
+	// Its methods are GET and HEAD (the default when match.methods is
+	// omitted).
+	Data *RouteData
 	// MaxBodyBytes caps the request body, in bytes (`max_body_bytes`, a
 	// size). Default DefaultMaxBodyBytes (0), which means no limit:
 	// bodies are streamed.

@@ -286,6 +286,30 @@ const (
 // codes.
 var retryConditions = []string{condConnectFailure, condRefusedStream, condResetBeforeResponse}
 
+// Data sources and data routes (data.go).
+const (
+	// DefaultDataMaxConns is DataSource.MaxConns when omitted.
+	DefaultDataMaxConns = 8
+	// DefaultDataStatementTimeout is DataSource.StatementTimeout when omitted.
+	DefaultDataStatementTimeout = 2 * time.Second
+	// DefaultDataConnectTimeout is DataSource.ConnectTimeout when omitted.
+	DefaultDataConnectTimeout = 2 * time.Second
+	// DefaultDataQueuePerConn times max_conns is a data source's queue
+	// without a limits block: a few rounds of the pool, past which a
+	// refusal now is worth more than a long wait.
+	DefaultDataQueuePerConn = 4
+	// DefaultDataMaxRows is RouteData.MaxRows when omitted.
+	DefaultDataMaxRows = 10000
+	// DefaultDataMaxBytes is RouteData.MaxBytes when omitted (8 MiB).
+	DefaultDataMaxBytes = 8 << 20
+	// DefaultDataSendTimeout is RouteData.SendTimeout when omitted.
+	DefaultDataSendTimeout = 10 * time.Second
+	// DefaultDataPageSize is DataPage.Default when omitted.
+	DefaultDataPageSize = 100
+	// DefaultDataPageMax is DataPage.Max when omitted.
+	DefaultDataPageMax = 1000
+)
+
 func defaultConfig() *Config {
 	return &Config{
 		StateDir: DefaultStateDir,

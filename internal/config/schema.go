@@ -115,10 +115,21 @@ func fieldSchema(f *field) map[string]any {
 	case kindBlock:
 		s = blockSchema(f.sub, f.omit)
 	case kindMap:
+		// Keys are names (f.pattern when set); values are blocks (sub)
+		// or items (item).
+		keys, values := namePattern, map[string]any(nil)
+		if f.pattern != "" {
+			keys = f.pattern
+		}
+		if f.sub != nil {
+			values = blockSchema(f.sub, nil)
+		} else {
+			values = fieldSchema(f.item)
+		}
 		s = map[string]any{
 			"type":                 "object",
-			"propertyNames":        map[string]any{"pattern": namePattern},
-			"additionalProperties": blockSchema(f.sub, nil),
+			"propertyNames":        map[string]any{"pattern": keys},
+			"additionalProperties": values,
 		}
 		if f.minItems > 0 {
 			s["minProperties"] = f.minItems

@@ -28,7 +28,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)
 	}
-	declared, upstreamsOK := p.upstreams(c, f["upstreams"], root)
+	var declared map[string]bool
+	upstreamsOK := true
+	if v := f["upstreams"]; v != nil || f["data_sources"] == nil {
+		declared, upstreamsOK = p.upstreams(c, v, root)
+	}
+	if v := f["data_sources"]; v != nil {
+		p.dataSources(c, v)
+	}
 	p.routes(c, f["routes"], root, declared, upstreamsOK)
 	if v := f["apps"]; v != nil {
 		var routeNames []string
@@ -387,7 +394,7 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 	c.Routes = make([]Route, len(items))
 	for i, item := range items {
 		rp := index(path, i)
-		r, s, nameNode, upNode := p.route(rp, item)
+		r, s, nameNode, upNode := p.route(c, rp, item)
 		c.Routes[i], seen[i] = r, s
 		if nameNode != nil {
 			if j, dup := byName[r.Name]; dup {
@@ -452,7 +459,7 @@ func (p *parser) overlaps(routes []Route, seen []routeSeen) {
 
 // route reads one item of `routes`. It returns the nodes of the name and
 // upstream when they are valid, for the cross-route checks.
-func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNode, upNode *yaml.Node) {
+func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSeen, nameNode, upNode *yaml.Node) {
 	r = defaultRoute()
 	s.node = n
 	if n.Kind == yaml.AliasNode {
@@ -495,6 +502,15 @@ func (p *parser) route(path string, n *yaml.Node) (r Route, s routeSeen, nameNod
 	}
 	if v := f["upgrades"]; v != nil {
 		r.Upgrades = p.upgrades(key(path, "upgrades"), v)
+	}
+	switch v := f["data"]; {
+	case v != nil && f["upstream"] != nil:
+		p.add(v, key(path, "data"), "a route has upstream or data, not both")
+	case v != nil:
+		r.Data = p.routeData(c, key(path, "data"), v)
+		p.dataRouteRules(&r, path, f)
+	case f["upstream"] == nil:
+		p.add(n, key(path, "upstream"), "required")
 	}
 	return r, s, nameNode, upNode
 }

@@ -36,6 +36,9 @@ type pools struct {
 	// limiters keeps each upstream's admission limiter (its queue, its
 	// in-flight count, its adaptive limit) while its options are unchanged.
 	limiters map[string]pooledLimiter
+	// sources keeps each data source's pool while its options are
+	// unchanged (data.go).
+	sources map[string]pooledSource
 }
 
 type pooledPicker struct {
@@ -97,7 +100,7 @@ type statsKey struct{ upstream, address string }
 
 func newPools() *pools {
 	return &pools{transports: map[string]pooledTransport{}, stats: map[statsKey]*endpoint.Stats{}, budgets: map[string]pooledBudget{}, pickers: map[string]pooledPicker{},
-		limiters: map[string]pooledLimiter{}}
+		limiters: map[string]pooledLimiter{}, sources: map[string]pooledSource{}}
 }
 
 // budget returns the upstream's retry budget, reusing the current one when
@@ -155,6 +158,12 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 			delete(p.limiters, name)
 		}
 	}
+	for name, s := range p.sources {
+		if !upstreams[name] {
+			s.source.Close()
+			delete(p.sources, name)
+		}
+	}
 	for k := range p.stats {
 		if !stats[k] {
 			delete(p.stats, k)
@@ -179,6 +188,9 @@ func (p *pools) retainStats(name string, eps []*endpoint.Endpoint) {
 func (p *pools) closeAll() {
 	for _, t := range p.transports {
 		t.transport.Close()
+	}
+	for _, s := range p.sources {
+		s.source.Close()
 	}
 }
 
@@ -265,10 +277,21 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		upstreams[name] = up
 		ordered = append(ordered, up)
 	}
+	dataUps, dataOrdered, err := g.dataUpstreams(cfg, liveStats)
+	if err != nil {
+		return nil, err
+	}
+	for name := range dataUps {
+		liveUpstreams[name] = true
+	}
+	ordered = append(ordered, dataOrdered...)
 	routes := make([]*proxy.Route, 0, len(cfg.Routes))
-	for _, rc := range cfg.Routes {
-		retry := rc.Retry
-		if retry == nil {
+	for i := range cfg.Routes {
+		rc := &cfg.Routes[i]
+		retry, up := rc.Retry, upstreams[rc.Upstream]
+		if rc.Data != nil {
+			up = dataUps[rc.Data.Source] // a data query is retried only when its route says so
+		} else if retry == nil {
 			retry = cfg.Upstreams[rc.Upstream].Retry
 		}
 		anon, err := anonymousPolicy(rc.AnonymousLimits)
@@ -279,14 +302,14 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("routes[%s].auth: %w", rc.Name, err)
 		}
-		routes = append(routes, &proxy.Route{
+		rt := &proxy.Route{
 			Auth:           auth,
 			AnonymousLimit: anon,
 			Name:           rc.Name,
 			Host:           rc.Match.Host,
 			PathPrefix:     rc.Match.PathPrefix,
 			Methods:        rc.Match.Methods,
-			Upstream:       upstreams[rc.Upstream],
+			Upstream:       up,
 			MaxBodyBytes:   rc.MaxBodyBytes,
 			Timeout:        rc.Timeout,
 			Retry:          retryPolicy(retry),
@@ -295,7 +318,14 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
-		})
+		}
+		if rc.Data != nil {
+			if rt.Forwarder, err = g.dataRoute(cfg, rc); err != nil {
+				return nil, fmt.Errorf("routes[%s].data: %w", rc.Name, err)
+			}
+			rt.SendTimeout = rc.Data.SendTimeout
+		}
+		routes = append(routes, rt)
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	g.health.Retain(liveUpstreams)

@@ -108,3 +108,26 @@ func sameMemory(a, b *config.Memory) bool {
 	}
 	return *a == *b
 }
+
+func (g *Gateway) checkReloadable(next *config.Config) error {
+	var errs config.Errors
+	if next.Listen != g.cfg.Listen {
+		errs = append(errs, config.FieldError{Path: "listen", Message: "cannot change on reload (restart levee)"})
+	}
+	if next.Admin.Listen != g.cfg.Admin.Listen {
+		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
+	}
+	if !sameMemory(next.Memory, g.cfg.Memory) {
+		errs = append(errs, config.FieldError{Path: "memory", Message: "cannot change on reload (restart levee)"})
+	}
+	if (next.TLS == nil) != (g.cfg.TLS == nil) {
+		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
+	}
+	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
+		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
+	}
+	if len(errs) > 0 {
+		return &errs
+	}
+	return nil
+}

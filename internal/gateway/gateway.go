@@ -23,6 +23,8 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/dataapi"
+	"github.com/levee-gw/levee/internal/datacache"
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
@@ -57,6 +59,12 @@ type Gateway struct {
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
 	memory *memguard.Guard
+	// What every data route shares (data.go). cursorKey is set under
+	// reloadMu (at New, or at the reload that brings the first data route)
+	// and read by buildTable, which runs under reloadMu too.
+	dataMetrics *dataapi.Metrics
+	dataCache   *datacache.Cache
+	cursorKey   []byte
 	// appsMu serialises publishing app snapshots to the handler (apps.go).
 	// It is taken under reloadMu (a seed at reload), under mu (the seed at
 	// Start) or alone (an admin API write); nothing is locked under it.
@@ -135,6 +143,9 @@ func New(o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if g.discoveryMetrics, err = discovery.NewMetrics(g.registry); err != nil {
+		return nil, err
+	}
+	if err := g.initData(cfg); err != nil {
 		return nil, err
 	}
 	g.health = health.New(health.Options{Logger: logger, OnChange: g.onHealthChange})
@@ -394,6 +405,9 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.loadCertificate(cfg.TLS)
 	}
+	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
+		g.cursorKey, err = loadCursorKey(cfg.StateDir) // the first data routes: read under reloadMu, before mu
+	}
 	prevToken := g.token.Load()
 	if err == nil {
 		err = g.loadToken(cfg)
@@ -450,29 +464,6 @@ func (g *Gateway) swapConfig(cfg *config.Config, feeds map[string]*feed, fresh [
 	g.handler.Swap(table)
 	g.cfg = cfg
 	return g.apps, nil
-}
-
-func (g *Gateway) checkReloadable(next *config.Config) error {
-	var errs config.Errors
-	if next.Listen != g.cfg.Listen {
-		errs = append(errs, config.FieldError{Path: "listen", Message: "cannot change on reload (restart levee)"})
-	}
-	if next.Admin.Listen != g.cfg.Admin.Listen {
-		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
-	}
-	if !sameMemory(next.Memory, g.cfg.Memory) {
-		errs = append(errs, config.FieldError{Path: "memory", Message: "cannot change on reload (restart levee)"})
-	}
-	if (next.TLS == nil) != (g.cfg.TLS == nil) {
-		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
-	}
-	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
-		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
-	}
-	if len(errs) > 0 {
-		return &errs
-	}
-	return nil
 }
 
 // Ready reports whether the gateway serves traffic.

@@ -1,0 +1,72 @@
+package dataapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/levee-gw/levee/internal/datacache"
+	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/datasource"
+	"github.com/levee-gw/levee/internal/upstream"
+)
+
+// The refusal reasons of data routes besides dataquery's parameter
+// reasons (which pass through under their own names).
+const (
+	ReasonNotAcceptable     = "not_acceptable"
+	ReasonStatementTimeout  = "statement_timeout"
+	ReasonSourceUnavailable = "data_source_unavailable"
+	ReasonPoolExhausted     = "db_pool_exhausted"
+	ReasonQueryFailed       = "query_failed"
+)
+
+// Reasons lists every reason a Route's refusals carry: the request path's
+// reason table must have a row for each (the gateway's tests check it).
+func Reasons() []string {
+	return []string{
+		dataquery.ReasonMissingParameter, dataquery.ReasonInvalidParameter, dataquery.ReasonUnknownParameter,
+		dataquery.ReasonDuplicateParameter, dataquery.ReasonOperatorNotAllowed, dataquery.ReasonInvalidCursor,
+		dataquery.ReasonInvalidLimit,
+		ReasonNotAcceptable, ReasonStatementTimeout, ReasonSourceUnavailable, ReasonPoolExhausted, ReasonQueryFailed,
+	}
+}
+
+// unavailableRetryAfter is the Retry-After of a source that is down: long
+// enough that a client's retry may find it back, short enough not to
+// strand anyone (the source's own reconnects are on the same scale).
+const unavailableRetryAfter = 2 * time.Second
+
+// refusal turns a failure of binding or querying into the attempt's
+// *upstream.Refusal, or returns err unchanged when it is the caller's own
+// context ending (the client left: the request path records 499).
+func refusal(ctx context.Context, err error) error {
+	var qe *dataquery.Error
+	if errors.As(err, &qe) {
+		return &upstream.Refusal{Reason: qe.Reason, Param: qe.Param, Detail: qe.Message}
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return err
+	}
+	switch {
+	case errors.Is(err, datasource.ErrStatementTimeout):
+		return &upstream.Refusal{Reason: ReasonStatementTimeout, Failure: true}
+	case errors.Is(err, datasource.ErrPoolTimeout):
+		return &upstream.Refusal{Reason: ReasonPoolExhausted, Failure: true}
+	case errors.Is(err, datasource.ErrUnavailable), errors.Is(err, datasource.ErrClosed), datacache.IsSourceFailure(err):
+		return &upstream.Refusal{Reason: ReasonSourceUnavailable, RetryAfter: unavailableRetryAfter, Failure: true}
+	}
+	var dbe *datasource.QueryError
+	if errors.As(err, &dbe) && dbe.ClientFault() {
+		return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter,
+			Detail: "the database refused a value of the request (SQLSTATE " + dbe.SQLState + ")"}
+	}
+	return &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
+}
+
+// sourceFailed reports whether err is the source failing (down, timing
+// out), which lets a cached answer be served stale.
+func sourceFailed(err error) bool {
+	return errors.Is(err, datasource.ErrUnavailable) || errors.Is(err, datasource.ErrStatementTimeout) ||
+		errors.Is(err, datasource.ErrPoolTimeout)
+}

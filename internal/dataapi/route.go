@@ -1,0 +1,342 @@
+package dataapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-gw/levee/internal/datacache"
+	"github.com/levee-gw/levee/internal/dataformat"
+	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/datasource"
+	"github.com/levee-gw/levee/internal/upstream"
+)
+
+// Options build a Route. The gateway fills them from the route's `data`
+// block and its source.
+type Options struct {
+	// Name is the route's name: the metrics' route label.
+	Name string
+	// Version changes whenever the route's definition does: it is part of
+	// every cache key, so a changed route never serves an old answer.
+	// (Cursors are bound to it through the Page's Scope.)
+	Version string
+	// Query is the compiled statement (SQL mode). Table mode leaves it
+	// nil and sets Table instead.
+	Query dataquery.Query
+	// Table is a table-mode route, compiled on first use with the column
+	// kinds the database reports (see tableQuery).
+	Table *TableOptions
+	// Source runs the statements.
+	Source *datasource.Source
+	// Formats are the answer formats offered, the first the default
+	// (Accept absent or */*). Required.
+	Formats []dataformat.Format
+	// Limits cap every answer (max_rows, max_bytes).
+	Limits dataformat.Limits
+	// StatementTimeout is the route's own timeout (0: the source's).
+	StatementTimeout time.Duration
+	// Cache and CachePolicy: answers are cached when both are set and
+	// CachePolicy.TTL > 0.
+	Cache       *datacache.Cache
+	CachePolicy datacache.Policy
+	Metrics     *Metrics
+	Logger      *slog.Logger
+	// Now is the clock (time.Now when nil): cache freshness is judged on it.
+	Now func() time.Time
+}
+
+// TableOptions are a table-mode route's declaration: dataquery.TableSpec
+// without the column kinds, which come from the database.
+type TableOptions struct {
+	Table   string
+	Columns []string
+	Filters map[string][]dataquery.Op
+	Order   []string
+	Page    *dataquery.Page
+	Dialect dataquery.Dialect
+}
+
+// Route is one data route's forwarder. Safe for concurrent use.
+type Route struct {
+	o       Options
+	metrics *routeMetrics
+	table   *tableQuery
+	cols    atomic.Pointer[dataformat.Columns]
+}
+
+// New checks o and returns the route.
+func New(o Options) (*Route, error) {
+	if o.Name == "" || o.Source == nil || o.Metrics == nil || len(o.Formats) == 0 {
+		return nil, errors.New("dataapi: Name, Source, Metrics and Formats are required")
+	}
+	if (o.Query == nil) == (o.Table == nil) {
+		return nil, errors.New("dataapi: exactly one of Query and Table is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	rt := &Route{o: o, metrics: o.Metrics.route(o.Name)}
+	if o.Table != nil {
+		rt.table = &tableQuery{opts: *o.Table, source: o.Source, logger: o.Logger.With("route", o.Name)}
+	}
+	return rt, nil
+}
+
+var _ upstream.Forwarder = (*Route)(nil)
+
+// Forward answers one attempt of r (see the package doc). Its errors are
+// *upstream.Refusal, or ctx's own when the client left.
+func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbound) (*http.Response, error) {
+	format, ok := dataformat.Negotiate(r.Header.Get("Accept"), rt.o.Formats)
+	if !ok {
+		return nil, &upstream.Refusal{Reason: ReasonNotAcceptable, Detail: "this route answers " + formatList(rt.o.Formats)}
+	}
+	q, err := rt.query(ctx)
+	if err != nil {
+		return nil, refusal(ctx, err)
+	}
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the query string is malformed (a bad %-escape or a ';')"}
+	}
+	b, err := q.Bind(vals, format == dataformat.JSON && q.Keyset() != nil)
+	if err != nil {
+		return nil, refusal(ctx, err)
+	}
+	now := rt.o.Now()
+	var flight *datacache.Flight
+	key := ""
+	if rt.cached() {
+		key = cacheKey(rt.o.Version, format, b, vals)
+		res, err := rt.o.Cache.Begin(ctx, key, rt.o.CachePolicy, now)
+		if err != nil {
+			return nil, refusal(ctx, err)
+		}
+		if res.Entry != nil {
+			rt.metrics.cached(res.Status)
+			return cachedResponse(res), nil
+		}
+		flight = res.Flight
+	}
+	rows, err := rt.o.Source.Query(ctx, datasource.Query{SQL: b.SQL, Args: b.Args, Timeout: rt.o.StatementTimeout})
+	if err != nil {
+		rt.metrics.duration.Observe(time.Since(now).Seconds())
+		if flight != nil {
+			if sourceFailed(err) {
+				flight.Abandon(datacache.SourceFailure(err))
+				if res := rt.o.Cache.Stale(key, rt.o.CachePolicy, now); res.Entry != nil {
+					rt.metrics.cached(res.Status)
+					return cachedResponse(res), nil
+				}
+			} else {
+				flight.Abandon(err)
+			}
+		}
+		if !errors.Is(err, datasource.ErrUnavailable) {
+			rt.o.Logger.Warn("data query failed", "route", rt.o.Name, "error", err)
+		}
+		return nil, refusal(ctx, err)
+	}
+	body, err := rt.newBody(rows, q, b, format, flight, now)
+	if err != nil {
+		rows.Close()
+		if flight != nil {
+			flight.Abandon(err)
+		}
+		rt.o.Logger.Error("data route cannot encode its columns", "route", rt.o.Name, "error", err)
+		return nil, &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
+	}
+	h := http.Header{"Content-Type": {format.ContentType()}, "Vary": {"Accept"}}
+	body.trailer = http.Header{truncatedTrailer: nil}
+	// The first chunk is encoded before the head is sent: an answer that
+	// fits in it (most lookups) goes out with a Content-Length, and one
+	// that fails within it gets its proper status instead of a cut stream.
+	body.fill()
+	length := int64(-1)
+	if body.done {
+		if body.failed != nil {
+			return nil, refusal(ctx, body.failed)
+		}
+		length = int64(body.out.Len())
+		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
+		if v := body.trailer.Get(truncatedTrailer); v != "" {
+			h[truncatedTrailer] = []string{v}
+		}
+		body.trailer = nil
+	}
+	if flight != nil {
+		h["Levee-Cache"] = []string{datacache.Miss.Header()}
+		if flight.Leader() {
+			rt.metrics.cached(datacache.Miss)
+		} else {
+			rt.metrics.cached(datacache.Bypass)
+		}
+	}
+	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: body, ContentLength: length, Trailer: body.trailer}, nil
+}
+
+// cached reports whether the route caches its answers.
+func (rt *Route) cached() bool { return rt.o.Cache != nil && rt.o.CachePolicy.TTL > 0 }
+
+// query returns the route's compiled statement.
+func (rt *Route) query(ctx context.Context) (dataquery.Query, error) {
+	if rt.table != nil {
+		return rt.table.get(ctx, rt.o.Now())
+	}
+	return rt.o.Query, nil
+}
+
+// cacheKey is the cache key of one answer: the route's version, the
+// format, the canonical parameters and the page asked for.
+func cacheKey(version string, f dataformat.Format, b dataquery.Bound, vals url.Values) string {
+	var sb strings.Builder
+	sb.WriteString(version)
+	sb.WriteByte(0)
+	sb.WriteString(f.String())
+	sb.WriteByte(0)
+	sb.WriteString(b.Params)
+	sb.WriteByte(0)
+	sb.WriteString(strconv.Itoa(b.Limit))
+	if c := vals["cursor"]; len(c) == 1 {
+		sb.WriteByte(0)
+		sb.WriteString(c[0])
+	}
+	return sb.String()
+}
+
+// cachedResponse is an answer from the cache, with its age.
+func cachedResponse(res datacache.Result) *http.Response {
+	e := res.Entry
+	h := http.Header{
+		"Content-Type":   {e.ContentType},
+		"Content-Length": {strconv.Itoa(len(e.Body))},
+		"Age":            {strconv.FormatInt(res.AgeSeconds(), 10)},
+		"Levee-Cache":    {res.Status.Header()},
+		"Vary":           {"Accept"},
+	}
+	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(e.Body)), ContentLength: int64(len(e.Body))}
+}
+
+func formatList(fs []dataformat.Format) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.MediaType()
+	}
+	return strings.Join(names, ", ")
+}
+
+// tableQuery compiles a table-mode route once the database has told the
+// kinds of its columns: at the first request, and again at most once per
+// tableRetry while that fails (the source down at start), so a route
+// whose source comes up later starts serving by itself.
+type tableQuery struct {
+	opts   TableOptions
+	source *datasource.Source
+	logger *slog.Logger
+	mu     sync.Mutex
+	q      dataquery.Query
+	tried  time.Time
+	err    error
+}
+
+// tableRetry spaces the attempts to learn a table's columns.
+const tableRetry = time.Second
+
+func (t *tableQuery) get(ctx context.Context, now time.Time) (dataquery.Query, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.q != nil {
+		return t.q, nil
+	}
+	if !t.tried.IsZero() && now.Sub(t.tried) < tableRetry {
+		return nil, t.err
+	}
+	t.tried = now
+	q, err := t.compile(ctx)
+	if err != nil {
+		t.err = err
+		return nil, err
+	}
+	t.q = q
+	return q, nil
+}
+
+// compile asks the database for the table's columns and compiles the
+// route with their kinds. A declaration the table does not satisfy (a
+// column it lacks, a filter on a column that cannot be filtered) is a
+// configuration mistake: logged, and answered query_failed.
+func (t *tableQuery) compile(ctx context.Context) (dataquery.Query, error) {
+	cols, err := t.source.TableColumns(ctx, t.opts.Table)
+	if err != nil {
+		if errors.Is(err, datasource.ErrUnavailable) {
+			return nil, err
+		}
+		t.logger.Error("data route: cannot read the table's columns", "table", t.opts.Table, "error", err)
+		return nil, &datasource.QueryError{Err: err}
+	}
+	kinds := make(map[string]string, len(cols))
+	for _, c := range cols {
+		kinds[c.Name] = c.Kind
+	}
+	spec := dataquery.TableSpec{Table: t.opts.Table, Filters: t.opts.Filters, Order: t.opts.Order}
+	for _, name := range t.opts.Columns {
+		kind, ok := kinds[name]
+		if !ok {
+			err := errors.New("table " + strconv.Quote(t.opts.Table) + " has no column " + strconv.Quote(name))
+			t.logger.Error("data route: configuration does not match the table", "error", err)
+			return nil, &datasource.QueryError{Err: err}
+		}
+		k, filterable := filterKind(kind)
+		if _, filtered := t.opts.Filters[name]; filtered && !filterable {
+			err := errors.New("column " + strconv.Quote(name) + " is " + kind + ", which cannot be filtered")
+			t.logger.Error("data route: configuration does not match the table", "error", err)
+			return nil, &datasource.QueryError{Err: err}
+		}
+		spec.Columns = append(spec.Columns, dataquery.Column{Name: name, Kind: k})
+	}
+	q, err := dataquery.CompileTable(spec, t.opts.Page, t.opts.Dialect)
+	if err != nil {
+		t.logger.Error("data route: cannot compile the table query", "error", err)
+		return nil, &datasource.QueryError{Err: err}
+	}
+	return q, nil
+}
+
+// filterKind is how a filter value on a column of the database's kind is
+// parsed. numeric values are passed as text for the database to read
+// exactly (a value it refuses is the client's 400); bytes and json
+// columns cannot be filtered.
+func filterKind(kind string) (dataquery.Kind, bool) {
+	switch kind {
+	case datasource.KindInt64:
+		return dataquery.Int64, true
+	case datasource.KindFloat64:
+		return dataquery.Float64, true
+	case datasource.KindBool:
+		return dataquery.Bool, true
+	case datasource.KindDate:
+		return dataquery.Date, true
+	case datasource.KindTimestamp:
+		return dataquery.Timestamp, true
+	case datasource.KindUUID:
+		return dataquery.UUID, true
+	case datasource.KindString, datasource.KindNumeric:
+		return dataquery.String, true
+	}
+	return dataquery.String, false
+}

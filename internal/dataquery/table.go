@@ -1,0 +1,420 @@
+package dataquery
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Op is a table-mode filter operator, written before the value as in
+// PostgREST: ?region=eq.north.
+//
+//	eq neq lt lte gt gte  = <> < <= > >=, the value parsed by the column's kind
+//	in                    in.(a,b,c): IN with one placeholder per item, items as in
+//	                      a list parameter (\, for a comma), at most DefaultMaxItems
+//	is                    is.null (IS NULL); is.true, is.false (bool columns only)
+//	like                  like.ab*c: LIKE with * as the wildcard; a literal %, _ or !
+//	                      is escaped (ESCAPE '!'); string columns only. SQLite's LIKE
+//	                      ignores ASCII case, PostgreSQL's does not.
+//
+// lt, lte, gt and gte are not allowed on bool columns. The zero Op is
+// invalid.
+type Op uint8
+
+const (
+	OpEq Op = iota + 1
+	OpNeq
+	OpLt
+	OpLte
+	OpGt
+	OpGte
+	OpIn
+	OpIs
+	OpLike
+)
+
+var opNames = [...]string{"", "eq", "neq", "lt", "lte", "gt", "gte", "in", "is", "like"}
+
+var opSQL = [...]string{OpEq: " = ", OpNeq: " <> ", OpLt: " < ", OpLte: " <= ", OpGt: " > ", OpGte: " >= "}
+
+// String returns the operator's name as written in a query ("eq", ...).
+func (o Op) String() string {
+	if o > 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// ParseOp turns an operator's name into an Op.
+func ParseOp(s string) (Op, error) {
+	if o := opByName(s); o != 0 {
+		return o, nil
+	}
+	return 0, fmt.Errorf("unknown operator %q (want one of %s)", clip(s), strings.Join(opNames[1:], ", "))
+}
+
+func opByName(s string) Op {
+	for o := OpEq; int(o) < len(opNames); o++ {
+		if opNames[o] == s {
+			return o
+		}
+	}
+	return 0
+}
+
+// Column is one allow-listed table column and the kind of its values.
+type Column struct {
+	Name string
+	Kind Kind
+}
+
+// TableSpec declares a table-mode query.
+//
+// Table is a table name, or schema.table (each part quoted on its own; a
+// name holding a dot cannot be expressed). Columns are the selected,
+// allow-listed columns, in output order. Filters maps a column to the
+// operators a request may use on it; a column not in Filters cannot be
+// filtered. Order lists columns, each optionally followed by " asc" or
+// " desc" (ascending by default); with a Page it must be the keyset, or
+// empty to order by the keyset ascending.
+type TableSpec struct {
+	Table   string
+	Columns []Column
+	Filters map[string][]Op
+	Order   []string
+}
+
+// Bounds of a table-mode declaration and request.
+const (
+	MaxColumns = 256
+	// MaxFiltersPerColumn bounds the repeats of one column's key
+	// (created_at=gte.X&created_at=lt.Y).
+	MaxFiltersPerColumn = 8
+)
+
+// TableQuery is a compiled table-mode query. It is immutable and safe for
+// concurrent use.
+type TableQuery struct {
+	d       Dialect
+	prefix  string         // SELECT <columns> FROM <table>
+	order   string         // " ORDER BY ..." or ""
+	filters []tableFilter  // sorted by column name
+	findex  map[string]int // column → filters index
+	columns map[string]int // column → Columns index
+	page    *pager
+}
+
+type tableFilter struct {
+	name   string
+	quoted string
+	rule   rule
+	ops    uint16 // 1<<Op for each allowed Op
+}
+
+// CompileTable checks a table-mode declaration and compiles it. Filters
+// in a request are ANDed: by column name, then in request order. Paged,
+// the statement is
+//
+//	SELECT <columns> FROM <table> WHERE <filters> AND <keyset after the cursor>
+//	ORDER BY <keyset> LIMIT <n+1>
+func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
+	if !d.valid() {
+		return nil, fmt.Errorf("invalid dialect %v", d)
+	}
+	t := &TableQuery{d: d, findex: map[string]int{}, columns: map[string]int{}}
+	parts := strings.Split(spec.Table, ".")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("table %q: at most schema.table", clip(spec.Table))
+	}
+	var table []string
+	for _, p := range parts {
+		if err := checkIdent(p); err != nil {
+			return nil, fmt.Errorf("table %q: %w", clip(spec.Table), err)
+		}
+		table = append(table, d.QuoteIdent(p))
+	}
+	if len(spec.Columns) == 0 || len(spec.Columns) > MaxColumns {
+		return nil, fmt.Errorf("columns: %d, want 1 to %d", len(spec.Columns), MaxColumns)
+	}
+	var sel []string
+	for i, c := range spec.Columns {
+		if err := checkIdent(c.Name); err != nil {
+			return nil, fmt.Errorf("column %q: %w", clip(c.Name), err)
+		}
+		if !c.Kind.valid() {
+			return nil, fmt.Errorf("column %q: invalid type %v", c.Name, c.Kind)
+		}
+		if _, dup := t.columns[c.Name]; dup {
+			return nil, fmt.Errorf("column %q: listed twice", c.Name)
+		}
+		t.columns[c.Name] = i
+		sel = append(sel, d.QuoteIdent(c.Name))
+	}
+	t.prefix = "SELECT " + strings.Join(sel, ", ") + " FROM " + strings.Join(table, ".")
+
+	names := make([]string, 0, len(spec.Filters))
+	for name := range spec.Filters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ci, ok := t.columns[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("filters: %q is not one of the columns", clip(name))
+		case name == "limit" || name == "cursor":
+			return nil, fmt.Errorf("filters: %q is a paging key and cannot be a filter's name", name)
+		}
+		kind := spec.Columns[ci].Kind
+		f := tableFilter{name: name, quoted: d.QuoteIdent(name)}
+		f.rule, _ = newRule("", kind, false, 0, 0, "", "")
+		for _, o := range spec.Filters[name] {
+			switch {
+			case o == 0 || int(o) >= len(opNames):
+				return nil, fmt.Errorf("filters: %q: invalid operator %v", name, o)
+			case f.ops&(1<<o) != 0:
+				return nil, fmt.Errorf("filters: %q: operator %v listed twice", name, o)
+			case o == OpLike && kind != String:
+				return nil, fmt.Errorf("filters: %q: like applies to string columns, not %v", name, kind)
+			case (o == OpLt || o == OpLte || o == OpGt || o == OpGte) && kind == Bool:
+				return nil, fmt.Errorf("filters: %q: %v does not apply to a bool column", name, o)
+			}
+			f.ops |= 1 << o
+		}
+		if f.ops == 0 {
+			return nil, fmt.Errorf("filters: %q: no operators", name)
+		}
+		t.findex[name] = len(t.filters)
+		t.filters = append(t.filters, f)
+	}
+
+	var items []orderItem
+	for _, o := range spec.Order {
+		fs := strings.Fields(o)
+		it := orderItem{}
+		switch {
+		case len(fs) == 1:
+		case len(fs) == 2 && strings.EqualFold(fs[1], "asc"):
+		case len(fs) == 2 && strings.EqualFold(fs[1], "desc"):
+			it.desc = true
+		default:
+			return nil, fmt.Errorf("order: %q: want a column, optionally followed by asc or desc", clip(o))
+		}
+		it.name = fs[0]
+		if _, ok := t.columns[it.name]; !ok {
+			return nil, fmt.Errorf("order: %q is not one of the columns", clip(it.name))
+		}
+		for _, prev := range items {
+			if prev.name == it.name {
+				return nil, fmt.Errorf("order: %q listed twice", it.name)
+			}
+		}
+		items = append(items, it)
+	}
+	if page != nil {
+		g, err := newPager(page, d)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range g.keyset {
+			if _, ok := t.columns[k]; !ok {
+				return nil, fmt.Errorf("page: keyset column %q is not one of the columns", k)
+			}
+		}
+		if len(items) == 0 {
+			for _, k := range g.keyset {
+				items = append(items, orderItem{name: k})
+			}
+		}
+		if err := g.matchOrder(items, Postgres); err != nil {
+			return nil, err
+		}
+		t.page = g
+	}
+	if len(items) > 0 {
+		var b strings.Builder
+		b.WriteString(" ORDER BY ")
+		for i, it := range items {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(d.QuoteIdent(it.name))
+			if it.desc {
+				b.WriteString(" DESC")
+			}
+		}
+		t.order = b.String()
+	}
+	return t, nil
+}
+
+// Bind implements Query.Bind. A filterable column's key may repeat up to
+// MaxFiltersPerColumn times; each value is op.value.
+func (t *TableQuery) Bind(q url.Values, paged bool) (Bound, error) {
+	var badKey string
+	var bad *Error
+	for k, vs := range q {
+		var e *Error
+		if k == "limit" || k == "cursor" {
+			e = pagingKey(t.page, k, vs, paged)
+		} else if _, ok := t.findex[k]; ok {
+			if len(vs) > MaxFiltersPerColumn {
+				e = invalid(k, "more than "+strconv.Itoa(MaxFiltersPerColumn)+" filters")
+			}
+		} else if _, ok := t.columns[k]; ok {
+			e = paramErr(k, ReasonUnknownParameter, "column "+strconv.Quote(k)+" cannot be filtered")
+		} else {
+			e = unknownKey(k)
+		}
+		if e != nil && (bad == nil || k < badKey) {
+			badKey, bad = k, e
+		}
+	}
+	if bad != nil {
+		return Bound{}, bad
+	}
+	b := builder{d: t.d, sql: make([]byte, 0, len(t.prefix)+len(t.order)+64*len(q)+32), args: make([]any, 0, len(q)+2)}
+	b.text(t.prefix)
+	var canonBuf [256]byte
+	canon := canonBuf[:0]
+	conj := " WHERE "
+	for i := range t.filters {
+		f := &t.filters[i]
+		for _, v := range q[f.name] {
+			b.text(conj)
+			conj = " AND "
+			if len(canon) > 0 {
+				canon = append(canon, '&')
+			}
+			canon = append(append(canon, f.name...), '=')
+			var e *Error
+			if canon, e = f.bind(&b, canon, v); e != nil {
+				return Bound{}, e
+			}
+		}
+	}
+	out := Bound{Params: string(canon)}
+	if paged && t.page != nil {
+		limit, after, e := pageArgs(t.page, q, out.Params)
+		if e != nil {
+			return Bound{}, e
+		}
+		out.Limit, out.cursor = limit, after != nil
+		if after != nil {
+			b.text(conj)
+			t.page.predicate(&b, after)
+		}
+		b.text(t.order)
+		b.text(" LIMIT ")
+		b.arg(int64(limit + 1))
+	} else {
+		b.text(t.order)
+	}
+	out.SQL, out.Args = string(b.sql), b.args
+	return out, nil
+}
+
+// bind appends one filter's condition to b and its canonical op.value to
+// canon.
+func (f *tableFilter) bind(b *builder, canon []byte, v string) ([]byte, *Error) {
+	opName, val, ok := strings.Cut(v, ".")
+	op := opByName(opName)
+	if !ok || op == 0 || f.ops&(1<<op) == 0 {
+		return canon, paramErr(f.name, ReasonOperatorNotAllowed,
+			"filter on "+strconv.Quote(f.name)+" must be op.value with op one of ["+f.opList()+"], not "+quote(v))
+	}
+	canon = append(append(canon, opNames[op]...), '.')
+	b.text(f.quoted)
+	switch op {
+	case OpIs:
+		switch {
+		case val == "null":
+			b.text(" IS NULL")
+		case (val == "true" || val == "false") && f.rule.kind == Bool:
+			b.text(" IS ")
+			b.text(strings.ToUpper(val))
+		default:
+			return canon, invalid(f.name, "is. takes null (or true, false on a bool column), not "+quote(val))
+		}
+		return append(canon, val...), nil
+	case OpIn:
+		if len(val) < 2 || val[0] != '(' || val[len(val)-1] != ')' {
+			return canon, invalid(f.name, "in. takes a list in parentheses, in.(a,b), not "+quote(val))
+		}
+		items, e := f.rule.items(f.name, val[1:len(val)-1], DefaultMaxItems)
+		if e != nil {
+			return canon, e
+		}
+		b.text(" IN (")
+		for i, it := range items.([]any) {
+			if i > 0 {
+				b.text(", ")
+			}
+			b.arg(it)
+		}
+		b.text(")")
+		canon = append(canon, '(')
+		canon = appendCanon(canon, f.rule.kind, items)
+		return append(canon, ')'), nil
+	case OpLike:
+		if _, e := f.rule.scalar(f.name, val); e != nil {
+			return canon, e
+		}
+		b.text(" LIKE ")
+		b.arg(likePattern(val))
+		b.text(" ESCAPE '!'")
+		return appendCanon(canon, String, val), nil
+	}
+	x, e := f.rule.scalar(f.name, val)
+	if e != nil {
+		return canon, e
+	}
+	b.text(opSQL[op])
+	b.arg(x)
+	return appendCanon(canon, f.rule.kind, x), nil
+}
+
+func (f *tableFilter) opList() string {
+	var s []string
+	for o := OpEq; int(o) < len(opNames); o++ {
+		if f.ops&(1<<o) != 0 {
+			s = append(s, opNames[o])
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// likePattern turns a like. value into a LIKE pattern with ESCAPE '!':
+// * becomes %, and a literal %, _ or ! is escaped with !.
+func likePattern(v string) string {
+	if !strings.ContainsAny(v, "*%_!") {
+		return v
+	}
+	b := make([]byte, 0, len(v)+8)
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '*':
+			b = append(b, '%')
+		case '%', '_', '!':
+			b = append(b, '!', c)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// NextCursor implements Query.NextCursor.
+func (t *TableQuery) NextCursor(b Bound, last []any) (string, error) {
+	return nextCursor(t.page, b, last)
+}
+
+// Keyset implements Query.Keyset.
+func (t *TableQuery) Keyset() []string {
+	if t.page == nil {
+		return nil
+	}
+	return slices.Clone(t.page.keyset)
+}

@@ -1,0 +1,424 @@
+package datasource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgSource is a PostgreSQL source: a pgxpool whose every connection holds
+// one of MaxConns socket slots from dial to close.
+//
+// A query is: acquire (bounded), BEGIN READ ONLY and SET LOCAL
+// statement_timeout in one simple-protocol round trip, the statement
+// (extended protocol, prepared once per connection by pgx's statement
+// cache, so the SQL is always exactly one statement), the rows, then
+// ROLLBACK (the transaction wrote nothing; ROLLBACK also ends an aborted
+// one) and release. Sessions also start with default_transaction_read_only
+// on, so nothing outside such a transaction can write either.
+type pgSource struct {
+	opts   Options
+	pool   *pgxpool.Pool
+	slots  chan struct{} // one token per open socket (cancel requests excepted)
+	closed atomic.Bool
+
+	mu        sync.Mutex
+	typeNames map[uint32]string // names of types pgx does not know, from pg_type
+}
+
+// maxTypeNames bounds the cache of type names looked up in pg_type.
+const maxTypeNames = 4096
+
+// cancelDialKey marks the context of a cancel request's dial: a cancel
+// request is a short-lived connection the server never counts as a
+// session, and it must not wait for a slot, since all slots may be held by
+// the very queries it is cancelling.
+type cancelDialKey struct{}
+
+func openPostgres(opts Options) (*pgSource, error) {
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("datasource: postgres dsn: %w", err)
+	}
+	s := &pgSource{opts: opts, slots: make(chan struct{}, opts.MaxConns), typeNames: map[uint32]string{}}
+	cfg.MaxConns = int32(opts.MaxConns)
+	cfg.MinConns = 0
+	cc := cfg.ConnConfig
+	cc.ConnectTimeout = opts.ConnectTimeout
+	rp := cc.RuntimeParams
+	rp["default_transaction_read_only"] = "on"
+	// Text renderings levee passes through (date, interval, the text of
+	// expressions over timestamps) must not depend on the server's or the
+	// database's settings.
+	rp["DateStyle"] = "ISO, YMD"
+	rp["IntervalStyle"] = "postgres"
+	rp["TimeZone"] = "UTC"
+	if rp["application_name"] == "" {
+		rp["application_name"] = "levee"
+	}
+	cc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &cancelHandler{conn: c}
+	}
+	baseDial := cc.DialFunc
+	cc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if ctx.Value(cancelDialKey{}) != nil {
+			return baseDial(ctx, network, addr)
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c, err := baseDial(ctx, network, addr)
+		if err != nil {
+			<-s.slots
+			return nil, err
+		}
+		return &slotConn{Conn: c, slots: s.slots}, nil
+	}
+	// Names for the types created in the database (enums, domains,
+	// extension types: OIDs from 16384), which pgx does not know, read
+	// once per new connection so Query's columns can name them.
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_ = s.cacheTypeNames(ctx, c, "SELECT oid::int8, typname::text FROM pg_catalog.pg_type WHERE oid >= 16384 ORDER BY oid LIMIT "+strconv.Itoa(maxTypeNames))
+		return nil
+	}
+	// pgxpool pings a connection idle over a second before handing it out
+	// (its default): one that died with a restarted database is dropped
+	// there instead of failing a query.
+	s.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("datasource: postgres pool: %w", err)
+	}
+	return s, nil
+}
+
+// slotConn gives its slot back when closed (once).
+type slotConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
+}
+
+// cancelHandler is what pgx does when a query's context ends: a cancel
+// request to the server, so the statement stops there too, and a deadline
+// on the socket (half a second later) in case the server does not answer.
+// The connection is not reused afterwards (finish closes it): a cancel
+// request that arrived late could otherwise cancel its next statement.
+type cancelHandler struct {
+	conn *pgconn.PgConn
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+const cancelDeadline = 500 * time.Millisecond
+
+func (h *cancelHandler) HandleCancel(context.Context) {
+	_ = h.conn.Conn().SetDeadline(time.Now().Add(cancelDeadline))
+	ctx, stop := context.WithTimeout(context.WithValue(context.Background(), cancelDialKey{}, true), cancelDeadline)
+	h.stop, h.done = stop, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		_ = h.conn.CancelRequest(ctx)
+	}()
+}
+
+func (h *cancelHandler) HandleUnwatchAfterCancel() {
+	<-h.done
+	h.stop()
+	_ = h.conn.Conn().SetDeadline(time.Time{})
+}
+
+func (s *pgSource) close() {
+	s.closed.Store(true)
+	s.pool.Close()
+}
+
+func (s *pgSource) stats() PoolStats {
+	st := s.pool.Stat()
+	return PoolStats{Max: int(st.MaxConns()), Open: int(st.TotalConns()), InUse: int(st.AcquiredConns()), Idle: int(st.IdleConns())}
+}
+
+// resultFormats asks for binary results where decoding binary is exact and
+// cheaper than parsing text; every other type (numeric, date, float4,
+// json, text, time, interval, enums, arrays, ...) comes as the server's own
+// text rendering.
+var resultFormats = pgx.QueryResultFormatsByOID{
+	pgtype.Int2OID: pgx.BinaryFormatCode, pgtype.Int4OID: pgx.BinaryFormatCode, pgtype.Int8OID: pgx.BinaryFormatCode,
+	pgtype.OIDOID: pgx.BinaryFormatCode, pgtype.Float8OID: pgx.BinaryFormatCode, pgtype.BoolOID: pgx.BinaryFormatCode,
+	pgtype.TimestampOID: pgx.BinaryFormatCode, pgtype.TimestamptzOID: pgx.BinaryFormatCode,
+	pgtype.UUIDOID: pgx.BinaryFormatCode, pgtype.ByteaOID: pgx.BinaryFormatCode,
+}
+
+// acquire takes a connection within the later of the statement's budget
+// and the connect timeout.
+func (s *pgSource) acquire(ctx context.Context, budget time.Duration) (*pgxpool.Conn, error) {
+	wait := max(budget, s.opts.ConnectTimeout+100*time.Millisecond)
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if actx.Err() != nil {
+		st := s.pool.Stat()
+		if st.AcquiredConns() >= st.MaxConns() {
+			return nil, ErrPoolTimeout
+		}
+		return nil, fmt.Errorf("%w: no connection within %v", ErrUnavailable, wait)
+	}
+	return nil, classifyPG(ctx, nil, err, true)
+}
+
+func (s *pgSource) query(ctx context.Context, q Query, timeout time.Duration, r *Rows) error {
+	budget := timeout + grace(timeout)
+	begin := beginSQL(timeout)
+	// A connection that died with a restarted database fails its BEGIN;
+	// nothing has run, so take another (bounded: the pool has MaxConns).
+	for attempt := 0; ; attempt++ {
+		conn, err := s.acquire(ctx, budget)
+		if err != nil {
+			return err
+		}
+		qctx, cancel := context.WithTimeout(ctx, budget)
+		err = conn.Conn().PgConn().Exec(qctx, begin).Close()
+		if err != nil {
+			broken := conn.Conn().IsClosed()
+			s.finish(conn, qctx, true)
+			cancel()
+			if broken && ctx.Err() == nil && attempt < s.opts.MaxConns {
+				continue
+			}
+			return classifyPG(ctx, qctx, err, broken)
+		}
+		args := make([]any, 0, len(q.Args)+1)
+		args = append(args, resultFormats)
+		args = append(args, q.Args...)
+		rows, err := conn.Conn().Query(qctx, q.SQL, args...)
+		if err != nil {
+			broken := conn.Conn().IsClosed()
+			s.finish(conn, qctx, false)
+			cancel()
+			return classifyPG(ctx, qctx, err, broken)
+		}
+		fields := rows.FieldDescriptions()
+		p := &pgRows{src: s, conn: conn, rows: rows, ctx: ctx, qctx: qctx, cancel: cancel, decs: make([]pgDecoder, len(fields))}
+		r.cols = make([]Column, len(fields))
+		for i, f := range fields {
+			name, kind, dec := s.typeOf(conn.Conn().TypeMap(), f.DataTypeOID, f.Format)
+			r.cols[i] = Column{Name: f.Name, Type: name, Kind: kind}
+			p.decs[i] = dec
+		}
+		p.cols = r.cols
+		r.vals = make([]any, len(fields))
+		r.impl = p
+		return nil
+	}
+}
+
+func beginSQL(timeout time.Duration) string {
+	ms := (timeout + time.Millisecond - 1) / time.Millisecond // round up: 0 would mean none
+	return "BEGIN READ ONLY; SET LOCAL statement_timeout = " + strconv.FormatInt(int64(ms), 10)
+}
+
+// finish ends the transaction and returns the connection, or closes it
+// when the query's context ended while it was in use (see cancelHandler)
+// or the transaction cannot be ended.
+func (s *pgSource) finish(conn *pgxpool.Conn, qctx context.Context, destroy bool) {
+	pc := conn.Conn()
+	if qctx.Err() != nil {
+		destroy = true
+	}
+	if !destroy && !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
+		if err := pc.PgConn().Exec(ctx, "ROLLBACK").Close(); err != nil {
+			destroy = true
+		}
+		cancel()
+	}
+	if destroy && !pc.IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), cancelDeadline)
+		_ = pc.Close(ctx)
+		cancel()
+	}
+	conn.Release() // a closed connection is destroyed, not pooled
+}
+
+type pgRows struct {
+	src    *pgSource
+	conn   *pgxpool.Conn
+	rows   pgx.Rows
+	ctx    context.Context // the caller's
+	qctx   context.Context // the caller's, with the client-side deadline
+	cancel context.CancelFunc
+	cols   []Column
+	decs   []pgDecoder
+	done   bool // the rows ended (complete or with an error)
+	e      error
+}
+
+func (p *pgRows) next(vals []any) bool {
+	if p.done {
+		return false
+	}
+	if !p.rows.Next() {
+		p.done = true
+		if err := p.rows.Err(); err != nil {
+			p.e = classifyPG(p.ctx, p.qctx, err, p.conn.Conn().IsClosed())
+		}
+		return false
+	}
+	raw := p.rows.RawValues()
+	for i, b := range raw {
+		v, err := p.decs[i].decode(b)
+		if err != nil {
+			p.done = true
+			p.e = &QueryError{Err: fmt.Errorf("column %q (%s): %w", p.cols[i].Name, p.cols[i].Type, err)}
+			return false
+		}
+		vals[i] = v
+	}
+	return true
+}
+
+func (p *pgRows) err() error { return p.e }
+
+func (p *pgRows) close() error {
+	if !p.done {
+		// Rows left: cancel the statement in the database rather than
+		// read the rest of them.
+		p.cancel()
+	}
+	p.rows.Close()
+	s := p.src
+	s.finish(p.conn, p.qctx, p.e != nil && p.conn.Conn().IsClosed())
+	p.cancel()
+	return nil
+}
+
+// classifyPG sorts a PostgreSQL error into the package's errors. qctx is
+// the statement's context (nil before it began); broken says the
+// connection closed with the error.
+func classifyPG(ctx, qctx context.Context, err error, broken bool) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == "57014": // query_canceled: by statement_timeout, or by the cancel our deadline sent
+			return fmt.Errorf("%w: %s", ErrStatementTimeout, pgErr.Message)
+		case code[:2] == "08", code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return &QueryError{SQLState: pgErr.Code, Err: err}
+	}
+	if qctx != nil && errors.Is(qctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no answer within the client-side deadline: %v", ErrStatementTimeout, err)
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if broken || errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return &QueryError{Err: err}
+}
+
+func (s *pgSource) describe(ctx context.Context, sql string, nargs int) ([]Column, error) {
+	conn, err := s.acquire(ctx, s.opts.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer s.finish(conn, ctx, false)
+	sd, err := conn.Conn().Prepare(ctx, "", sql)
+	if err != nil {
+		return nil, classifyPG(ctx, nil, err, conn.Conn().IsClosed())
+	}
+	if len(sd.ParamOIDs) != nargs {
+		return nil, &QueryError{Err: fmt.Errorf("the SQL has %d placeholders, %d arguments declared", len(sd.ParamOIDs), nargs)}
+	}
+	tm := conn.Conn().TypeMap()
+	var unknown []int64
+	for _, f := range sd.Fields {
+		if _, ok := tm.TypeForOID(f.DataTypeOID); !ok && builtinTypes[f.DataTypeOID].name == "" {
+			unknown = append(unknown, int64(f.DataTypeOID))
+		}
+	}
+	if len(unknown) > 0 {
+		if err := s.lookupTypeNames(ctx, conn.Conn(), unknown); err != nil {
+			return nil, err
+		}
+	}
+	cols := make([]Column, len(sd.Fields))
+	for i, f := range sd.Fields {
+		format := resultFormats[f.DataTypeOID]
+		name, kind, _ := s.typeOf(tm, f.DataTypeOID, format)
+		cols[i] = Column{Name: f.Name, Type: name, Kind: kind}
+	}
+	return cols, nil
+}
+
+// lookupTypeNames caches the pg_type names of types pgx does not know
+// (enums, domains, extension types), so Query's columns name them.
+func (s *pgSource) lookupTypeNames(ctx context.Context, c *pgx.Conn, oids []int64) error {
+	return s.cacheTypeNames(ctx, c, "SELECT oid::int8, typname::text FROM pg_catalog.pg_type WHERE oid::int8 = ANY($1)", oids)
+}
+
+func (s *pgSource) cacheTypeNames(ctx context.Context, c *pgx.Conn, sql string, args ...any) error {
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		return classifyPG(ctx, nil, err, c.IsClosed())
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid int64
+		var name string
+		if err := rows.Scan(&oid, &name); err != nil {
+			return &QueryError{Err: err}
+		}
+		s.mu.Lock()
+		if len(s.typeNames) >= maxTypeNames {
+			clear(s.typeNames)
+		}
+		s.typeNames[uint32(oid)] = name
+		s.mu.Unlock()
+	}
+	if err := rows.Err(); err != nil {
+		return classifyPG(ctx, nil, err, c.IsClosed())
+	}
+	return nil
+}
+
+func (s *pgSource) tableColumns(ctx context.Context, table string) ([]Column, error) {
+	ident, err := splitTable(table)
+	if err != nil {
+		return nil, err
+	}
+	return s.describe(ctx, "SELECT * FROM "+pgx.Identifier(ident).Sanitize()+" LIMIT 0", 0)
+}

@@ -1,0 +1,110 @@
+package datasource
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/levee-gw/levee/internal/testsvc"
+)
+
+func TestPostgresDownAndBack(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	ctx := context.Background()
+	pg.Stop()
+	// Open does not fail with the database down: the source is
+	// unavailable now and answered later.
+	src := openPG(t, pg.DSN, Options{MaxConns: 4, ConnectTimeout: 500 * time.Millisecond})
+	assertUnavailable := func(when string) {
+		t.Helper()
+		start := time.Now()
+		_, err := src.Query(ctx, Query{SQL: "SELECT 1"})
+		took := time.Since(start)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("%s: err = %v, want ErrUnavailable", when, err)
+		}
+		if took > time.Second {
+			t.Fatalf("%s: ErrUnavailable after %v, connect timeout 500ms", when, took)
+		}
+		t.Logf("%s: ErrUnavailable in %v", when, took)
+	}
+	assertUnavailable("down at start")
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	recovered := waitAnswers(t, src)
+	t.Logf("answers %v after the database is back", recovered)
+	// Warm the pool to its cap, then stop the database under it.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := src.Query(ctx, Query{SQL: "SELECT pg_sleep(0.05)"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r.Close()
+		}()
+	}
+	wg.Wait()
+	// A query in flight when the database stops ends with ErrUnavailable.
+	inflight := make(chan error, 1)
+	go func() {
+		r, err := src.Query(ctx, Query{SQL: "SELECT pg_sleep(30)", Timeout: time.Minute})
+		if err == nil {
+			r.Close()
+		}
+		inflight <- err
+	}()
+	waitActive(t, pg, "pg_sleep(30)")
+	pg.Stop()
+	select {
+	case err := <-inflight:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("query in flight when the database stopped: %v, want ErrUnavailable", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("query in flight did not end within 5s of the database stopping")
+	}
+	assertUnavailable("stopped mid-test")
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	recovered = waitAnswers(t, src)
+	t.Logf("answers %v after the restart", recovered)
+	// Every pooled connection from before the stop is gone; each query
+	// now succeeds at the first try.
+	for i := 0; i < 8; i++ {
+		if rows := collectQuery(t, src, Query{SQL: "SELECT 1"}); len(rows) != 1 {
+			t.Fatal("no row")
+		}
+	}
+	if st := src.Stats(); st.Open > 4 || st.InUse != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// waitAnswers polls the source until a query succeeds (10 s at most) and
+// returns how long that took.
+func waitAnswers(t testing.TB, s *Source) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		r, err := s.Query(context.Background(), Query{SQL: "SELECT 1"})
+		if err == nil {
+			r.Close()
+			return time.Since(start)
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("while the database comes back: %v", err)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no answer 10s after the database is back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

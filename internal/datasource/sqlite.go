@@ -1,0 +1,317 @@
+package datasource
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// sqliteSource is a SQLite file opened read-only twice over: mode=ro (the
+// connection cannot write, and a missing file is an error, not a new empty
+// database) and PRAGMA query_only. database/sql's pool is capped at
+// MaxConns; a statement's timeout is its context, which modernc turns into
+// sqlite3_interrupt.
+type sqliteSource struct {
+	opts Options
+	db   *sql.DB
+}
+
+func openSQLite(opts Options) (*sqliteSource, error) {
+	if opts.DSN == "" || strings.HasPrefix(opts.DSN, "file:") || strings.Contains(opts.DSN, "?") {
+		return nil, fmt.Errorf("datasource: sqlite path %q: want a plain file path", opts.DSN)
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "query_only(1)")
+	// A writer holding the lock: wait for it up to the statement timeout.
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)+")")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: opts.DSN}).EscapedPath()+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("datasource: sqlite %s: %w", opts.DSN, err)
+	}
+	db.SetMaxOpenConns(opts.MaxConns)
+	db.SetMaxIdleConns(opts.MaxConns)
+	return &sqliteSource{opts: opts, db: db}, nil
+}
+
+func (s *sqliteSource) close() { _ = s.db.Close() }
+
+func (s *sqliteSource) stats() PoolStats {
+	st := s.db.Stats()
+	return PoolStats{Max: st.MaxOpenConnections, Open: st.OpenConnections, InUse: st.InUse, Idle: st.Idle}
+}
+
+// sqliteArgs converts the arguments: time.Time as RFC 3339 text in UTC.
+func sqliteArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if t, ok := a.(time.Time); ok {
+			out[i] = t.UTC().Format(time.RFC3339Nano)
+			continue
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func (s *sqliteSource) query(ctx context.Context, q Query, timeout time.Duration, r *Rows) error {
+	// SQLite has no server to time out first: the deadline is the timeout.
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	rows, err := s.db.QueryContext(qctx, q.SQL, sqliteArgs(q.Args)...)
+	if err != nil {
+		defer cancel()
+		return classifySQLite(ctx, qctx, err)
+	}
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		rows.Close()
+		cancel()
+		return classifySQLite(ctx, qctx, err)
+	}
+	r.cols = make([]Column, len(cts))
+	for i, ct := range cts {
+		r.cols[i] = sqliteColumn(ct.Name(), ct.DatabaseTypeName())
+	}
+	p := &sqliteRows{rows: rows, ctx: ctx, qctx: qctx, cancel: cancel, cols: r.cols,
+		raw: make([]any, len(cts)), ptrs: make([]any, len(cts))}
+	for i := range p.raw {
+		p.ptrs[i] = &p.raw[i]
+	}
+	r.vals = make([]any, len(cts))
+	r.impl = p
+	return nil
+}
+
+// sqliteColumn maps a declared type to a kind by its name (SQLite's own
+// affinity rules decide storage, not what the values mean).
+func sqliteColumn(name, decl string) Column {
+	t := strings.ToUpper(strings.TrimSpace(decl))
+	base := t
+	if i := strings.IndexByte(base, '('); i >= 0 {
+		base = strings.TrimSpace(base[:i])
+	}
+	kind := KindString
+	switch base {
+	case "INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "MEDIUMINT", "INT2", "INT4", "INT8", "UNSIGNED BIG INT":
+		kind = KindInt64
+	case "REAL", "DOUBLE", "DOUBLE PRECISION", "FLOAT":
+		kind = KindFloat64
+	case "BOOLEAN", "BOOL":
+		kind = KindBool
+	case "NUMERIC", "DECIMAL":
+		kind = KindNumeric
+	case "DATE":
+		kind = KindDate
+	case "DATETIME", "TIMESTAMP", "TIMESTAMPTZ":
+		kind = KindTimestamp
+	case "UUID":
+		kind = KindUUID
+	case "BLOB", "BYTEA":
+		kind = KindBytes
+	case "JSON", "JSONB":
+		kind = KindJSON
+	}
+	return Column{Name: name, Type: t, Kind: kind}
+}
+
+type sqliteRows struct {
+	rows   *sql.Rows
+	ctx    context.Context
+	qctx   context.Context
+	cancel context.CancelFunc
+	cols   []Column
+	raw    []any // scanned driver values
+	ptrs   []any // &raw[i], reused for every row
+	done   bool
+	e      error
+}
+
+func (p *sqliteRows) next(vals []any) bool {
+	if p.done {
+		return false
+	}
+	if !p.rows.Next() {
+		p.done = true
+		if err := p.rows.Err(); err != nil {
+			p.e = classifySQLite(p.ctx, p.qctx, err)
+		}
+		return false
+	}
+	if err := p.rows.Scan(p.ptrs...); err != nil {
+		p.done = true
+		p.e = classifySQLite(p.ctx, p.qctx, err)
+		return false
+	}
+	for i, v := range p.raw {
+		nv, err := sqliteValue(p.cols[i].Kind, v)
+		if err != nil {
+			p.done = true
+			p.e = &QueryError{Err: fmt.Errorf("column %q (%s): %w", p.cols[i].Name, p.cols[i].Type, err)}
+			return false
+		}
+		vals[i] = nv
+	}
+	return true
+}
+
+// sqliteValue normalises a value by its column's kind. SQLite is
+// dynamically typed: a value that does not fit its column's kind (text in
+// an INTEGER column) is passed on as what it is, which is always one of
+// the vocabulary's types.
+func sqliteValue(kind string, v any) (any, error) {
+	switch kind {
+	case KindBool:
+		if n, ok := v.(int64); ok {
+			return n != 0, nil
+		}
+	case KindNumeric:
+		switch n := v.(type) {
+		case int64:
+			return strconv.FormatInt(n, 10), nil
+		case float64:
+			return strconv.FormatFloat(n, 'f', -1, 64), nil
+		}
+	case KindDate:
+		if t, ok := v.(time.Time); ok {
+			return t.UTC().Format(time.DateOnly), nil
+		}
+	case KindTimestamp:
+		if t, ok := v.(time.Time); ok {
+			return t.UTC(), nil
+		}
+	case KindUUID:
+		if b, ok := v.([]byte); ok && len(b) == 16 {
+			return uuidText(b), nil
+		}
+	case KindJSON:
+		switch j := v.(type) {
+		case string:
+			if !json.Valid([]byte(j)) {
+				return nil, errors.New("invalid JSON")
+			}
+			return json.RawMessage(j), nil
+		case []byte:
+			if !json.Valid(j) {
+				return nil, errors.New("invalid JSON")
+			}
+			return json.RawMessage(j), nil
+		}
+	}
+	if t, ok := v.(time.Time); ok {
+		return t.UTC(), nil
+	}
+	return v, nil
+}
+
+func uuidText(b []byte) string {
+	var t [36]byte
+	hex.Encode(t[0:8], b[0:4])
+	t[8] = '-'
+	hex.Encode(t[9:13], b[4:6])
+	t[13] = '-'
+	hex.Encode(t[14:18], b[6:8])
+	t[18] = '-'
+	hex.Encode(t[19:23], b[8:10])
+	t[23] = '-'
+	hex.Encode(t[24:36], b[10:16])
+	return string(t[:])
+}
+
+func (p *sqliteRows) err() error { return p.e }
+
+func (p *sqliteRows) close() error {
+	err := p.rows.Close()
+	p.cancel()
+	if err != nil && !p.done {
+		return classifySQLite(p.ctx, p.qctx, err)
+	}
+	return nil
+}
+
+// classifySQLite sorts a SQLite error into the package's errors.
+func classifySQLite(ctx, qctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_INTERRUPT:
+			if qctx.Err() != nil {
+				return fmt.Errorf("%w: %v", ErrStatementTimeout, err)
+			}
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_IOERR:
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return &QueryError{Err: err}
+	}
+	if qctx.Err() != nil {
+		if errors.Is(qctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %v", ErrStatementTimeout, err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) {
+		return ErrClosed
+	}
+	if strings.Contains(err.Error(), "sql: database is closed") {
+		return ErrClosed
+	}
+	return &QueryError{Err: err}
+}
+
+func (s *sqliteSource) describe(ctx context.Context, query string, nargs int) ([]Column, error) {
+	// Prepared inside SELECT * FROM (...) LIMIT 0 so nothing is scanned;
+	// SQLite carries the declared types through the subquery.
+	args := make([]any, nargs)
+	rows, err := s.db.QueryContext(ctx, "SELECT * FROM ("+strings.TrimRight(strings.TrimSpace(query), ";")+"\n) LIMIT 0", args...)
+	if err != nil {
+		return nil, classifySQLite(ctx, ctx, err)
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, classifySQLite(ctx, ctx, err)
+	}
+	cols := make([]Column, len(cts))
+	for i, ct := range cts {
+		cols[i] = sqliteColumn(ct.Name(), ct.DatabaseTypeName())
+	}
+	return cols, nil
+}
+
+func (s *sqliteSource) tableColumns(ctx context.Context, table string) ([]Column, error) {
+	parts, err := splitTable(table)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range parts {
+		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+	}
+	return s.describe(ctx, "SELECT * FROM "+strings.Join(parts, "."), 0)
+}
+
+// splitTable splits "schema.table" (or "table") into its identifiers.
+func splitTable(table string) ([]string, error) {
+	parts := strings.Split(table, ".")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("datasource: table %q: at most schema.table", table)
+	}
+	for _, p := range parts {
+		if p == "" || strings.IndexByte(p, 0) >= 0 {
+			return nil, fmt.Errorf("datasource: table %q: empty or NUL identifier", table)
+		}
+	}
+	return parts, nil
+}

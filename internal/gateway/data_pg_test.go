@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/levee-gw/levee/internal/testsvc"
+)
+
+// pgTypesSQL makes a table of every type a data route renders, with NULLs,
+// unicode, a numeric beyond float64 and an integer beyond 2^53.
+const pgTypesSQL = `
+CREATE TABLE items (
+  id int8 PRIMARY KEY, small int2, big int8, price numeric, ratio float8, name text, active bool,
+  day date, at timestamptz, ref uuid, meta jsonb, blob bytea);
+INSERT INTO items VALUES
+  (1, 7, 9007199254740993, 123456789012345678901234567890.000000001, 0.5, 'Zoë ✓ "quoted"', true,
+   '2025-02-28', '2025-03-01 12:30:00.123456+02', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', '\x00ff'),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+  (3, -3, -9007199254740991, -0.5, -1e300, '', false, '2024-02-29', '1999-12-31 23:59:59Z',
+   '00000000-0000-0000-0000-000000000000', '"s"', '\x');
+CREATE TABLE orders (id int8 PRIMARY KEY, customer_id int8 NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL);
+INSERT INTO orders SELECT g, 1 + g % 5, g * 1.5, timestamptz '2025-01-01' + g * interval '1 hour' FROM generate_series(1, 200) g;
+`
+
+func pgGatewayYAML(dsn, stateDir string) string {
+	return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+state_dir: %s
+log: {access: false}
+data_sources:
+  sales:
+    driver: postgres
+    dsn: %s
+    max_conns: 4
+    statement_timeout: 2s
+    connect_timeout: 500ms
+routes:
+  - name: items
+    match: {path_prefix: /v1/items}
+    data:
+      source: sales
+      sql: SELECT * FROM items WHERE id IN (:ids) ORDER BY id
+      params:
+        ids: {type: int64, list: true, required: true}
+  - name: typed
+    match: {path_prefix: /v1/typed}
+    data:
+      source: sales
+      sql: >-
+        SELECT id FROM items WHERE day >= :day AND at < :at AND ref <> :ref AND price > :price
+        AND active = :active AND name <> :name ORDER BY id
+      params:
+        day: {type: date, required: true}
+        at: {type: timestamp, required: true}
+        ref: {type: uuid, required: true}
+        price: {type: float64, required: true}
+        active: {type: bool, required: true}
+        name: {type: string, required: true, max_len: 16}
+  - name: orders
+    match: {path_prefix: /v1/orders}
+    data:
+      source: sales
+      sql: SELECT id, customer_id, total, created_at FROM orders WHERE customer_id = :customer_id ORDER BY created_at DESC, id DESC
+      params:
+        customer_id: {type: int64, required: true, min: 1}
+      page: {keyset: [created_at, id], default: 10, max: 100}
+      cache: {ttl: 1ms, stale_if_error: 1h}
+  - name: slow
+    match: {path_prefix: /v1/slow}
+    data:
+      source: sales
+      sql: SELECT pg_sleep(:seconds)::text AS slept
+      params:
+        seconds: {type: float64, required: true, min: 0, max: 5}
+      statement_timeout: 200ms
+`, dataQuote(stateDir), dataQuote(dsn))
+}
+
+// TestDataRouteOverPostgres (issue 16): data routes over a real
+// PostgreSQL, through a real levee.
+func TestDataRouteOverPostgres(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	pg.Exec(t, pgTypesSQL)
+	h := start(t, pgGatewayYAML(pg.DSN, t.TempDir()))
+
+	t.Run("values as the database renders them", func(t *testing.T) {
+		status, _, body := dataGet(t, h, "/v1/items?ids=1,2,3", "")
+		var page jsonPage
+		if status != 200 || json.Unmarshal(body, &page) != nil || len(page.Rows) != 3 {
+			t.Fatalf("%d %s", status, body)
+		}
+		one, null, three := page.Rows[0], page.Rows[1], page.Rows[2]
+		want := map[string]any{
+			"small": float64(7), "big": "9007199254740993", "price": "123456789012345678901234567890.000000001",
+			"ratio": 0.5, "name": `Zoë ✓ "quoted"`, "active": true, "day": "2025-02-28",
+			"at": "2025-03-01T10:30:00.123456Z", "ref": "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+			"blob": "AP8=",
+		}
+		for k, v := range want {
+			if fmt.Sprint(one[k]) != fmt.Sprint(v) {
+				t.Errorf("%s = %#v, want %#v", k, one[k], v)
+			}
+		}
+		if m, _ := json.Marshal(one["meta"]); string(m) != `{"a":[1,2]}` {
+			t.Errorf("meta = %s", m)
+		}
+		for k, v := range null {
+			if k != "id" && v != nil {
+				t.Errorf("row 2: %s = %#v, want null", k, v)
+			}
+		}
+		if three["big"] != -9007199254740991.0 || three["ratio"] != -1e300 || three["at"] != "1999-12-31T23:59:59Z" || three["name"] != "" {
+			t.Errorf("row 3 = %v", three)
+		}
+		// The reference: PostgreSQL's own text for the numeric.
+		if ref := pg.QueryText(t, "SELECT price::text FROM items WHERE id = 1"); *ref[0][0] != one["price"] {
+			t.Errorf("price %v, the database renders %s", one["price"], *ref[0][0])
+		}
+	})
+
+	t.Run("every parameter type binds", func(t *testing.T) {
+		q := url.Values{"day": {"2024-01-01"}, "at": {"2030-01-01T00:00:00+01:00"}, "ref": {"11111111-1111-1111-1111-111111111111"},
+			"price": {"-1"}, "active": {"false"}, "name": {"x"}}
+		status, _, body := dataGet(t, h, "/v1/typed?"+q.Encode(), "application/x-ndjson")
+		if status != 200 || strings.TrimSpace(string(body)) != `{"id":3}` {
+			t.Errorf("%d %q, want row 3", status, body)
+		}
+		q.Set("name", strings.Repeat("x", 17))
+		if status, _, body := dataGet(t, h, "/v1/typed?"+q.Encode(), ""); status != 400 || !strings.Contains(string(body), `"parameter":"name"`) {
+			t.Errorf("name over max_len: %d %s", status, body)
+		}
+		for _, bad := range []string{"'; DELETE FROM items; --", "1 OR 1=1", "\x00"} {
+			q.Set("name", "x")
+			q.Set("ref", bad)
+			if status, _, _ := dataGet(t, h, "/v1/typed?"+q.Encode(), ""); status != 400 {
+				t.Errorf("ref=%q: %d, want 400", bad, status)
+			}
+		}
+		if n := pg.QueryText(t, "SELECT count(*) FROM items"); *n[0][0] != "3" {
+			t.Errorf("items has %s rows", *n[0][0])
+		}
+	})
+
+	t.Run("statement timeout cancels in the database", func(t *testing.T) {
+		// pg_sleep(3) would answer 200 after 3 s: the 504 is the 200ms timeout.
+		status, _, body := dataGet(t, h, "/v1/slow?seconds=3", "")
+		if status != 504 || !strings.Contains(string(body), `"statement_timeout"`) {
+			t.Errorf("%d %s, want 504 statement_timeout", status, body)
+		}
+		waitFor(t, "no pg_sleep left running", func() bool {
+			n := pg.QueryText(t, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep%' AND state = 'active' AND pid <> pg_backend_pid()")
+			return *n[0][0] == "0"
+		})
+	})
+
+	t.Run("never more connections than max_conns", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var most atomic.Int64
+		stop := make(chan struct{})
+		var sampler sync.WaitGroup
+		sampler.Add(1)
+		go func() {
+			defer sampler.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := pg.QueryText(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'levee'")
+				if v, _ := strconv.ParseInt(*n[0][0], 10, 64); v > most.Load() {
+					most.Store(v)
+				}
+			}
+		}()
+		for range 24 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 3 {
+					dataGet(t, h, "/v1/slow?seconds=0.05", "")
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		sampler.Wait()
+		if most.Load() > 4 || most.Load() == 0 {
+			t.Errorf("levee held up to %d connections, max_conns is 4", most.Load())
+		}
+	})
+
+	t.Run("stale while the database is down, then recovered", func(t *testing.T) {
+		status, hdr, fresh := dataGet(t, h, "/v1/orders?customer_id=2", "")
+		if status != 200 || hdr.Get("Levee-Cache") != "miss" {
+			t.Fatalf("first: %d %q", status, hdr.Get("Levee-Cache"))
+		}
+		pg.Stop() // and the entry is past its 1ms ttl: only stale_if_error serves it now
+		status, hdr, body := dataGet(t, h, "/v1/orders?customer_id=2", "")
+		if status != 200 || hdr.Get("Levee-Cache") != "stale" || hdr.Get("Age") == "" || string(body) != string(fresh) {
+			t.Errorf("database down, cached: %d %q Age %q", status, hdr.Get("Levee-Cache"), hdr.Get("Age"))
+		}
+		status, hdr, body = dataGet(t, h, "/v1/orders?customer_id=3", "")
+		if status != 503 || !strings.Contains(string(body), `"data_source_unavailable"`) || hdr.Get("Retry-After") == "" {
+			t.Errorf("database down, nothing cached: %d %s Retry-After %q", status, body, hdr.Get("Retry-After"))
+		}
+		if err := pg.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "answers again after the database is back", func() bool {
+			status, _, _ := dataGet(t, h, "/v1/orders?customer_id=3", "")
+			return status == 200
+		})
+	})
+}
