@@ -152,6 +152,13 @@ func decodeCursor(sg *signer, scope, params string, split bool, cursor string) (
 	if len(cursor) > MaxCursorLen {
 		return nil, cursorErr("cursor is longer than the longest levee issues")
 	}
+	// Only the base64url alphabet: the decoder skips CR and LF, which
+	// would let one cursor be written several ways.
+	for i := 0; i < len(cursor); i++ {
+		if c := cursor[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, cursorErr("cursor is malformed")
+		}
+	}
 	var buf [MaxCursorLen * 3 / 4]byte
 	n, err := rawURL.Decode(buf[:], []byte(cursor))
 	if err != nil || n < 2+cursorMACLen {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -283,4 +284,61 @@ func TestDataRouteOverSQLite(t *testing.T) {
 	if got := h.metric(`levee_data_rows_total{route="orders"}`); got < float64(3*len(want)) {
 		t.Errorf("levee_data_rows_total{route=orders} = %v", got)
 	}
+}
+
+// TestDataConnectionFollowsTheClient (issue 16): a database connection is
+// held only while the client takes the answer. A client that stops reading
+// a long NDJSON stream gets it back within the route's send_timeout; a
+// client that goes away mid-stream gets it back at once.
+func TestDataConnectionFollowsTheClient(t *testing.T) {
+	dbPath, _ := sqliteOrders(t)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+state_dir: %s
+log: {access: false}
+data_sources:
+  sales: {driver: sqlite, path: %s, max_conns: 2, statement_timeout: 1m}
+routes:
+  - name: numbers
+    match: {path_prefix: /v1/numbers}
+    data:
+      source: sales
+      sql: WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 5000000) SELECT x, hex(zeroblob(512)) AS pad FROM g
+      formats: [ndjson]
+      limits: {max_rows: 5000000, max_bytes: 1GiB}
+      send_timeout: 200ms
+`, dataQuote(t.TempDir()), dataQuote(dbPath)))
+	inUse := func() float64 { return h.metric(`levee_data_pool_connections{source="sales",state="in_use"}`) }
+	request := func() net.Conn {
+		c, err := net.Dial("tcp", h.g.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET /v1/numbers HTTP/1.1\r\nHost: x\r\n\r\n")
+		return c
+	}
+
+	// Rows of 1 KiB, so that the socket buffers (a few MiB on loopback)
+	// fill within a moment even under the race detector.
+	stuck := request() // reads nothing: the socket buffers fill, then the writes wait
+	waitFor(t, "the stream to hold a connection", func() bool { return inUse() == 1 })
+	waitFor(t, "the connection back after send_timeout", func() bool { return inUse() == 0 })
+	stuck.Close()
+
+	gone := request()
+	buf := make([]byte, 64<<10)
+	for read := 0; read < 256<<10; {
+		n, err := gone.Read(buf)
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		read += n
+	}
+	if inUse() != 1 {
+		t.Fatalf("in_use %v while the stream is read, want 1", inUse())
+	}
+	gone.Close()
+	waitFor(t, "the connection back after the client left", func() bool { return inUse() == 0 })
 }

@@ -190,7 +190,7 @@ var reasonTable = [...]reasonSpec{
 		When:     "the database cannot be reached (within its connect timeout) and the route has no answer within `cache.stale_if_error`"},
 	{Reason: ReasonDBPoolExhausted, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
 		Sentence: "the data source has no free connection; retry later",
-		When:     "admission let the query in but the source's `max_conns` connections were all busy past `queue_timeout`"},
+		When:     "admission let the query in but none of the source's `max_conns` connections came free within its statement timeout (admission keeps queries within `max_conns`, so this takes connections held outside it)"},
 	{Reason: ReasonNoAvailableEndpoint, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
 		Sentence: "the upstream has no endpoint available to take this request",
 		When:     "every endpoint of the upstream is drained"},
