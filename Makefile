@@ -29,7 +29,8 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
-	./internal/loadgen:FuzzExchange:20000
+	./internal/loadgen:FuzzExchange:20000 \
+	./internal/datasource:FuzzPGDecode:10000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
 
@@ -42,7 +43,7 @@ build:
 demo: build
 	./bin/levee demo
 
-## test: install the real services the tests start (etcd), vet (go vet,
+## test: install the real services the tests start (etcd, PostgreSQL), vet (go vet,
 ## staticcheck, gofmt), the whole suite under the race detector, then each
 ## fuzz target briefly.
 test: services vet unit load fuzz

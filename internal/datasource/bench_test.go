@@ -172,3 +172,67 @@ func BenchmarkSQLiteScanBare(b *testing.B) {
 	}
 	reportPerRow(b, sqliteBenchRows, start, &before)
 }
+
+const lookupSetup = `CREATE TABLE orders AS SELECT g AS id, g % 5000 AS customer_id, (g / 100.0)::numeric(12,2) AS total,
+	timestamptz '2025-01-01' + g * interval '1 second' AS created_at FROM generate_series(1, 100000) g;
+CREATE INDEX ON orders (customer_id, created_at DESC, id DESC); ANALYZE orders;`
+
+const lookupSQL = `SELECT id, customer_id, total, created_at FROM orders WHERE customer_id = $1 ORDER BY created_at DESC, id DESC LIMIT 20`
+
+// BenchmarkPostgresLookup is 20-row indexed lookups from 64 goroutines
+// over a pool of 8, each a read-only transaction with its timeout.
+func BenchmarkPostgresLookup(b *testing.B) {
+	pg := testsvc.StartPostgres(b)
+	pg.Exec(b, lookupSetup)
+	src := openPG(b, pg.DSN, Options{MaxConns: 8})
+	ctx := context.Background()
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		c := int64(0)
+		for p.Next() {
+			c++
+			r, err := src.Query(ctx, Query{SQL: lookupSQL, Args: []any{c % 5000}})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for r.Next() {
+			}
+			if err := r.Close(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkPostgresLookupBarePgxpool is the baseline: the same lookups
+// straight through a pgxpool of 8, no transaction.
+func BenchmarkPostgresLookupBarePgxpool(b *testing.B) {
+	pg := testsvc.StartPostgres(b)
+	pg.Exec(b, lookupSetup)
+	src := openPG(b, pg.DSN, Options{MaxConns: 8})
+	pool := src.backend.(*pgSource).pool
+	ctx := context.Background()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		c := int64(0)
+		for p.Next() {
+			c++
+			rows, err := pool.Query(ctx, lookupSQL, c%5000)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for rows.Next() {
+				if _, err := rows.Values(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			rows.Close()
+		}
+	})
+}

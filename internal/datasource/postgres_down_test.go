@@ -108,3 +108,25 @@ func waitAnswers(t testing.TB, s *Source) time.Duration {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPostgresNextDoesNotAllocate pins that Rows adds no allocation per row
+// of its own: small integers and booleans box without allocating, so a
+// row of them costs nothing once the driver has read it.
+func TestPostgresNextDoesNotAllocate(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	src := openPG(t, pg.DSN, Options{MaxConns: 1, StatementTimeout: time.Minute})
+	r, err := src.Query(context.Background(), Query{SQL: "SELECT (g % 200)::int8, g % 2 = 0, NULL::text FROM (SELECT generate_series(1, 100000) AS g) s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	allocs := testing.AllocsPerRun(10000, func() {
+		if !r.Next() {
+			t.Fatal("rows ended early")
+		}
+		_ = r.Values()
+	})
+	if allocs > 0.1 {
+		t.Fatalf("%.2f allocations per row", allocs)
+	}
+}
