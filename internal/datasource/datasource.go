@@ -211,8 +211,9 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 	return s, nil
 }
 
-// Close closes the pool's connections; queries in flight end with an
-// error. Safe to call more than once.
+// Close closes the pool's connections. It waits for queries in flight to
+// end (their deadlines bound that), at most the default statement budget
+// plus the connect timeout; safe to call more than once.
 func (s *Source) Close() { s.backend.close() }
 
 // Stats returns the pool's connection counts.

@@ -148,9 +148,25 @@ func (h *cancelHandler) HandleUnwatchAfterCancel() {
 	_ = h.conn.Conn().SetDeadline(time.Time{})
 }
 
+// close closes the pool. pgxpool's Close waits for every connection in
+// use to come back; queries in flight end by their own deadlines, so the
+// wait is bounded here too: past the longest default budget the pool
+// finishes closing in the background (a Rows never closed would otherwise
+// hold Close forever).
 func (s *pgSource) close() {
-	s.closed.Store(true)
-	s.pool.Close()
+	if s.closed.Swap(true) {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		s.pool.Close()
+		close(done)
+	}()
+	wait := s.opts.StatementTimeout + grace(s.opts.StatementTimeout) + s.opts.ConnectTimeout
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
 }
 
 func (s *pgSource) stats() PoolStats {
@@ -218,7 +234,14 @@ func (s *pgSource) query(ctx context.Context, q Query, timeout time.Duration, r 
 		}
 		args := make([]any, 0, len(q.Args)+1)
 		args = append(args, resultFormats)
-		args = append(args, q.Args...)
+		for _, a := range q.Args {
+			if t, ok := a.(time.Time); ok {
+				// pgx binds a timestamp (without time zone) as the
+				// wall clock of the value's location: make that UTC.
+				a = t.UTC()
+			}
+			args = append(args, a)
+		}
 		rows, err := conn.Conn().Query(qctx, q.SQL, args...)
 		if err != nil {
 			broken := conn.Conn().IsClosed()
@@ -277,9 +300,10 @@ type pgRows struct {
 	qctx   context.Context // the caller's, with the client-side deadline
 	cancel context.CancelFunc
 	cols   []Column
-	decs   []pgDecoder
-	done   bool // the rows ended (complete or with an error)
-	e      error
+	decs      []pgDecoder
+	done      bool // no more rows for the caller (complete, or an error)
+	exhausted bool // the server sent them all (Next returned false)
+	e         error
 }
 
 func (p *pgRows) next(vals []any) bool {
@@ -287,7 +311,7 @@ func (p *pgRows) next(vals []any) bool {
 		return false
 	}
 	if !p.rows.Next() {
-		p.done = true
+		p.done, p.exhausted = true, true
 		if err := p.rows.Err(); err != nil {
 			p.e = classifyPG(p.ctx, p.qctx, err, p.conn.Conn().IsClosed())
 		}
@@ -309,7 +333,7 @@ func (p *pgRows) next(vals []any) bool {
 func (p *pgRows) err() error { return p.e }
 
 func (p *pgRows) close() error {
-	if !p.done {
+	if !p.exhausted {
 		// Rows left: cancel the statement in the database rather than
 		// read the rest of them.
 		p.cancel()
