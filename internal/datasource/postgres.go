@@ -293,13 +293,13 @@ func (s *pgSource) finish(conn *pgxpool.Conn, qctx context.Context, destroy bool
 }
 
 type pgRows struct {
-	src    *pgSource
-	conn   *pgxpool.Conn
-	rows   pgx.Rows
-	ctx    context.Context // the caller's
-	qctx   context.Context // the caller's, with the client-side deadline
-	cancel context.CancelFunc
-	cols   []Column
+	src       *pgSource
+	conn      *pgxpool.Conn
+	rows      pgx.Rows
+	ctx       context.Context // the caller's
+	qctx      context.Context // the caller's, with the client-side deadline
+	cancel    context.CancelFunc
+	cols      []Column
 	decs      []pgDecoder
 	done      bool // no more rows for the caller (complete, or an error)
 	exhausted bool // the server sent them all (Next returned false)
