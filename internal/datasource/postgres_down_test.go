@@ -130,3 +130,43 @@ func TestPostgresNextDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.2f allocations per row", allocs)
 	}
 }
+
+// TestPostgresPoolTimeoutAndClosed: a full pool answers ErrPoolTimeout
+// within the query's budget, not a hang; a closed source ErrClosed.
+func TestPostgresPoolTimeoutAndClosed(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	ctx := context.Background()
+	o := Options{Driver: "postgres", DSN: pg.DSN, MaxConns: 1, ConnectTimeout: 200 * time.Millisecond}
+	src, err := Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	held, err := src.Query(ctx, Query{SQL: "SELECT generate_series(1, 10)", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := src.Stats(); st != (PoolStats{Max: 1, Open: 1, InUse: 1, Idle: 0}) {
+		t.Fatalf("stats with one query open = %+v", st)
+	}
+	start := time.Now()
+	_, err = src.Query(ctx, Query{SQL: "SELECT 1", Timeout: 100 * time.Millisecond})
+	took := time.Since(start)
+	if !errors.Is(err, ErrPoolTimeout) {
+		t.Fatalf("err = %v, want ErrPoolTimeout", err)
+	}
+	if took > time.Second {
+		t.Fatalf("ErrPoolTimeout after %v", took)
+	}
+	// Closed with rows left: the statement is cancelled and its
+	// connection closed, which the pool counts down a moment later.
+	held.Close()
+	waitIdle(t, src)
+	if st := src.Stats(); st.Max != 1 || st.Open > 1 || st.InUse != 0 {
+		t.Fatalf("stats after Close = %+v", st)
+	}
+	src.Close()
+	if _, err := src.Query(ctx, Query{SQL: "SELECT 1"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}
