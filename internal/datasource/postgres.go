@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,6 +60,14 @@ func openPostgres(opts Options) (*pgSource, error) {
 	cc := cfg.ConnConfig
 	cc.ConnectTimeout = opts.ConnectTimeout
 	rp := cc.RuntimeParams
+	// Ours win over a DSN's (whatever their spelling: two spellings of one
+	// setting would both be sent, in map order).
+	for k := range rp {
+		switch strings.ToLower(k) {
+		case "default_transaction_read_only", "datestyle", "intervalstyle", "timezone":
+			delete(rp, k)
+		}
+	}
 	rp["default_transaction_read_only"] = "on"
 	// Text renderings levee passes through (date, interval, the text of
 	// expressions over timestamps) must not depend on the server's or the

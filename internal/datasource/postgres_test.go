@@ -188,6 +188,11 @@ func TestPostgres(t *testing.T) {
 		if fmt.Sprint(before) != fmt.Sprint(after) {
 			t.Fatalf("output changed with the database's TimeZone:\n before %v\n after  %v", before, after)
 		}
+		// Nor does a DSN's own timezone setting.
+		dsnZone := openPG(t, pg.DSN+"&timezone=Asia/Kathmandu&DateStyle=SQL,DMY", Options{MaxConns: 1})
+		if got := collectQuery(t, dsnZone, Query{SQL: "SELECT ts, tstz, tstz::text, tstz::date FROM types WHERE id = 1"}); fmt.Sprint(got) != fmt.Sprint(before) {
+			t.Fatalf("output changed with the DSN's timezone:\n before %v\n after  %v", before, got)
+		}
 		if s := pg.QueryText(t, "SELECT tstz::text FROM types WHERE id = 1"); *s[0][0] == before[0][2] {
 			t.Fatalf("the database's own rendering did not change (%q): the test proves nothing", *s[0][0])
 		}
@@ -305,6 +310,10 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("source timeout: err = %v", err)
 		}
 		waitNoActive(t, pg, "pg_sleep(30)")
+		// A query's own timeout overrides the source's (a long export).
+		if rows := collectQuery(t, short, Query{SQL: "SELECT pg_sleep(0.3), 1", Timeout: 5 * time.Second}); len(rows) != 1 {
+			t.Fatalf("rows = %v", rows)
+		}
 	})
 
 	t.Run("CallerCancelCancelsInDatabase", func(t *testing.T) {
