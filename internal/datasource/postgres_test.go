@@ -416,6 +416,25 @@ func TestPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("TableChangedUnderAPreparedStatement", func(t *testing.T) {
+		one := openPG(t, pg.DSN, Options{MaxConns: 1})
+		pg.Exec(t, "CREATE TABLE changing (id int4, v int4); INSERT INTO changing VALUES (1, 2)")
+		if rows := collectQuery(t, one, Query{SQL: "SELECT * FROM changing"}); fmt.Sprint(rows) != "[[1 2]]" {
+			t.Fatalf("rows = %v", rows)
+		}
+		pg.Exec(t, "ALTER TABLE changing ALTER COLUMN v TYPE text")
+		r, err := one.Query(ctx, Query{SQL: "SELECT * FROM changing"})
+		if err != nil {
+			t.Fatalf("after ALTER TABLE: %v", err)
+		}
+		if c := r.Columns()[1]; c.Type != "text" || c.Kind != KindString {
+			t.Fatalf("column after ALTER TABLE = %+v", c)
+		}
+		if rows := collect(t, r); rows[0][1] != "2" {
+			t.Fatalf("rows = %v", rows)
+		}
+	})
+
 	t.Run("DescribeAndTableColumns", func(t *testing.T) {
 		cols, err := src.Describe(ctx, "SELECT id, n, tstz AS created_at, m, now() FROM types WHERE id = $1 AND t = $2", 2)
 		if err != nil {
