@@ -257,7 +257,7 @@ func classifyPG(ctx, qctx context.Context, err error, broken bool) error {
 		switch code := pgErr.Code; {
 		case code == "57014": // query_canceled: by statement_timeout, or by the cancel our deadline sent
 			return fmt.Errorf("%w: %s", ErrStatementTimeout, pgErr.Message)
-		case code[:2] == "08", code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
+		case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return &QueryError{SQLState: pgErr.Code, Err: err}
