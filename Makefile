@@ -37,6 +37,7 @@ FUZZ_TARGETS := \
 	./internal/dataformat:FuzzCSVRoundTrip:20000 \
 	./internal/dataformat:FuzzNegotiate:30000 \
 	./internal/datacache:FuzzOps:20000 \
+	./internal/datasource:FuzzPGDecode:10000 \
 	./internal/loadgen:FuzzExchange:20000
 
 .PHONY: all build demo test services vet unit load fuzz bench clean
@@ -50,7 +51,7 @@ build:
 demo: build
 	./bin/levee demo
 
-## test: install the real services the tests start (etcd), vet (go vet,
+## test: install the real services the tests start (etcd, PostgreSQL), vet (go vet,
 ## staticcheck, gofmt), the whole suite under the race detector, then each
 ## fuzz target briefly.
 test: services vet unit load fuzz

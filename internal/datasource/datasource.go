@@ -137,6 +137,8 @@ type QueryError struct {
 	SQLState string
 	// Err is the underlying error.
 	Err error
+
+	clientFault bool // an argument the driver could not bind to its placeholder's type
 }
 
 func (e *QueryError) Error() string {
@@ -150,9 +152,10 @@ func (e *QueryError) Unwrap() error { return e.Err }
 
 // ClientFault reports whether the database refused a value the request
 // supplied (SQLSTATE class 22, data exception: out of range, invalid text
-// for the type, division by zero), so the answer is a 400, not a 500.
+// for the type, division by zero), or the driver could not bind it to its
+// placeholder's type, so the answer is a 400, not a 500.
 func (e *QueryError) ClientFault() bool {
-	return len(e.SQLState) == 5 && e.SQLState[:2] == "22"
+	return e.clientFault || len(e.SQLState) == 5 && e.SQLState[:2] == "22"
 }
 
 // Source is one data source's pool. It is safe for concurrent use.
@@ -211,8 +214,9 @@ func Open(ctx context.Context, opts Options) (*Source, error) {
 	return s, nil
 }
 
-// Close closes the pool's connections; queries in flight end with an
-// error. Safe to call more than once.
+// Close closes the pool's connections. It waits for queries in flight to
+// end (their deadlines bound that), at most the default statement budget
+// plus the connect timeout; safe to call more than once.
 func (s *Source) Close() { s.backend.close() }
 
 // Stats returns the pool's connection counts.
@@ -283,7 +287,8 @@ type Rows struct {
 	closed  bool
 }
 
-// Columns returns the result's columns.
+// Columns returns the result's columns. The slice is shared with other
+// queries of the same SQL: do not modify it.
 func (r *Rows) Columns() []Column { return r.cols }
 
 // Next advances to the next row; false at the end of the rows or on an

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,18 +23,19 @@ import (
 // pgSource is a PostgreSQL source: a pgxpool whose every connection holds
 // one of MaxConns socket slots from dial to close.
 //
-// A query is: acquire (bounded), BEGIN READ ONLY and SET LOCAL
-// statement_timeout in one simple-protocol round trip, the statement
-// (extended protocol, prepared once per connection by pgx's statement
-// cache, so the SQL is always exactly one statement), the rows, then
-// ROLLBACK (the transaction wrote nothing; ROLLBACK also ends an aborted
-// one) and release. Sessions also start with default_transaction_read_only
-// on, so nothing outside such a transaction can write either.
+// A query (pgquery.go) is: acquire (bounded), then BEGIN READ ONLY, SET
+// LOCAL statement_timeout, the statement (extended protocol, prepared once
+// per connection, so the SQL is always exactly one statement) and COMMIT
+// pipelined in one round trip, the rows streamed as they arrive, and the
+// release (after a ROLLBACK when the statement failed). Sessions also
+// start with default_transaction_read_only on, so nothing outside such a
+// transaction can write either.
 type pgSource struct {
 	opts   Options
 	pool   *pgxpool.Pool
 	slots  chan struct{} // one token per open socket (cancel requests excepted)
 	closed atomic.Bool
+	states sync.Map // *pgx.Conn -> *pgConnState, dropped when the connection closes
 
 	mu        sync.Mutex
 	typeNames map[uint32]string // names of types pgx does not know, from pg_type
@@ -59,6 +61,14 @@ func openPostgres(opts Options) (*pgSource, error) {
 	cc := cfg.ConnConfig
 	cc.ConnectTimeout = opts.ConnectTimeout
 	rp := cc.RuntimeParams
+	// Ours win over a DSN's (whatever their spelling: two spellings of one
+	// setting would both be sent, in map order).
+	for k := range rp {
+		switch strings.ToLower(k) {
+		case "default_transaction_read_only", "datestyle", "intervalstyle", "timezone":
+			delete(rp, k)
+		}
+	}
 	rp["default_transaction_read_only"] = "on"
 	// Text renderings levee passes through (date, interval, the text of
 	// expressions over timestamps) must not depend on the server's or the
@@ -96,6 +106,7 @@ func openPostgres(opts Options) (*pgSource, error) {
 		_ = s.cacheTypeNames(ctx, c, "SELECT oid::int8, typname::text FROM pg_catalog.pg_type WHERE oid >= 16384 ORDER BY oid LIMIT "+strconv.Itoa(maxTypeNames))
 		return nil
 	}
+	cfg.BeforeClose = func(c *pgx.Conn) { s.states.Delete(c) }
 	// pgxpool pings a connection idle over a second before handing it out
 	// (its default): one that died with a restarted database is dropped
 	// there instead of failing a query.
@@ -148,9 +159,25 @@ func (h *cancelHandler) HandleUnwatchAfterCancel() {
 	_ = h.conn.Conn().SetDeadline(time.Time{})
 }
 
+// close closes the pool. pgxpool's Close waits for every connection in
+// use to come back; queries in flight end by their own deadlines, so the
+// wait is bounded here too: past the longest default budget the pool
+// finishes closing in the background (a Rows never closed would otherwise
+// hold Close forever).
 func (s *pgSource) close() {
-	s.closed.Store(true)
-	s.pool.Close()
+	if s.closed.Swap(true) {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		s.pool.Close()
+		close(done)
+	}()
+	wait := s.opts.StatementTimeout + grace(s.opts.StatementTimeout) + s.opts.ConnectTimeout
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
 }
 
 func (s *pgSource) stats() PoolStats {
@@ -195,57 +222,6 @@ func (s *pgSource) acquire(ctx context.Context, budget time.Duration) (*pgxpool.
 	return nil, classifyPG(ctx, nil, err, true)
 }
 
-func (s *pgSource) query(ctx context.Context, q Query, timeout time.Duration, r *Rows) error {
-	budget := timeout + grace(timeout)
-	begin := beginSQL(timeout)
-	// A connection that died with a restarted database fails its BEGIN;
-	// nothing has run, so take another (bounded: the pool has MaxConns).
-	for attempt := 0; ; attempt++ {
-		conn, err := s.acquire(ctx, budget)
-		if err != nil {
-			return err
-		}
-		qctx, cancel := context.WithTimeout(ctx, budget)
-		err = conn.Conn().PgConn().Exec(qctx, begin).Close()
-		if err != nil {
-			broken := conn.Conn().IsClosed()
-			s.finish(conn, qctx, true)
-			cancel()
-			if broken && ctx.Err() == nil && attempt < s.opts.MaxConns {
-				continue
-			}
-			return classifyPG(ctx, qctx, err, broken)
-		}
-		args := make([]any, 0, len(q.Args)+1)
-		args = append(args, resultFormats)
-		args = append(args, q.Args...)
-		rows, err := conn.Conn().Query(qctx, q.SQL, args...)
-		if err != nil {
-			broken := conn.Conn().IsClosed()
-			s.finish(conn, qctx, false)
-			cancel()
-			return classifyPG(ctx, qctx, err, broken)
-		}
-		fields := rows.FieldDescriptions()
-		p := &pgRows{src: s, conn: conn, rows: rows, ctx: ctx, qctx: qctx, cancel: cancel, decs: make([]pgDecoder, len(fields))}
-		r.cols = make([]Column, len(fields))
-		for i, f := range fields {
-			name, kind, dec := s.typeOf(conn.Conn().TypeMap(), f.DataTypeOID, f.Format)
-			r.cols[i] = Column{Name: f.Name, Type: name, Kind: kind}
-			p.decs[i] = dec
-		}
-		p.cols = r.cols
-		r.vals = make([]any, len(fields))
-		r.impl = p
-		return nil
-	}
-}
-
-func beginSQL(timeout time.Duration) string {
-	ms := (timeout + time.Millisecond - 1) / time.Millisecond // round up: 0 would mean none
-	return "BEGIN READ ONLY; SET LOCAL statement_timeout = " + strconv.FormatInt(int64(ms), 10)
-}
-
 // finish ends the transaction and returns the connection, or closes it
 // when the query's context ended while it was in use (see cancelHandler)
 // or the transaction cannot be ended.
@@ -269,58 +245,6 @@ func (s *pgSource) finish(conn *pgxpool.Conn, qctx context.Context, destroy bool
 	conn.Release() // a closed connection is destroyed, not pooled
 }
 
-type pgRows struct {
-	src    *pgSource
-	conn   *pgxpool.Conn
-	rows   pgx.Rows
-	ctx    context.Context // the caller's
-	qctx   context.Context // the caller's, with the client-side deadline
-	cancel context.CancelFunc
-	cols   []Column
-	decs   []pgDecoder
-	done   bool // the rows ended (complete or with an error)
-	e      error
-}
-
-func (p *pgRows) next(vals []any) bool {
-	if p.done {
-		return false
-	}
-	if !p.rows.Next() {
-		p.done = true
-		if err := p.rows.Err(); err != nil {
-			p.e = classifyPG(p.ctx, p.qctx, err, p.conn.Conn().IsClosed())
-		}
-		return false
-	}
-	raw := p.rows.RawValues()
-	for i, b := range raw {
-		v, err := p.decs[i].decode(b)
-		if err != nil {
-			p.done = true
-			p.e = &QueryError{Err: fmt.Errorf("column %q (%s): %w", p.cols[i].Name, p.cols[i].Type, err)}
-			return false
-		}
-		vals[i] = v
-	}
-	return true
-}
-
-func (p *pgRows) err() error { return p.e }
-
-func (p *pgRows) close() error {
-	if !p.done {
-		// Rows left: cancel the statement in the database rather than
-		// read the rest of them.
-		p.cancel()
-	}
-	p.rows.Close()
-	s := p.src
-	s.finish(p.conn, p.qctx, p.e != nil && p.conn.Conn().IsClosed())
-	p.cancel()
-	return nil
-}
-
 // classifyPG sorts a PostgreSQL error into the package's errors. qctx is
 // the statement's context (nil before it began); broken says the
 // connection closed with the error.
@@ -333,7 +257,7 @@ func classifyPG(ctx, qctx context.Context, err error, broken bool) error {
 		switch code := pgErr.Code; {
 		case code == "57014": // query_canceled: by statement_timeout, or by the cancel our deadline sent
 			return fmt.Errorf("%w: %s", ErrStatementTimeout, pgErr.Message)
-		case code[:2] == "08", code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
+		case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return &QueryError{SQLState: pgErr.Code, Err: err}

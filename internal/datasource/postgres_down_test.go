@@ -108,3 +108,65 @@ func waitAnswers(t testing.TB, s *Source) time.Duration {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPostgresNextDoesNotAllocate pins that Rows adds no allocation per row
+// of its own: small integers and booleans box without allocating, so a
+// row of them costs nothing once the driver has read it.
+func TestPostgresNextDoesNotAllocate(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	src := openPG(t, pg.DSN, Options{MaxConns: 1, StatementTimeout: time.Minute})
+	r, err := src.Query(context.Background(), Query{SQL: "SELECT (g % 200)::int8, g % 2 = 0, NULL::text FROM (SELECT generate_series(1, 100000) AS g) s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	allocs := testing.AllocsPerRun(10000, func() {
+		if !r.Next() {
+			t.Fatal("rows ended early")
+		}
+		_ = r.Values()
+	})
+	if allocs > 0.1 {
+		t.Fatalf("%.2f allocations per row", allocs)
+	}
+}
+
+// TestPostgresPoolTimeoutAndClosed: a full pool answers ErrPoolTimeout
+// within the query's budget, not a hang; a closed source ErrClosed.
+func TestPostgresPoolTimeoutAndClosed(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	ctx := context.Background()
+	o := Options{Driver: "postgres", DSN: pg.DSN, MaxConns: 1, ConnectTimeout: 200 * time.Millisecond}
+	src, err := Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	held, err := src.Query(ctx, Query{SQL: "SELECT generate_series(1, 10)", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := src.Stats(); st != (PoolStats{Max: 1, Open: 1, InUse: 1, Idle: 0}) {
+		t.Fatalf("stats with one query open = %+v", st)
+	}
+	start := time.Now()
+	_, err = src.Query(ctx, Query{SQL: "SELECT 1", Timeout: 100 * time.Millisecond})
+	took := time.Since(start)
+	if !errors.Is(err, ErrPoolTimeout) {
+		t.Fatalf("err = %v, want ErrPoolTimeout", err)
+	}
+	if took > time.Second {
+		t.Fatalf("ErrPoolTimeout after %v", took)
+	}
+	// Closed with rows left: the statement is cancelled and its
+	// connection closed, which the pool counts down a moment later.
+	held.Close()
+	waitIdle(t, src)
+	if st := src.Stats(); st.Max != 1 || st.Open > 1 || st.InUse != 0 {
+		t.Fatalf("stats after Close = %+v", st)
+	}
+	src.Close()
+	if _, err := src.Query(ctx, Query{SQL: "SELECT 1"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+}

@@ -188,6 +188,11 @@ func TestPostgres(t *testing.T) {
 		if fmt.Sprint(before) != fmt.Sprint(after) {
 			t.Fatalf("output changed with the database's TimeZone:\n before %v\n after  %v", before, after)
 		}
+		// Nor does a DSN's own timezone setting.
+		dsnZone := openPG(t, pg.DSN+"&timezone=Asia/Kathmandu&DateStyle=SQL,DMY", Options{MaxConns: 1})
+		if got := collectQuery(t, dsnZone, Query{SQL: "SELECT ts, tstz, tstz::text, tstz::date FROM types WHERE id = 1"}); fmt.Sprint(got) != fmt.Sprint(before) {
+			t.Fatalf("output changed with the DSN's timezone:\n before %v\n after  %v", before, got)
+		}
 		if s := pg.QueryText(t, "SELECT tstz::text FROM types WHERE id = 1"); *s[0][0] == before[0][2] {
 			t.Fatalf("the database's own rendering did not change (%q): the test proves nothing", *s[0][0])
 		}
@@ -305,6 +310,10 @@ func TestPostgres(t *testing.T) {
 			t.Fatalf("source timeout: err = %v", err)
 		}
 		waitNoActive(t, pg, "pg_sleep(30)")
+		// A query's own timeout overrides the source's (a long export).
+		if rows := collectQuery(t, short, Query{SQL: "SELECT pg_sleep(0.3), 1", Timeout: 5 * time.Second}); len(rows) != 1 {
+			t.Fatalf("rows = %v", rows)
+		}
 	})
 
 	t.Run("CallerCancelCancelsInDatabase", func(t *testing.T) {
@@ -404,6 +413,25 @@ func TestPostgres(t *testing.T) {
 		}
 		if st := capped.Stats(); st.Max != maxConns || st.InUse != 0 {
 			t.Fatalf("stats after = %+v", st)
+		}
+	})
+
+	t.Run("TableChangedUnderAPreparedStatement", func(t *testing.T) {
+		one := openPG(t, pg.DSN, Options{MaxConns: 1})
+		pg.Exec(t, "CREATE TABLE changing (id int4, v int4); INSERT INTO changing VALUES (1, 2)")
+		if rows := collectQuery(t, one, Query{SQL: "SELECT * FROM changing"}); fmt.Sprint(rows) != "[[1 2]]" {
+			t.Fatalf("rows = %v", rows)
+		}
+		pg.Exec(t, "ALTER TABLE changing ALTER COLUMN v TYPE text")
+		r, err := one.Query(ctx, Query{SQL: "SELECT * FROM changing"})
+		if err != nil {
+			t.Fatalf("after ALTER TABLE: %v", err)
+		}
+		if c := r.Columns()[1]; c.Type != "text" || c.Kind != KindString {
+			t.Fatalf("column after ALTER TABLE = %+v", c)
+		}
+		if rows := collect(t, r); rows[0][1] != "2" {
+			t.Fatalf("rows = %v", rows)
 		}
 	})
 

@@ -186,7 +186,7 @@ func sqliteValue(kind string, v any) (any, error) {
 			return t.UTC().Format(time.DateOnly), nil
 		}
 	case KindTimestamp:
-		if t, ok := v.(time.Time); ok {
+		if t, ok := v.(time.Time); ok && t.Location() != time.UTC {
 			return t.UTC(), nil
 		}
 	case KindUUID:
@@ -207,7 +207,7 @@ func sqliteValue(kind string, v any) (any, error) {
 			return json.RawMessage(j), nil
 		}
 	}
-	if t, ok := v.(time.Time); ok {
+	if t, ok := v.(time.Time); ok && t.Location() != time.UTC {
 		return t.UTC(), nil
 	}
 	return v, nil
