@@ -47,7 +47,8 @@ all: build
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
 
-## demo: start levee with three built-in demo upstreams (no outside services).
+## demo: start levee with three built-in demo upstreams and an embedded SQLite
+## data API (no outside services).
 demo: build
 	./bin/levee demo
 
