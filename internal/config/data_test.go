@@ -127,6 +127,8 @@ func TestDataConfigRejects(t *testing.T) {
 		{"dsn and dsn_file", "    driver: postgres\n", "    driver: postgres\n    dsn: postgres://x\n", "data_sources.sales.dsn_file: give dsn or dsn_file, not both"},
 		{"sqlite without path", "    driver: sqlite\n    path: ", "    driver: sqlite\n    dsn: ", "data_sources.local.dsn: only applies to driver postgres"},
 		{"bad driver", "driver: sqlite", "driver: mysql", `data_sources.local.driver: must be one of "postgres", "sqlite"`},
+		{"dsn that does not parse", "    driver: postgres\n    dsn_file: ", "    driver: postgres\n    dsn: \"postgres://u:secret@[::1\"\n    x_file: ",
+			"data_sources.sales.dsn: postgres dsn: "},
 		{"format", "formats: [json, ndjson, csv]", "formats: [json, xml]", `routes[0].data.formats[1]: must be one of json, ndjson, csv, got "xml"`},
 		{"page default over max", "default: 100, max: 1000}\n      limits", "default: 100, max: 10}\n      limits", "routes[0].data.page.default: must be at most max (10), got 100"},
 		{"cache without ttl", "cache: {ttl: 30s, stale_if_error: 10m}", "cache: {stale_if_error: 10m}", "routes[0].data.cache.ttl: required"},

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/datasource"
 	"gopkg.in/yaml.v3"
 )
 
@@ -78,6 +79,18 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 		}
 		if f["path"] == nil {
 			p.add(n, key(path, "path"), "required for driver sqlite: the database file")
+		}
+	}
+	if f["driver"] != nil && !bad["driver"] && d.Target() != "" {
+		if err := datasource.Check(d.Driver, d.Target()); err != nil {
+			field := "path"
+			if d.Driver == DriverPostgres {
+				field = "dsn"
+				if d.DSNFile != "" {
+					field = "dsn_file"
+				}
+			}
+			p.add(f[field], key(path, field), "%v", err)
 		}
 	}
 	var l *Limits

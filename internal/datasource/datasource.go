@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Defaults applied by Open to the zero values of Options.
@@ -180,6 +182,23 @@ type rowsImpl interface {
 	next(vals []any) bool
 	err() error
 	close() error
+}
+
+// Check reports what Open would refuse in a driver and its DSN (a
+// postgres DSN that does not parse, a sqlite path in URI form), without
+// building anything: the configuration calls it, so that `levee validate`
+// refuses what `levee run` refuses. Errors do not echo a password.
+func Check(driver, dsn string) error {
+	switch driver {
+	case "postgres":
+		if _, err := pgxpool.ParseConfig(dsn); err != nil {
+			return fmt.Errorf("postgres dsn: %w", err)
+		}
+		return nil
+	case "sqlite":
+		return checkSQLitePath(dsn)
+	}
+	return fmt.Errorf("unknown driver %q (postgres or sqlite)", driver)
 }
 
 // Open validates opts and builds the source's pool without connecting: a

@@ -27,8 +27,8 @@ type sqliteSource struct {
 }
 
 func openSQLite(opts Options) (*sqliteSource, error) {
-	if opts.DSN == "" || strings.HasPrefix(opts.DSN, "file:") || strings.Contains(opts.DSN, "?") {
-		return nil, fmt.Errorf("datasource: sqlite path %q: want a plain file path", opts.DSN)
+	if err := checkSQLitePath(opts.DSN); err != nil {
+		return nil, fmt.Errorf("datasource: %w", err)
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
@@ -42,6 +42,15 @@ func openSQLite(opts Options) (*sqliteSource, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	return &sqliteSource{opts: opts, db: db}, nil
+}
+
+// checkSQLitePath refuses a path levee would not open as a plain file:
+// empty, in URI form, or with a query that could change how it is opened.
+func checkSQLitePath(path string) error {
+	if path == "" || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return fmt.Errorf("sqlite path %q: want a plain file path (no file: URI, no ?)", path)
+	}
+	return nil
 }
 
 func (s *sqliteSource) close() { _ = s.db.Close() }
