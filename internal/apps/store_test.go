@@ -37,7 +37,10 @@ func open(t *testing.T, path string, logs *bytes.Buffer) *Store {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "apps.db")
 	}
-	o := Options{Path: path, Now: (&testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).now}
+	// The query timeout is not what these tests test: a long one keeps a
+	// write of a thousand apps from timing out on a machine busy with
+	// other test processes (TestListCapsPageSize did, at 8.4 s).
+	o := Options{Path: path, Now: (&testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).now, QueryTimeout: time.Minute}
 	if logs != nil {
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
