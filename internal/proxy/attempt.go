@@ -106,6 +106,13 @@ func (f *forwarding) body(r *http.Request) (io.ReadCloser, int64) {
 // replayBody is a buffered body sent again.
 func replayBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
 
+// isRefusal reports whether err is a forwarder's own answer. Forwarders
+// return an *upstream.Refusal unwrapped (see its doc).
+func isRefusal(err error) bool {
+	_, ok := err.(*upstream.Refusal)
+	return ok
+}
+
 // isTooLarge reports whether err is the route's body limit (the client's
 // body was longer than max_body_bytes).
 func isTooLarge(err error) bool {
@@ -163,7 +170,10 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 		a.res.client = true
 	case isTooLarge(err):
 		a.res.client, a.cause = true, err
-	case errors.As(err, &a.res.refusal):
+	case isRefusal(err):
+		// Asserted, not errors.As'd: taking a.res.refusal's address for
+		// errors.As would move every attempt to the heap.
+		a.res.refusal = err.(*upstream.Refusal)
 	default:
 		a.res.fail = classifyFailure(a.ctx, err)
 		if errors.Is(err, errPerTryTimeout) {

@@ -54,18 +54,17 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkHandler isolates levee's own cost: ServeHTTP called directly
-// (no client, no front server) against a canned upstream that parses
-// nothing and allocates nothing per request, so allocs/op are the request
-// path's own.
-func BenchmarkHandler(b *testing.B) {
+// cannedUpstream serves one canned 64-byte answer per request head on a
+// loopback port, parsing nothing and allocating nothing per request, so
+// that allocations counted around the handler are the request path's own.
+func cannedUpstream(tb testing.TB) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
+	tb.Cleanup(func() { ln.Close(); wg.Wait() })
 	const answer = "HTTP/1.1 200 OK\r\nContent-Length: 64\r\nContent-Type: text/plain\r\nDate: Mon, 30 Nov 2026 20:00:00 GMT\r\n\r\n" +
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 	wg.Add(1)
@@ -94,52 +93,101 @@ func BenchmarkHandler(b *testing.B) {
 			}()
 		}
 	}()
-	for _, bc := range []struct {
-		name string
-		std  bool
-		auth bool // an api_key route, 100,000 apps, a rate limit that admits all
-	}{{"fast", false, false}, {"std", true, false}, {"fast+auth+ratelimit", false, true}} {
-		b.Run(bc.name, func(b *testing.B) {
-			reg := prometheus.NewRegistry()
-			m, _ := NewMetrics(reg)
-			tr := upstream.NewTransport(defaultOpts())
-			defer tr.Close()
-			ep := endpoint.New(ln.Addr().String(), 1)
-			up := (&Upstream{Name: "up", Transport: tr}).WithBalance(&Balance{Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
-			if bc.std {
-				up.Transport = tr.Standard()
-			}
-			rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
-			var key []string
-			if bc.auth {
-				rt.Auth = AuthAPIKey
-				key = []string{benchKey(7)}
-			}
-			h, _ := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
-			if bc.auth {
-				apps, keys := benchApps(b, 100_000)
-				apps[7].Limit = ratelimit.Policy{Rate: mustRate(b, 1e9, 1e9)}
-				h.SwapApps(NewApps(apps, mustIndex(b, keys), nil))
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			req := httptest.NewRequest(http.MethodGet, "/bench?x=1", nil).WithContext(ctx)
-			req.RemoteAddr = "192.0.2.1:1234"
-			req.Header.Set("Accept", "*/*")
-			req.Header.Set("User-Agent", "wrk")
-			w := &benchWriter{h: http.Header{}}
+	return ln.Addr().String()
+}
+
+// handlerCase is one way through the request path that BenchmarkHandler
+// measures and TestHandlerAllocations holds to its allocation budget.
+type handlerCase struct {
+	name   string
+	std    bool // net/http's transport instead of the fast path
+	auth   bool // an api_key route, 100,000 apps, a rate limit that admits all
+	// allocs is the budget, allocations per request; 0: not held to one
+	// (net/http's transport allocates per request on its own account,
+	// differently by Go version and under the race detector).
+	allocs int
+}
+
+var handlerCases = []handlerCase{
+	{"fast", false, false, 15}, {"std", true, false, 0}, {"fast+auth+ratelimit", false, true, 19},
+}
+
+// handlerServe builds a handler for c against the upstream at addr and
+// returns a function serving one request through it (failing tb on any
+// status but 200). Everything it builds is released in tb's cleanup.
+func handlerServe(tb testing.TB, addr string, c handlerCase) func() {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	m, _ := NewMetrics(reg)
+	tr := upstream.NewTransport(defaultOpts())
+	tb.Cleanup(tr.Close)
+	ep := endpoint.New(addr, 1)
+	up := (&Upstream{Name: "up", Transport: tr}).WithBalance(&Balance{Endpoints: []*endpoint.Endpoint{ep}, Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
+	if c.std {
+		up.Transport = tr.Standard()
+	}
+	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
+	var key []string
+	if c.auth {
+		rt.Auth = AuthAPIKey
+		key = []string{benchKey(7)}
+	}
+	h, _ := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), Options{Metrics: m})
+	if c.auth {
+		apps, keys := benchApps(tb, 100_000)
+		apps[7].Limit = ratelimit.Policy{Rate: mustRate(tb, 1e9, 1e9)}
+		h.SwapApps(NewApps(apps, mustIndex(tb, keys), nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	req := httptest.NewRequest(http.MethodGet, "/bench?x=1", nil).WithContext(ctx)
+	req.RemoteAddr = "192.0.2.1:1234"
+	req.Header.Set("Accept", "*/*")
+	req.Header.Set("User-Agent", "wrk")
+	w := &benchWriter{h: http.Header{}}
+	return func() {
+		clear(w.h)
+		if key != nil {
+			req.Header["X-Api-Key"] = key // the handler hides it from the upstream
+		}
+		h.ServeHTTP(w, req)
+		if w.code != 200 {
+			tb.Fatalf("status %d", w.code)
+		}
+	}
+}
+
+// BenchmarkHandler isolates levee's own cost: ServeHTTP called directly
+// (no client, no front server) against a canned upstream, so allocs/op
+// are the request path's own.
+func BenchmarkHandler(b *testing.B) {
+	addr := cannedUpstream(b)
+	for _, c := range handlerCases {
+		b.Run(c.name, func(b *testing.B) {
+			serve := handlerServe(b, addr, c)
 			b.ReportAllocs()
 			for b.Loop() {
-				clear(w.h)
-				if key != nil {
-					req.Header["X-Api-Key"] = key // the handler hides it from the upstream
-				}
-				h.ServeHTTP(w, req)
-				if w.code != 200 {
-					b.Fatalf("status %d", w.code)
-				}
+				serve()
 			}
 		})
+	}
+}
+
+// TestHandlerAllocations holds each way through the request path to its
+// allocation budget (BenchmarkHandler's figures), so that a change that
+// adds an allocation per request (an attempt moved to the heap, a closure
+// per request) fails here, not only in a benchmark nobody reran.
+func TestHandlerAllocations(t *testing.T) {
+	addr := cannedUpstream(t)
+	for _, c := range handlerCases {
+		if c.allocs == 0 {
+			continue
+		}
+		serve := handlerServe(t, addr, c)
+		serve() // the pooled connection, the metrics' children
+		if got := testing.AllocsPerRun(200, serve); got > float64(c.allocs) {
+			t.Errorf("%s: %.1f allocations per request, budget %d", c.name, got, c.allocs)
+		}
 	}
 }
 

@@ -8,7 +8,7 @@ import "time"
 // down) rather than an endpoint that failed to answer. The request path
 // writes it with its reason's status and JSON body (proxy's reason table
 // must have a row for every Reason a forwarder returns) and never retries
-// it.
+// it. A forwarder returns it unwrapped: the request path type-asserts it.
 type Refusal struct {
 	// Reason is the stable snake_case code of levee's refusal table.
 	Reason string
