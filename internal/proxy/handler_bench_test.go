@@ -99,9 +99,9 @@ func cannedUpstream(tb testing.TB) string {
 // handlerCase is one way through the request path that BenchmarkHandler
 // measures and TestHandlerAllocations holds to its allocation budget.
 type handlerCase struct {
-	name   string
-	std    bool // net/http's transport instead of the fast path
-	auth   bool // an api_key route, 100,000 apps, a rate limit that admits all
+	name string
+	std  bool // net/http's transport instead of the fast path
+	auth bool // an api_key route, 100,000 apps, a rate limit that admits all
 	// allocs is the budget, allocations per request; 0: not held to one
 	// (net/http's transport allocates per request on its own account,
 	// differently by Go version and under the race detector).
