@@ -25,6 +25,14 @@ INSERT INTO items VALUES
   (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
   (3, -3, -9007199254740991, -0.5, -1e300, '', false, '2024-02-29', '1999-12-31 23:59:59Z',
    '00000000-0000-0000-0000-000000000000', '"s"', '\x');
+CREATE TABLE people (id int4 PRIMARY KEY, name text, city text, born date, score numeric, active bool,
+  joined timestamptz, ref uuid);
+INSERT INTO people VALUES
+  (1, 'Ana', 'Lisboa', '1990-05-01', 12.5, true, '2025-01-01 00:00:00+00', '11111111-1111-1111-1111-111111111111'),
+  (2, 'Zoë', 'Zürich', '1985-12-31', 99999999999999999999.5, false, '2025-06-30 23:00:00-02', '22222222-2222-2222-2222-222222222222'),
+  (3, 'O''Brien 100%', NULL, NULL, -1, NULL, NULL, NULL),
+  (4, 'an_a', 'Lisboa', '2000-02-29', 0, true, '2024-12-31 23:59:59.999+00', '33333333-3333-3333-3333-333333333333'),
+  (5, NULL, 'Oslo', '1970-01-01', 7, false, '1999-01-01 12:00:00+09', '44444444-4444-4444-4444-444444444444');
 CREATE TABLE orders (id int8 PRIMARY KEY, customer_id int8 NOT NULL, total numeric NOT NULL, created_at timestamptz NOT NULL);
 INSERT INTO orders SELECT g, 1 + g % 5, g * 1.5, timestamptz '2025-01-01' + g * interval '1 hour' FROM generate_series(1, 200) g;
 `
@@ -73,6 +81,22 @@ routes:
         customer_id: {type: int64, required: true, min: 1}
       page: {keyset: [created_at, id], default: 10, max: 100}
       cache: {ttl: 1ms, stale_if_error: 1h}
+  - name: people
+    match: {path_prefix: /v1/people}
+    data:
+      source: sales
+      table: people
+      columns: [id, name, city, born, score, active, joined, ref]
+      filters:
+        id: [eq, neq, lt, lte, gt, gte, in]
+        name: [eq, like, is]
+        city: [eq, neq, in, is]
+        born: [lt, gte]
+        score: [gt, lte, eq]
+        active: [is, eq]
+        joined: [gte, lt]
+        ref: [eq]
+      order: [id]
   - name: slow
     match: {path_prefix: /v1/slow}
     data:
@@ -146,6 +170,71 @@ func TestDataRouteOverPostgres(t *testing.T) {
 		}
 		if n := pg.QueryText(t, "SELECT count(*) FROM items"); *n[0][0] != "3" {
 			t.Errorf("items has %s rows", *n[0][0])
+		}
+	})
+
+	t.Run("every operator answers as the database does", func(t *testing.T) {
+		for _, c := range []struct{ query, where string }{
+			{"id=eq.2", "id = 2"},
+			{"id=neq.2", "id <> 2"},
+			{"id=lt.3", "id < 3"},
+			{"id=lte.3", "id <= 3"},
+			{"id=gt.3", "id > 3"},
+			{"id=gte.3&id=lt.5", "id >= 3 AND id < 5"},
+			{"id=in.(1,3,5)", "id IN (1, 3, 5)"},
+			{"name=eq.Zoë", "name = 'Zoë'"},
+			{"name=like.*100%25", `name LIKE '%100\%'`},
+			{"name=like.an_*", `name LIKE 'an\_%'`},
+			{"name=is.null", "name IS NULL"},
+			{"city=neq.Lisboa", "city <> 'Lisboa'"},
+			{"city=in.(Lisboa,Zürich)", "city IN ('Lisboa', 'Zürich')"},
+			{"city=is.null", "city IS NULL"},
+			{"born=lt.1990-01-01", "born < '1990-01-01'"},
+			{"born=gte.2000-02-29", "born >= '2000-02-29'"},
+			{"score=gt.99999999999999999999", "score > 99999999999999999999"},
+			{"score=lte.0", "score <= 0"},
+			{"score=eq.12.5", "score = 12.5"},
+			{"active=is.true", "active IS TRUE"},
+			{"active=is.false", "active IS FALSE"},
+			{"active=eq.false", "active = false"},
+			{"joined=gte.2025-01-01T00:00:00Z", "joined >= '2025-01-01T00:00:00Z'"},
+			{"joined=lt.2025-01-01T09:00:00%2B09:00", "joined < '2025-01-01T09:00:00+09:00'"},
+			{"ref=eq.22222222-2222-2222-2222-222222222222", "ref = '22222222-2222-2222-2222-222222222222'"},
+		} {
+			var want []string
+			for _, row := range pg.QueryText(t, "SELECT id FROM people WHERE "+c.where+" ORDER BY id") {
+				want = append(want, *row[0])
+			}
+			status, _, body := dataGet(t, h, "/v1/people?"+c.query, "application/x-ndjson")
+			if status != 200 {
+				t.Errorf("?%s: %d %s", c.query, status, body)
+				continue
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+				if line == "" {
+					continue
+				}
+				var r map[string]any
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("?%s: %q: %v", c.query, line, err)
+				}
+				got = append(got, fmt.Sprint(r["id"]))
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("?%s: ids %v, the database's WHERE %s: %v", c.query, got, c.where, want)
+			}
+		}
+		// The same row in the three formats.
+		_, _, j := dataGet(t, h, "/v1/people?id=eq.2", "application/json")
+		_, _, n := dataGet(t, h, "/v1/people?id=eq.2", "application/x-ndjson")
+		_, _, c := dataGet(t, h, "/v1/people?id=eq.2", "text/csv")
+		wantRow := `{"id":2,"name":"Zoë","city":"Zürich","born":"1985-12-31","score":"99999999999999999999.5","active":false,"joined":"2025-07-01T01:00:00Z","ref":"22222222-2222-2222-2222-222222222222"}`
+		if !strings.Contains(string(j), wantRow) || strings.TrimSpace(string(n)) != wantRow {
+			t.Errorf("JSON %s\nNDJSON %s\nwant the row %s", j, n, wantRow)
+		}
+		if want := "id,name,city,born,score,active,joined,ref\r\n2,Zoë,Zürich,1985-12-31,99999999999999999999.5,false,2025-07-01T01:00:00Z,22222222-2222-2222-2222-222222222222\r\n"; string(c) != want {
+			t.Errorf("CSV %q, want %q", c, want)
 		}
 	})
 
