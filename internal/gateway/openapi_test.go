@@ -373,7 +373,7 @@ func TestOpenAPIOverPostgres(t *testing.T) {
 	row := dig(doc, "components", "schemas", "items.row")
 	expectJSON(t, "items columns", dig(row, "required"), `["id","small","big","price","ratio","name","active","day","at","ref","meta","blob"]`)
 	for col, want := range map[string]string{
-		"id": `{"description":"int64 (database type int8): a JSON number within ±2^53, a decimal string beyond; null for NULL.","format":"int64","pattern":"^-?[0-9]+$","type":["integer","string","null"],"x-levee-db-type":"int8"}`,
+		"id":    `{"description":"int64 (database type int8): a JSON number within ±2^53, a decimal string beyond; null for NULL.","format":"int64","pattern":"^-?[0-9]+$","type":["integer","string","null"],"x-levee-db-type":"int8"}`,
 		"small": `"int2"`, "price": `"numeric"`, "ratio": `"float8"`, "day": `"date"`, "at": `"timestamptz"`, "ref": `"uuid"`, "meta": `"jsonb"`, "blob": `"bytea"`,
 	} {
 		got := dig(row, "properties", col)
