@@ -10,8 +10,9 @@
 // "x-levee-path-prefix": true on its path item, and the operation's
 // description says the route takes every path below it. Two routes with
 // the same prefix and method (on different hosts) cannot share a path
-// key: the later one is written under "<prefix>#<route name>", with
-// "x-levee-path" giving the real prefix.
+// key: the later one is written under "<prefix>#<route name>". A brace,
+// which OpenAPI would read as a path template, is written %7B or %7D.
+// Whenever the key is not the prefix itself, "x-levee-path" gives it.
 //
 // Check verifies a rendered document against the rules of OpenAPI 3.1
 // that can be checked without its JSON Schema (fixed fields, response

@@ -220,8 +220,8 @@ func checkRoute(rt *Route) error {
 	switch {
 	case rt.Name == "" || strings.ContainsAny(rt.Name, "#/{}") || !componentName(rt.Name):
 		return errors.New("name must be 1 or more of A-Z a-z 0-9 . - _")
-	case !strings.HasPrefix(rt.PathPrefix, "/") || strings.ContainsAny(rt.PathPrefix, "{}#"):
-		return fmt.Errorf("path_prefix %q must start with / and hold no { } #", rt.PathPrefix)
+	case !strings.HasPrefix(rt.PathPrefix, "/") || strings.ContainsRune(rt.PathPrefix, '#'):
+		return fmt.Errorf("path_prefix %q must start with / and hold no #", rt.PathPrefix)
 	case rt.Methods != nil && len(rt.Methods) == 0:
 		return errors.New("methods: empty (nil means any)")
 	}
@@ -326,10 +326,13 @@ func (r *renderer) route(paths *obj, rt *Route) {
 			others = append(others, m)
 		}
 	}
-	key := rt.PathPrefix
+	// Braces would read as a path template: they are written
+	// percent-encoded, as a request's path carries them in the normal form
+	// levee routes on (package urlpath keeps { and } escaped).
+	key := strings.NewReplacer("{", "%7B", "}", "%7D").Replace(rt.PathPrefix)
 	for _, m := range ops {
 		if _, clash := r.taken[key+" "+m]; clash {
-			key = rt.PathPrefix + "#" + rt.Name
+			key += "#" + rt.Name
 			break
 		}
 	}

@@ -39,6 +39,7 @@ func sample() Document {
 	return Document{Description: "test", Routes: []Route{
 		{Name: "shop", Host: "api.example.com", PathPrefix: "/shop", Auth: AuthAPIKey, Upstream: "shop", Refusals: bad400},
 		{Name: "shop-eu", Host: "eu.example.com", PathPrefix: "/shop", Methods: []string{"GET"}, Upstream: "shop-eu"},
+		{Name: "braces", PathPrefix: "/t/{id}", Methods: []string{"GET"}, Upstream: "dav"},
 		{Name: "dav", PathPrefix: "/dav", Methods: []string{"PROPFIND"}, Auth: AuthHMAC, Upstream: "dav"},
 		{Name: "signed", PathPrefix: "/", Methods: []string{"POST", "GET"}, Auth: AuthHMAC, Upstream: "dav"},
 		{Name: "orders-v1", PathPrefix: "/v1/orders", Methods: []string{"GET", "HEAD"}, Auth: AuthAPIKey, Refusals: data, Data: &Data{
@@ -165,6 +166,7 @@ func TestRenderShapes(t *testing.T) {
 		{"collision key", at(t, m, "paths", "/shop#shop-eu", "x-levee-path"), `"/shop"`},
 		{"collision id", at(t, m, "paths", "/shop#shop-eu", "get", "operationId"), `"shop-eu"`},
 		{"host", at(t, m, "paths", "/shop", "get", "x-levee-host"), `"api.example.com"`},
+		{"braces escaped", at(t, m, "paths", "/t/%7Bid%7D", "x-levee-path"), `"/t/{id}"`},
 		{"api key security", at(t, m, "paths", "/shop", "get", "security"), `[{"api_key":[]},{"api_key_bearer":[]}]`},
 		{"api key header", at(t, m, "components", "securitySchemes", "api_key", "name"), `"X-Api-Key"`},
 		{"hmac scheme", at(t, m, "components", "securitySchemes", "hmac", "scheme"), `"LEVEE-HMAC-SHA256"`},
@@ -253,13 +255,13 @@ func TestRenderRefusesMalformed(t *testing.T) {
 		"empty name":        func(d *Document) { d.Routes[0].Name = "" },
 		"name with slash":   func(d *Document) { d.Routes[0].Name = "a/b" },
 		"relative prefix":   func(d *Document) { d.Routes[0].PathPrefix = "shop" },
-		"template prefix":   func(d *Document) { d.Routes[0].PathPrefix = "/{x}" },
+		"fragment prefix":   func(d *Document) { d.Routes[0].PathPrefix = "/a#b" },
 		"empty methods":     func(d *Document) { d.Routes[0].Methods = []string{} },
 		"refusal 200":       func(d *Document) { d.Routes[0].Refusals = []Refusal{{Reason: "x", Status: 200}} },
-		"no formats":        func(d *Document) { d.Routes[4].Data.Formats = nil },
-		"param twice":       func(d *Document) { d.Routes[4].Data.Params[1].Name = "customer_id" },
-		"param named limit": func(d *Document) { d.Routes[4].Data.Params[1].Name = "limit" },
-		"filter no ops":     func(d *Document) { d.Routes[5].Data.Filters[0].Ops = nil },
+		"no formats":        func(d *Document) { d.Routes[5].Data.Formats = nil },
+		"param twice":       func(d *Document) { d.Routes[5].Data.Params[1].Name = "customer_id" },
+		"param named limit": func(d *Document) { d.Routes[5].Data.Params[1].Name = "limit" },
+		"filter no ops":     func(d *Document) { d.Routes[6].Data.Filters[0].Ops = nil },
 	} {
 		d := sample()
 		mut(&d)
