@@ -18,6 +18,7 @@ import (
 	"github.com/levee-gw/levee/internal/dataapi"
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/datasource"
+	"github.com/levee-gw/levee/internal/demo"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -400,4 +401,42 @@ func TestOpenAPIOverPostgres(t *testing.T) {
 	ids := params(t, doc, "/v1/items")["ids"]
 	expectJSON(t, "ids list", []any{ids["style"], ids["explode"], ids["schema"]}, `["form",false,{"items":{"format":"int64","type":"integer"},"maxItems":100,"minItems":1,"type":"array"}]`)
 	expectJSON(t, "seconds bounds", params(t, doc, "/v1/slow")["seconds"]["schema"], `{"format":"double","maximum":5,"minimum":0,"type":"number"}`)
+}
+
+// TestOpenAPIOfTheDemo: the configuration `levee demo` serves (its real
+// backends and SQLite database) gives a valid document with each of its
+// routes and both data routes' columns.
+func TestOpenAPIOfTheDemo(t *testing.T) {
+	b, err := demo.StartBackends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dir := t.TempDir()
+	dbPath, err := demo.CreateDatabase(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b)))
+	doc, took := fetchOpenAPI(t, h, "")
+	raw, _ := json.Marshal(doc)
+	t.Logf("the demo's document: %d bytes (compact), %v", len(raw), took)
+	ops := map[string]bool{}
+	for _, item := range dig(doc, "paths").(map[string]any) {
+		for _, op := range item.(map[string]any) {
+			if id, ok := dig(op, "operationId").(string); ok {
+				ops[id] = true
+			}
+		}
+	}
+	for _, name := range []string{"orders-v1", "customers-v1", "slow", "flaky", "upload", "keyed", "fast"} {
+		if !ops[name] {
+			t.Errorf("route %s has no operation (operationIds: %v)", name, ops)
+		}
+	}
+	expectJSON(t, "upload", []any{dig(doc, "paths", "/upload/", "post", "operationId"), dig(doc, "paths", "/upload/", "put", "operationId")}, `["upload.post","upload"]`)
+	expectJSON(t, "upload 413", dig(doc, "paths", "/upload/", "post", "responses", "413", "content", "application/json", "schema", "properties", "reason", "enum"), `["body_too_large"]`)
+	expectJSON(t, "keyed 429", dig(doc, "paths", "/keyed/", "get", "responses", "429", "headers", "Retry-After", "schema", "type"), `"integer"`)
+	expectJSON(t, "orders-v1 columns", dig(doc, "components", "schemas", "orders-v1.row", "required"), `["id","customer_id","total","created_at"]`)
+	expectJSON(t, "customers-v1 columns", dig(doc, "components", "schemas", "customers-v1.row", "required"), `["id","name","region","created_at"]`)
 }
