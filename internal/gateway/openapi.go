@@ -342,10 +342,10 @@ func routeRefusals(cfg *config.Config, rc *config.Route) []openapi.Refusal {
 	if cfg.Memory != nil {
 		reasons = append(reasons, proxy.ReasonMemoryPressure)
 	}
-	admission := []proxy.Reason{proxy.ReasonConcurrencyLimit, proxy.ReasonQueueFull, proxy.ReasonQueueTimeout,
-		proxy.ReasonShedPriority, proxy.ReasonConsumerLimit}
 	if d := rc.Data; d != nil {
-		reasons = append(reasons, admission...) // a data source always has a limiter
+		if ds := cfg.DataSources[d.Source]; ds != nil {
+			reasons = append(reasons, admissionReasons(ds.Limits)...)
+		}
 		for _, r := range dataapi.Reasons() {
 			switch r {
 			case dataquery.ReasonMissingParameter:
@@ -369,8 +369,8 @@ func routeRefusals(cfg *config.Config, rc *config.Route) []openapi.Refusal {
 		}
 	} else {
 		reasons = append(reasons, proxy.ReasonBadRequest)
-		if u := cfg.Upstreams[rc.Upstream]; u != nil && u.Limits != nil {
-			reasons = append(reasons, admission...)
+		if u := cfg.Upstreams[rc.Upstream]; u != nil {
+			reasons = append(reasons, admissionReasons(u.Limits)...)
 		}
 		reasons = append(reasons, proxy.ReasonNoAvailableEndpoint, proxy.ReasonUpstreamUnavailable, proxy.ReasonUpstreamTimeout)
 	}
@@ -382,6 +382,20 @@ func routeRefusals(cfg *config.Config, rc *config.Route) []openapi.Refusal {
 		}
 	}
 	return out
+}
+
+// admissionReasons are the refusals of an admission block l (none
+// without one): concurrency_limit without a queue, queue_full and
+// queue_timeout with one.
+func admissionReasons(l *config.Limits) []proxy.Reason {
+	if l == nil {
+		return nil
+	}
+	out := []proxy.Reason{proxy.ReasonConcurrencyLimit}
+	if l.MaxQueue > 0 {
+		out = []proxy.Reason{proxy.ReasonQueueFull, proxy.ReasonQueueTimeout}
+	}
+	return append(out, proxy.ReasonShedPriority, proxy.ReasonConsumerLimit)
 }
 
 // refusalTable is every reason as proxy.Refuse answers it (status,

@@ -230,7 +230,7 @@ upstreams:
 		for status, want := range map[string]string{
 			"400": `["bad_path","invalid_parameter","unknown_parameter","operator_not_allowed","invalid_cursor","invalid_limit"]`,
 			"406": `["not_acceptable"]`, "429": `["consumer_limit"]`,
-			"503": `["concurrency_limit","queue_full","queue_timeout","shed_priority","data_source_unavailable","db_pool_exhausted"]`,
+			"503": `["queue_full","queue_timeout","shed_priority","data_source_unavailable","db_pool_exhausted"]`,
 			"504": `["statement_timeout"]`,
 		} {
 			expectJSON(t, "customers "+status, dig(doc, "paths", "/v1/customers", "get", "responses", status, "content", "application/json", "schema", "properties", "reason", "enum"), want)
