@@ -18,7 +18,7 @@ func (r *renderer) dataParams(d *Data) []any {
 	for _, f := range d.Filters {
 		out = append(out, filter(f, d.MaxFilters))
 	}
-	if pg := d.Page; pg != nil {
+	if pg := d.Page; pg != nil && slices.Contains(d.Formats, MediaJSON) {
 		out = append(out,
 			obj{{"name", "limit"}, {"in", "query"}, {"required", false},
 				{"description", "Rows per page (JSON answers only; NDJSON and CSV refuse it)."},
@@ -37,7 +37,7 @@ func (r *renderer) dataParams(d *Data) []any {
 func param(p Param) obj {
 	s := scalarSchema(p.Kind, p.MaxLen)
 	var desc strings.Builder
-	fmt.Fprintf(&desc, "A %s", p.Kind)
+	fmt.Fprintf(&desc, "Type %s", p.Kind)
 	if p.Min != "" || p.Max != "" {
 		lo, hi := p.Min, p.Max
 		if lo == "" {
@@ -51,10 +51,9 @@ func param(p Param) obj {
 			if v == "" {
 				return
 			}
-			switch p.Kind {
-			case KindInt64, KindFloat64:
+			if (p.Kind == KindInt64 || p.Kind == KindFloat64) && jsonNumber(v) {
 				s.set(key, number(v))
-			default: // dates and timestamps: JSON Schema has no bound for strings
+			} else { // dates and timestamps: JSON Schema has no bound for strings
 				s.set("x-levee-"+key, v)
 			}
 		}
@@ -126,7 +125,7 @@ func defaultValue(p Param) any {
 func scalarValue(kind, v string) any {
 	switch kind {
 	case KindInt64, KindFloat64:
-		if _, err := strconv.ParseFloat(v, 64); err == nil && !strings.ContainsAny(v, "+xXnN_") && v != "" && v[len(v)-1] != '.' && v[0] != '.' {
+		if jsonNumber(v) {
 			return number(v)
 		}
 	case KindBool:
@@ -135,6 +134,42 @@ func scalarValue(kind, v string) any {
 		}
 	}
 	return v
+}
+
+// jsonNumber reports whether s is a number in JSON's grammar (RFC 8259
+// section 6), so it can be written as it is.
+func jsonNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	start := i
+	if n := digits(); n == 0 || n > 1 && s[start] == '0' {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
 }
 
 // splitList splits a list value at its unescaped commas (dataquery's

@@ -175,7 +175,7 @@ func TestRenderShapes(t *testing.T) {
 		{"429 reasons", at(t, m, "paths", "/shop", "get", "responses", "429", "content", "application/json", "schema", "properties", "reason", "enum"), `["rate_limited","consumer_limit"]`},
 		{"429 retry-after", at(t, m, "paths", "/shop", "get", "responses", "429", "headers", "Retry-After", "schema", "type"), `"integer"`},
 		{"401 challenge", at(t, m, "paths", "/shop", "get", "responses", "401", "headers", "WWW-Authenticate", "schema", "type"), `"string"`},
-		{"int param", param("orders-v1", "/v1/orders", 0), `{"description":"A int64 in [1, +inf].","in":"query","name":"customer_id","required":true,"schema":{"format":"int64","minimum":1,"type":"integer"}}`},
+		{"int param", param("orders-v1", "/v1/orders", 0), `{"description":"Type int64 in [1, +inf].","in":"query","name":"customer_id","required":true,"schema":{"format":"int64","minimum":1,"type":"integer"}}`},
 		{"big int exact", at(t, param("", "/v1/orders", 1), "schema"), `{"default":9007199254740993,"format":"int64","maximum":9223372036854775807,"type":"integer"}`},
 		{"float bounds", at(t, param("", "/v1/orders", 2), "schema"), `{"format":"double","maximum":1e3,"minimum":-0.5,"type":"number"}`},
 		{"bool default", at(t, param("", "/v1/orders", 3), "schema"), `{"default":true,"type":"boolean"}`},
@@ -183,7 +183,7 @@ func TestRenderShapes(t *testing.T) {
 		{"date bound", at(t, param("", "/v1/orders", 5), "schema"), `{"format":"date","type":"string","x-levee-minimum":"2020-01-01"}`},
 		{"timestamp", at(t, param("", "/v1/orders", 6), "schema", "format"), `"date-time"`},
 		{"uuid", at(t, param("", "/v1/orders", 7), "schema", "format"), `"uuid"`},
-		{"list", param("", "/v1/orders", 8), `{"description":"A int64; a comma-separated list of 1 to 100 items (a comma or backslash inside an item is escaped with a backslash).","explode":false,"in":"query","name":"ids","required":true,"schema":{"items":{"format":"int64","type":"integer"},"maxItems":100,"minItems":1,"type":"array"},"style":"form"}`},
+		{"list", param("", "/v1/orders", 8), `{"description":"Type int64; a comma-separated list of 1 to 100 items (a comma or backslash inside an item is escaped with a backslash).","explode":false,"in":"query","name":"ids","required":true,"schema":{"items":{"format":"int64","type":"integer"},"maxItems":100,"minItems":1,"type":"array"},"style":"form"}`},
 		{"list default", at(t, param("", "/v1/orders", 9), "schema", "default"), `["a,b","c"]`},
 		{"limit", at(t, param("", "/v1/orders", 10), "schema"), `{"default":100,"format":"int64","maximum":1000,"minimum":1,"type":"integer"}`},
 		{"cursor", at(t, param("", "/v1/orders", 11), "name"), `"cursor"`},
@@ -245,8 +245,29 @@ func TestRenderDataAnswers(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
 		}
 	}
+	// A paged route without JSON pages nothing: no limit, no cursor.
+	d := sample()
+	d.Routes[5].Data.Formats = []string{MediaNDJSON, MediaCSV}
+	nd, err := Render(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range at(t, decode(t, nd), "paths", "/v1/orders", "get", "parameters").([]any) {
+		if name := p.(map[string]any)["name"]; name == "limit" || name == "cursor" {
+			t.Errorf("NDJSON and CSV only, yet parameter %v is documented", name)
+		}
+	}
 	if _, has := at(t, m, "paths", "/v1/orders", "get", "responses", "504").(map[string]any)["headers"]; has {
 		t.Error("504 statement_timeout describes a Retry-After it never carries")
+	}
+}
+
+func TestJSONNumber(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "-1": true, "1.5": true, "1e3": true, "-0.5E-7": true, "9223372036854775807": true,
+		"": false, "-": false, "01": false, "+1": false, ".5": false, "1.": false, "1e": false, "NaN": false, "0x10": false, "1_000": false, " 1": false} {
+		if jsonNumber(s) != want {
+			t.Errorf("jsonNumber(%q) = %v", s, !want)
+		}
 	}
 }
 
