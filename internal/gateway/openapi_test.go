@@ -360,10 +360,12 @@ func TestOpenAPIOverPostgres(t *testing.T) {
 	}
 	expectJSON(t, "items row while down", dig(doc, "components", "schemas", "items.row", "x-levee-columns"), `"unknown"`)
 
+	t.Logf("document with PostgreSQL stopped: %v", took)
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	restarted := time.Now()
+	deadline := restarted.Add(15 * time.Second)
 	for dig(doc, "components", "schemas", "items.row", "x-levee-columns") != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the columns are still unknown 15 s after PostgreSQL came back: %s", asJSON(dig(doc, "components", "schemas", "items.row")))
@@ -371,6 +373,7 @@ func TestOpenAPIOverPostgres(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // poll: a source is asked again at most once a second
 		doc, _ = fetchOpenAPI(t, h, "")
 	}
+	t.Logf("columns known %v after PostgreSQL started again", time.Since(restarted).Round(time.Millisecond))
 	row := dig(doc, "components", "schemas", "items.row")
 	expectJSON(t, "items columns", dig(row, "required"), `["id","small","big","price","ratio","name","active","day","at","ref","meta","blob"]`)
 	for col, want := range map[string]string{
