@@ -21,6 +21,7 @@ FUZZ_TARGETS := \
 	./internal/balance:FuzzConsistentHash:300 \
 	./internal/balance:FuzzZoned:1000 \
 	./internal/route:FuzzMatch:50000 \
+	./internal/openapi:FuzzRender:3000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \

@@ -120,6 +120,8 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Apps serves /api/v1/apps; nil leaves those paths unserved (404).
 	Apps AppStore
+	// Docs serves GET /api/v1/openapi.json; nil leaves it unserved (404).
+	Docs APIDocs
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
@@ -203,6 +205,9 @@ func NewHandler(o Options) (http.Handler, error) {
 	})
 	if o.Apps != nil {
 		appRoutes(mux, o.Apps)
+	}
+	if o.Docs != nil {
+		openAPIRoute(mux, o.Docs)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)

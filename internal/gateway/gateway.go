@@ -65,6 +65,8 @@ type Gateway struct {
 	dataMetrics *dataapi.Metrics
 	dataCache   *datacache.Cache
 	cursorKey   []byte
+	// docs keeps data routes' columns for the OpenAPI document (openapi.go).
+	docs docsState
 	// appsMu serialises publishing app snapshots to the handler (apps.go).
 	// It is taken under reloadMu (a seed at reload), under mu (the seed at
 	// Start) or alone (an admin API write); nothing is locked under it.
@@ -241,7 +243,7 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens,
+		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,356 @@
+package openapi
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// dataParams are a data route's query parameters: its declared
+// parameters (SQL mode) or filters (table mode), then limit and cursor
+// when it pages.
+func (r *renderer) dataParams(d *Data) []any {
+	var out []any
+	for _, p := range d.Params {
+		out = append(out, param(p))
+	}
+	for _, f := range d.Filters {
+		out = append(out, filter(f, d.MaxFilters))
+	}
+	if pg := d.Page; pg != nil && slices.Contains(d.Formats, MediaJSON) {
+		out = append(out,
+			obj{{"name", "limit"}, {"in", "query"}, {"required", false},
+				{"description", "Rows per page (JSON answers only; NDJSON and CSV refuse it)."},
+				{"schema", obj{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}, {"maximum", pg.Max}, {"default", pg.Default}}}},
+			obj{{"name", "cursor"}, {"in", "query"}, {"required", false},
+				{"description", "The `next_cursor` of the previous page: opaque, bound to this route, its version and the other parameters " +
+					"(any other value is refused 400 `invalid_cursor`). Pages are ordered by the keyset [" + strings.Join(pg.Keyset, ", ") + "]. " +
+					"JSON answers only."},
+				{"schema", obj{{"type", "string"}, {"pattern", "^[A-Za-z0-9_-]+$"}}}},
+		)
+	}
+	return out
+}
+
+// param is one declared SQL-mode parameter.
+func param(p Param) obj {
+	s := scalarSchema(p.Kind, p.MaxLen)
+	var desc strings.Builder
+	fmt.Fprintf(&desc, "Type %s", p.Kind)
+	if p.Min != "" || p.Max != "" {
+		lo, hi := p.Min, p.Max
+		if lo == "" {
+			lo = "-inf"
+		}
+		if hi == "" {
+			hi = "+inf"
+		}
+		fmt.Fprintf(&desc, " in [%s, %s]", lo, hi)
+		bound := func(key, v string) {
+			if v == "" {
+				return
+			}
+			if (p.Kind == KindInt64 || p.Kind == KindFloat64) && jsonNumber(v) {
+				s.set(key, number(v))
+			} else { // dates and timestamps: JSON Schema has no bound for strings
+				s.set("x-levee-"+key, v)
+			}
+		}
+		bound("minimum", p.Min)
+		bound("maximum", p.Max)
+	}
+	if p.Kind == KindString {
+		fmt.Fprintf(&desc, " of at most %d bytes (UTF-8, no NUL)", p.MaxLen)
+	}
+	if p.List {
+		fmt.Fprintf(&desc, "; a comma-separated list of 1 to %d items (a comma or backslash inside an item is escaped with a backslash)", p.MaxItems)
+		s = obj{{"type", "array"}, {"items", s}, {"minItems", 1}, {"maxItems", p.MaxItems}}
+	}
+	if p.Default != "" {
+		s.set("default", defaultValue(p))
+		fmt.Fprintf(&desc, "; default %s", p.Default)
+	} else if !p.Required {
+		desc.WriteString("; absent, it is SQL NULL")
+	}
+	desc.WriteString(".")
+	o := obj{{"name", p.Name}, {"in", "query"}, {"required", p.Required}, {"description", desc.String()}, {"schema", s}}
+	if p.List {
+		o.set("style", "form")
+		o.set("explode", false)
+	}
+	return o
+}
+
+// scalarSchema is the schema of one value of kind (a parameter's or a
+// filter's).
+func scalarSchema(kind string, maxLen int) obj {
+	switch kind {
+	case KindInt64:
+		return obj{{"type", "integer"}, {"format", "int64"}}
+	case KindFloat64:
+		return obj{{"type", "number"}, {"format", "double"}}
+	case KindBool:
+		return obj{{"type", "boolean"}}
+	case KindString:
+		s := obj{{"type", "string"}}
+		if maxLen > 0 {
+			s.set("maxLength", maxLen)
+		}
+		return s
+	case KindDate:
+		return obj{{"type", "string"}, {"format", "date"}}
+	case KindTimestamp:
+		return obj{{"type", "string"}, {"format", "date-time"}, {"description", "RFC 3339 with a zone (Z or ±hh:mm)"}}
+	case KindUUID:
+		return obj{{"type", "string"}, {"format", "uuid"}, {"pattern", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}}
+	}
+	return obj{{"type", "string"}}
+}
+
+// defaultValue is a parameter's default as a JSON value of its type.
+func defaultValue(p Param) any {
+	if !p.List {
+		return scalarValue(p.Kind, p.Default)
+	}
+	var items []any
+	for _, it := range splitList(p.Default) {
+		items = append(items, scalarValue(p.Kind, it))
+	}
+	return items
+}
+
+// scalarValue is v (valid for kind, the configuration checked it) as a
+// JSON value: a number or boolean when it reads as one, else a string.
+func scalarValue(kind, v string) any {
+	switch kind {
+	case KindInt64, KindFloat64:
+		if jsonNumber(v) {
+			return number(v)
+		}
+	case KindBool:
+		if b, err := strconv.ParseBool(v); err == nil && (v == "true" || v == "false") {
+			return b
+		}
+	}
+	return v
+}
+
+// jsonNumber reports whether s is a number in JSON's grammar (RFC 8259
+// section 6), so it can be written as it is.
+func jsonNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	start := i
+	if n := digits(); n == 0 || n > 1 && s[start] == '0' {
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// splitList splits a list value at its unescaped commas (dataquery's
+// rule: \, and \\ inside an item).
+func splitList(s string) []string {
+	var out []string
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i])
+		case c == ',':
+			out = append(out, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return append(out, b.String())
+}
+
+// opPatterns are the regular expressions of a filter with each operator.
+var opPatterns = map[string]string{
+	"eq": `eq\..*`, "neq": `neq\..*`, "lt": `lt\..*`, "lte": `lte\..*`, "gt": `gt\..*`, "gte": `gte\..*`,
+	"in": `in\.\(.*\)`, "is": `is\.(null|true|false)`, "like": `like\..*`,
+}
+
+// filter is one table-mode column a request may filter on: a repeatable
+// query parameter named as the column, each value an operator and a value.
+func filter(f Filter, maxFilters int) obj {
+	var alts []string
+	for _, op := range f.Ops {
+		if p, ok := opPatterns[op]; ok {
+			alts = append(alts, p)
+		}
+	}
+	item := obj{{"type", "string"}, {"pattern", "^(" + strings.Join(alts, "|") + ")$"}}
+	kind := f.Kind
+	if kind == "" {
+		kind = "the column's type (unknown for now: the data source could not be asked)"
+	}
+	desc := fmt.Sprintf("Filters column `%s` with PostgREST's operators: %s (`%s=eq.V`, `%s=in.(A,B)`, `is.null`; `like` takes `*` as the wildcard). "+
+		"Values are parsed as %s. Repeated filters on the column are ANDed.", f.Column, strings.Join(f.Ops, ", "), f.Column, f.Column, kind)
+	s := obj{{"type", "array"}, {"items", item}, {"minItems", 1}}
+	if maxFilters > 0 {
+		s.set("maxItems", maxFilters)
+	}
+	return obj{{"name", f.Column}, {"in", "query"}, {"required", false}, {"description", desc},
+		{"schema", s}, {"style", "form"}, {"explode", true}}
+}
+
+// dataOK is a data route's 200: its row schema and one content per format.
+func (r *renderer) dataOK(rt *Route, head bool) obj {
+	d := rt.Data
+	rowName := rt.Name + ".row"
+	rowRef := obj{{"$ref", "#/components/schemas/" + rowName}}
+	if !r.hasSchema(rowName) {
+		r.rows = append(r.rows, member{rowName, rowSchema(d)})
+	}
+	headers := obj{{"Levee-Truncated", obj{{"description", "Present (as a header, or a trailer on a long answer) when a cap cut the answer: max_rows or max_bytes."},
+		{"schema", obj{{"type", "string"}, {"enum", []string{"max_rows", "max_bytes"}}}}}}}
+	if d.Cached {
+		headers.set("Levee-Cache", obj{{"description", "hit (fresh from the cache), stale (the source failing: an older answer within stale_if_error) or miss."},
+			{"schema", obj{{"type", "string"}, {"enum", []string{"hit", "stale", "miss"}}}}})
+		headers.set("Age", obj{{"description", "Seconds since a cached answer was read from the database."}, {"schema", obj{{"type", "integer"}, {"minimum", 0}}}})
+	}
+	resp := obj{{"description", "The rows, streamed as the database sends them, in the format Accept picks among: " + strings.Join(d.Formats, ", ") +
+		" (the first when Accept is absent or */*). A stream cut short after the status is detectable: JSON left unterminated, " +
+		"NDJSON a last line {\"error\",\"reason\"}, CSV an unclosed quoted last record."}, {"headers", headers}}
+	if head {
+		return resp
+	}
+	content := obj{}
+	for _, f := range d.Formats {
+		switch f {
+		case MediaJSON:
+			pageName := rt.Name + ".page"
+			if !r.hasSchema(pageName) {
+				r.rows = append(r.rows, member{pageName, pageSchema(rowRef, d.Page != nil)})
+			}
+			content.set(f, obj{{"schema", obj{{"$ref", "#/components/schemas/" + pageName}}}})
+		case MediaNDJSON:
+			content.set(f, obj{{"schema", obj{{"type", "string"},
+				{"description", "One JSON object a line, each a row (schema " + rowName + "); a capped answer ends with {\"truncated\":true,\"reason\":...}, one cut short with {\"error\",\"reason\"}. Every row up to max_rows, not paged."}}},
+				{"x-levee-item-schema", rowRef}})
+		case MediaCSV:
+			content.set(f, obj{{"schema", obj{{"type", "string"},
+				{"description", "RFC 4180, UTF-8: a header line of the column names, then one CRLF-ended record per row; NULL is an empty unquoted field, the empty string \"\". Every row up to max_rows, not paged."}}}})
+		default:
+			content.set(f, obj{{"schema", obj{{"type", "string"}}}})
+		}
+	}
+	resp.set("content", content)
+	return resp
+}
+
+func (r *renderer) hasSchema(name string) bool {
+	return slices.ContainsFunc(r.rows, func(m member) bool { return m.key == name })
+}
+
+// pageSchema is a JSON answer: the rows, then the trailing members.
+func pageSchema(row obj, paged bool) obj {
+	cursor := "null: JSON answers of this route are not paged."
+	if paged {
+		cursor = "The cursor of the next page (pass it as cursor=); null on the last page."
+	}
+	return obj{{"type", "object"}, {"required", []string{"rows", "next_cursor", "truncated"}},
+		{"properties", obj{
+			{"rows", obj{{"type", "array"}, {"items", row}}},
+			{"next_cursor", obj{{"type", []string{"string", "null"}}, {"description", cursor}}},
+			{"truncated", obj{{"type", "boolean"}, {"description", "true when max_rows or max_bytes cut the answer."}}},
+		}},
+		{"additionalProperties", false}}
+}
+
+// rowSchema is one row: an object keyed by column name in column order,
+// each value nullable (the database may hold NULL in any column it reports).
+func rowSchema(d *Data) obj {
+	if !d.ColumnsKnown {
+		return obj{{"type", "object"}, {"description", "The columns are unknown for now (" + d.ColumnsNote + "); ask for the document again later."},
+			{"x-levee-columns", "unknown"}}
+	}
+	props := obj{}
+	names := make([]string, 0, len(d.Columns))
+	for _, c := range d.Columns {
+		props.set(c.Name, columnSchema(c))
+		names = append(names, c.Name)
+	}
+	desc := "One row, keyed by column name in this order."
+	if d.ColumnsNote != "" {
+		desc += " Columns " + d.ColumnsNote + "."
+	}
+	return obj{{"type", "object"}, {"description", desc}, {"required", names}, {"properties", props}, {"additionalProperties", false}}
+}
+
+// columnSchema is the schema of a column's values as levee writes them
+// in JSON (docs/data-formats.md, "Values").
+func columnSchema(c Column) obj {
+	s := obj{}
+	note := ""
+	switch c.Kind {
+	case KindInt64:
+		s = obj{{"type", []string{"integer", "string", "null"}}, {"format", "int64"}, {"pattern", "^-?[0-9]+$"}}
+		note = "a JSON number within ±2^53, a decimal string beyond"
+	case KindFloat64:
+		s = obj{{"anyOf", []any{obj{{"type", []string{"number", "null"}}, {"format", "double"}}, obj{{"enum", []string{"NaN", "Infinity", "-Infinity"}}}}}}
+		note = "a number; NaN and the infinities as strings"
+	case KindBool:
+		s = obj{{"type", []string{"boolean", "null"}}}
+	case KindString:
+		s = obj{{"type", []string{"string", "null"}}}
+	case KindDate:
+		s = obj{{"type", []string{"string", "null"}}, {"format", "date"}}
+		note = "YYYY-MM-DD (PostgreSQL's infinity and BC dates as it writes them)"
+	case KindTimestamp:
+		s = obj{{"type", []string{"string", "null"}}, {"format", "date-time"}}
+		note = "RFC 3339 in UTC"
+	case KindUUID:
+		s = obj{{"type", []string{"string", "null"}}, {"format", "uuid"}}
+	case KindNumeric:
+		s = obj{{"type", []string{"string", "null"}}}
+		note = "the exact decimal text"
+	case KindBytes:
+		s = obj{{"type", []string{"string", "null"}}, {"contentEncoding", "base64"}}
+		note = "standard base64"
+	case KindJSON:
+		note = "the JSON value itself"
+	default:
+		note = "kind " + strconv.Quote(c.Kind) + ": any value"
+	}
+	desc := c.Kind
+	if c.Type != "" {
+		desc += " (database type " + c.Type + ")"
+	}
+	if note != "" {
+		desc += ": " + note
+	}
+	s.set("description", desc+"; null for NULL.")
+	if c.Type != "" {
+		s.set("x-levee-db-type", c.Type)
+	}
+	return s
+}
