@@ -211,6 +211,7 @@ Try (each comment starts with the status the request gets):
   curl -s -H 'Accept: text/csv' 'http://%[1]s/v1/customers?region=eq.north'          # 200: a table as an API, filtered, as CSV
   curl -s 'http://%[1]s/v1/orders?customer_id=abc'                     # 400 invalid_parameter: the parameter is named, nothing reaches the database
   curl -s http://%[2]s/api/v1/apps                # 200: the apps, their keys (ids only), grants and limits
+  curl -s http://%[2]s/api/v1/openapi.json | grep -o '"/v1/[a-z]*"'   # 200: the OpenAPI 3.1 document of every route, data APIs with their parameters
   curl -s http://%[2]s/api/v1/upstreams           # 200: endpoints, weights, live counters
   curl -s http://%[2]s/metrics | grep levee_requests_total   # 200: requests by route and status
 
