@@ -106,6 +106,9 @@ VACUUM ANALYZE orders;`, customers, pgRows))
 		}
 		for _, who := range order {
 			record("stream/"+who, env.stream(who, false))
+			if who == "baseline" {
+				record("stream/baseline-text", env.streamText())
+			}
 		}
 		for _, who := range order {
 			record("lookup/"+who, env.lookups(who, true, false))
@@ -158,6 +161,7 @@ VACUUM ANALYZE orders;`, customers, pgRows))
 		say("ratio %s %s %s/%s = %.2fx", scn, metric, a, b, ma/mb)
 	}
 	ratio("stream", "rows_per_s", "levee", "baseline")
+	ratio("stream", "rows_per_s", "levee", "baseline-text")
 	ratio("lookup", "req_per_s", "levee", "baseline")
 	ratio("lookup", "p50_ms", "levee", "baseline")
 	ratio("lookup", "p99_ms", "levee", "baseline")
@@ -393,33 +397,43 @@ func (s *server) cpu() time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-// heap is the Go heap in use: levee's go_memstats_heap_inuse_bytes from
-// its /metrics, the baseline's runtime.MemStats.HeapInuse from /heap.
-func (s *server) heap() int64 {
+// memStats is a Go runtime's heap in use and its cumulative allocations.
+type memStats struct{ heapInuse, allocBytes, mallocs int64 }
+
+// mem reads levee's go_memstats_{heap_inuse_bytes,alloc_bytes_total,
+// mallocs_total} from its /metrics, or the baseline's runtime.MemStats
+// from /heap.
+func (s *server) mem() memStats {
 	url := "http://" + s.addr + "/heap"
 	if s.admin != "" {
 		url = "http://" + s.admin + "/metrics"
 	}
 	resp, err := http.Get(url)
 	if err != nil {
-		return 0
+		return memStats{}
 	}
 	defer resp.Body.Close()
+	var m memStats
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if s.admin == "" {
-			v, _ := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-			return v
+			_, _ = fmt.Sscan(line, &m.heapInuse, &m.allocBytes, &m.mallocs)
+			return m
 		}
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return int64(f)
+		for name, dst := range map[string]*int64{"go_memstats_heap_inuse_bytes ": &m.heapInuse,
+			"go_memstats_alloc_bytes_total ": &m.allocBytes, "go_memstats_mallocs_total ": &m.mallocs} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				*dst = int64(f)
+			}
 		}
 	}
-	return 0
+	return m
 }
+
+func (s *server) heap() int64 { return s.mem().heapInuse }
 
 // sampler records the peak RSS every 10 ms and the peak Go heap every
 // 200 ms until stopped.
@@ -526,7 +540,8 @@ func (b *bench) scan(who, scenario, leveePath, basePath string, want int, prof b
 	if who == "levee" {
 		path = leveePath
 	}
-	rss0, heap0, cpu0 := s.rss(), s.heap(), s.cpu()
+	rss0, mem0, cpu0 := s.rss(), s.mem(), s.cpu()
+	heap0 := mem0.heapInuse
 	var wait func()
 	if prof {
 		wait = profile(b.t, s, "levee-"+scenario, 3*time.Second)
@@ -535,6 +550,7 @@ func (b *bench) scan(who, scenario, leveePath, basePath string, want int, prof b
 	rows, n, took := streamOnce(b.t, "http://"+s.addr+path, want)
 	p.stop()
 	cpu := s.cpu() - cpu0
+	mem1 := s.mem()
 	if wait != nil {
 		wait()
 		return nil
@@ -549,15 +565,24 @@ func (b *bench) scan(who, scenario, leveePath, basePath string, want int, prof b
 		"heap_growth_MiB": float64(max(0, p.peakHeap-heap0)) / (1 << 20),
 		"cpu_s":           cpu.Seconds(),
 		"cpu_ns_per_row":  float64(cpu.Nanoseconds()) / float64(rows),
+		// Both include the heap samples' own scrapes (levee's /metrics).
+		"alloc_B_per_row": float64(mem1.allocBytes-mem0.allocBytes) / float64(rows),
+		"allocs_per_row":  float64(mem1.mallocs-mem0.mallocs) / float64(rows),
 	}
-	say("%s %-8s %d rows %.1f MiB in %v: %.0f rows/s | RSS %.1f MiB +%.1f MiB peak | Go heap %.1f MiB +%.1f MiB peak | CPU %.2fs = %.0f ns/row",
+	say("%s %-8s %d rows %.1f MiB in %v: %.0f rows/s | RSS %.1f MiB +%.1f MiB peak | Go heap %.1f MiB +%.1f MiB peak | CPU %.2fs = %.0f ns/row | %.2f allocs %.0f B/row",
 		scenario, who, rows, float64(n)/(1<<20), took.Round(time.Millisecond), m["rows_per_s"], m["rss_start_MiB"], m["rss_growth_MiB"],
-		m["heap_start_MiB"], m["heap_growth_MiB"], m["cpu_s"], m["cpu_ns_per_row"])
+		m["heap_start_MiB"], m["heap_growth_MiB"], m["cpu_s"], m["cpu_ns_per_row"], m["allocs_per_row"], m["alloc_B_per_row"])
 	return m
 }
 
 func (b *bench) stream(who string, prof bool) map[string]float64 {
 	return b.scan(who, "stream", "/v1/stream", "/stream", pgRows, prof)
+}
+
+// streamText is the baseline with total::text (PostgreSQL renders the
+// numeric): the fastest bare program, a second yardstick.
+func (b *bench) streamText() map[string]float64 {
+	return b.scan("baseline", "stream-text", "", "/stream-text", pgRows, false)
 }
 
 func (b *bench) sqliteScan(who string, prof bool) map[string]float64 {
@@ -774,6 +799,16 @@ func (b *bench) slow(who, path string, prof bool) map[string]float64 {
 		"refused_queue_full_p99_ms": ms(loadgen.Percentile(byReason["503 queue_full"], 99)),
 		"timed_out":                 float64(len(timedOut)),
 	}
+	over5, over5Early := 0, 0
+	for _, sh := range shots {
+		if (sh.Status == 429 || sh.Status == 503) && sh.Latency > 5*time.Millisecond {
+			over5++
+			if sh.Due < time.Second {
+				over5Early++
+			}
+		}
+	}
+	m["refused_over_5ms"] = float64(over5)
 	var reasons strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(byReason)) {
 		ds := byReason[k]
@@ -782,5 +817,6 @@ func (b *bench) slow(who, path string, prof bool) map[string]float64 {
 	say("slow %-8s %-12s %d/s x %v: goodput %.1f/s (second half %.1f/s; %d more ended after the window) p50 %.0f ms p99 %.0f ms | refused %d: p50 %.2f ms p99 %.2f ms;%s timed out (5 s) %d | other %v",
 		who, path, slowRate, slowFor, m["goodput_per_s"], m["goodput_2nd_half_per_s"], okLate, m["ok_p50_ms"], m["ok_p99_ms"], len(refused), m["refused_p50_ms"], m["refused_p99_ms"],
 		reasons.String(), len(timedOut), other)
+	say("slow %-8s %-12s refusals over 5 ms: %d of %d (%d of them due in the first second)", who, path, over5, len(refused), over5Early)
 	return m
 }
