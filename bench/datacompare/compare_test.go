@@ -138,6 +138,7 @@ VACUUM ANALYZE orders;`, customers, pgRows))
 			if who == "levee" {
 				record("slow/levee-issue-limits", env.slow("levee", "/v1/slow-a", false))
 				record("slow/levee-static-8", env.slow("levee", "/v1/slow-b", false))
+				record("slow/levee-static-8-no-queue", env.slow("levee", "/v1/slow-c", false))
 			} else {
 				record("slow/baseline", env.slow("baseline", "/slow", false))
 			}
@@ -294,6 +295,11 @@ data_sources:
     dsn: %s
     max_conns: 8
     limits: {max_concurrency: 8, max_queue: 16, queue_timeout: 50ms}
+  slowc:
+    driver: postgres
+    dsn: %s
+    max_conns: 8
+    limits: {max_concurrency: 8, max_queue: 0}
   lite: {driver: sqlite, path: %s, max_conns: 2}
 routes:
   - name: stream
@@ -326,6 +332,13 @@ routes:
       sql: SELECT id, pg_sleep(0.2)::text AS slept FROM orders WHERE id = :id
       params:
         id: {type: int64, required: true, min: 1}
+  - name: slow-c
+    match: {path_prefix: /v1/slow-c, methods: [GET]}
+    data:
+      source: slowc
+      sql: SELECT id, pg_sleep(0.2)::text AS slept FROM orders WHERE id = :id
+      params:
+        id: {type: int64, required: true, min: 1}
   - name: sqlite
     match: {path_prefix: /v1/sqlite, methods: [GET]}
     data:
@@ -334,7 +347,7 @@ routes:
       formats: [ndjson]
       limits: {max_rows: 10000000, max_bytes: 1GiB}
       statement_timeout: 5m
-`, listen, admin, q(b.stateDir), q(b.dsn), q(b.dsn), q(b.dsn), q(b.dsn), q(b.sqlite))
+`, listen, admin, q(b.stateDir), q(b.dsn), q(b.dsn), q(b.dsn), q(b.dsn), q(b.dsn), q(b.sqlite))
 }
 
 // start starts a fresh process of who ("levee" or "baseline") and waits
