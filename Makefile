@@ -92,7 +92,7 @@ bench:
 
 ## bench-data: levee's data routes against a bare net/http + pgx (and
 ## modernc SQLite) server, as separate processes (bench/datacompare; about
-## 6 min; DATACOMPARE_PROFILE=dir adds CPU profiles of levee). Not part of
+## 7 min; DATACOMPARE_PROFILE=dir adds CPU profiles of levee). Not part of
 ## `make test`: its figures are wall-clock ones.
 bench-data: build
 	$(GO) test -tags datacompare -count=1 -timeout 30m -run '^TestDataCompare$$' -v ./bench/datacompare/

@@ -477,6 +477,7 @@ func (s *server) heap() int64 { return s.mem().heapInuse }
 type sampler struct {
 	peakRSS, peakHeap int64
 	stopCh            chan struct{}
+	once              sync.Once
 	wg                sync.WaitGroup
 }
 
@@ -505,7 +506,8 @@ func sample(s *server) *sampler {
 	return p
 }
 
-func (p *sampler) stop() { close(p.stopCh); p.wg.Wait() }
+// stop ends the sampling; it may be called more than once.
+func (p *sampler) stop() { p.once.Do(func() { close(p.stopCh) }); p.wg.Wait() }
 
 // profile takes a CPU profile of levee for d into profileDir/name.pprof.
 func profile(t *testing.T, s *server, name string, d time.Duration) (wait func()) {
@@ -584,6 +586,7 @@ func (b *bench) scan(who, scenario, leveePath, basePath string, want int, prof b
 		wait = profile(b.t, s, "levee-"+scenario, 3*time.Second)
 	}
 	p := sample(s)
+	defer p.stop() // also when streamOnce fails the test
 	rows, n, took := streamOnce(b.t, "http://"+s.addr+path, want)
 	p.stop()
 	cpu := s.cpu() - cpu0
