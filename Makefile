@@ -41,7 +41,7 @@ FUZZ_TARGETS := \
 	./internal/datasource:FuzzPGDecode:10000 \
 	./internal/loadgen:FuzzExchange:20000
 
-.PHONY: all build demo test services vet unit load fuzz bench clean
+.PHONY: all build demo test services vet unit load fuzz bench bench-data clean
 
 all: build
 
@@ -90,6 +90,13 @@ fuzz:
 ## bench: the Go benchmarks with allocation counts.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## bench-data: levee's data routes against a bare net/http + pgx (and
+## modernc SQLite) server, as separate processes (bench/datacompare; about
+## 7 min; DATACOMPARE_PROFILE=dir adds CPU profiles of levee). Not part of
+## `make test`: its figures are wall-clock ones.
+bench-data: build
+	$(GO) test -tags datacompare -count=1 -timeout 30m -run '^TestDataCompare$$' -v ./bench/datacompare/
 
 clean:
 	rm -rf bin
