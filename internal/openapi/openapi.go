@@ -275,7 +275,6 @@ func componentName(s string) bool {
 // security schemes used, and which (path, method) pairs are taken.
 type renderer struct {
 	rows    []member // "<route>.row", "<route>.page" schemas in route order
-	refusal bool
 	schemes map[string]bool
 	taken   map[string]string // path key + " " + method → route
 }
