@@ -49,24 +49,28 @@ type pooledPicker struct {
 }
 
 type pooledLimiter struct {
-	opts    config.Limits
-	limiter *admission.Limiter
+	opts        config.Limits
+	queueTarget time.Duration
+	limiter     *admission.Limiter
 }
 
 // limiter returns the upstream's admission limiter (nil without limits),
-// reusing the current one when its options are unchanged.
-func (p *pools) limiter(name string, l *config.Limits) (*admission.Limiter, error) {
+// reusing the current one when its options are unchanged. queueTarget is
+// the short wait of a flooding consumer's requests under controlled delay
+// (0: admission's default; data sources set theirs, see data.go).
+func (p *pools) limiter(name string, l *config.Limits, queueTarget time.Duration) (*admission.Limiter, error) {
 	if l == nil {
 		delete(p.limiters, name)
 		return nil, nil
 	}
-	if cur, ok := p.limiters[name]; ok && cur.opts == *l {
+	if cur, ok := p.limiters[name]; ok && cur.opts == *l && cur.queueTarget == queueTarget {
 		return cur.limiter, nil
 	}
 	o := admission.Options{
 		MaxConcurrency: l.MaxConcurrency,
 		MaxQueue:       l.MaxQueue,
 		QueueTimeout:   l.QueueTimeout,
+		QueueTarget:    min(queueTarget, l.QueueTimeout),
 		MaxPerConsumer: l.MaxPerConsumer,
 	}
 	if l.Adaptive {
@@ -77,7 +81,7 @@ func (p *pools) limiter(name string, l *config.Limits) (*admission.Limiter, erro
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.limits: %w", name, err)
 	}
-	p.limiters[name] = pooledLimiter{opts: *l, limiter: lim}
+	p.limiters[name] = pooledLimiter{opts: *l, queueTarget: queueTarget, limiter: lim}
 	return lim, nil
 }
 
@@ -270,7 +274,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			return nil, err
 		}
 		up.Budget = budget
-		if up.Admission, err = g.pools.limiter(name, uc.Limits); err != nil {
+		if up.Admission, err = g.pools.limiter(name, uc.Limits, 0); err != nil {
 			return nil, err
 		}
 		liveUpstreams[name] = true

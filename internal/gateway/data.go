@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/config"
@@ -34,6 +35,15 @@ const (
 	dataCacheEntryBytes = 8 << 20
 	dataCacheEntries    = 1 << 16
 )
+
+// dataQueueTarget is a data source's short wait under controlled delay
+// (admission's QueueTarget, 5ms for upstreams): the wait of a consumer
+// that keeps the source's queue standing. A query holds its connection
+// for tens to hundreds of milliseconds, so such a waiter almost never
+// gets a slot within a few milliseconds; the wait would only delay its
+// refusal. A consumer whose requests come one at a time keeps the whole
+// queue_timeout.
+const dataQueueTarget = time.Millisecond
 
 // cursorKeyFile holds the key that signs data routes' page cursors, under
 // state_dir: created on first start, kept so cursors outlive a restart.
@@ -133,7 +143,7 @@ func (g *Gateway) dataUpstreams(cfg *config.Config, liveStats map[statsKey]bool)
 		ep := &endpoint.Endpoint{Address: key.address, Weight: endpoint.WeightScale, Stats: st}
 		up := (&proxy.Upstream{Name: name}).WithBalance(&proxy.Balance{Endpoints: []*endpoint.Endpoint{ep},
 			Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
-		if up.Admission, err = g.pools.limiter(name, dc.Limits); err != nil {
+		if up.Admission, err = g.pools.limiter(name, dc.Limits, dataQueueTarget); err != nil {
 			return nil, nil, fmt.Errorf("data_sources.%s.limits: %w", name, err)
 		}
 		byName[name] = up
