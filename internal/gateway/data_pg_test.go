@@ -1,15 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
@@ -251,25 +253,8 @@ func TestDataRouteOverPostgres(t *testing.T) {
 	})
 
 	t.Run("never more connections than max_conns", func(t *testing.T) {
+		most := sampleLeveeConns(t, pg.DSN)
 		var wg sync.WaitGroup
-		var most atomic.Int64
-		stop := make(chan struct{})
-		var sampler sync.WaitGroup
-		sampler.Add(1)
-		go func() {
-			defer sampler.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				n := pg.QueryText(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'levee'")
-				if v, _ := strconv.ParseInt(*n[0][0], 10, 64); v > most.Load() {
-					most.Store(v)
-				}
-			}
-		}()
 		for range 24 {
 			wg.Add(1)
 			go func() {
@@ -280,10 +265,9 @@ func TestDataRouteOverPostgres(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		close(stop)
-		sampler.Wait()
-		if most.Load() > 4 || most.Load() == 0 {
-			t.Errorf("levee held up to %d connections, max_conns is 4", most.Load())
+		n := most()
+		if n > 4 || n == 0 {
+			t.Errorf("levee held up to %d connections, max_conns is 4", n)
 		}
 	})
 
@@ -309,4 +293,44 @@ func TestDataRouteOverPostgres(t *testing.T) {
 			return status == 200
 		})
 	})
+}
+
+// sampleLeveeConns counts levee's sessions in pg_stat_activity every 10 ms
+// on a connection of its own until the returned function is called, which
+// stops it and returns the most seen.
+func sampleLeveeConns(t *testing.T, dsn string) func() int64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var most atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var n int64
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'levee'").Scan(&n); err == nil && n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	stopped := false
+	stop := func() int64 {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+			conn.Close(context.Background())
+		}
+		return most.Load()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

@@ -4,10 +4,7 @@ package gateway
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,26 +69,7 @@ apps:
 	base := runOpenLoopChild(t, []openLoop{good("good1", baseline), good("good2", baseline)}, func() {})
 	baseP99 := [2]time.Duration{p99OK(t, "good1 baseline", base[0]), p99OK(t, "good2 baseline", base[1])}
 
-	// Sample levee's connections to the database while the storm runs.
-	var most atomic.Int64
-	stopSampling := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			n := pg.QueryText(t, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'levee'")
-			if v, _ := strconv.ParseInt(*n[0][0], 10, 64); v > most.Load() {
-				most.Store(v)
-			}
-		}
-	}()
-
+	most := sampleLeveeConns(t, pg.DSN) // levee's connections to the database while the storm runs
 	rssBefore := rssBytes(t)
 	goodLoad := startLoadChild(t, []openLoop{good("good1", storm), good("good2", storm)})
 	stormLoad := startLoadChild(t, []openLoop{{Addr: addr, Path: "/v1/accounts?id=9", Rate: stormRate, Total: stormRate * int(storm/time.Second),
@@ -100,8 +78,7 @@ apps:
 	goodLoad.start()
 	shots := append(goodLoad.wait(), stormLoad.wait()...)
 	rssAfter := rssBytes(t)
-	close(stopSampling)
-	sampler.Wait()
+	maxConns := most()
 
 	for i, app := range []string{"good1", "good2"} {
 		ok, statuses := 0, map[string]int{}
@@ -138,7 +115,7 @@ apps:
 	}
 	t.Logf("storm: %d sent, %d served, %d refused (p50 %v, p99 %v); answers %v", len(shots[2]), served, len(refused),
 		percentile(refused, 50), percentile(refused, 99), other)
-	t.Logf("levee's connections to the database: at most %d (max_conns 4)", most.Load())
+	t.Logf("levee's connections to the database: at most %d (max_conns 4)", maxConns)
 	t.Logf("levee's RSS: %.1f MiB before the storm, %.1f MiB after (+%.1f MiB)", float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20),
 		float64(rssAfter-rssBefore)/(1<<20))
 	for _, shots := range shots {
@@ -159,8 +136,8 @@ apps:
 	if p := percentile(refused, 99); p >= 20*time.Millisecond {
 		t.Errorf("storm's refusals: p99 %v, want under 20 ms", p)
 	}
-	if most.Load() > 4 {
-		t.Errorf("the database saw %d connections from levee, max_conns is 4", most.Load())
+	if maxConns > 4 {
+		t.Errorf("the database saw %d connections from levee, max_conns is 4", maxConns)
 	}
 	if rssAfter-rssBefore >= 64<<20 {
 		t.Errorf("levee's RSS grew %d MiB during the storm, want under 64", (rssAfter-rssBefore)>>20)
