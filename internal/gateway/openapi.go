@@ -418,7 +418,7 @@ var refusalTable = sync.OnceValue(func() map[proxy.Reason]openapi.Refusal {
 			Error string `json:"error"`
 		}
 		if status >= 500 && proxy.StatusOf(r) == 0 || json.Unmarshal(w.body.Bytes(), &body) != nil {
-			continue // no row: TestDataReasonsHaveRows reports it
+			continue // no row: TestOpenAPIKindsAgree reports it
 		}
 		// rate_limited and quota_exhausted carry the rate limiter's own
 		// Retry-After, which Refuse leaves to it.

@@ -49,7 +49,7 @@ const (
 	ReasonMemoryPressure   Reason = "memory_pressure"
 
 	// Data-API refusals (package dataapi, whose reasons these are: the
-	// gateway's TestDataReasonsHaveRows holds the two lists together).
+	// gateway's TestOpenAPIKindsAgree holds the two lists together).
 	ReasonMissingParameter   Reason = "missing_parameter"
 	ReasonInvalidParameter   Reason = "invalid_parameter"
 	ReasonUnknownParameter   Reason = "unknown_parameter"
