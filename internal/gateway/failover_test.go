@@ -64,7 +64,8 @@ func failoverLoad(h *harness, clients, total, killAt int, kill func()) (failed i
 }
 
 // TestEndpointKilledUnderLoad (issue 14): one of three endpoints stops
-// (its listener and connections closed: connection refused) under steady
+// (its listener and idle connections closed: connection refused; the
+// requests it is serving finish, see stopAfterInflight) under steady
 // load from several clients, with retry {attempts: 2, on: [connect_failure,
 // 502, 503, 504]} and active checks every 500 ms. No client request
 // fails over 3,000 requests. The retry budget is set to nothing (ratio 0,
@@ -77,7 +78,7 @@ func TestEndpointKilledUnderLoad(t *testing.T) {
     retry: {attempts: 2, on: [connect_failure, 502, 503, 504], backoff: {base: 1ms, max: 5ms}, budget: {ratio: 0, min_per_second: 0}}
     health_check: {http: {path: /healthz}, interval: 500ms, timeout: 250ms}`))
 	const total = 3000
-	failed, first := failoverLoad(h, 6, total, total/3, c.stop)
+	failed, first := failoverLoad(h, 6, total, total/3, c.stopAfterInflight)
 	if failed != 0 {
 		t.Errorf("%d of %d requests failed after one endpoint was killed; first: %q", failed, total, first)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -79,6 +80,25 @@ func (b *switchBackend) stop() {
 	b.srv = nil
 	b.mu.Unlock()
 	if srv != nil {
+		srv.Close()
+	}
+}
+
+// stopAfterInflight stops listening (connects are refused) and closes its
+// idle connections at once, but lets requests it is serving finish. A
+// request cut off mid-exchange is ambiguous (the endpoint may have acted
+// on it) and retried only on reset_before_response, at the retry budget's
+// cost; tests of the free connect-failure retry must not depend on
+// whether a kill happened to land inside one.
+func (b *switchBackend) stopAfterInflight() {
+	b.mu.Lock()
+	srv := b.srv
+	b.srv = nil
+	b.mu.Unlock()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Config.Shutdown(ctx)
+		cancel()
 		srv.Close()
 	}
 }
