@@ -8,6 +8,9 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/levee-gw/levee/internal/dataformat"
+	"github.com/levee-gw/levee/internal/dataquery"
 )
 
 // This file reads the data APIs' configuration: `data_sources` and a
@@ -26,11 +29,11 @@ const (
 var dataDrivers = []string{DriverPostgres, DriverSQLite}
 
 // The answer formats of data routes.
-var dataFormats = []string{"json", "ndjson", "csv"}
+var dataFormats = dataformat.FormatNames()
 
 // dataParamTypes are the types a SQL-mode parameter may have
 // (dataquery.Kind's names).
-var dataParamTypes = []string{"int64", "float64", "bool", "string", "date", "timestamp", "uuid"}
+var dataParamTypes = dataquery.KindNames()
 
 // dataScalarForms are the forms of a parameter's default, min and max:
 // written as the file pleases, parsed by the parameter's type.

@@ -366,7 +366,7 @@ func (p *parser) dataFilters(path string, n *yaml.Node) map[string][]string {
 }
 
 // dataOps are the table-mode filter operators (dataquery.Op's names).
-var dataOps = []string{"eq", "neq", "lt", "lte", "gt", "gte", "in", "is", "like"}
+var dataOps = dataquery.OpNames()
 
 // dataPage reads a route's `page`.
 func (p *parser) dataPage(path string, n *yaml.Node) *DataPage {

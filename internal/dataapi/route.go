@@ -145,7 +145,10 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 				flight.Abandon(err)
 			}
 		}
-		if !errors.Is(err, datasource.ErrUnavailable) {
+		if !sourceFailed(err) && ctx.Err() == nil {
+			// A query the database refused (a bad statement, a refused
+			// value): worth a line each. The source failing (down, timing
+			// out) is counted in the metrics, not logged per request.
 			rt.o.Logger.Warn("data query failed", "route", rt.o.Name, "error", err)
 		}
 		return nil, refusal(ctx, err)

@@ -32,6 +32,16 @@ const (
 // Formats lists every format, for callers that build tables from it.
 var Formats = []Format{JSON, NDJSON, CSV}
 
+// FormatNames lists the names of Formats, in that order (a new slice each
+// call): the configuration's allowed formats.
+func FormatNames() []string {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = f.String()
+	}
+	return names
+}
+
 // String returns the format's name as the configuration spells it ("json",
 // "ndjson", "csv").
 func (f Format) String() string {

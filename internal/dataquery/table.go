@@ -47,6 +47,10 @@ func (o Op) String() string {
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
 
+// OpNames lists every Op's name, in Op order (a new slice each call): the
+// configuration's allowed filter operators.
+func OpNames() []string { return append([]string(nil), opNames[1:]...) }
+
 // ParseOp turns an operator's name into an Op.
 func ParseOp(s string) (Op, error) {
 	if o := opByName(s); o != 0 {

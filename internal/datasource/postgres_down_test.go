@@ -25,9 +25,7 @@ func TestPostgresDownAndBack(t *testing.T) {
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("%s: err = %v, want ErrUnavailable", when, err)
 		}
-		if took > time.Second {
-			t.Fatalf("%s: ErrUnavailable after %v, connect timeout 500ms", when, took)
-		}
+		notHung(t, when+": ErrUnavailable", took)
 		t.Logf("%s: ErrUnavailable in %v", when, took)
 	}
 	assertUnavailable("down at start")
@@ -155,9 +153,7 @@ func TestPostgresPoolTimeoutAndClosed(t *testing.T) {
 	if !errors.Is(err, ErrPoolTimeout) {
 		t.Fatalf("err = %v, want ErrPoolTimeout", err)
 	}
-	if took > time.Second {
-		t.Fatalf("ErrPoolTimeout after %v", took)
-	}
+	notHung(t, "ErrPoolTimeout", took)
 	// Closed with rows left: the statement is cancelled and its
 	// connection closed, which the pool counts down a moment later.
 	held.Close()

@@ -285,9 +285,7 @@ func TestPostgres(t *testing.T) {
 		if !errors.Is(err, ErrStatementTimeout) {
 			t.Fatalf("err = %v, want ErrStatementTimeout", err)
 		}
-		if took > 2*time.Second {
-			t.Fatalf("timeout answered after %v", took)
-		}
+		notHung(t, "the 200ms statement timeout of pg_sleep(30)", took)
 		waitNoActive(t, pg, "pg_sleep(30)")
 		// Past its timeout mid-stream: the rows so far, then the error.
 		r, err := src.Query(ctx, Query{SQL: "SELECT g, pg_sleep(0.05) FROM generate_series(1, 100) g", Timeout: 300 * time.Millisecond})
@@ -343,9 +341,7 @@ func TestPostgres(t *testing.T) {
 		}
 		took := time.Since(start)
 		t.Logf("Close with rows left took %v", took)
-		if took > 2*time.Second {
-			t.Fatalf("Close took %v", took)
-		}
+		notHung(t, "Close with rows left", took)
 		waitNoActive(t, pg, "generate_series(1, 100000000)")
 		waitIdle(t, src)
 		if rows := collectQuery(t, src, Query{SQL: "SELECT 1"}); len(rows) != 1 {
@@ -530,5 +526,19 @@ func waitIdle(t testing.TB, s *Source) {
 			t.Fatalf("connections still in use: %+v", s.Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// hangBound catches a call that hangs. These tests run under the race
+// detector on shared cores, so they do not judge how fast a deadline
+// fired: the typed error says which one did, and the time is logged.
+const hangBound = 10 * time.Second
+
+// notHung fails t when what took hangBound or longer, and logs the time.
+func notHung(t *testing.T, what string, took time.Duration) {
+	t.Helper()
+	t.Logf("%s after %v", what, took)
+	if took >= hangBound {
+		t.Fatalf("%s after %v: hung", what, took)
 	}
 }

@@ -168,9 +168,7 @@ func TestSQLite(t *testing.T) {
 		if !errors.Is(err, ErrStatementTimeout) {
 			t.Fatalf("err = %v, want ErrStatementTimeout", err)
 		}
-		if took := time.Since(start); took > time.Second {
-			t.Fatalf("interrupted after %v", took)
-		}
+		notHung(t, "the interrupted endless query", time.Since(start))
 		waitIdle(t, src)
 	})
 

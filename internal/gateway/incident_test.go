@@ -395,17 +395,7 @@ routes:
 	// Nothing pushed yet: no endpoint, answered at once.
 	expectRefusal(t, h.get("/"), 503, "no_available_endpoint")
 
-	push := func(name, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(http.MethodPut, h.admin+"/api/v1/upstreams/"+name+"/endpoints", strings.NewReader(body))
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var doc map[string]any
-		json.NewDecoder(resp.Body).Decode(&doc)
-		return resp.StatusCode, doc
-	}
+	push := func(name, body string) (int, map[string]any) { return pushEndpoints(t, h, name, body) }
 	status, doc := push("pushed", fmt.Sprintf(`[{"address": %q, "weight": "2.5"}, {"address": %q, "weight": "NaN"}]`, hostPort(a.srv), hostPort(b.srv)))
 	if status != 200 || doc["result"] != "applied" {
 		t.Fatalf("push: %d %v", status, doc)
@@ -484,4 +474,19 @@ routes:
 	if picker("one") == one {
 		t.Error("upstream one kept its picker although its weight changed")
 	}
+}
+
+// pushEndpoints sends body to PUT /api/v1/upstreams/{name}/endpoints and
+// returns the status and the decoded answer.
+func pushEndpoints(t *testing.T, h *harness, name, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, h.admin+"/api/v1/upstreams/"+name+"/endpoints", strings.NewReader(body))
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	json.NewDecoder(resp.Body).Decode(&doc)
+	return resp.StatusCode, doc
 }

@@ -3,8 +3,6 @@ package gateway
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/levee-gw/levee/internal/proxy"
@@ -42,16 +40,8 @@ routes:
 	table := h.g.handler.Table()
 	static, pushed := balanceOf(t, h, "static"), balanceOf(t, h, "pushed")
 
-	req, _ := http.NewRequest(http.MethodPut, h.admin+"/api/v1/upstreams/pushed/endpoints",
-		strings.NewReader(fmt.Sprintf(`[{"address": %q}]`, hostPort(a.srv))))
-	resp, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("push: %s", resp.Status)
+	if status, doc := pushEndpoints(t, h, "pushed", fmt.Sprintf(`[{"address": %q}]`, hostPort(a.srv))); status != 200 {
+		t.Fatalf("push: %d %v", status, doc)
 	}
 
 	if h.g.handler.Table() != table {

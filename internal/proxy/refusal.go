@@ -296,11 +296,17 @@ func (rf *refusal) write(w http.ResponseWriter) int {
 // come back in lockstep.
 func RefuseRetryAfter(w http.ResponseWriter, reason Reason, d time.Duration) int {
 	if rf := refusals[reason]; rf != nil && rf.retryAfter && d > 0 {
-		secs := (d + time.Second - 1) / time.Second
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(int64(max(secs, 1)), 10)}
+		w.Header()["Retry-After"] = retryAfterIn(d)
 		return rf.write(w)
 	}
 	return Refuse(w, reason)
+}
+
+// retryAfterIn is a Retry-After of d: whole seconds, rounded up, at
+// least 1.
+func retryAfterIn(d time.Duration) []string {
+	secs := (d + time.Second - 1) / time.Second
+	return []string{strconv.FormatInt(int64(max(secs, 1)), 10)}
 }
 
 // detailBodies are the bodies of refusals with a detail (the auth reasons,
@@ -360,11 +366,7 @@ func RefuseParam(w http.ResponseWriter, reason Reason, param, detail string, ret
 	}
 	body = append(body, "}\n"...)
 	if base.retryAfter {
-		secs := int64(1)
-		if retryAfter > 0 {
-			secs = int64(max((retryAfter+time.Second-1)/time.Second, 1))
-		}
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+		w.Header()["Retry-After"] = retryAfterIn(retryAfter) // 1 s when retryAfter is 0
 	}
 	rf := refusal{status: base.status, body: body, contentLength: []string{strconv.Itoa(len(body))}}
 	return rf.write(w)
