@@ -72,8 +72,18 @@ func TestDataConfig(t *testing.T) {
 	if l := sales.Limits; !l.Adaptive || l.Max != 8 || l.MaxQueue != 16 || l.QueueTimeout != 50*time.Millisecond {
 		t.Errorf("sales limits = %+v, want adaptive up to max_conns 8, queue 16", l)
 	}
-	if l := local.Limits; !l.Adaptive || l.Min != 4 || l.Max != DefaultDataMaxConns || l.MaxQueue != 4*DefaultDataMaxConns {
-		t.Errorf("local's default limits = %+v, want adaptive 4..8, queue 32", l)
+	if l := local.Limits; !l.Adaptive || l.Min != 4 || l.Max != DefaultDataMaxConns || l.MaxQueue != 4*DefaultDataMaxConns ||
+		l.QueueTimeout != DefaultDataQueueTimeout {
+		t.Errorf("local's default limits = %+v, want adaptive 4..8, queue 32, queue_timeout 500ms", l)
+	}
+	// A limits block without queue_timeout keeps the data sources' default,
+	// not the upstreams' 50ms.
+	c2, err := Parse([]byte(strings.Replace(dataYAML(t, ""), "max_queue: 16, queue_timeout: 50ms", "max_queue: 16", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c2.DataSources["sales"].Limits; l.QueueTimeout != DefaultDataQueueTimeout || l.MaxQueue != 16 {
+		t.Errorf("sales without queue_timeout: %+v, want queue_timeout 500ms", l)
 	}
 	if !slices.Equal(c.DataSourceOrder, []string{"sales", "local"}) || len(c.Upstreams) != 0 {
 		t.Errorf("order %v, upstreams %v", c.DataSourceOrder, c.Upstreams)

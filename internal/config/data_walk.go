@@ -98,6 +98,9 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 	if v := f["limits"]; v != nil {
 		l = p.limits(key(path, "limits"), v)
 		explicitMax = firstKey(v, "max") != nil
+		if firstKey(v, "queue_timeout") == nil {
+			l.QueueTimeout = DefaultDataQueueTimeout
+		}
 		lp := key(path, "limits")
 		switch {
 		case !l.Adaptive && l.MaxConcurrency > d.MaxConns:
@@ -112,12 +115,13 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 
 // dataSourceLimits is a data source's admission limit: l as read (nil
 // when the block is omitted: adaptive from min(4, max_conns) to
-// max_conns, queue 4 x max_conns), its adaptive max brought down to
-// max_conns when it was not given.
+// max_conns, queue 4 x max_conns, queue_timeout DefaultDataQueueTimeout),
+// its adaptive max brought down to max_conns when it was not given.
 func dataSourceLimits(maxConns int, l *Limits, explicitMax bool) *Limits {
 	if l == nil {
 		l = defaultLimits(1, true)
 		l.MaxQueue = DefaultDataQueuePerConn * maxConns
+		l.QueueTimeout = DefaultDataQueueTimeout
 	}
 	if l.Adaptive && !explicitMax && l.Max > maxConns {
 		l.Max = maxConns

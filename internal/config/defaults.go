@@ -298,6 +298,15 @@ const (
 	// without a limits block: a few rounds of the pool, past which a
 	// refusal now is worth more than a long wait.
 	DefaultDataQueuePerConn = 4
+	// DefaultDataQueueTimeout is a data source's limits.queue_timeout when
+	// omitted (an upstream's is DefaultLimitsQueueTimeout, 50ms). A slot
+	// frees only when a query ends, and queries hold a connection for tens
+	// to hundreds of milliseconds: a consumer whose turn is next would
+	// otherwise be refused while it waits for the slot it is owed. A
+	// consumer that floods the queue waits only the short wait of
+	// controlled delay (1ms), so the longer timeout is the well-behaved
+	// consumers' alone.
+	DefaultDataQueueTimeout = 500 * time.Millisecond
 	// DefaultDataMaxRows is RouteData.MaxRows when omitted.
 	DefaultDataMaxRows = 10000
 	// DefaultDataMaxBytes is RouteData.MaxBytes when omitted (8 MiB).

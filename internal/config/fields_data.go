@@ -24,7 +24,7 @@ var (
 			bind: at(func(d *DataSource) *time.Duration { return &d.StatementTimeout })},
 		field{name: "connect_timeout", kind: kindDuration, def: DefaultDataConnectTimeout, doc: "opening one connection; past it: 503 data_source_unavailable",
 			bind: at(func(d *DataSource) *time.Duration { return &d.ConnectTimeout })},
-		field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "admission in front of the pool; adaptive up to max_conns when omitted"},
+		field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "admission in front of the pool; adaptive up to max_conns when omitted; queue_timeout defaults to 500ms here"},
 	)
 
 	dataParamBlock = newBlock(
