@@ -201,8 +201,12 @@ func TestHandlerAllocations(t *testing.T) {
 		}
 		serve := handlerServe(t, addr, c)
 		serve() // the pooled connection, the metrics' children
-		if got := testing.AllocsPerRun(200, serve); got > float64(c.allocs) {
-			t.Errorf("%s: %.1f allocations per request, budget %d", c.name, got, c.allocs)
+		budget := c.allocs
+		if c.log && raceEnabled {
+			budget += 2 // the line buffer and the attempt times, pooled (raceEnabled)
+		}
+		if got := testing.AllocsPerRun(200, serve); got > float64(budget) {
+			t.Errorf("%s: %.1f allocations per request, budget %d", c.name, got, budget)
 		}
 	}
 }
