@@ -335,10 +335,19 @@ func (c *Capturer) prune() {
 	}
 }
 
-// List returns the captures in Dir, newest first (at most maxListed
-// files are read).
-func (c *Capturer) List() ([]Capture, error) {
-	d, err := os.Open(c.o.Dir)
+// List returns the captures in Dir, newest first.
+func (c *Capturer) List() ([]Capture, error) { return List(c.o.Dir) }
+
+// Open opens one capture file by name (see OpenIn).
+func (c *Capturer) Open(name string) (*os.File, error) { return OpenIn(c.o.Dir, name) }
+
+// List returns the captures in dir, newest first (at most maxListed files
+// are read); a directory that does not exist holds none.
+func List(dir string) ([]Capture, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -384,11 +393,20 @@ func (c *Capturer) List() ([]Capture, error) {
 	return out, nil
 }
 
-// Open opens one capture file by name for reading, refusing any name that
-// is not a plain file of Dir (no path separators, no dot files).
-func (c *Capturer) Open(name string) (*os.File, error) {
+// OpenIn opens one capture file of dir by name for reading, refusing any
+// name that is not a plain file name (no path separators, no dot files):
+// os.ErrNotExist.
+func OpenIn(dir, name string) (*os.File, error) {
 	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) {
 		return nil, os.ErrNotExist
 	}
-	return os.Open(filepath.Join(c.o.Dir, name))
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, os.ErrNotExist
+	}
+	return f, nil
 }
