@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,8 +52,10 @@ var accessLogBlock = newBlock(
 )
 
 // checkLogOutput accepts "stdout", "stderr", or a file path whose
-// directory exists (so that `levee validate` refuses what `levee run`
-// could not open).
+// directory exists and which, when it exists, is a regular file levee can
+// open for writing (so that `levee validate` refuses what `levee run`
+// could not open; it creates nothing). A missing file's directory is not
+// checked for write permission (no portable way without creating one).
 var checkLogOutput = problemOf(func(s string) string {
 	if s == "stdout" || s == "stderr" {
 		return ""
@@ -61,9 +64,20 @@ var checkLogOutput = problemOf(func(s string) string {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return `must be "stdout", "stderr" or a file in an existing directory; ` + quote(dir) + " is not a directory"
 	}
-	if st, err := os.Stat(s); err == nil && st.IsDir() {
+	st, err := os.Stat(s)
+	switch {
+	case err != nil:
+		return "" // created at start
+	case st.IsDir():
 		return `must be "stdout", "stderr" or a file, not a directory`
+	case !st.Mode().IsRegular():
+		return `must be "stdout", "stderr" or a regular file`
 	}
+	f, err := os.OpenFile(s, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Sprintf("cannot write to the file: %v", pathErrCause(err))
+	}
+	f.Close()
 	return ""
 })
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -30,5 +31,21 @@ func TestAccessLogForms(t *testing.T) {
 		if !reflect.DeepEqual(cfg.Log, c.want) {
 			t.Errorf("access: %s: got %+v, want %+v", c.access, cfg.Log, c.want)
 		}
+	}
+}
+
+func TestAccessLogOutputChecked(t *testing.T) {
+	dir := t.TempDir()
+	ro := filepath.Join(dir, "ro.log")
+	if err := os.WriteFile(ro, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.OpenFile(ro, os.O_WRONLY, 0); err == nil {
+		f.Close()
+		t.Skip("running as root: a read-only file is writable")
+	}
+	_, err := Parse([]byte(head + "log:\n  access: {output: " + ro + "}\n" + upstreams + routes))
+	if want := `log.access.output: cannot write to the file: permission denied, got "` + ro + `"`; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }

@@ -156,7 +156,7 @@ func TestAccessLogReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Reopen()
-	waitFor(t, func() bool { return a.Reopens() == 1 })
+	waitFor(t, func() bool { return a.reopened() == 1 })
 	a.Log(&AccessEntry{RequestID: "after", Status: 200})
 	a.Close()
 	<-done
@@ -187,7 +187,7 @@ func TestAccessLogFileErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Reopen()
-	waitFor(t, func() bool { return a.Reopens() == 1 })
+	waitFor(t, func() bool { return a.reopened() == 1 })
 	a.Log(&AccessEntry{RequestID: "kept", Status: 200})
 	a.Close()
 	<-done

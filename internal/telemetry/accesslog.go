@@ -79,7 +79,7 @@ type AccessLog struct {
 	logger  *slog.Logger
 	queue   chan *[]byte
 	reopen  chan struct{} // one pending reopen at most (capacity 1)
-	reopens atomic.Uint64 // reopens attempted by Run, for Reopens
+	reopens atomic.Uint64 // reopens attempted by Run, for reopened
 	pool    sync.Pool
 	dropped prometheus.Counter
 	done    chan struct{}
@@ -249,8 +249,8 @@ func (a *AccessLog) Reopen() {
 	}
 }
 
-// Reopens returns how many reopens Run has carried out (tests wait on it).
-func (a *AccessLog) Reopens() uint64 { return a.reopens.Load() }
+// reopened returns how many reopens Run has carried out (tests wait on it).
+func (a *AccessLog) reopened() uint64 { return a.reopens.Load() }
 
 // Run writes queued lines until Close. It batches lines through a buffer and
 // flushes whenever the queue is momentarily empty, and reopens the file
