@@ -48,7 +48,7 @@ FUZZ_TARGETS := \
 all: build
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
 
 ## demo: start levee with three built-in demo upstreams and an embedded SQLite
 ## data API (no outside services).
