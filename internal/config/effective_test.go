@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -324,4 +325,44 @@ func TestSecretFieldsMarked(t *testing.T) {
 			t.Errorf("%s is not marked secret; secret fields: %v", w, secrets)
 		}
 	}
+}
+
+// FuzzEffectiveRoundTrips: whatever configuration Parse accepts, its
+// effective rendering parses back into the same Config (secrets aside,
+// as in TestEffectiveRoundTrips), so GET /api/v1/config never shows a
+// value levee would read differently.
+func FuzzEffectiveRoundTrips(f *testing.F) {
+	files, _ := filepath.Glob("testdata/valid/*.yaml")
+	for _, in := range files {
+		data, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(ExampleYAML))
+	f.Add([]byte(head + upstreams + routes + "    auth: none\n    anonymous_limits: {rate: 0.000001, burst: 1000}\napps:\n" +
+		"  - {id: a, grants: [api], api_key_sha256: [" + strings.Repeat("ab", 32) + "], limits: {rate: 0.0000001, burst: 1001, quota: {requests: 1000000000001, per: 999ms}}, route_limits: {api: {rate: 0.5, burst: 500000001}}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		out, err := Effective(c)
+		if err != nil {
+			t.Fatalf("Effective: %v", err)
+		}
+		back, err := Parse(dropRedacted(out))
+		if err != nil {
+			t.Fatalf("the effective config does not parse: %v\n%s", err, out)
+		}
+		for i := range c.Apps {
+			c.Apps[i].APIKeySHA256 = nil
+		}
+		if got, want := normalise(reflect.ValueOf(back)), normalise(reflect.ValueOf(c)); !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Fatalf("parsed back:\n%s\nwant:\n%s\neffective:\n%s", g, w, out)
+		}
+	})
 }
