@@ -14,6 +14,25 @@ import (
 	"github.com/levee-gw/levee/internal/demo"
 )
 
+// startDemo starts levee on the configuration `levee demo` serves, with
+// its real backends and SQLite database (stopped with the test), and
+// returns it with that configuration.
+func startDemo(t *testing.T) (*harness, string) {
+	t.Helper()
+	b, err := demo.StartBackends()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	dir := t.TempDir()
+	dbPath, err := demo.CreateDatabase(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b))
+	return start(t, yaml), yaml
+}
+
 // adminGet fetches path from h's admin listener and decodes the JSON
 // answer into v; it returns the raw body.
 func adminGet(t *testing.T, h *harness, path string, v any) []byte {
@@ -42,18 +61,7 @@ func adminGet(t *testing.T, h *harness, path string, v any) []byte {
 // order with their kinds, targets, limits and granted apps, including an
 // app created through the API since; and the admin document is served.
 func TestOperatorViewsOfTheDemo(t *testing.T) {
-	b, err := demo.StartBackends()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	dir := t.TempDir()
-	dbPath, err := demo.CreateDatabase(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml := string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b))
-	h := start(t, yaml)
+	h, yaml := startDemo(t)
 
 	raw := adminGet(t, h, "/api/v1/config", nil)
 	if strings.Contains(string(raw), demo.DemoKeySHA256) || !strings.Contains(string(raw), `"api_key_sha256": [
