@@ -103,6 +103,14 @@ func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
 		if !ok {
 			continue
 		}
+		if bv, isBlock := valueOf(v).(blockValue); isBlock {
+			r, err := renderBlock(bv.b, bv.v, fp)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, member{f.name, r})
+			continue
+		}
 		if f.secret {
 			if r, keep := redact(v); keep {
 				out = append(out, member{f.name, r})
@@ -196,10 +204,25 @@ var specialForms = map[string]func(sv reflect.Value) any{
 		}
 		return list
 	},
+	// access is false, or the access log's settings (true is the block
+	// at its defaults).
+	"Log.access": func(sv reflect.Value) any {
+		l := sv.Interface().(Log)
+		if !l.Access {
+			return false
+		}
+		return blockValue{accessLogBlock, reflect.ValueOf(l.AccessLog)}
+	},
 	// default, min and max are kept as written; "" is unset.
 	"DataParam.default": func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Default) },
 	"DataParam.min":     func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Min) },
 	"DataParam.max":     func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Max) },
+}
+
+// blockValue is a special form's value rendered as block b.
+type blockValue struct {
+	b *block
+	v reflect.Value
 }
 
 // optString is s, or nil (left out) when empty.
@@ -263,6 +286,11 @@ func renderValue(f *field, v reflect.Value, path string) (out any, keep bool, er
 			items = append(items, scalar(f.item, iv))
 		}
 		return items, true, nil
+	}
+	if k := v.Kind(); k == reflect.Struct || k == reflect.Map || k == reflect.Slice {
+		// A Go form unlike the file's: it needs a special form, or its
+		// Go field names would show.
+		return nil, false, fmt.Errorf("config: effective: %s is a Go %s; add a special form for it", path, v.Type())
 	}
 	return scalar(f, v), true, nil
 }
@@ -333,6 +361,14 @@ var mapOrders = map[reflect.Type]string{
 func scalar(f *field, v reflect.Value) any {
 	if d, ok := v.Interface().(time.Duration); ok {
 		return d.String()
+	}
+	return v.Interface()
+}
+
+// valueOf is v's value, nil for the zero Value (a special form's nil).
+func valueOf(v reflect.Value) any {
+	if !v.IsValid() {
+		return nil
 	}
 	return v.Interface()
 }

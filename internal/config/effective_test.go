@@ -28,7 +28,9 @@ func effectiveInputs(t *testing.T) map[string]*Config {
 		}
 		out[filepath.Base(f)] = c
 	}
-	for name, yaml := range map[string]string{"ExampleYAML": ExampleYAML, "data": dataYAML(t, "")} {
+	for name, yaml := range map[string]string{"ExampleYAML": ExampleYAML, "data": dataYAML(t, ""),
+		"access-block": head + upstreams + routes + "log: {access: {output: stdout, sample_2xx: 0.25, redact_query: [token, sig]}}\n",
+		"access-off":   head + upstreams + routes + "log: {access: false}\n"} {
 		c, err := Parse([]byte(yaml))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -272,6 +274,12 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 				walk(f.sub, key(fp, "*"))
 			case f.kind == kindList && f.item.kind == kindBlock:
 				walk(f.item.sub, fp+"[]")
+			case f.kind == kindEither:
+				for _, form := range f.either {
+					if form.sub != nil {
+						walk(form.sub, fp)
+					}
+				}
 			}
 		}
 	}
@@ -349,6 +357,8 @@ func FuzzEffectiveRoundTrips(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(ExampleYAML))
+	f.Add([]byte(head + upstreams + routes + "log: {access: {output: stdout, sample_2xx: 0.25, redact_query: [token, sig]}}\n"))
+	f.Add([]byte(head + upstreams + routes + "log: {level: warn, access: false}\n"))
 	f.Add([]byte(head + upstreams + routes + "    auth: none\n    anonymous_limits: {rate: 0.000001, burst: 1000}\napps:\n" +
 		"  - {id: a, grants: [api], api_key_sha256: [" + strings.Repeat("ab", 32) + "], limits: {rate: 0.0000001, burst: 1001, quota: {requests: 1000000000001, per: 999ms}}, route_limits: {api: {rate: 0.5, burst: 500000001}}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
