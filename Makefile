@@ -16,6 +16,7 @@ FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
 	./internal/config:FuzzSchemaAgrees:2000 \
+	./internal/config:FuzzEffectiveRoundTrips:2000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \
@@ -48,7 +49,7 @@ FUZZ_TARGETS := \
 all: build
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
 
 ## demo: start levee with three built-in demo upstreams and an embedded SQLite
 ## data API (no outside services).

@@ -48,27 +48,18 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
-	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
-	tokenFile := fs.String("token-file", "", "file holding the admin API token")
-	var f appFlags
 	switch sub {
-	case "create", "patch":
-		f.register(fs, sub == "create")
-	case "list":
-		f.limit = fs.Int("limit", 0, "apps per page (1 to 1000; default 100)")
-		f.after = fs.String("after", "", "list apps whose id sorts after this one")
-		f.all = fs.Bool("all", false, "follow every page")
-	case "get", "delete", "key-create", "key-revoke":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, appsUsage)
 		return 0
-	default:
+	}
+	fs, f, adminURL, tokenFile := appsFlagSet(sub)
+	if fs == nil {
 		fmt.Fprintf(stderr, "levee apps: unknown command %q\n\n%s", sub, appsUsage)
 		return 2
 	}
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
 	pos, ok := parseInterleaved(fs, args[1:])
 	if !ok {
 		return 2
@@ -125,6 +116,31 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(out)
 	return 0
+}
+
+// appsCommands are the commands of "levee apps", in appsUsage's order.
+var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke"}
+
+// appsFlagSet returns the flag set of "levee apps sub" (nil for an
+// unknown sub), the app flags it fills, and -admin and -token-file. The
+// shell completions are generated from it too.
+func appsFlagSet(sub string) (fs *flag.FlagSet, f *appFlags, adminURL, tokenFile *string) {
+	fs = flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
+	adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
+	tokenFile = fs.String("token-file", "", "file holding the admin API token")
+	f = &appFlags{}
+	switch sub {
+	case "create", "patch":
+		f.register(fs, sub == "create")
+	case "list":
+		f.limit = fs.Int("limit", 0, "apps per page (1 to 1000; default 100)")
+		f.after = fs.String("after", "", "list apps whose id sorts after this one")
+		f.all = fs.Bool("all", false, "follow every page")
+	case "get", "delete", "key-create", "key-revoke":
+	default:
+		return nil, nil, nil, nil
+	}
+	return fs, f, adminURL, tokenFile
 }
 
 // parseInterleaved parses flags that may stand before, between or after

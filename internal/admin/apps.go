@@ -33,7 +33,7 @@ type AppStore interface {
 const maxAppBodyBytes = 256 << 10
 
 // appRoutes registers the apps API on mux.
-func appRoutes(mux *http.ServeMux, store AppStore) {
+func appRoutes(mux *adminMux, store AppStore) {
 	mux.HandleFunc("POST /api/v1/apps", func(w http.ResponseWriter, r *http.Request) {
 		var spec apps.Spec
 		if !decodeStrict(w, r, &spec) {

@@ -250,6 +250,7 @@ func (g *Gateway) Start() (err error) {
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
 		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Operator: operatorView{g: g, store: store},
 	})
 	if err != nil {
 		return err
