@@ -12,10 +12,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	_ "modernc.org/sqlite"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // NewKey is a key just created: its record, and the plaintext, which is
@@ -162,8 +162,5 @@ func revokeKey(ctx context.Context, q querier, appID, keyID string, now time.Tim
 }
 
 // isUniqueViolation reports whether err is SQLite's UNIQUE constraint
-// failure (the driver's message; its error codes are not exported in a
-// stable form).
-func isUniqueViolation(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
+// failure.
+var isUniqueViolation = statedb.IsUniqueViolation

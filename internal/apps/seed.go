@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // SeedResult says what Seed did with each app, by id.
@@ -126,15 +128,22 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now()
 		r, err := getRecord(ctx, tx, spec.ID)
-		if errors.Is(err, ErrNotFound) {
-			var tomb string
-			switch err := tx.QueryRowContext(ctx, `SELECT file_hash FROM tombstones WHERE id = ?`, spec.ID).Scan(&tomb); {
-			case err == nil && tomb == hash:
-				outcome = &res.StayedDeleted
-				return nil
-			case err != nil && !errors.Is(err, sql.ErrNoRows):
+		e := statedb.Entry{Exists: err == nil}
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if err := tx.QueryRowContext(ctx, `SELECT file_hash FROM tombstones WHERE id = ?`, spec.ID).Scan(&e.Tombstone); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
+		case err != nil:
+			return err
+		default:
+			e.FileHash, e.FromFile, e.Overridden = r.fileHash, r.app.Source == SourceFile, r.app.Overridden
+		}
+		switch statedb.Decide(e, hash) {
+		case statedb.StayDeleted:
+			outcome = &res.StayedDeleted
+			return nil
+		case statedb.Create:
 			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, spec.ID); err != nil {
 				return err
 			}
@@ -146,16 +155,11 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 			}
 			outcome = &res.Created
 			return seedKeys(ctx, tx, spec.ID, nil, keys, now)
-		}
-		if err != nil {
-			return err
-		}
-		switch {
-		case r.fileHash == hash:
+		case statedb.Unchanged:
 			outcome = &res.Unchanged
 			_, err = tx.ExecContext(ctx, `UPDATE apps SET pending_file = 0 WHERE id = ?`, spec.ID)
 			return err
-		case r.app.Source == SourceFile && !r.app.Overridden:
+		case statedb.Apply:
 			if err := updateSpec(ctx, tx, spec, now, false); err != nil {
 				return err
 			}
@@ -164,7 +168,7 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 			}
 			outcome = &res.Updated
 			return seedKeys(ctx, tx, spec.ID, r.app.Keys, keys, now)
-		default:
+		default: // statedb.KeepRuntime
 			outcome = &res.KeptRuntime
 			why := "changed at runtime since the file last seeded it"
 			if r.app.Source == SourceAPI {

@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // Options configure a Store.
@@ -82,28 +80,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	// Create the file first so that it is private to levee's user.
-	f, err := os.OpenFile(o.Path, os.O_RDWR|os.O_CREATE, 0o600)
+	db, err := statedb.Open(ctx, statedb.Options{Path: o.Path, BusyTimeout: busy, Timeout: s.timeout, Migrations: migrations})
 	if err != nil {
-		return nil, fmt.Errorf("apps: opening %s: %w", o.Path, err)
+		return nil, fmt.Errorf("apps: %w", err)
 	}
-	f.Close()
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate") // a write transaction takes the lock at BEGIN
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: o.Path}).EscapedPath()+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("apps: opening %s: %w", o.Path, err)
-	}
-	db.SetMaxOpenConns(4)
 	s.db = db
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("apps: %s: %w", o.Path, err)
-	}
 	snap, err := s.load(ctx)
 	if err != nil {
 		db.Close()
@@ -121,15 +102,7 @@ func (s *Store) Close() error { return s.db.Close() }
 func (s *Store) Current() *Snapshot { return s.snap.Load() }
 
 func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return statedb.InTx(ctx, s.db, fn)
 }
 
 // write runs fn in one transaction under the write lock and, once it has

@@ -1,0 +1,248 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file is config's side of the data-API lifecycle (docs/data-apis.md,
+// "Lifecycle"): a data API created through the admin API is one route
+// definition, the route as an item of `routes` writes it, checked by the
+// same walker and rules as a file route with a `data` block
+// (ParseDataAPI); definitions are kept and compared as canonical JSON
+// (DefinitionJSON, Config.DataDefinition); and the routes that would
+// serve together are checked for names and matches that collide
+// (RouteConflicts).
+
+// MaxDefinitionBytes caps one data-API definition, YAML or JSON.
+const MaxDefinitionBytes = 256 << 10
+
+// DataDefinition returns the definition of the file's data route name as
+// canonical JSON (DefinitionJSON's form), or nil when the file has no data
+// route of that name. It is what the data-API store seeds from.
+func (c *Config) DataDefinition(name string) []byte { return c.dataDefs[name] }
+
+// keepDefinition records the data route at path (node n) in
+// c.dataDefs, for DataDefinition.
+func (p *parser) keepDefinition(c *Config, path string, n *yaml.Node, name string) {
+	def, err := definitionJSON(n)
+	if err != nil {
+		p.add(n, path, "%v", err)
+		return
+	}
+	if c.dataDefs == nil {
+		c.dataDefs = map[string][]byte{}
+	}
+	c.dataDefs[name] = def
+}
+
+// DefinitionJSON reads one route definition (YAML or JSON: a mapping, as
+// an item of `routes` writes it) and returns it as canonical JSON: keys
+// sorted, no insignificant space, `name` left out (a data API's name is
+// its key, not part of a version). Scalars keep their YAML meaning: plain
+// numbers and booleans stay JSON numbers and booleans (a number written
+// as JSON allows keeps its text), null stays null, everything else is a
+// string; so ParseDataAPI reads the JSON exactly as it would the YAML.
+// Only the shape is checked here; errors are *Errors.
+func DefinitionJSON(def []byte) ([]byte, error) {
+	root, p, errs := decodeDefinition(def)
+	if errs != nil {
+		return nil, errs
+	}
+	out, err := definitionJSON(root)
+	if err != nil {
+		p.add(root, "", "%v", err)
+		return nil, p.result()
+	}
+	return out, nil
+}
+
+// decodeDefinition parses def as one YAML document holding a mapping,
+// with the file's limits (size, depth, no aliases or merge keys).
+func decodeDefinition(def []byte) (*yaml.Node, *parser, *Errors) {
+	p := &parser{}
+	if len(def) > MaxDefinitionBytes {
+		return nil, p, fileError(fmt.Sprintf("the definition is larger than the %s limit", formatSize(MaxDefinitionBytes)))
+	}
+	root, errs := decode(def)
+	if errs != nil {
+		return nil, p, errs
+	}
+	if !p.scan(root, "", 0) {
+		return nil, p, p.result()
+	}
+	if root == nil || root.Kind != yaml.MappingNode {
+		p.add(root, "", "the definition must be a mapping with match and data, got %s", describe(root))
+		return nil, p, p.result()
+	}
+	return root, p, nil
+}
+
+// definitionJSON renders mapping n (a route) as canonical JSON without
+// its name.
+func definitionJSON(n *yaml.Node) ([]byte, error) {
+	v, err := nodeValue(n, 0)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := v.(map[string]any)
+	delete(m, "name")
+	return json.Marshal(m) // map keys sorted: canonical
+}
+
+// jsonNumber is the grammar of a JSON number (RFC 8259 section 6).
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// nodeValue turns n into JSON values; depth is bounded by maxDepth (scan
+// refused deeper trees before).
+func nodeValue(n *yaml.Node, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nesting deeper than %d levels is not allowed", maxDepth)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: keys must be strings", k.Line)
+			}
+			v, err := nodeValue(n.Content[i+1], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = v
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		s := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			v, err := nodeValue(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, v)
+		}
+		return s, nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return nil, nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return nil, fmt.Errorf("line %d: %v", n.Line, err)
+			}
+			return b, nil
+		case "!!int", "!!float":
+			if jsonNumber.MatchString(n.Value) {
+				return json.Number(n.Value), nil
+			}
+			var f float64
+			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, fmt.Errorf("line %d: the number %s cannot be written as JSON", n.Line, n.Value)
+			}
+			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+		}
+		return n.Value, nil
+	}
+	return nil, fmt.Errorf("line %d: aliases are not allowed", n.Line)
+}
+
+// ParseDataAPI reads def, the definition of data API name, as the data
+// route it is: one route as an item of `routes` writes it (YAML or JSON),
+// with `match`, `auth`, the optional route fields that apply to a data
+// route, and `data`; `name` may be left out and, when given, must be
+// name. It is checked by the same walker and rules as a file route, against
+// c's data_sources (and c's cursor-free compile of its query), so the
+// admin API refuses exactly what `levee validate` would. name must not be
+// a route of c other than a data route: route names are one namespace
+// (a file data route of that name is the same data API). Errors are
+// *Errors whose paths are relative to the definition ("data.sql").
+func ParseDataAPI(c *Config, name string, def []byte) (*Route, error) {
+	root, p, errs := decodeDefinition(def)
+	if errs != nil {
+		return nil, errs
+	}
+	if !validName(name) {
+		p.add(nil, "name", "name %s, got %s", nameRule, quote(name))
+		return nil, p.result()
+	}
+	n := root
+	if k := firstKey(root, "name"); k != nil {
+		if v := valueOf(root, k); !isString(v) || v.Value != name {
+			p.add(v, "name", "must be the data API's name %s (or be left out), got %s", quote(name), describe(v))
+		}
+	} else {
+		// The walker requires a name: give it the API's.
+		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: root.Line, Column: root.Column,
+			Content: append([]*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: "name"},
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: name},
+			}, root.Content...)}
+	}
+	if k := firstKey(root, "upstream"); k != nil {
+		p.add(k, "upstream", "a data API answers from a data source: give data, not upstream")
+	}
+	if firstKey(root, "data") == nil {
+		p.add(root, "data", "required: a data API is a route with a data block")
+	}
+	for _, r := range c.Routes {
+		if r.Name == name && r.Data == nil {
+			p.add(nil, "name", "%s is the name of a route of the configuration file that is not a data route; route names are one namespace", quote(name))
+		}
+	}
+	if len(p.errs) > 0 {
+		return nil, p.result()
+	}
+	scratch := *c
+	scratch.dataDefs = nil
+	r, _, _, _ := p.route(&scratch, "", n)
+	if errs := p.result(); errs != nil {
+		return nil, errs
+	}
+	return &r, nil
+}
+
+// valueOf returns the value node of key node k in mapping n.
+func valueOf(n, k *yaml.Node) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i] == k {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// RouteConflicts checks routes that are to serve together (the file's and
+// the published data APIs') as a file's routes are checked: names unique,
+// and no two with the same host and path prefix and overlapping methods.
+// It returns one sentence per conflict, naming both routes; none when
+// they may serve together.
+func RouteConflicts(routes []Route) []string {
+	var out []string
+	byName := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		if byName[r.Name] {
+			out = append(out, fmt.Sprintf("route name %s is used twice", quote(r.Name)))
+		}
+		byName[r.Name] = true
+	}
+	seen := make([]routeSeen, len(routes))
+	for i := range seen {
+		seen[i].matchOK = true
+	}
+	overlapsBy(routes, seen, func(i, j int, method string) {
+		what := "same host and path_prefix"
+		if method != "" {
+			what = "same host, path_prefix and method " + quote(method)
+		}
+		out = append(out, fmt.Sprintf("route %s duplicates route %s (%s)", quote(routes[i].Name), quote(routes[j].Name), what))
+	})
+	return out
+}
