@@ -219,19 +219,26 @@ func valueOf(n, k *yaml.Node) *yaml.Node {
 	return nil
 }
 
+// RouteConflict is one conflict RouteConflicts found: route Route
+// duplicates the earlier route Other.
+type RouteConflict struct {
+	Route, Other int
+	Message      string
+}
+
 // RouteConflicts checks routes that are to serve together (the file's and
 // the published data APIs') as a file's routes are checked: names unique,
 // and no two with the same host and path prefix and overlapping methods.
-// It returns one sentence per conflict, naming both routes; none when
-// they may serve together.
-func RouteConflicts(routes []Route) []string {
-	var out []string
-	byName := make(map[string]bool, len(routes))
-	for _, r := range routes {
-		if byName[r.Name] {
-			out = append(out, fmt.Sprintf("route name %s is used twice", quote(r.Name)))
+// Each conflict names both routes; none when they may serve together.
+func RouteConflicts(routes []Route) []RouteConflict {
+	var out []RouteConflict
+	byName := make(map[string]int, len(routes))
+	for i, r := range routes {
+		if j, dup := byName[r.Name]; dup {
+			out = append(out, RouteConflict{i, j, fmt.Sprintf("route name %s is used twice", quote(r.Name))})
+			continue
 		}
-		byName[r.Name] = true
+		byName[r.Name] = i
 	}
 	seen := make([]routeSeen, len(routes))
 	for i := range seen {
@@ -242,7 +249,7 @@ func RouteConflicts(routes []Route) []string {
 		if method != "" {
 			what = "same host, path_prefix and method " + quote(method)
 		}
-		out = append(out, fmt.Sprintf("route %s duplicates route %s (%s)", quote(routes[i].Name), quote(routes[j].Name), what))
+		out = append(out, RouteConflict{i, j, fmt.Sprintf("route %s duplicates route %s (%s)", quote(routes[i].Name), quote(routes[j].Name), what)})
 	})
 	return out
 }

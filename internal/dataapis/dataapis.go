@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/levee-gw/levee/internal/limits"
@@ -115,18 +116,36 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// InvalidError is a name or definition the store refuses on its own
-// (the definition's meaning is config's to check, before the store).
-type InvalidError struct {
-	Field, Message string
+// Problem is one thing wrong with a data API's name or definition: the
+// field's path in the definition ("data.sql") and what is wrong.
+type Problem struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
 }
 
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Message }
+// InvalidError is a name or definition refused: by the store's own checks
+// or, through the gateway, by package config's (every problem, in the
+// definition's order).
+type InvalidError struct {
+	Problems []Problem
+}
+
+func (e *InvalidError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Field + ": " + p.Message
+	}
+	return strings.Join(lines, "; ")
+}
+
+func invalid(field, msg string) *InvalidError {
+	return &InvalidError{Problems: []Problem{{Field: field, Message: msg}}}
+}
 
 // checkName refuses a name that is not a route name.
 func checkName(name string) error {
 	if !limits.ValidID(name) {
-		return &InvalidError{Field: "name", Message: fmt.Sprintf("name %s, got %q", limits.IDRule, name)}
+		return invalid("name", fmt.Sprintf("name %s, got %q", limits.IDRule, name))
 	}
 	return nil
 }
@@ -135,11 +154,11 @@ func checkName(name string) error {
 // large, or not a JSON object.
 func checkDefinition(def []byte) error {
 	if len(def) > MaxDefinitionBytes {
-		return &InvalidError{Field: "definition", Message: fmt.Sprintf("%d bytes; at most %d", len(def), MaxDefinitionBytes)}
+		return invalid("definition", fmt.Sprintf("%d bytes; at most %d", len(def), MaxDefinitionBytes))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(def, &m); err != nil || m == nil {
-		return &InvalidError{Field: "definition", Message: "must be a JSON object"}
+		return invalid("definition", "must be a JSON object")
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ type Snapshot struct {
 	Serving []Serving
 	// Count is the number of APIs in each state.
 	Count map[State]int
+	// Runtime names the APIs, in any state, that seeding leaves as they
+	// are: created through the admin API, or file APIs changed at runtime
+	// (Overridden).
+	Runtime map[string]bool
 }
 
 // Store is the persistent set of data APIs: one SQLite database in WAL
@@ -146,7 +150,7 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
-	snap := &Snapshot{Count: map[State]int{Draft: 0, Published: 0, Offline: 0}}
+	snap := &Snapshot{Count: map[State]int{Draft: 0, Published: 0, Offline: 0}, Runtime: map[string]bool{}}
 	rows, err := tx.QueryContext(ctx, `SELECT a.name, a.published, v.definition FROM data_apis a
 		JOIN data_api_versions v ON v.name = a.name AND v.version = a.published
 		WHERE a.state = 'published' ORDER BY a.name LIMIT ?`, MaxAPIs)
@@ -160,6 +164,21 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 			return nil, err
 		}
 		snap.Serving = append(snap.Serving, sv)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	rows, err = tx.QueryContext(ctx, `SELECT name FROM data_apis WHERE source = 'api' OR overridden = 1 LIMIT ?`, MaxAPIs)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		snap.Runtime[name] = true
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, err
@@ -249,17 +268,19 @@ func (s *Store) Get(ctx context.Context, name string) (*API, error) {
 	return r.api, err
 }
 
-// Definition returns version v of API name (v 0: the latest), or an
-// error wrapping ErrNotFound.
-func (s *Store) Definition(ctx context.Context, name string, v int) (int, []byte, error) {
+// Resolve returns the version a Publish (rollback false) or a Rollback
+// (rollback true) of API name with v would serve, and its definition,
+// without changing anything: for a check before the call. Its errors are
+// the call's.
+func (s *Store) Resolve(ctx context.Context, name string, v int, rollback bool) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	r, err := getRecord(ctx, s.db, name, false)
 	if err != nil {
 		return 0, nil, err
 	}
-	if v == 0 {
-		v = r.api.Latest
+	if v, err = target(ctx, s.db, r, v, rollback); err != nil {
+		return 0, nil, err
 	}
 	var def string
 	err = s.db.QueryRowContext(ctx, `SELECT definition FROM data_api_versions WHERE name = ? AND version = ?`, name, v).Scan(&def)
@@ -267,6 +288,35 @@ func (s *Store) Definition(ctx context.Context, name string, v int) (int, []byte
 		return 0, nil, fmt.Errorf("data API %q has no version %d: %w", name, v, ErrNotFound)
 	}
 	return v, []byte(def), err
+}
+
+// target returns the version a publish (v 0: the latest) or a rollback
+// (v 0: the newest kept version before the published one; otherwise v,
+// which must be before it) goes to.
+func target(ctx context.Context, q querier, r record, v int, rollback bool) (int, error) {
+	if !rollback {
+		if v == 0 {
+			v = r.api.Latest
+		}
+		return v, nil
+	}
+	name, cur := r.api.Name, r.api.Published
+	if cur == 0 {
+		return 0, fmt.Errorf("data API %q was never published; publish a version: %w", name, ErrConflict)
+	}
+	if v >= cur {
+		return 0, fmt.Errorf("a rollback goes to a version before %d (the published one), got %d; publish a later version instead: %w", cur, v, ErrConflict)
+	}
+	if v > 0 {
+		return v, nil
+	}
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM data_api_versions WHERE name = ? AND version < ?`, name, cur).Scan(&v); err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		return 0, fmt.Errorf("data API %q keeps no version before %d: %w", name, cur, ErrConflict)
+	}
+	return v, nil
 }
 
 // Page is one page of List: APIs in name order (without their versions),
@@ -451,9 +501,22 @@ func versionExists(ctx context.Context, q querier, name string, v int) error {
 // from any state. Publishing the version that serves changes nothing
 // but the update time. A file API becomes Overridden.
 func (s *Store) Publish(ctx context.Context, name string, v int) (*API, error) {
+	return s.transition(ctx, name, v, false)
+}
+
+// Rollback publishes version v of API name, which must be earlier than
+// the published (or last published) one; v 0 is the newest kept version
+// before it. ErrConflict when the API was never published or keeps no
+// earlier version. A file API becomes Overridden.
+func (s *Store) Rollback(ctx context.Context, name string, v int) (*API, error) {
+	return s.transition(ctx, name, v, true)
+}
+
+func (s *Store) transition(ctx context.Context, name string, v int, rollback bool) (*API, error) {
 	return s.change(ctx, name, func(ctx context.Context, tx *sql.Tx, r record, now time.Time) error {
-		if v == 0 {
-			v = r.api.Latest
+		v, err := target(ctx, tx, r, v, rollback)
+		if err != nil {
+			return err
 		}
 		return publish(ctx, tx, name, v)
 	})
@@ -465,31 +528,6 @@ func publish(ctx context.Context, tx *sql.Tx, name string, v int) error {
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE data_apis SET state = 'published', published = ? WHERE name = ?`, v, name)
 	return err
-}
-
-// Rollback publishes version v of API name, which must be earlier than
-// the published (or last published) one; v 0 is the newest kept version
-// before it. ErrConflict when the API was never published or has no
-// earlier version. A file API becomes Overridden.
-func (s *Store) Rollback(ctx context.Context, name string, v int) (*API, error) {
-	return s.change(ctx, name, func(ctx context.Context, tx *sql.Tx, r record, now time.Time) error {
-		cur := r.api.Published
-		if cur == 0 {
-			return fmt.Errorf("data API %q was never published; publish a version: %w", name, ErrConflict)
-		}
-		if v == 0 {
-			err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM data_api_versions WHERE name = ? AND version < ?`, name, cur).Scan(&v)
-			if err != nil {
-				return err
-			}
-			if v == 0 {
-				return fmt.Errorf("data API %q keeps no version before %d: %w", name, cur, ErrConflict)
-			}
-		} else if v >= cur {
-			return fmt.Errorf("a rollback goes to a version before %d (the published one), got %d; publish a later version instead: %w", cur, v, ErrConflict)
-		}
-		return publish(ctx, tx, name, v)
-	})
 }
 
 // Offline stops API name from serving; its published version is

@@ -100,9 +100,8 @@ func TestLifecycle(t *testing.T) {
 	if got := serving(s); !slices.Equal(got, []string{"orders@2"}) {
 		t.Fatalf("after reopening: %v", got)
 	}
-	_, d, err := s.Definition(ctx, "orders", 2)
-	if err != nil || string(d) != string(def(2)) {
-		t.Fatalf("definition %s, %v", d, err)
+	if v, d, err := s.Resolve(ctx, "orders", 0, true); err != nil || v != 1 || string(d) != string(def(1)) {
+		t.Fatalf("resolving a rollback: %d %s, %v", v, d, err)
 	}
 	p, err := s.List(ctx, "", 1)
 	if err != nil || len(p.APIs) != 1 || p.APIs[0].Name != "draft" || p.Next != "draft" || p.APIs[0].Versions != nil {
@@ -159,10 +158,10 @@ func TestInvalidRefused(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, filepath.Join(t.TempDir(), "d.db"))
 	var ie *InvalidError
-	if _, err := s.Create(ctx, "Bad Name", def(1)); !errors.As(err, &ie) || ie.Field != "name" {
+	if _, err := s.Create(ctx, "Bad Name", def(1)); !errors.As(err, &ie) || ie.Problems[0].Field != "name" {
 		t.Fatalf("bad name: %v", err)
 	}
-	if _, err := s.Create(ctx, "x", []byte(`[1]`)); !errors.As(err, &ie) || ie.Field != "definition" {
+	if _, err := s.Create(ctx, "x", []byte(`[1]`)); !errors.As(err, &ie) || ie.Problems[0].Field != "definition" {
 		t.Fatalf("not an object: %v", err)
 	}
 	if _, err := s.AddVersion(ctx, "missing", def(1)); !errors.Is(err, ErrNotFound) {
