@@ -146,33 +146,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, bool) {
 // listApps returns one page, or with all every page merged into one
 // {"apps": [...]} document.
 func listApps(ctx context.Context, c *adminclient.Client, limit int, after string, all bool) ([]byte, error) {
-	var merged []json.RawMessage
-	for range maxListPages {
-		q := url.Values{}
-		if limit > 0 {
-			q.Set("limit", strconv.Itoa(limit))
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		raw, err := c.Do(ctx, "GET", "/api/v1/apps?"+q.Encode(), nil)
-		if err != nil || !all {
-			return raw, err
-		}
-		var page struct {
-			Apps []json.RawMessage `json:"apps"`
-			Next string            `json:"next"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding a page: %w", err)
-		}
-		merged = append(merged, page.Apps...)
-		if page.Next == "" {
-			return json.MarshalIndent(map[string]any{"apps": merged}, "", "  ")
-		}
-		after = page.Next
-	}
-	return nil, fmt.Errorf("more than %d pages", maxListPages)
+	return listPages(ctx, c, "/api/v1/apps", "apps", limit, after, all)
 }
 
 // appFlags are the flags of create and patch (and list's).

@@ -6,6 +6,7 @@
 //	levee validate -config FILE  print every problem as path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
+//	levee data-apis COMMAND ...  manage data APIs' lifecycle through the admin API
 //	levee version                print the version
 package main
 
@@ -43,6 +44,8 @@ Usage:
                                serve a built-in demo with its own upstreams
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
                                ("levee apps help" lists the commands)
+  levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
+                               data APIs through the admin API ("levee data-apis help")
   levee version                print the version
 `
 
@@ -66,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(args[1:], stdout, stderr)
 	case "apps":
 		return cmdApps(args[1:], stdout, stderr)
+	case "data-apis":
+		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "levee", version)
 		return 0

@@ -48,18 +48,25 @@ func (p *parser) keepDefinition(c *Config, path string, n *yaml.Node, name strin
 // numbers and booleans stay JSON numbers and booleans (a number written
 // as JSON allows keeps its text), null stays null, everything else is a
 // string; so ParseDataAPI reads the JSON exactly as it would the YAML.
-// Only the shape is checked here; errors are *Errors.
-func DefinitionJSON(def []byte) ([]byte, error) {
+// It also returns the definition's name when it has one (a string). Only
+// the shape is checked here; errors are *Errors.
+func DefinitionJSON(def []byte) ([]byte, string, error) {
 	root, p, errs := decodeDefinition(def)
 	if errs != nil {
-		return nil, errs
+		return nil, "", errs
 	}
 	out, err := definitionJSON(root)
 	if err != nil {
 		p.add(root, "", "%v", err)
-		return nil, p.result()
+		return nil, "", p.result()
 	}
-	return out, nil
+	name := ""
+	if k := firstKey(root, "name"); k != nil {
+		if v := valueOf(root, k); isString(v) {
+			name = v.Value
+		}
+	}
+	return out, name, nil
 }
 
 // decodeDefinition parses def as one YAML document holding a mapping,

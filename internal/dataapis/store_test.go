@@ -22,7 +22,9 @@ func open(t *testing.T, path string) *Store {
 	return s
 }
 
-func def(n int) []byte { return fmt.Appendf(nil, `{"data":{"sql":"SELECT %d AS n","source":"db"},"match":{"path_prefix":"/n"}}`, n) }
+func def(n int) []byte {
+	return fmt.Appendf(nil, `{"data":{"sql":"SELECT %d AS n","source":"db"},"match":{"path_prefix":"/n"}}`, n)
+}
 
 // serving returns what the snapshot serves as name@version strings.
 func serving(s *Store) []string {

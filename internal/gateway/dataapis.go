@@ -283,7 +283,7 @@ func (v dataAPIView) definition(name string, body []byte) ([]byte, error) {
 	if _, err := config.ParseDataAPI(file, name, body); err != nil {
 		return nil, invalidDefinition(err)
 	}
-	def, err := config.DefinitionJSON(body)
+	def, _, err := config.DefinitionJSON(body)
 	return def, invalidDefinition(err)
 }
 
