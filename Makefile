@@ -16,6 +16,7 @@ FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
 	./internal/config:FuzzSchemaAgrees:2000 \
+	./internal/config:FuzzParseDataAPI:3000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \

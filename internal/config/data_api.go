@@ -3,9 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
-	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -28,11 +26,10 @@ const MaxDefinitionBytes = 256 << 10
 func (c *Config) DataDefinition(name string) []byte { return c.dataDefs[name] }
 
 // keepDefinition records the data route at path (node n) in
-// c.dataDefs, for DataDefinition.
+// c.dataDefs, for DataDefinition, reporting what JSON cannot hold.
 func (p *parser) keepDefinition(c *Config, path string, n *yaml.Node, name string) {
-	def, err := definitionJSON(n)
-	if err != nil {
-		p.add(n, path, "%v", err)
+	def, ok := p.definitionJSON(path, n)
+	if !ok {
 		return
 	}
 	if c.dataDefs == nil {
@@ -44,20 +41,21 @@ func (p *parser) keepDefinition(c *Config, path string, n *yaml.Node, name strin
 // DefinitionJSON reads one route definition (YAML or JSON: a mapping, as
 // an item of `routes` writes it) and returns it as canonical JSON: keys
 // sorted, no insignificant space, `name` left out (a data API's name is
-// its key, not part of a version). Scalars keep their YAML meaning: plain
-// numbers and booleans stay JSON numbers and booleans (a number written
-// as JSON allows keeps its text), null stays null, everything else is a
-// string; so ParseDataAPI reads the JSON exactly as it would the YAML.
-// It also returns the definition's name when it has one (a string). Only
-// the shape is checked here; errors are *Errors.
+// its key, not part of a version). Scalars keep their YAML meaning and
+// text: plain numbers and booleans stay JSON numbers and booleans, null
+// stays null, everything else is a string; so ParseDataAPI reads the JSON
+// exactly as it would the YAML. A number JSON cannot write as it is
+// written (0x10, 1_000, .5, .inf) is refused, here and in a file's data
+// routes alike: write it in decimal. It also returns the definition's
+// name when it has one (a string). Only the shape is checked here; errors
+// are *Errors.
 func DefinitionJSON(def []byte) ([]byte, string, error) {
 	root, p, errs := decodeDefinition(def)
 	if errs != nil {
 		return nil, "", errs
 	}
-	out, err := definitionJSON(root)
-	if err != nil {
-		p.add(root, "", "%v", err)
+	out, ok := p.definitionJSON("", root)
+	if !ok {
 		return nil, "", p.result()
 	}
 	name := ""
@@ -90,26 +88,34 @@ func decodeDefinition(def []byte) (*yaml.Node, *parser, *Errors) {
 	return root, p, nil
 }
 
-// definitionJSON renders mapping n (a route) as canonical JSON without
-// its name.
-func definitionJSON(n *yaml.Node) ([]byte, error) {
-	v, err := nodeValue(n, 0)
-	if err != nil {
-		return nil, err
+// definitionJSON renders mapping n (the route at path) as canonical JSON
+// without its name, reporting what JSON cannot hold.
+func (p *parser) definitionJSON(path string, n *yaml.Node) ([]byte, bool) {
+	before := len(p.errs)
+	v := p.nodeValue(path, n, 0)
+	if len(p.errs) > before {
+		return nil, false
 	}
 	m, _ := v.(map[string]any)
 	delete(m, "name")
-	return json.Marshal(m) // map keys sorted: canonical
+	out, err := json.Marshal(m) // map keys sorted: canonical
+	if err != nil {
+		p.add(n, path, "cannot be written as JSON: %v", err)
+		return nil, false
+	}
+	return out, true
 }
 
 // jsonNumber is the grammar of a JSON number (RFC 8259 section 6).
 var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
-// nodeValue turns n into JSON values; depth is bounded by maxDepth (scan
-// refused deeper trees before).
-func nodeValue(n *yaml.Node, depth int) (any, error) {
+// nodeValue turns n (at path) into JSON values, reporting what JSON
+// cannot hold; its depth is bounded by maxDepth (scan refused deeper
+// trees before).
+func (p *parser) nodeValue(path string, n *yaml.Node, depth int) any {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("nesting deeper than %d levels is not allowed", maxDepth)
+		p.add(n, path, "nesting deeper than %d levels is not allowed", maxDepth)
+		return nil
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -117,48 +123,39 @@ func nodeValue(n *yaml.Node, depth int) (any, error) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: keys must be strings", k.Line)
+				p.add(k, path, "keys must be strings, got %s", describe(k))
+				continue
 			}
-			v, err := nodeValue(n.Content[i+1], depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[k.Value] = v
+			m[k.Value] = p.nodeValue(key(path, k.Value), n.Content[i+1], depth+1)
 		}
-		return m, nil
+		return m
 	case yaml.SequenceNode:
 		s := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			v, err := nodeValue(c, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			s = append(s, v)
+		for i, c := range n.Content {
+			s = append(s, p.nodeValue(index(path, i), c, depth+1))
 		}
-		return s, nil
+		return s
 	case yaml.ScalarNode:
 		switch n.ShortTag() {
 		case "!!null":
-			return nil, nil
+			return nil
 		case "!!bool":
 			var b bool
 			if err := n.Decode(&b); err != nil {
-				return nil, fmt.Errorf("line %d: %v", n.Line, err)
+				p.add(n, path, "%v", err)
 			}
-			return b, nil
+			return b
 		case "!!int", "!!float":
-			if jsonNumber.MatchString(n.Value) {
-				return json.Number(n.Value), nil
+			if !jsonNumber.MatchString(n.Value) {
+				p.add(n, path, "the number %s is not written as JSON writes numbers; write it in decimal (a data route is kept as JSON)", n.Value)
+				return nil
 			}
-			var f float64
-			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return nil, fmt.Errorf("line %d: the number %s cannot be written as JSON", n.Line, n.Value)
-			}
-			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+			return json.Number(n.Value)
 		}
-		return n.Value, nil
+		return n.Value
 	}
-	return nil, fmt.Errorf("line %d: aliases are not allowed", n.Line)
+	p.add(n, path, "aliases are not allowed")
+	return nil
 }
 
 // ParseDataAPI reads def, the definition of data API name, as the data
@@ -209,7 +206,7 @@ func ParseDataAPI(c *Config, name string, def []byte) (*Route, error) {
 	}
 	scratch := *c
 	scratch.dataDefs = nil
-	r, _, _, _ := p.route(&scratch, "", n)
+	r, _, _, _ := p.route(&scratch, "", n) // keeps the definition, checking that JSON holds it
 	if errs := p.result(); errs != nil {
 		return nil, errs
 	}
