@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/adminclient"
-	"github.com/levee-gw/levee/internal/config"
 )
 
 const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow args)
@@ -78,17 +77,9 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
 	}
-	token := ""
-	if *tokenFile != "" {
-		var err error
-		if token, err = config.ReadTokenFile(*tokenFile); err != nil {
-			fmt.Fprintln(stderr, "levee apps: -token-file:", err)
-			return 2
-		}
-	}
-	c, err := adminclient.New(*adminURL, token)
+	c, err := newAdminClient(*adminURL, *tokenFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "levee apps: -admin:", err)
+		fmt.Fprintln(stderr, "levee apps:", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -98,17 +98,9 @@ func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case version != nil && *version > 0:
 		body = fmt.Appendf(nil, `{"version": %d}`, *version)
 	}
-	token := ""
-	if *tokenFile != "" {
-		var err error
-		if token, err = config.ReadTokenFile(*tokenFile); err != nil {
-			fmt.Fprintln(stderr, "levee data-apis: -token-file:", err)
-			return 2
-		}
-	}
-	c, err := adminclient.New(*adminURL, token)
+	c, err := newAdminClient(*adminURL, *tokenFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "levee data-apis: -admin:", err)
+		fmt.Fprintln(stderr, "levee data-apis:", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -141,6 +133,23 @@ func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	stdout.Write(out)
 	return 0
+}
+
+// newAdminClient is the admin API's client at adminURL with the token in
+// tokenFile ("" for none), for levee apps and levee data-apis.
+func newAdminClient(adminURL, tokenFile string) (*adminclient.Client, error) {
+	token := ""
+	if tokenFile != "" {
+		var err error
+		if token, err = config.ReadTokenFile(tokenFile); err != nil {
+			return nil, fmt.Errorf("-token-file: %w", err)
+		}
+	}
+	c, err := adminclient.New(adminURL, token)
+	if err != nil {
+		return nil, fmt.Errorf("-admin: %w", err)
+	}
+	return c, nil
 }
 
 // definitionBody reads the definition at path ("-": stdin), YAML or JSON,

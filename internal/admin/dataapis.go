@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/levee-gw/levee/internal/dataapis"
 )
@@ -61,14 +60,9 @@ func dataAPIRoutes(mux *http.ServeMux, store DataAPIStore) {
 		writeJSON(w, http.StatusCreated, a)
 	})
 	mux.HandleFunc("GET /api/v1/data-apis", func(w http.ResponseWriter, r *http.Request) {
-		limit := 0
-		if s := r.URL.Query().Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > dataapis.MaxPageSize {
-				writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a number from 1 to %d", dataapis.MaxPageSize))
-				return
-			}
-			limit = n
+		limit, ok := pageLimit(w, r, dataapis.MaxPageSize)
+		if !ok {
+			return
 		}
 		page, err := store.List(r.Context(), r.URL.Query().Get("after"), limit)
 		if err != nil {

@@ -2,11 +2,7 @@
 
 package apps
 
-import (
-	"context"
-
-	"github.com/levee-gw/levee/internal/statedb"
-)
+import "context"
 
 // migrations are applied in order; the schema's version is the number
 // applied. Never edit one that has shipped: append a new one.
@@ -44,8 +40,4 @@ var migrations = []string{
 }
 
 // SchemaVersion returns the database's schema version.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return statedb.SchemaVersion(ctx, s.db)
-}
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) { return s.st.SchemaVersion(ctx) }

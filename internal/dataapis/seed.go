@@ -16,35 +16,8 @@ type FileAPI struct {
 	Definition []byte
 }
 
-// SeedResult says what Seed did with each data API, by name.
-type SeedResult struct {
-	// Created: new in the store from the file, published (first sight,
-	// or a tombstone whose file definition has since changed).
-	Created []string
-	// Updated: the file's definition changed and the API had not been
-	// changed at runtime: it became a new version, published.
-	Updated []string
-	// Unchanged: the file's definition is the one last seeded.
-	Unchanged []string
-	// KeptRuntime: the file's definition changed (or the name belongs to
-	// an API created through the admin API, or the file no longer lists a
-	// file API) but the API was changed at runtime: the runtime state was
-	// kept and PendingFileChange set. Each is logged as a warning.
-	KeptRuntime []string
-	// StayedDeleted: deleted at runtime, and the file's definition is
-	// still the one that was deleted.
-	StayedDeleted []string
-	// Removed: file APIs the file no longer lists and that were not
-	// changed at runtime.
-	Removed []string
-	// Failed: APIs that could not be seeded; the rest were.
-	Failed map[string]error
-}
-
-// Changed reports whether seeding may have changed what serves.
-func (r SeedResult) Changed() bool {
-	return len(r.Created)+len(r.Updated)+len(r.Removed) > 0
-}
+// SeedResult says what Seed did with each entry, by name.
+type SeedResult = statedb.SeedResult
 
 // Seed applies the configuration file's data routes to the store by the
 // precedence rule of docs/apps.md (statedb.Decide), with a file data
@@ -72,18 +45,18 @@ func (s *Store) Seed(ctx context.Context, file []FileAPI) (SeedResult, error) {
 	if len(file) > MaxAPIs {
 		return res, fmt.Errorf("the file defines %d data routes; at most %d", len(file), MaxAPIs)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.st.Lock()
+	defer s.st.Unlock()
 	listed := make(map[string]bool, len(file))
 	for _, fa := range file {
 		listed[fa.Name] = true
 		if err := s.seedOne(ctx, fa, &res); err != nil {
 			res.Failed[fa.Name] = err
-			s.logger.Error("data APIs: seeding from the file failed; this API keeps its stored state", "data_api", fa.Name, "error", err)
+			s.st.Logger.Error("data APIs: seeding from the file failed; this API keeps its stored state", "data_api", fa.Name, "error", err)
 		}
 	}
 	err := s.seedUnlisted(ctx, listed, &res)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
 	s.publishLocked(ctx)
 	return res, err
@@ -94,11 +67,11 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 		return err
 	}
 	hash := DefinitionHash(fa.Definition)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	var outcome *[]string
-	err := statedb.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		now := s.now()
+	var action statedb.Action
+	err := s.st.InTx(ctx, func(tx *sql.Tx) error {
+		now := s.st.Now()
 		r, err := getRecord(ctx, tx, fa.Name, false)
 		e := statedb.Entry{Exists: err == nil}
 		switch {
@@ -111,9 +84,9 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 		default:
 			e.FileHash, e.FromFile, e.Overridden = r.fileHash, r.api.Source == SourceFile, r.api.Overridden
 		}
-		switch statedb.Decide(e, hash) {
+		action = statedb.Decide(e, hash)
+		switch action {
 		case statedb.StayDeleted:
-			outcome = &res.StayedDeleted
 			return nil
 		case statedb.Create:
 			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE name = ?`, fa.Name); err != nil {
@@ -125,10 +98,8 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 			if err := insertAPI(ctx, tx, fa.Name, Published, SourceFile, hash, now); err != nil {
 				return err
 			}
-			outcome = &res.Created
 			return insertVersion(ctx, tx, fa.Name, 1, fa.Definition, SourceFile, now)
 		case statedb.Unchanged:
-			outcome = &res.Unchanged
 			_, err := tx.ExecContext(ctx, `UPDATE data_apis SET pending_file = 0 WHERE name = ?`, fa.Name)
 			return err
 		case statedb.Apply:
@@ -139,16 +110,14 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 			if err := publish(ctx, tx, fa.Name, v); err != nil {
 				return err
 			}
-			outcome = &res.Updated
 			_, err = tx.ExecContext(ctx, `UPDATE data_apis SET file_hash = ?, pending_file = 0 WHERE name = ?`, hash, fa.Name)
 			return err
 		default: // statedb.KeepRuntime
-			outcome = &res.KeptRuntime
 			why := "changed at runtime since the file last seeded it"
 			if r.api.Source == SourceAPI {
 				why = "created through the admin API"
 			}
-			s.logger.Warn("data APIs: the file's definition of this data route changed but was not applied: the data API was "+why+
+			s.st.Logger.Warn("data APIs: the file's definition of this data route changed but was not applied: the data API was "+why+
 				"; delete it through the admin API to take the file's version", "data_api", fa.Name)
 			_, err := tx.ExecContext(ctx, `UPDATE data_apis SET pending_file = 1 WHERE name = ?`, fa.Name)
 			return err
@@ -157,7 +126,7 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 	if err != nil {
 		return err
 	}
-	*outcome = append(*outcome, fa.Name)
+	res.Record(action, fa.Name)
 	return nil
 }
 
@@ -165,9 +134,9 @@ func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error 
 // with a warning, those changed at runtime) and drops the tombstones of
 // names it no longer lists.
 func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *SeedResult) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	return statedb.InTx(ctx, s.db, func(tx *sql.Tx) error {
+	return s.st.InTx(ctx, func(tx *sql.Tx) error {
 		type fileAPI struct {
 			name       string
 			overridden bool
@@ -188,7 +157,7 @@ func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *S
 		}
 		for _, a := range unlisted {
 			if a.overridden {
-				s.logger.Warn("data APIs: the file no longer lists this data route, but it was changed at runtime and is kept; delete it through the admin API", "data_api", a.name)
+				s.st.Logger.Warn("data APIs: the file no longer lists this data route, but it was changed at runtime and is kept; delete it through the admin API", "data_api", a.name)
 				if _, err := tx.ExecContext(ctx, `UPDATE data_apis SET pending_file = 1 WHERE name = ?`, a.name); err != nil {
 					return err
 				}
@@ -198,30 +167,10 @@ func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *S
 			if _, err := tx.ExecContext(ctx, `DELETE FROM data_apis WHERE name = ?`, a.name); err != nil {
 				return err
 			}
-			s.logger.Info("data APIs: removed a data route the file no longer lists", "data_api", a.name)
+			s.st.Logger.Info("data APIs: removed a data route the file no longer lists", "data_api", a.name)
 			res.Removed = append(res.Removed, a.name)
 		}
-		// Tombstones matter only while the file lists the name.
-		var drop []string
-		err = eachRow(ctx, tx, `SELECT name FROM tombstones LIMIT ?`, func(rows *sql.Rows) error {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				return err
-			}
-			if !listed[name] {
-				drop = append(drop, name)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, name := range drop {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE name = ?`, name); err != nil {
-				return err
-			}
-		}
-		return nil
+		return statedb.DropTombstones(ctx, tx, "name", listed, MaxAPIs)
 	})
 }
 

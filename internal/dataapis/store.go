@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,26 +17,20 @@ import (
 // Options configure a Store.
 type Options struct {
 	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/data-apis.db.
+	// directory must exist. Required. levee uses <state_dir>/data-apis.st.DB.
 	Path string
 	// QueryTimeout bounds every statement and transaction the store runs
-	// (default DefaultQueryTimeout). A call whose context has an earlier
-	// deadline keeps it.
+	// (default statedb.DefaultQueryTimeout, 5s). A call whose context has
+	// an earlier deadline keeps it.
 	QueryTimeout time.Duration
 	// BusyTimeout is how long a statement waits for another connection's
-	// write lock before failing (default DefaultBusyTimeout).
+	// write lock before failing (default statedb.DefaultBusyTimeout, 5s).
 	BusyTimeout time.Duration
 	// Logger receives the seeding decisions and warnings (default: none).
 	Logger *slog.Logger
 	// Now is the clock for timestamps (default time.Now).
 	Now func() time.Time
 }
-
-// Defaults of Options.
-const (
-	DefaultQueryTimeout = 5 * time.Second
-	DefaultBusyTimeout  = 5 * time.Second
-)
 
 // Snapshot is the store's published state after a committed change:
 // what serves, and how many APIs are in each state. Immutable.
@@ -58,12 +50,7 @@ type Snapshot struct {
 // before returning, so Current shows the change as soon as the call
 // returns. Safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	timeout time.Duration
-	logger  *slog.Logger
-	now     func() time.Time
-
-	mu   sync.Mutex // serialises writes and snapshot rebuilds
+	st   *statedb.Store
 	snap atomic.Pointer[Snapshot]
 }
 
@@ -73,28 +60,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Path == "" {
 		return nil, errors.New("dataapis: Options.Path is required")
 	}
-	s := &Store{timeout: o.QueryTimeout, logger: o.Logger, now: o.Now}
-	if s.timeout <= 0 {
-		s.timeout = DefaultQueryTimeout
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	busy := o.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
-	}
-	db, err := statedb.Open(ctx, statedb.Options{Path: o.Path, BusyTimeout: busy, Timeout: s.timeout, Migrations: migrations})
+	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Path: o.Path, QueryTimeout: o.QueryTimeout, BusyTimeout: o.BusyTimeout,
+		Logger: o.Logger, Now: o.Now, Migrations: migrations})
 	if err != nil {
 		return nil, fmt.Errorf("dataapis: %w", err)
 	}
-	s.db = db
+	s := &Store{st: st}
 	snap, err := s.load(ctx)
 	if err != nil {
-		db.Close()
+		st.Close()
 		return nil, fmt.Errorf("dataapis: %s: %w", o.Path, err)
 	}
 	s.snap.Store(snap)
@@ -102,30 +76,18 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 }
 
 // Close closes the database. The last snapshot stays readable.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return s.st.Close() }
 
 // Current returns the latest snapshot; it never queries the database.
 func (s *Store) Current() *Snapshot { return s.snap.Load() }
 
 // SchemaVersion returns the database's schema version.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return statedb.SchemaVersion(ctx, s.db)
-}
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) { return s.st.SchemaVersion(ctx) }
 
 // write runs fn in one transaction under the write lock and, once it has
 // committed, publishes a new snapshot.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := statedb.InTx(ctx, s.db, func(tx *sql.Tx) error { return fn(ctx, tx) }); err != nil {
-		return err
-	}
-	s.publishLocked(ctx)
-	return nil
+	return s.st.Write(ctx, fn, s.publishLocked)
 }
 
 // publishLocked rebuilds the snapshot. The write has committed whatever
@@ -134,7 +96,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.
 func (s *Store) publishLocked(ctx context.Context) {
 	snap, err := s.load(ctx)
 	if err != nil {
-		s.logger.Error("data APIs: rebuilding the snapshot failed; the previous one stays", "error", err)
+		s.st.Logger.Error("data APIs: rebuilding the snapshot failed; the previous one stays", "error", err)
 		return
 	}
 	s.snap.Store(snap)
@@ -143,9 +105,9 @@ func (s *Store) publishLocked(ctx context.Context) {
 // load reads the published versions and the counts: O(APIs), bounded by
 // MaxAPIs.
 func (s *Store) load(ctx context.Context) (*Snapshot, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.st.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -262,9 +224,9 @@ func getRecord(ctx context.Context, q querier, name string, withVersions bool) (
 // Get returns the API with its versions, or an error wrapping
 // ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (*API, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	r, err := getRecord(ctx, s.db, name, true)
+	r, err := getRecord(ctx, s.st.DB, name, true)
 	return r.api, err
 }
 
@@ -273,17 +235,17 @@ func (s *Store) Get(ctx context.Context, name string) (*API, error) {
 // without changing anything: for a check before the call. Its errors are
 // the call's.
 func (s *Store) Resolve(ctx context.Context, name string, v int, rollback bool) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	r, err := getRecord(ctx, s.db, name, false)
+	r, err := getRecord(ctx, s.st.DB, name, false)
 	if err != nil {
 		return 0, nil, err
 	}
-	if v, err = target(ctx, s.db, r, v, rollback); err != nil {
+	if v, err = target(ctx, s.st.DB, r, v, rollback); err != nil {
 		return 0, nil, err
 	}
 	var def string
-	err = s.db.QueryRowContext(ctx, `SELECT definition FROM data_api_versions WHERE name = ? AND version = ?`, name, v).Scan(&def)
+	err = s.st.DB.QueryRowContext(ctx, `SELECT definition FROM data_api_versions WHERE name = ? AND version = ?`, name, v).Scan(&def)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil, fmt.Errorf("data API %q has no version %d: %w", name, v, ErrNotFound)
 	}
@@ -333,9 +295,9 @@ func (s *Store) List(ctx context.Context, after string, limit int) (Page, error)
 		limit = DefaultPageSize
 	}
 	limit = min(limit, MaxPageSize)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+apiColumns+` FROM data_apis WHERE name > ? ORDER BY name LIMIT ?`, after, limit+1)
+	rows, err := s.st.DB.QueryContext(ctx, `SELECT `+apiColumns+` FROM data_apis WHERE name > ? ORDER BY name LIMIT ?`, after, limit+1)
 	if err != nil {
 		return Page{}, err
 	}
@@ -379,7 +341,7 @@ func (s *Store) Create(ctx context.Context, name string, def []byte) (*API, erro
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE name = ?`, name); err != nil {
 			return err
 		}
-		now := s.now()
+		now := s.st.Now()
 		if err := insertAPI(ctx, tx, name, Draft, SourceAPI, "", now); err != nil {
 			return err
 		}
@@ -458,7 +420,7 @@ func (s *Store) change(ctx context.Context, name string, fn func(ctx context.Con
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := s.st.Now()
 		if err := fn(ctx, tx, r, now); err != nil {
 			return err
 		}
@@ -554,7 +516,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		}
 		if r.api.Source == SourceFile && r.fileHash != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones (name, file_hash, deleted_at) VALUES (?, ?, ?)`,
-				name, r.fileHash, s.now().UnixNano()); err != nil {
+				name, r.fileHash, s.st.Now().UnixNano()); err != nil {
 				return err
 			}
 		}

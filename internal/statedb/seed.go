@@ -64,3 +64,36 @@ func Decide(e Entry, hash string) Action {
 		return KeepRuntime
 	}
 }
+
+// SeedResult says what seeding did with each entry, by id.
+type SeedResult struct {
+	// Created: new in the store from the file (first sight, or a
+	// tombstone whose file definition has since changed).
+	Created []string
+	// Updated: the file's definition changed and the entry had not been
+	// changed at runtime, so the file's version was applied.
+	Updated []string
+	// Unchanged: the file's definition is the one last seeded.
+	Unchanged []string
+	// KeptRuntime: the file's definition changed (or the id belongs to an
+	// entry created at runtime, or the file no longer lists a file entry)
+	// but the entry was changed at runtime, so the runtime version was
+	// kept and its pending-file-change mark set. Each is logged as a
+	// warning.
+	KeptRuntime []string
+	// StayedDeleted: deleted at runtime, and the file's definition is
+	// still the one that was deleted.
+	StayedDeleted []string
+	// Removed: file entries the file no longer lists and that were not
+	// changed at runtime.
+	Removed []string
+	// Failed: entries that could not be seeded; the rest were seeded.
+	Failed map[string]error
+}
+
+// Record notes that seeding did a with entry id.
+func (r *SeedResult) Record(a Action, id string) {
+	out := map[Action]*[]string{Create: &r.Created, StayDeleted: &r.StayedDeleted, Unchanged: &r.Unchanged,
+		Apply: &r.Updated, KeepRuntime: &r.KeptRuntime}[a]
+	*out = append(*out, id)
+}

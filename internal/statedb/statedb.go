@@ -129,3 +129,34 @@ func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 func IsUniqueViolation(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
+
+// DropTombstones deletes the rows of table tombstones whose key (column
+// key) the file no longer lists: a tombstone matters only while the file
+// lists its id. At most limit tombstones are read (the store's bound on
+// entries, which the file's listed ids are under).
+func DropTombstones(ctx context.Context, tx *sql.Tx, key string, listed map[string]bool, limit int) error {
+	rows, err := tx.QueryContext(ctx, `SELECT `+key+` FROM tombstones LIMIT ?`, limit)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		if !listed[id] {
+			drop = append(drop, id)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, id := range drop {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE `+key+` = ?`, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
