@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/testsvc"
 )
 
 // This file tests the data-API lifecycle (docs/data-apis.md, "Lifecycle")
@@ -56,6 +58,12 @@ func fileVersionRoute(name, prefix string, v int) string {
 // version that answered (the rows' v), or 0 with the refusal's reason.
 func (in *instance) served(path string) (int, string) {
 	in.t.Helper()
+	return in.servedRows(path, 7)
+}
+
+// servedRows is served for a database where customer 1 has rows orders.
+func (in *instance) servedRows(path string, rows int) (int, string) {
+	in.t.Helper()
 	resp, err := http.Get("http://" + in.g.Addr().String() + path + "?customer_id=1")
 	if err != nil {
 		in.t.Fatal(err)
@@ -71,8 +79,8 @@ func (in *instance) served(path string) (int, string) {
 		return 0, r.Reason
 	}
 	var page jsonPage
-	if err := json.Unmarshal(body, &page); err != nil || len(page.Rows) != 7 {
-		in.t.Fatalf("GET %s: %s (%v), want the 7 orders of customer 1", path, body, err)
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Rows) != rows {
+		in.t.Fatalf("GET %s: %s (%v), want the %d orders of customer 1", path, body, err, rows)
 	}
 	return int(page.Rows[0]["v"].(float64)), ""
 }
@@ -329,5 +337,54 @@ routes:
 	in.expectAPI("POST", "/api/v1/reload", "", 422, "invalid_config")
 	if v, _ := in.served("/v1/rt"); v != 7 {
 		t.Fatalf("after refused reloads: rt serves version %d", v)
+	}
+}
+
+// TestDataAPILifecycleOverPostgres (issue 16 item 10): the lifecycle over
+// a real PostgreSQL: a runtime data API published, updated and published
+// again serves each version's answers, and after a restart the published
+// version serves; offline is 404.
+func TestDataAPILifecycleOverPostgres(t *testing.T) {
+	pg := testsvc.StartPostgres(t)
+	pg.Exec(t, pgTypesSQL)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "levee.yaml")
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+state_dir: %s
+log: {access: false}
+data_sources:
+  sales: {driver: postgres, dsn: %s, max_conns: 2}
+routes:
+  - {name: items, match: {path_prefix: /v1/items}, data: {source: sales, table: items, columns: [id], order: [id]}}
+`, dataQuote(filepath.Join(dir, "state")), dataQuote(pg.DSN))
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := launch(t, cfgPath, "")
+	defer func() { in.stop() }()
+	const rows = 40 // customer 1's orders in pgTypesSQL
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "orders-pg", `+versionDef("/v1/pg", 1)[1:], 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis/orders-pg/publish", "", 200, "")
+	if v, _ := in.servedRows("/v1/pg", rows); v != 1 {
+		t.Fatalf("published: version %d serves", v)
+	}
+	in.expectAPI("POST", "/api/v1/data-apis/orders-pg/versions", versionDef("/v1/pg", 2), 201, "")
+	if v, _ := in.servedRows("/v1/pg", rows); v != 1 {
+		t.Fatalf("after an update: version %d serves, want 1", v)
+	}
+	in.expectAPI("POST", "/api/v1/data-apis/orders-pg/publish", "", 200, "")
+	if v, _ := in.servedRows("/v1/pg", rows); v != 2 {
+		t.Fatalf("published 2: version %d serves", v)
+	}
+	in.stop()
+	in = launch(t, cfgPath, "")
+	if v, _ := in.servedRows("/v1/pg", rows); v != 2 {
+		t.Fatalf("after a restart: version %d serves, want 2", v)
+	}
+	in.expectAPI("POST", "/api/v1/data-apis/orders-pg/offline", "", 200, "")
+	if v, reason := in.servedRows("/v1/pg", rows); reason != "no_route" {
+		t.Fatalf("offline: version %d serves", v)
 	}
 }
