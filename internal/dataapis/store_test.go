@@ -235,4 +235,16 @@ func TestSeedPrecedence(t *testing.T) {
 	if got := serving(s); !slices.Equal(got, []string{"b@2"}) {
 		t.Fatalf("after dropping: %v", got)
 	}
+	// A tombstone lasts only while the file lists the name.
+	seed(f("e", 1))
+	if err := s.Delete(ctx, "e"); err != nil {
+		t.Fatal(err)
+	}
+	if res := seed(f("e", 1)); !slices.Equal(res.StayedDeleted, []string{"e"}) {
+		t.Fatalf("tombstoned: %+v", res)
+	}
+	seed()
+	if res := seed(f("e", 1)); !slices.Equal(res.Created, []string{"e"}) {
+		t.Fatalf("after the file dropped and listed it again: %+v", res)
+	}
 }
