@@ -125,6 +125,8 @@ type Options struct {
 	// DataAPIs serves /api/v1/data-apis; nil leaves those paths unserved
 	// (404).
 	DataAPIs DataAPIStore
+	// Profiles serves GET /api/v1/profiles; nil leaves it unserved (404).
+	Profiles ProfileStore
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
@@ -214,6 +216,9 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	if o.DataAPIs != nil {
 		dataAPIRoutes(mux, o.DataAPIs)
+	}
+	if o.Profiles != nil {
+		profileRoutes(mux, o.Profiles)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)
