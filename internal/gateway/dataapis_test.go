@@ -322,6 +322,7 @@ func TestDataAPIPrecedence(t *testing.T) {
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 state_dir: %s
+log: {access: false}
 upstreams:
   web: {endpoints: [{address: %s}]}
 routes:
@@ -334,7 +335,10 @@ routes:
 		t.Fatalf("refusal does not name the data API: %v", doc)
 	}
 	write(fileVersionRoute("orders", "/v1/orders", 5) + "  - {name: web2, match: {path_prefix: /v1/rt, methods: [GET]}, upstream: web}\n")
-	in.expectAPI("POST", "/api/v1/reload", "", 422, "invalid_config")
+	doc = in.expectAPI("POST", "/api/v1/reload", "", 422, "invalid_config")
+	if !strings.Contains(fmt.Sprint(doc["problems"]), `route "rt" duplicates route "web2"`) {
+		t.Fatalf("refusal does not name the collision: %v", doc)
+	}
 	if v, _ := in.served("/v1/rt"); v != 7 {
 		t.Fatalf("after refused reloads: rt serves version %d", v)
 	}
