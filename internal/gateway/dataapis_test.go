@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
@@ -250,7 +251,15 @@ func TestDataAPIPrecedence(t *testing.T) {
 		}
 	}
 	write(fileVersionRoute("orders", "/v1/orders", 1) + fileVersionRoute("plain", "/v1/plain", 1))
-	in := launch(t, cfgPath, "")
+	logs := &lockedBuffer{}
+	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(cfgPath) }, LogOutput: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{t: t, g: g, admin: "http://" + g.AdminAddr().String()}
 	defer func() { in.stop() }()
 	reload := func() {
 		t.Helper()
@@ -280,6 +289,9 @@ func TestDataAPIPrecedence(t *testing.T) {
 	a = in.expectAPI("GET", "/api/v1/data-apis/orders", "", 200, "")
 	if a["overridden"] != true || a["pending_file_change"] != true {
 		t.Fatalf("after a file change: %v", a)
+	}
+	if !strings.Contains(logs.String(), `the file's definition of this data route changed but was not applied`) {
+		t.Errorf("no warning for the pending file change in the log:\n%s", logs.String())
 	}
 	// A file route not changed at runtime takes the file's new definition.
 	write(fileVersionRoute("orders", "/v1/orders", 3) + fileVersionRoute("plain", "/v1/plain", 4))
