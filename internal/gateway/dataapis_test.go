@@ -330,16 +330,9 @@ func TestDataAPIPrecedence(t *testing.T) {
 	// put a file route on its path, is refused; the old one keeps serving.
 	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "rt", `+versionDef("/v1/rt", 7)[1:], 201, "")
 	in.expectAPI("POST", "/api/v1/data-apis/rt/publish", "", 200, "")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0}
-state_dir: %s
-log: {access: false}
-upstreams:
-  web: {endpoints: [{address: %s}]}
-routes:
-  - {name: web, match: {path_prefix: /web}, upstream: web}
-`, dataQuote(state), hostPort(web))), 0o600); err != nil {
+	noSources := lifecycleYAML(dbPath, state, hostPort(web), "")
+	noSources = noSources[:strings.Index(noSources, "data_sources:")] + noSources[strings.Index(noSources, "routes:"):]
+	if err := os.WriteFile(cfgPath, []byte(noSources), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	doc := in.expectAPI("POST", "/api/v1/reload", "", 422, "invalid_config")
