@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 )
@@ -39,8 +40,9 @@ func (p *parser) keepDefinition(c *Config, path string, n *yaml.Node, name strin
 }
 
 // DefinitionJSON reads one route definition (YAML or JSON: a mapping, as
-// an item of `routes` writes it) and returns it as canonical JSON: keys
-// sorted, no insignificant space, `name` left out (a data API's name is
+// an item of `routes` writes it) and returns it as canonical JSON: no
+// insignificant space, keys in the order written (the order of params and
+// column_types means something), `name` left out (a data API's name is
 // its key, not part of a version). Scalars keep their YAML meaning and
 // text: plain numbers and booleans stay JSON numbers and booleans, null
 // stays null, everything else is a string; so ParseDataAPI reads the JSON
@@ -96,14 +98,39 @@ func (p *parser) definitionJSON(path string, n *yaml.Node) ([]byte, bool) {
 	if len(p.errs) > before {
 		return nil, false
 	}
-	m, _ := v.(map[string]any)
-	delete(m, "name")
-	out, err := json.Marshal(m) // map keys sorted: canonical
+	m, _ := v.(jsonObject)
+	m = slices.DeleteFunc(m, func(kv jsonMember) bool { return kv.key == "name" })
+	out, err := json.Marshal(m)
 	if err != nil {
 		p.add(n, path, "cannot be written as JSON: %v", err)
 		return nil, false
 	}
 	return out, true
+}
+
+// jsonObject is a JSON object whose members keep their order.
+type jsonObject []jsonMember
+
+type jsonMember struct {
+	key   string
+	value any
+}
+
+// MarshalJSON writes the members in order.
+func (o jsonObject) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(m.key) // a string cannot fail
+		v, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // jsonNumber is the grammar of a JSON number (RFC 8259 section 6).
@@ -119,14 +146,14 @@ func (p *parser) nodeValue(path string, n *yaml.Node, depth int) any {
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
+		m := make(jsonObject, 0, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				p.add(k, path, "keys must be strings, got %s", describe(k))
 				continue
 			}
-			m[k.Value] = p.nodeValue(key(path, k.Value), n.Content[i+1], depth+1)
+			m = append(m, jsonMember{k.Value, p.nodeValue(key(path, k.Value), n.Content[i+1], depth+1)})
 		}
 		return m
 	case yaml.SequenceNode:
