@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/adminclient"
-	"github.com/levee-gw/levee/internal/config"
 )
 
 const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow args)
@@ -69,17 +68,9 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
 	}
-	token := ""
-	if *tokenFile != "" {
-		var err error
-		if token, err = config.ReadTokenFile(*tokenFile); err != nil {
-			fmt.Fprintln(stderr, "levee apps: -token-file:", err)
-			return 2
-		}
-	}
-	c, err := adminclient.New(*adminURL, token)
+	c, err := newAdminClient(*adminURL, *tokenFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "levee apps: -admin:", err)
+		fmt.Fprintln(stderr, "levee apps:", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -162,33 +153,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, bool) {
 // listApps returns one page, or with all every page merged into one
 // {"apps": [...]} document.
 func listApps(ctx context.Context, c *adminclient.Client, limit int, after string, all bool) ([]byte, error) {
-	var merged []json.RawMessage
-	for range maxListPages {
-		q := url.Values{}
-		if limit > 0 {
-			q.Set("limit", strconv.Itoa(limit))
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		raw, err := c.Do(ctx, "GET", "/api/v1/apps?"+q.Encode(), nil)
-		if err != nil || !all {
-			return raw, err
-		}
-		var page struct {
-			Apps []json.RawMessage `json:"apps"`
-			Next string            `json:"next"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding a page: %w", err)
-		}
-		merged = append(merged, page.Apps...)
-		if page.Next == "" {
-			return json.MarshalIndent(map[string]any{"apps": merged}, "", "  ")
-		}
-		after = page.Next
-	}
-	return nil, fmt.Errorf("more than %d pages", maxListPages)
+	return listPages(ctx, c, "/api/v1/apps", "apps", limit, after, all)
 }
 
 // appFlags are the flags of create and patch (and list's).

@@ -7,6 +7,7 @@
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
 //	levee completion SHELL       print a bash, zsh or fish completion script
+//	levee data-apis COMMAND ...  manage data APIs' lifecycle through the admin API
 //	levee version                print the version
 package main
 
@@ -47,6 +48,8 @@ Usage:
                                ("levee apps help" lists the commands)
   levee completion bash|zsh|fish
                                print a shell completion script
+  levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
+                               data APIs through the admin API ("levee data-apis help")
   levee version                print the version
 `
 
@@ -72,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdApps(args[1:], stdout, stderr)
 	case "completion":
 		return cmdCompletion(args[1:], stdout, stderr)
+	case "data-apis":
+		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "levee", version)
 		return 0

@@ -122,6 +122,9 @@ type Options struct {
 	Apps AppStore
 	// Docs serves GET /api/v1/openapi.json; nil leaves it unserved (404).
 	Docs APIDocs
+	// DataAPIs serves /api/v1/data-apis; nil leaves those paths unserved
+	// (404).
+	DataAPIs DataAPIStore
 	// Profiles serves GET /api/v1/profiles; nil leaves it unserved (404).
 	Profiles ProfileStore
 	// Operator serves GET /api/v1/config and GET /api/v1/routes; nil
@@ -225,6 +228,9 @@ func newMux(o Options) (*adminMux, error) {
 	}
 	if o.Docs != nil {
 		openAPIRoute(mux, o.Docs)
+	}
+	if o.DataAPIs != nil {
+		dataAPIRoutes(mux, o.DataAPIs)
 	}
 	if o.Profiles != nil {
 		profileRoutes(mux, o.Profiles)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/dataapis"
 	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -43,7 +44,12 @@ func fullOptions(t *testing.T, op Operator, tokens func() []Token) Options {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return Options{Gateway: fakeGateway{}, Gatherer: prometheus.NewRegistry(), Apps: store,
+	dstore, err := dataapis.Open(context.Background(), dataapis.Options{Path: filepath.Join(t.TempDir(), "data-apis.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dstore.Close() })
+	return Options{Gateway: fakeGateway{}, Gatherer: prometheus.NewRegistry(), Apps: store, DataAPIs: dstore,
 		Docs: fixedDocs{doc: []byte("{}")}, Profiles: noProfiles{}, Operator: op, Tokens: tokens}
 }
 

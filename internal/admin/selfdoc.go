@@ -82,6 +82,18 @@ var adminDocs = map[string]opDoc{
 	"GET /api/v1/profiles":                  {summary: "The CPU profiles and goroutine dumps levee captured by itself, newest first", ok: 200, okBody: `{"profiles":[...]}`, errs: []int{500}},
 	"GET /api/v1/profiles/{name}":           {summary: "One captured profile file, for go tool pprof", ok: 200, okBody: "the file", text: "application/octet-stream", errs: []int{404, 500}},
 	"GET /api/v1/admin-openapi.json":        {summary: "This document: OpenAPI of the admin API", ok: 200, okBody: "the document"},
+	"POST /api/v1/data-apis": {summary: "Create a data API: version 1 of its definition, a draft that does not serve", ok: 201, okBody: "the data API with its versions",
+		errs: []int{400, 409, 413, 422, 503}, body: "the route definition (name, match, auth, data, ...)"},
+	"GET /api/v1/data-apis":        {summary: "List data APIs, a page at a time (?limit=, ?after=)", ok: 200, okBody: `{"data_apis":[...],"next":"..."}`, errs: []int{400, 503}},
+	"GET /api/v1/data-apis/{name}": {summary: "One data API with its versions and state", ok: 200, okBody: "the data API", errs: []int{404, 503}},
+	"POST /api/v1/data-apis/{name}/versions": {summary: "Add a version (the published one keeps serving until a publish)", ok: 201, okBody: "the data API",
+		errs: []int{400, 404, 409, 413, 422, 503}, body: "the route definition"},
+	"POST /api/v1/data-apis/{name}/publish": {summary: "Publish a version (default the latest): it serves when the call returns", ok: 200, okBody: "the data API",
+		errs: []int{400, 404, 409, 413, 422, 503}, body: `{"version": N} (optional)`},
+	"POST /api/v1/data-apis/{name}/rollback": {summary: "Publish an earlier version (default the one before the published)", ok: 200, okBody: "the data API",
+		errs: []int{400, 404, 409, 413, 422, 503}, body: `{"version": N} (optional)`},
+	"POST /api/v1/data-apis/{name}/offline": {summary: "Take a data API offline: nothing serves, the last published version is remembered", ok: 200, okBody: "the data API", errs: []int{404, 409, 503}},
+	"DELETE /api/v1/data-apis/{name}":       {summary: "Delete a data API and its versions", ok: 204, errs: []int{404, 409, 503}},
 }
 
 // undocumented is the summary of a registered pattern without an entry in

@@ -80,6 +80,10 @@ type Config struct {
 	// changes made through the admin API take precedence as
 	// docs/apps.md describes. nil when omitted.
 	Apps []App
+
+	// dataDefs holds each data route's definition as canonical JSON, by
+	// route name (DataDefinition); nil without data routes.
+	dataDefs map[string][]byte
 }
 
 // TLS names the certificate and key that the data-plane listener serves
