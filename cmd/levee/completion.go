@@ -31,6 +31,8 @@ var commands = []command{
 	{name: "apps", summary: "manage consumer apps through the admin API", subs: appsCommands,
 		sub: func(name string) *flag.FlagSet { fs, _, _, _ := appsFlagSet(name); return fs }},
 	{name: "completion", summary: "print a shell completion script", words: shells},
+	{name: "data-apis", summary: "manage data APIs' lifecycle through the admin API", subs: dataAPIsCommands,
+		sub: func(name string) *flag.FlagSet { fs, _ := dataAPIsFlagSet(name); return fs }},
 	{name: "version", summary: "print the version"},
 }
 

@@ -38,6 +38,41 @@ every other command scope write). Output is the API's JSON; a refusal
 prints its status, reason and message and exits 1.
 `
 
+// dataAPIsCommands are "levee data-apis"'s commands, in usage's order.
+var dataAPIsCommands = []string{"list", "get", "create", "update", "publish", "rollback", "offline", "delete"}
+
+// dataAPIsFlags are the values a "levee data-apis" command's flags fill;
+// the pointers of flags the command does not take are nil.
+type dataAPIsFlags struct {
+	adminURL, tokenFile, file, after *string
+	version, limit                   *int
+	all                              *bool
+}
+
+// dataAPIsFlagSet returns the flag set of "levee data-apis sub" (nil for
+// an unknown sub) and what its flags fill: the CLI parses with it and
+// the completion scripts list its flags.
+func dataAPIsFlagSet(sub string) (*flag.FlagSet, dataAPIsFlags) {
+	fs := flag.NewFlagSet("levee data-apis "+sub, flag.ContinueOnError)
+	var f dataAPIsFlags
+	f.adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
+	f.tokenFile = fs.String("token-file", "", "file holding the admin API token")
+	switch sub {
+	case "create", "update":
+		f.file = fs.String("f", "", "the route definition, YAML or JSON (- for standard input)")
+	case "publish", "rollback":
+		f.version = fs.Int("version", 0, "the version (default: see the command)")
+	case "list":
+		f.limit = fs.Int("limit", 0, "data APIs per page (1 to 1000; default 100)")
+		f.after = fs.String("after", "", "list data APIs whose name sorts after this one")
+		f.all = fs.Bool("all", false, "follow every page")
+	case "get", "offline", "delete":
+	default:
+		return nil, f
+	}
+	return fs, f
+}
+
 // cmdDataAPIs runs "levee data-apis ...": 0 success, 1 refused or
 // unreachable, 2 bad usage.
 func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -46,32 +81,20 @@ func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("levee data-apis "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, dataAPIsUsage) }
-	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
-	tokenFile := fs.String("token-file", "", "file holding the admin API token")
-	var file *string
-	var version, limit *int
-	var after *string
-	var all *bool
 	switch sub {
-	case "create", "update":
-		file = fs.String("f", "", "the route definition, YAML or JSON (- for standard input)")
-	case "publish", "rollback":
-		version = fs.Int("version", 0, "the version (default: see the command)")
-	case "list":
-		limit = fs.Int("limit", 0, "data APIs per page (1 to 1000; default 100)")
-		after = fs.String("after", "", "list data APIs whose name sorts after this one")
-		all = fs.Bool("all", false, "follow every page")
-	case "get", "offline", "delete":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, dataAPIsUsage)
 		return 0
-	default:
+	}
+	fs, f := dataAPIsFlagSet(sub)
+	if fs == nil {
 		fmt.Fprintf(stderr, "levee data-apis: unknown command %q\n\n%s", sub, dataAPIsUsage)
 		return 2
 	}
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, dataAPIsUsage) }
+	adminURL, tokenFile, file, version := f.adminURL, f.tokenFile, f.file, f.version
+	limit, after, all := f.limit, f.after, f.all
 	pos, ok := parseInterleaved(fs, args[1:])
 	if !ok {
 		return 2

@@ -136,46 +136,71 @@ func (g *Gateway) seedDataAPIs(ctx context.Context, store *dataapis.Store, cfg *
 }
 
 // effectiveConfig returns file with its data routes replaced by the
-// store's published versions (snap nil: file as it is). A published
-// version that does not read as a data route of file (its data source is
-// gone, say) or that collides with a route that serves is left out: each
-// such problem is returned, naming the API.
+// store's published versions (snap nil: file as it is), in the file's
+// order: a file data route's published version takes its place (none
+// while it is offline or deleted), and the APIs only the store knows
+// follow the file's routes, in name order. A published version that does
+// not read as a data route of file (its data source is gone, say) or that
+// collides with a route that serves is left out: each such problem is
+// returned, naming the API.
 func effectiveConfig(file *config.Config, snap *dataapis.Snapshot) (*config.Config, []string) {
 	if snap == nil {
 		return file, nil
 	}
-	eff := *file
-	eff.Routes = make([]config.Route, 0, len(file.Routes)+len(snap.Serving))
-	for _, r := range file.Routes {
-		if r.Data == nil {
-			eff.Routes = append(eff.Routes, r)
-		}
-	}
 	var problems []string
+	served := make(map[string]*config.Route, len(snap.Serving))
 	for _, sv := range snap.Serving {
 		r, err := config.ParseDataAPI(file, sv.Name, sv.Definition)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("data API %s version %d does not serve: %s", sv.Name, sv.Version, oneLine(err)))
 			continue
 		}
-		eff.Routes = append(eff.Routes, *r)
+		served[sv.Name] = r
 	}
-	return dropConflicts(&eff, problems)
+	eff := *file
+	eff.Routes = make([]config.Route, 0, len(file.Routes)+len(snap.Serving))
+	fromStore := map[int]bool{} // indexes in eff.Routes of the store's versions
+	placed := map[string]bool{}
+	for _, r := range file.Routes {
+		if r.Data == nil {
+			eff.Routes = append(eff.Routes, r)
+			continue
+		}
+		if v := served[r.Name]; v != nil {
+			fromStore[len(eff.Routes)] = true
+			eff.Routes = append(eff.Routes, *v)
+			placed[r.Name] = true
+		}
+	}
+	for _, sv := range snap.Serving {
+		if v := served[sv.Name]; v != nil && !placed[sv.Name] {
+			fromStore[len(eff.Routes)] = true
+			eff.Routes = append(eff.Routes, *v)
+		}
+	}
+	return dropConflicts(&eff, fromStore, problems)
 }
 
-// dropConflicts leaves out of eff each data API that collides with an
-// earlier route. The file's routes come first and never collide with each
-// other (config.Parse refused that), so the later route of a conflict is
-// always a data API.
-func dropConflicts(eff *config.Config, problems []string) (*config.Config, []string) {
+// dropConflicts leaves out of eff each data API that collides with
+// another route. The file's own routes never collide with each other
+// (config.Parse refused that), so one route of each conflict is from the
+// store (fromStore): that one goes, the later one when both are.
+func dropConflicts(eff *config.Config, fromStore map[int]bool, problems []string) (*config.Config, []string) {
 	conflicts := config.RouteConflicts(eff.Routes)
 	if len(conflicts) == 0 {
 		return eff, problems
 	}
 	drop := make(map[int]bool, len(conflicts))
 	for _, c := range conflicts {
-		drop[c.Route] = true
-		problems = append(problems, fmt.Sprintf("data API %s does not serve: %s", eff.Routes[c.Route].Name, c.Message))
+		i := c.Route
+		if !fromStore[i] && fromStore[c.Other] {
+			i = c.Other
+		}
+		if drop[i] {
+			continue
+		}
+		drop[i] = true
+		problems = append(problems, fmt.Sprintf("data API %s does not serve: %s", eff.Routes[i].Name, c.Message))
 	}
 	kept := make([]config.Route, 0, len(eff.Routes)-len(drop))
 	for i, r := range eff.Routes {
