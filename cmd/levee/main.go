@@ -121,7 +121,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }})
+	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
@@ -184,7 +184,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
-	g, err := gateway.New(gateway.Options{Load: load})
+	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
