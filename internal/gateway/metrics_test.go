@@ -235,3 +235,38 @@ func TestMetricsLint(t *testing.T) {
 	}
 	t.Logf("promtool check metrics: clean (%d lines scraped)", strings.Count(body, "\n"))
 }
+
+// TestAppThrottledCounted: an app's 429s (here its route rate limit's)
+// are counted in levee_app_throttled_total under its own label, and in
+// its 4xx class too.
+func TestAppThrottledCounted(t *testing.T) {
+	h := start(t, consumersConfig(hostPort(echoBackend(t))))
+	call := func() int {
+		resp := h.get("/limited/", "X-Api-Key", goodKey)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(); code != 200 {
+		t.Fatalf("first call: %d", code)
+	}
+	h.metricsPage() // this scrape gives app good its own label, from 0
+	throttled := 0
+	for range 10 {
+		if call() == 429 {
+			throttled++
+		}
+	}
+	if throttled == 0 {
+		t.Fatal("no call was rate limited")
+	}
+	if got := h.metric(`levee_app_throttled_total{app="good"}`); got != float64(throttled) {
+		t.Errorf("levee_app_throttled_total{app=good} = %v, want %d", got, throttled)
+	}
+	if got := h.metric(`levee_app_requests_total{app="good",class="4xx"}`); got != float64(throttled) {
+		t.Errorf("levee_app_requests_total{app=good,class=4xx} = %v, want %d", got, throttled)
+	}
+	if got := h.metric(`levee_app_throttled_total{app="other"}`); got != 0 {
+		t.Errorf("levee_app_throttled_total{app=other} = %v, want 0", got)
+	}
+}

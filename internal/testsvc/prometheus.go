@@ -119,20 +119,4 @@ func (p *Prometheus) Log() string {
 }
 
 // Stop stops Prometheus (SIGTERM, then SIGKILL after 5 s) and waits for it.
-func (p *Prometheus) Stop() {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (p *Prometheus) Stop() { stopGroup(p.cmd, p.done) }
