@@ -820,6 +820,8 @@ func TestDefaults(t *testing.T) {
 		},
 		Log:     Log{Level: "info", Access: true},
 		Metrics: Metrics{AppLabels: 50},
+		Profiles: Profiles{Enabled: true, CPUThreshold: 0.9, Sustain: 10 * time.Second, OnShedding: true, Interval: 10 * time.Minute,
+			Duration: 10 * time.Second, Keep: 10, MaxBytes: 64 << 20},
 		Upstreams: map[string]*Upstream{"video": {
 			Name:      "video",
 			Balancer:  "weighted_round_robin",

@@ -294,6 +294,15 @@ const (
 	DefaultDataStatementTimeout = 2 * time.Second
 	// DefaultDataConnectTimeout is DataSource.ConnectTimeout when omitted.
 	DefaultDataConnectTimeout = 2 * time.Second
+	// The profiles block's defaults (Profiles).
+	DefaultProfilesEnabled      = true
+	DefaultProfilesCPUThreshold = 0.9
+	DefaultProfilesSustain      = 10 * time.Second
+	DefaultProfilesOnShedding   = true
+	DefaultProfilesInterval     = 10 * time.Minute
+	DefaultProfilesDuration     = 10 * time.Second
+	DefaultProfilesKeep         = 10
+	DefaultProfilesMaxBytes     = 64 << 20
 	// DefaultDataQueuePerConn times max_conns is a data source's queue
 	// without a limits block: a few rounds of the pool, past which a
 	// refusal now is worth more than a long wait.
@@ -335,6 +344,9 @@ func defaultConfig() *Config {
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
+		Profiles: Profiles{Enabled: DefaultProfilesEnabled, CPUThreshold: DefaultProfilesCPUThreshold, Sustain: DefaultProfilesSustain,
+			OnShedding: DefaultProfilesOnShedding, Interval: DefaultProfilesInterval, Duration: DefaultProfilesDuration,
+			Keep: DefaultProfilesKeep, MaxBytes: DefaultProfilesMaxBytes},
 	}
 }
 

@@ -78,6 +78,18 @@ metrics:
   # under app="other". 0 to 1000.
   app_labels: 50                    # default
 
+# CPU profiles and goroutine dumps levee captures by itself under
+# <state_dir>/profiles, listed at GET /api/v1/profiles (docs/profiles.md).
+profiles:
+  enabled: true                     # default
+  cpu_threshold: 0.9                # default; share of GOMAXPROCS's CPU that counts as busy
+  sustain: 10s                      # default; busy this long, then a capture
+  on_shedding: true                 # default; also when admission starts refusing
+  interval: 10m                     # default; at most one capture per interval
+  duration: 10s                     # default; how long the CPU profile records
+  keep: 10                          # default; the newest captures kept
+  max_bytes: 64MiB                  # default; the captures' files together
+
 # Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
 upstreams:
   video:

@@ -207,6 +207,7 @@ func TestFieldDefaults(t *testing.T) {
 		{"server.paths", serverPathsBlock, &c.Server.Paths},
 		{"log", logBlock, &c.Log},
 		{"metrics", metricsBlock, &c.Metrics},
+		{"profiles", profilesBlock, &c.Profiles},
 		{"memory", memoryBlock, defaultMemory()},
 		{"upstream", upstreamBlock, defaultUpstream("x")},
 		{"least_request", leastRequestBlock, defaultLeastRequest()},

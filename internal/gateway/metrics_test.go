@@ -40,9 +40,9 @@ apps:
 `, upstream, keyHash(goodKey))
 }
 
-// registered returns each levee_ family the registry describes, with its
+// registeredFamilies returns each levee_ family the registry describes, with its
 // labels (variable and constant) sorted.
-func registered(reg *prometheus.Registry) map[string][]string {
+func registeredFamilies(reg *prometheus.Registry) map[string][]string {
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {
 		reg.Describe(ch)
@@ -109,7 +109,7 @@ func documented(t *testing.T) map[string][]string {
 func TestMetricsCatalogue(t *testing.T) {
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be)))
-	reg, doc := registered(h.g.Registry()), documented(t)
+	reg, doc := registeredFamilies(h.g.Registry()), documented(t)
 	if len(reg) < 30 {
 		t.Fatalf("only %d levee_ families registered: %v", len(reg), reg)
 	}
