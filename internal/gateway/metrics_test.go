@@ -183,9 +183,11 @@ func TestSelfMetrics(t *testing.T) {
 	}
 }
 
-// TestPreDeclaredSeries: the counters the shipped alert rules take
-// increase() or rate() of exist at 0 before their first event: each
-// route's shed reasons, each discovery upstream's results and reasons.
+// TestPreDeclaredSeries: counters with known label values exist at 0
+// before their first event (the shipped alert rules take increase() or
+// rate() of them): each route's shed reasons, each discovery upstream's
+// results and reasons, each upstream's spent retry budgets and picker
+// fallbacks, the HTTP/1.1 handoff reasons.
 func TestPreDeclaredSeries(t *testing.T) {
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be)))
@@ -196,6 +198,9 @@ func TestPreDeclaredSeries(t *testing.T) {
 		`levee_refusals_total{reason="concurrency_limit",route="web"} 0`,
 		`levee_discovery_updates_total{result="refused",upstream="pushed"} 0`,
 		`levee_discovery_rejected_total{reason="bad_address",upstream="pushed"} 0`,
+		`levee_retry_budget_exhausted_total{upstream="web"} 0`,
+		`levee_picker_fallbacks_total{upstream="web"} 0`,
+		`levee_h1_handoffs_total{reason="upgrade"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
