@@ -266,9 +266,13 @@ type Log struct {
 	// Level is the lowest level logged: "debug", "info", "warn" or "error"
 	// (`level`). Default DefaultLogLevel ("info").
 	Level string
-	// Access turns the per-request access log on (`access`, true or
-	// false). Default DefaultLogAccess (true).
+	// Access turns the per-request access log on (`access`: true, false,
+	// or a block of settings, which turns it on). Default
+	// DefaultLogAccess (true).
 	Access bool
+	// AccessLog is the access log's settings (`access` as a block); their
+	// defaults with `access: true` or omitted (accesslog.go).
+	AccessLog AccessLog
 }
 
 // Metrics configures the metrics levee reports (`metrics`).

@@ -43,6 +43,10 @@ const (
 	DefaultLogLevel = "info"
 	// DefaultLogAccess is Log.Access when omitted.
 	DefaultLogAccess = true
+	// DefaultAccessLogOutput is AccessLog.Output when omitted.
+	DefaultAccessLogOutput = "stderr"
+	// DefaultAccessLogSample2xx is AccessLog.Sample2xx when omitted.
+	DefaultAccessLogSample2xx = 1.0
 	// DefaultMetricsAppLabels is Metrics.AppLabels when omitted.
 	DefaultMetricsAppLabels = 50
 	// DefaultBalancer is Upstream.Balancer when omitted.
@@ -342,7 +346,7 @@ func defaultConfig() *Config {
 			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
 			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 		},
-		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
+		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
 		Profiles: Profiles{Enabled: DefaultProfilesEnabled, CPUThreshold: DefaultProfilesCPUThreshold, Sustain: DefaultProfilesSustain,
 			OnShedding: DefaultProfilesOnShedding, Interval: DefaultProfilesInterval, Duration: DefaultProfilesDuration,

@@ -70,7 +70,16 @@ memory:
 
 log:
   level: info                       # default; one of debug, info, warn, error
-  access: true                      # default; one line per request
+  # The access log, one JSON line per request: true (the default),
+  # false, or a block of settings, which turns it on. Its fields: "Access
+  # log" in docs/configuration.md. It cannot change on reload.
+  access: true                      # default
+  # access:
+  #   output: stderr                # default; stdout, or a file appended to
+  #                                 # (its directory must exist), reopened on SIGUSR1
+  #   sample_2xx: 1                 # default; share of 2xx answers logged, 0 to 1;
+  #                                 # every other status is always logged
+  #   redact_query: [token, api_key] # query keys whose values are logged as REDACTED
 
 metrics:
   # The busiest apps get their own app label in levee_app_requests_total,

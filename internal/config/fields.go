@@ -232,8 +232,8 @@ var (
 	logBlock = newBlock(
 		field{name: "level", kind: kindEnum, enum: logLevels, def: DefaultLogLevel, doc: "lowest level logged",
 			bind: at(func(l *Log) *string { return &l.Level })},
-		field{name: "access", kind: kindBool, def: DefaultLogAccess, doc: "whether each request is logged",
-			bind: at(func(l *Log) *bool { return &l.Access })},
+		field{name: "access", kind: kindEither, def: DefaultLogAccess, doc: "whether each request is logged: true, false, or the access log's settings (which turn it on)",
+			either: []field{{kind: kindBool}, {kind: kindBlock, sub: accessLogBlock}}},
 	)
 
 	profilesBlock = newBlock(
@@ -529,8 +529,7 @@ var (
 		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
 			bind: at(func(c *Config) *Server { return &c.Server })},
 		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
-		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging",
-			bind: at(func(c *Config) *Log { return &c.Log })},
+		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging"},
 		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
 			bind: at(func(c *Config) *Metrics { return &c.Metrics })},
 		field{name: "profiles", kind: kindBlock, sub: profilesBlock, doc: "CPU profiles levee captures by itself when busy or shedding",

@@ -160,10 +160,8 @@ func New(o Options) (*Gateway, error) {
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
-	if cfg.Log.Access {
-		if g.accessLog, err = telemetry.NewAccessLog(out, g.registry); err != nil {
-			return nil, err
-		}
+	if g.accessLog, err = newAccessLog(cfg.Log, out, logger, g.registry); err != nil {
+		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
 		if err := g.loadCertificate(cfg.TLS); err != nil {
