@@ -149,7 +149,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "levee run: -config - (standard input) is for validate only; run re-reads its file on SIGHUP")
 		return 2
 	}
-	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }})
+	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
@@ -221,7 +221,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
-	g, err := gateway.New(gateway.Options{Load: load})
+	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1

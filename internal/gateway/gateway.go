@@ -44,6 +44,8 @@ type Options struct {
 	// LogOutput receives the structured log and the access log
 	// (default os.Stderr).
 	LogOutput io.Writer
+	// Version is levee's version for levee_build_info (empty: "dev").
+	Version string
 }
 
 // Gateway is one running levee: the data listener, the admin listener and
@@ -55,7 +57,7 @@ type Gateway struct {
 	accessLog *telemetry.AccessLog
 	metrics   *proxy.Metrics
 	handler   *proxy.Handler
-	reloads   *prometheus.CounterVec
+	self      *selfMetrics // build info, reloads and the last one's result
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
@@ -141,12 +143,8 @@ func New(o Options) (*Gateway, error) {
 		pools:    newPools(),
 		feeds:    map[string]*feed{},
 		serveErr: make(chan error, 2),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "levee_config_reloads_total",
-			Help: "Configuration reloads, by result (success or error). On error the previous configuration keeps serving.",
-		}, []string{"result"}),
 	}
-	if err := g.registry.Register(g.reloads); err != nil {
+	if g.self, err = newSelfMetrics(g.registry, o.Version, time.Now()); err != nil {
 		return nil, err
 	}
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
@@ -446,7 +444,7 @@ func (g *Gateway) Reload() error {
 	}
 	if err != nil {
 		g.token.Store(prevToken)
-		g.reloads.WithLabelValues("error").Inc()
+		g.self.reloaded(false, time.Now())
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
@@ -462,7 +460,7 @@ func (g *Gateway) Reload() error {
 	}
 	g.reseedDataAPIs(dstore, cfg)
 	g.applyProfiles(cfg)
-	g.reloads.WithLabelValues("success").Inc()
+	g.self.reloaded(true, time.Now())
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
 }

@@ -38,13 +38,7 @@ func requireServices() bool { return os.Getenv("LEVEE_REQUIRE_SERVICES") == "1" 
 // StartEtcd starts etcd for t and stops it in t.Cleanup.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if requireServices() {
-			t.Fatal("etcd is not installed: run scripts/install-services.sh")
-		}
-		t.Skip("etcd is not installed (scripts/install-services.sh installs it; make test requires it)")
-	}
+	bin := lookService(t, "etcd", "etcd-server")
 	e := &Etcd{dir: t.TempDir(), port: freePort(t), peerPort: freePort(t)}
 	e.logPath = filepath.Join(e.dir, "etcd.log")
 	e.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", e.port)
@@ -115,21 +109,27 @@ func (e *Etcd) healthy() bool {
 
 // Stop stops etcd (SIGTERM, then SIGKILL after 5 s) and waits for it. The
 // data directory is kept, so Restart serves the same keys.
-func (e *Etcd) Stop() {
-	if e.cmd == nil || e.cmd.Process == nil {
+func (e *Etcd) Stop() { stopGroup(e.cmd, e.done) }
+
+// stopGroup stops the process group cmd leads (it was started with
+// Setpgid): SIGTERM, then SIGKILL after 5 s; it returns once done (closed
+// when cmd.Wait returned) is closed. Nothing happens if cmd never started
+// or has already exited.
+func stopGroup(cmd *exec.Cmd, done <-chan struct{}) {
+	if cmd == nil || cmd.Process == nil {
 		return
 	}
 	select {
-	case <-e.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-e.done:
+	case <-done:
 	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 
