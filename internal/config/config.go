@@ -57,6 +57,9 @@ type Config struct {
 	Metrics Metrics
 	// Profiles configures the automatic CPU profiles (`profiles`).
 	Profiles Profiles
+	// Tracing, when not nil, turns OpenTelemetry tracing on (`tracing`,
+	// optional; tracing.go). nil, the default, means off.
+	Tracing *Tracing
 	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
 	// least one required). Every value is non-nil and its Name equals its
 	// key.

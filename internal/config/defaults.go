@@ -290,6 +290,14 @@ const (
 // codes.
 var retryConditions = []string{condConnectFailure, condRefusedStream, condResetBeforeResponse}
 
+// The tracing block's defaults (Tracing, tracing.go).
+const (
+	DefaultTracingSampling    = 0.01
+	DefaultTracingServiceName = "levee"
+	DefaultTracingTimeout     = 10 * time.Second
+	DefaultTracingMaxQueue    = 2048
+)
+
 // Data sources and data routes (data.go).
 const (
 	// DefaultDataMaxConns is DataSource.MaxConns when omitted.

@@ -540,6 +540,8 @@ var (
 			bind: at(func(c *Config) *Metrics { return &c.Metrics })},
 		field{name: "profiles", kind: kindBlock, sub: profilesBlock, doc: "CPU profiles levee captures by itself when busy or shedding",
 			bind: at(func(c *Config) *Profiles { return &c.Profiles })},
+		field{name: "tracing", kind: kindBlock, sub: tracingBlock, doc: "OpenTelemetry tracing exported over OTLP/HTTP; off when omitted",
+			bind: opt(func(c *Config) **Tracing { return &c.Tracing }, defaultTracing)},
 		field{name: "upstreams", kind: kindMap, sub: upstreamBlock, minItems: 1, doc: "upstreams by name; required unless data_sources is set"},
 		field{name: "data_sources", kind: kindMap, sub: dataSourceBlock, minItems: 1, doc: "databases data routes query, by name"},
 		field{name: "routes", kind: kindList, required: true, minItems: 1, item: &field{kind: kindBlock, sub: routeBlock},

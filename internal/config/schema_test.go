@@ -209,6 +209,7 @@ func TestFieldDefaults(t *testing.T) {
 		{"metrics", metricsBlock, &c.Metrics},
 		{"profiles", profilesBlock, &c.Profiles},
 		{"memory", memoryBlock, defaultMemory()},
+		{"tracing", tracingBlock, defaultTracing()},
 		{"upstream", upstreamBlock, defaultUpstream("x")},
 		{"least_request", leastRequestBlock, defaultLeastRequest()},
 		{"timeouts", timeoutsBlock, &defaultUpstream("x").Timeouts},

@@ -126,6 +126,9 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	if !sameAccessLog(next.Log, g.cfg.Log) {
 		errs = append(errs, config.FieldError{Path: "log.access", Message: "cannot change on reload (restart levee)"})
 	}
+	if !sameTracing(next.Tracing, g.cfg.Tracing) {
+		errs = append(errs, config.FieldError{Path: "tracing", Message: "cannot change on reload (restart levee)"})
+	}
 	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
 		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
 	}

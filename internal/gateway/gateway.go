@@ -33,6 +33,7 @@ import (
 	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/levee-gw/levee/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -55,9 +56,12 @@ type Gateway struct {
 	logger    *slog.Logger
 	registry  *prometheus.Registry
 	accessLog *telemetry.AccessLog
-	metrics   *proxy.Metrics
-	handler   *proxy.Handler
-	self      *selfMetrics // build info, reloads and the last one's result
+	// tracer traces requests; nil with tracing off. Built at New, its
+	// exporter's goroutine started by Start and stopped by Shutdown.
+	tracer  *tracing.Tracer
+	metrics *proxy.Metrics
+	handler *proxy.Handler
+	self    *selfMetrics // build info, reloads and the last one's result
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
@@ -156,6 +160,10 @@ func New(o Options) (*Gateway, error) {
 	if g.profileMetrics, err = profiles.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
+	tracingMetrics, err := tracing.NewMetrics(g.registry)
+	if err != nil {
+		return nil, err
+	}
 	if err := g.initData(cfg); err != nil {
 		return nil, err
 	}
@@ -183,6 +191,9 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.tracer, err = newTracer(cfg.Tracing, tracingMetrics, logger); err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
 		Metrics:        g.metrics,
 		AccessLog:      g.accessLog,
@@ -191,6 +202,7 @@ func New(o Options) (*Gateway, error) {
 		Memory:         g.memory,
 
 		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
+		Tracer:               g.tracer,
 	})
 	if err == nil {
 		err = g.registerCollectors()
@@ -303,6 +315,9 @@ func (g *Gateway) Start() (err error) {
 			defer close(g.accessLogDone)
 			g.accessLog.Run()
 		}()
+	}
+	if g.tracer != nil {
+		g.tracer.Start()
 	}
 	g.h1.Store(h1)
 	go g.serveH1(h1, dataLn)
@@ -544,6 +559,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.accessLog.Close()
 		<-g.accessLogDone
 	}
+	g.stopTracer() // after the drain: the last requests' spans go out too
 	// Under reloadMu: a reload seeding the store finishes first.
 	g.reloadMu.Lock()
 	g.mu.Lock()

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/tracing"
 	"github.com/levee-gw/levee/internal/upstream"
 )
 
@@ -133,6 +134,10 @@ type attempt struct {
 	// the client left).
 	cause    error
 	reported bool
+	// span is the attempt's span (a sampled request only; tracing.go),
+	// retried whether the request was sent again after it.
+	span    tracing.Span
+	retried bool
 }
 
 // begin starts attempt n at ep.
@@ -216,6 +221,9 @@ func (a *attempt) end(x *exchange) {
 	a.report()
 	a.release()
 	x.outcome = a.res.outcome()
+	if a.span != nil {
+		a.endAttemptSpan()
+	}
 }
 
 // admissionOutcome is how the request ended for its admission release:
@@ -257,6 +265,9 @@ func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *unt
 // The attempt ends when try returns.
 func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *forwarding, ep *endpoint.Endpoint, n int) (wait time.Duration, again bool) {
 	a := f.begin(r, x, ep, n)
+	if x.span != nil {
+		h.beginAttemptSpan(&a, x, r, n)
+	}
 	defer a.end(x)
 	resp, err := a.send(f, r, x.reqID)
 	resp = a.settle(f, r, resp, err)
@@ -280,6 +291,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *fo
 				discard(resp)
 			}
 			h.metrics.retried(f.up.Name, a.res.fail, a.res.status)
+			a.retried = true
 			return wait, true
 		}
 		h.metrics.budgetExhausted.WithLabelValues(f.up.Name).Inc()

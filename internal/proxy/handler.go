@@ -9,6 +9,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/levee-gw/levee/internal/tracing"
 )
 
 // Options configure a Handler. Metrics is required; the rest may be zero.
@@ -46,6 +48,9 @@ type Options struct {
 	// UnderscoresInHeaders is what becomes of request headers whose name
 	// holds "_" (framing.go); the zero value drops them.
 	UnderscoresInHeaders UnderscoreMode
+	// Tracer, when set, traces requests (internal/tracing); nil: off,
+	// at no cost.
+	Tracer *tracing.Tracer
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -58,6 +63,7 @@ type Handler struct {
 	memory    *memguard.Guard
 	// underscores: Options.UnderscoresInHeaders
 	underscores UnderscoreMode
+	tracer      *tracing.Tracer // nil: tracing off
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -80,7 +86,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
-		underscores: o.UnderscoresInHeaders}
+		underscores: o.UnderscoresInHeaders, tracer: o.Tracer}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	return h, nil
@@ -117,6 +123,10 @@ type exchange struct {
 	body           *clientBody
 	traceID        string
 	timing         *upstream.Timing
+	// span is the server span of a sampled request (nil: not traced) and
+	// traceCtx carries it, the attempts' spans' parent (tracing.go).
+	span     tracing.Span
+	traceCtx context.Context
 }
 
 // ServeHTTP serves one request.
@@ -127,6 +137,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	x.reqID = requestID(r.Header)
 	w.Header()["X-Request-Id"] = []string{x.reqID}
+	if h.tracer != nil {
+		h.beginTrace(&x, r)
+	}
 
 	t := h.table.Load()
 	x.route = t.noRoute
@@ -242,6 +255,9 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 		}
 	}
 	rm.duration.Observe(d.Seconds())
+	if x.span != nil {
+		endTrace(x, r, appID)
+	}
 	if h.accessLog != nil {
 		h.logAccess(x, r, d, appID)
 	}

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"time"
+
+	"github.com/levee-gw/levee/internal/tracing"
+)
+
+// Tracing configures OpenTelemetry tracing (`tracing`, optional; see
+// docs/tracing.md). nil, the default (no `tracing` block), means off: no
+// span, no exporter, no cost on the request path.
+type Tracing struct {
+	// Endpoint is the OTLP/HTTP collector's URL (`endpoint`, required),
+	// http:// or https://; spans are posted to <endpoint>/v1/traces when
+	// the URL has no path, to the path as written otherwise.
+	Endpoint string
+	// Sampling is the share of requests without a valid incoming
+	// traceparent that are traced (`sampling`, 0 to 1). A valid incoming
+	// traceparent's sampled flag decides for its request. Default
+	// DefaultTracingSampling (0.01); 0 traces only what callers sampled.
+	Sampling float64
+	// ServiceName is the spans' service.name (`service_name`). Default
+	// DefaultTracingServiceName ("levee").
+	ServiceName string
+	// Timeout bounds one export request (`timeout`). Default
+	// DefaultTracingTimeout (10s).
+	Timeout time.Duration
+	// MaxQueue bounds the finished spans waiting for export (`max_queue`,
+	// 1 to MaxTracingQueue); more are dropped and counted in
+	// levee_tracing_spans_dropped_total. Default DefaultTracingMaxQueue
+	// (2048).
+	MaxQueue int
+}
+
+// MaxTracingQueue bounds tracing.max_queue (each queued span holds its
+// attributes in memory, about a kilobyte).
+const MaxTracingQueue = 1 << 20
+
+func defaultTracing() *Tracing {
+	return &Tracing{Sampling: DefaultTracingSampling, ServiceName: DefaultTracingServiceName,
+		Timeout: DefaultTracingTimeout, MaxQueue: DefaultTracingMaxQueue}
+}
+
+var tracingBlock = newBlock(
+	field{name: "endpoint", kind: kindString, required: true, doc: "OTLP/HTTP collector URL; spans go to <endpoint>/v1/traces when it has no path",
+		check: checkTracingEndpoint, bind: at(func(t *Tracing) *string { return &t.Endpoint })},
+	field{name: "sampling", kind: kindNumber, flo: 0, fhi: 1, def: DefaultTracingSampling,
+		doc:  "share of requests without a valid incoming traceparent traced, 0 to 1",
+		bind: at(func(t *Tracing) *float64 { return &t.Sampling })},
+	field{name: "service_name", kind: kindString, nonEmpty: true, def: DefaultTracingServiceName, doc: "the spans' service.name",
+		bind: at(func(t *Tracing) *string { return &t.ServiceName })},
+	field{name: "timeout", kind: kindDuration, def: DefaultTracingTimeout, doc: "bound of one export request",
+		bind: at(func(t *Tracing) *time.Duration { return &t.Timeout })},
+	field{name: "max_queue", kind: kindInt, lo: 1, hi: MaxTracingQueue, def: DefaultTracingMaxQueue,
+		doc:  "finished spans waiting for export; more are dropped and counted",
+		bind: at(func(t *Tracing) *int { return &t.MaxQueue })},
+)
+
+// checkTracingEndpoint takes the URL as levee run will (tracing.ExportURL).
+var checkTracingEndpoint = problemOf(func(s string) string {
+	if _, err := tracing.ExportURL(s); err != nil {
+		return err.Error()
+	}
+	return ""
+})

@@ -1,0 +1,44 @@
+package proxy
+
+// Tracing on the request path (internal/tracing). With tracing off
+// (Handler.tracer nil) nothing here runs: a nil check in ServeHTTP and
+// one in each attempt. With it on, an unsampled request gets no span
+// (x.span stays nil), only its trace id; a sampled one a server span,
+// ended by finish, and a client span per attempt, ended by the attempt.
+
+import (
+	"net/http"
+
+	"github.com/levee-gw/levee/internal/tracing"
+)
+
+// beginTrace decides whether r is traced and starts its server span.
+func (h *Handler) beginTrace(x *exchange, r *http.Request) {
+	rq := h.tracer.Begin(r.Header)
+	x.traceID, x.span = rq.TraceID, rq.Span
+	if rq.Span != nil {
+		x.traceCtx = rq.Ctx
+	}
+}
+
+// endTrace records how the request ended on its server span and ends it.
+func endTrace(x *exchange, r *http.Request, appID string) {
+	tracing.EndServer(x.span, tracing.ServerEnd{
+		Route: x.route.Name, Method: r.Method, Path: r.URL.Path, Reason: string(x.reason), App: appID,
+		Upstream: x.route.Upstream.Name, Status: x.status, Attempts: x.attempts,
+		BytesIn: x.body.bytesRead(), BytesOut: x.bytesOut,
+	})
+	x.span = nil
+}
+
+// beginAttemptSpan starts attempt n's span at ep (a sampled request only)
+// and puts its traceparent in the headers the attempt sends.
+func (h *Handler) beginAttemptSpan(a *attempt, x *exchange, r *http.Request, n int) {
+	a.span = h.tracer.BeginAttempt(x.traceCtx, r.Header, a.ep.Address, n)
+}
+
+// endAttemptSpan records the attempt's result and retry decision.
+func (a *attempt) endAttemptSpan() {
+	tracing.EndAttempt(a.span, tracing.AttemptEnd{Status: a.res.status, Failure: string(a.res.fail), Retried: a.retried})
+	a.span = nil
+}
