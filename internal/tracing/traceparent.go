@@ -10,7 +10,9 @@ type Parent struct {
 
 // ParseTraceparent reads a traceparent value as OpenTelemetry's
 // propagator does (FuzzParseTraceparent holds the two to the same
-// answer), without allocating: version 00 is exactly 55 bytes with the
+// answer; the propagator also takes a version-00 value ending in "-",
+// which the specification refuses and this does not), without
+// allocating: version 00 is exactly 55 bytes with the
 // flags 00 to 03; a later version (not ff) may carry more fields after a
 // "-"; hex is lower case; neither id may be all zeros. ok is false for
 // anything else, which the request path then treats as no parent (the

@@ -83,7 +83,7 @@ func ExportURL(endpoint string) (string, error) {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("not a URL: %v", err)
+		return "", errors.New("must be an http:// or https:// URL")
 	case u.Scheme != "http" && u.Scheme != "https":
 		return "", errors.New(`must be an http:// or https:// URL`)
 	case u.Host == "":
