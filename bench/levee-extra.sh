@@ -11,6 +11,13 @@
 #   MODE=open CAPACITY=20 SERVICE_MS=20 ../shared/bench/overload.sh \
 #     --extra 'levee-adaptive=LEVEE_LIMIT=adaptive exec bench/levee-extra.sh' \
 #     --extra 'levee-static=LEVEE_LIMIT=static exec bench/levee-extra.sh'
+# LEVEE_ACCESS_LOG=true turns the access log on (to stderr). LEVEE_TRACING=1
+# turns tracing on with sampling LEVEE_TRACING_SAMPLING (default 0.01),
+# exporting to bench/otlpsink (an OTLP receiver that discards), started
+# here in levee's process group so that the harness stops both:
+#   ../shared/bench/proxy-compare.sh --proxies nginx \
+#     --extra 'levee-off=exec bench/levee-extra.sh' \
+#     --extra 'levee-traced=LEVEE_ACCESS_LOG=true LEVEE_TRACING=1 exec bench/levee-extra.sh'
 set -euo pipefail
 : "${BENCH_LISTEN:?}" "${BENCH_UPSTREAMS:?}" "${BENCH_RUN_DIR:?}"
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +30,9 @@ cfg=$BENCH_RUN_DIR/levee.yaml
   echo "admin: {listen: 127.0.0.1:$((port + 1000))}"
   echo "state_dir: $BENCH_RUN_DIR/levee-state"
   echo "log: {level: warn, access: ${LEVEE_ACCESS_LOG:-false}}"
+  if [ -n "${LEVEE_TRACING:-}" ]; then
+    echo "tracing: {endpoint: 'http://127.0.0.1:$((port + 2000))', sampling: ${LEVEE_TRACING_SAMPLING:-0.01}}"
+  fi
   echo "upstreams:"
   echo "  bench:"
   echo "    endpoints:"
@@ -39,4 +49,9 @@ cfg=$BENCH_RUN_DIR/levee.yaml
   echo "routes:"
   echo "  - {name: all, match: {path_prefix: /}, upstream: bench}"
 } >"$cfg"
+if [ -n "${LEVEE_TRACING:-}" ]; then
+  sink=$BENCH_RUN_DIR/otlpsink
+  (cd "$here" && go build -o "$sink" ./bench/otlpsink)
+  "$sink" -listen "127.0.0.1:$((port + 2000))" 2>>"$BENCH_RUN_DIR/otlpsink.log" &
+fi
 exec "$bin" run -config "$cfg"

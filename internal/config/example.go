@@ -99,6 +99,17 @@ profiles:
   keep: 10                          # default; the newest captures kept
   max_bytes: 64MiB                  # default; the captures' files together
 
+# OpenTelemetry tracing (optional; omit for none, at no cost): a span per
+# request and per upstream attempt, W3C traceparent continued or started,
+# exported over OTLP/HTTP to the collector at endpoint (<endpoint>/v1/traces
+# when it has no path). A reload cannot change it. See docs/tracing.md.
+# tracing:
+#   endpoint: http://127.0.0.1:4318 # required
+#   sampling: 0.01                  # default; share of requests without a sampled caller traced
+#   service_name: levee             # default
+#   timeout: 10s                    # default; one export request
+#   max_queue: 2048                 # default; spans waiting for export, more are dropped
+
 # Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
 upstreams:
   video:

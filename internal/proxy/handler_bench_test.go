@@ -120,7 +120,9 @@ var handlerCases = []handlerCase{
 // handlerServe builds a handler for c against the upstream at addr and
 // returns a function serving one request through it (failing tb on any
 // status but 200). Everything it builds is released in tb's cleanup.
-func handlerServe(tb testing.TB, addr string, c handlerCase) func() {
+// Each extra may change the handler's options and returns a hook run on
+// the request before each serve (nil: none).
+func handlerServe(tb testing.TB, addr string, c handlerCase, extra ...func(*Options) func(*http.Request)) func() {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
 	m, _ := NewMetrics(reg)
@@ -148,6 +150,12 @@ func handlerServe(tb testing.TB, addr string, c handlerCase) func() {
 		tb.Cleanup(func() { al.Close(); <-done })
 		o.AccessLog = al
 	}
+	var hooks []func(*http.Request)
+	for _, e := range extra {
+		if hook := e(&o); hook != nil {
+			hooks = append(hooks, hook)
+		}
+	}
 	h, _ := NewHandler(NewTable([]*Route{rt}, []*Upstream{up}, m), o)
 	if c.auth {
 		apps, keys := benchApps(tb, 100_000)
@@ -165,6 +173,9 @@ func handlerServe(tb testing.TB, addr string, c handlerCase) func() {
 		clear(w.h)
 		if key != nil {
 			req.Header["X-Api-Key"] = key // the handler hides it from the upstream
+		}
+		for _, hook := range hooks {
+			hook(req)
 		}
 		h.ServeHTTP(w, req)
 		if w.code != 200 {
