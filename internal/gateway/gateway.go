@@ -56,8 +56,7 @@ type Gateway struct {
 	logger    *slog.Logger
 	registry  *prometheus.Registry
 	accessLog *telemetry.AccessLog
-	// tracer traces requests; nil with tracing off. Built at New, its
-	// exporter's goroutine started by Start and stopped by Shutdown.
+	// tracer traces requests (nil: off); its exporter runs from Start to Shutdown.
 	tracer  *tracing.Tracer
 	metrics *proxy.Metrics
 	handler *proxy.Handler
@@ -160,10 +159,6 @@ func New(o Options) (*Gateway, error) {
 	if g.profileMetrics, err = profiles.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
-	tracingMetrics, err := tracing.NewMetrics(g.registry)
-	if err != nil {
-		return nil, err
-	}
 	if err := g.initData(cfg); err != nil {
 		return nil, err
 	}
@@ -191,8 +186,8 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.tracer, err = newTracer(cfg.Tracing, tracingMetrics, logger); err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+	if g.tracer, err = newTracer(cfg.Tracing, g.registry, logger); err != nil {
+		return nil, err
 	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
 		Metrics:        g.metrics,
@@ -316,9 +311,7 @@ func (g *Gateway) Start() (err error) {
 			g.accessLog.Run()
 		}()
 	}
-	if g.tracer != nil {
-		g.tracer.Start()
-	}
+	g.startTracer()
 	g.h1.Store(h1)
 	go g.serveH1(h1, dataLn)
 	go g.serve(g.adminSrv, adminLn)

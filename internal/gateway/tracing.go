@@ -2,22 +2,37 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/tracing"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// newTracer builds the tracer the tracing block asks for; nil when it is
-// off. It starts nothing (Start starts its exporter, Shutdown stops it
-// with stopTracer) and connects to nothing.
-func newTracer(t *config.Tracing, m *tracing.Metrics, logger *slog.Logger) (*tracing.Tracer, error) {
-	if t == nil {
-		return nil, nil
+// newTracer registers the tracing counters in reg (tracing on or off:
+// they exist at 0 from the start) and builds the tracer the tracing block
+// asks for; nil when it is off. It starts nothing (startTracer starts its
+// exporter, stopTracer stops it) and connects to nothing.
+func newTracer(t *config.Tracing, reg prometheus.Registerer, logger *slog.Logger) (*tracing.Tracer, error) {
+	m, err := tracing.NewMetrics(reg)
+	if err != nil || t == nil {
+		return nil, err
 	}
-	return tracing.New(tracing.Options{Endpoint: t.Endpoint, Sampling: t.Sampling, ServiceName: t.ServiceName,
+	tr, err := tracing.New(tracing.Options{Endpoint: t.Endpoint, Sampling: t.Sampling, ServiceName: t.ServiceName,
 		Timeout: t.Timeout, MaxQueue: t.MaxQueue, Metrics: m, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	return tr, nil
+}
+
+// startTracer starts the exporter's batch goroutine (Start, once).
+func (g *Gateway) startTracer() {
+	if g.tracer != nil {
+		g.tracer.Start()
+	}
 }
 
 // stopTracer exports the spans still queued and stops the exporter,
