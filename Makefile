@@ -26,7 +26,7 @@ FUZZ_TARGETS := \
 	./internal/openapi:FuzzRender:3000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./internal/telemetry:FuzzTraceIDOf:30000 \
-	./internal/tracing:FuzzParseTraceparent:20000 \
+	./internal/tracing:FuzzParseTraceparent:10000 \
 	./internal/telemetry:FuzzAppendQuery:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
