@@ -5,10 +5,12 @@
 #   etcd 3.4 (etcd-server): the etcd discovery source.
 #   PostgreSQL 15 (postgresql-15): the data sources (internal/testsvc runs
 #   initdb and postgres from /usr/lib/postgresql/15/bin as user postgres).
+#   Redis 7.0 (redis-server): cluster mode's shared limits.
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null || need+=(etcd-server)
+command -v redis-server >/dev/null || need+=(redis-server)
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done
