@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Redis is a running redis-server without persistence (--save ”
+// Redis is a running redis-server without persistence (--save ""
 // --appendonly no): a restart starts empty, as a Redis that lost its
 // memory would.
 type Redis struct {
