@@ -87,8 +87,6 @@ type Options struct {
 	OnFailure FailureMode
 	// Prefix starts every key levee writes. "": DefaultPrefix.
 	Prefix string
-	// NodeID names this node in the live-node set. Required.
-	NodeID string
 	// BreakerFailures is how many failed operations in a row open the
 	// breaker. 0: DefaultBreakerFailures.
 	BreakerFailures int
@@ -125,6 +123,7 @@ type Limiter struct {
 
 	mu              sync.Mutex // guards started and closed
 	started, closed bool
+	nodeID          string // set by Start, before the heartbeat runs
 	stop, done      chan struct{}
 }
 
@@ -152,9 +151,6 @@ func New(o Options) (*Limiter, error) {
 	var errs []error
 	if o.Address == "" {
 		errs = append(errs, errors.New("clusterlimit: Address is required"))
-	}
-	if o.NodeID == "" {
-		errs = append(errs, errors.New("clusterlimit: NodeID is required"))
 	}
 	if o.OnFailure > Deny {
 		errs = append(errs, fmt.Errorf("clusterlimit: unknown failure mode %d", o.OnFailure))
@@ -226,14 +222,17 @@ func New(o Options) (*Limiter, error) {
 	return l, nil
 }
 
-// Start begins the heartbeat: at once, then every Options.Heartbeat.
-func (l *Limiter) Start() {
+// Start begins the heartbeat, at once and then every Options.Heartbeat,
+// with nodeID naming this node in the live set (the gateway knows its
+// admin port, part of the default id, only once it listens).
+func (l *Limiter) Start(nodeID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.started || l.closed {
 		return
 	}
 	l.started = true
+	l.nodeID = nodeID
 	go l.heartbeat()
 }
 
@@ -252,9 +251,9 @@ func (l *Limiter) Close() error {
 	if started {
 		<-l.done
 	}
-	if !l.open.Load() {
+	if started && !l.open.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
-		l.client.ZRem(ctx, l.nodes, l.o.NodeID)
+		l.client.ZRem(ctx, l.nodes, l.nodeID)
 		cancel()
 	}
 	return l.client.Close()
@@ -430,7 +429,7 @@ func (l *Limiter) beatOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	v, err := l.run(ctx, l.beat, []string{l.nodes}, []any{l.o.NodeID, l.o.NodeTTL.Milliseconds()})
+	v, err := l.run(ctx, l.beat, []string{l.nodes}, []any{l.nodeID, l.o.NodeTTL.Milliseconds()})
 	l.m.latency.WithLabelValues("heartbeat").Observe(time.Since(start).Seconds())
 	if err == nil {
 		n, ok := v.(int64)

@@ -23,7 +23,7 @@ var prefixes atomic.Int64
 
 func newLimiter(t testing.TB, addr string, mod func(*Options)) *Limiter {
 	t.Helper()
-	o := Options{Address: addr, NodeID: "node-" + strconv.FormatInt(prefixes.Add(1), 10),
+	o := Options{Address: addr,
 		Prefix: fmt.Sprintf("t%d:", prefixes.Add(1)), Registerer: prometheus.NewRegistry()}
 	if mod != nil {
 		mod(&o)
@@ -286,8 +286,8 @@ func TestFallbackLocalWhileRedisDown(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := newLimiter(t, r.Address, func(o *Options) { opts(o); o.Registerer = reg })
 	b := newLimiter(t, r.Address, opts)
-	a.Start()
-	b.Start()
+	a.Start("node-a")
+	b.Start("node-b")
 	waitFor(t, "both nodes counted", func() bool { return a.Nodes() == 2 && b.Nodes() == 2 })
 	if v := testutil.ToFloat64(a.m.nodes); v != 2 {
 		t.Fatalf("levee_cluster_nodes = %v, want 2", v)
@@ -358,10 +358,10 @@ func TestFailureModesAllowAndDeny(t *testing.T) {
 }
 
 func TestNewRefusesBadOptions(t *testing.T) {
-	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Address") || !strings.Contains(err.Error(), "NodeID") {
-		t.Fatalf("New(empty) = %v, want errors naming Address and NodeID", err)
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Address") {
+		t.Fatalf("New(empty) = %v, want an error naming Address", err)
 	}
-	if _, err := New(Options{Address: "x:1", NodeID: "n", Timeout: -1}); err == nil {
+	if _, err := New(Options{Address: "x:1", Timeout: -1}); err == nil {
 		t.Fatal("a negative timeout was accepted")
 	}
 }

@@ -51,6 +51,9 @@ type Config struct {
 	// optional). nil, the default (no `memory` block, or `memory: ~`),
 	// means no memory limit is set and nothing is shed for memory.
 	Memory *Memory
+	// Cluster, when not nil, makes this node one of several sharing
+	// limits (`cluster`, optional; cluster.go).
+	Cluster *Cluster
 	// Log configures logging (`log`).
 	Log Log
 	// Metrics configures what the metrics endpoint reports (`metrics`).

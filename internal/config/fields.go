@@ -510,6 +510,8 @@ var (
 		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
 			bind: at(func(c *Config) *Server { return &c.Server })},
 		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
+		field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted",
+			bind: opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
 		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging",
 			bind: at(func(c *Config) *Log { return &c.Log })},
 		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",

@@ -451,7 +451,7 @@ func (v adminView) Notes() []string {
 			notes = append(notes, "upstream "+f.upstream+": "+f.sourceName()+" is unreachable")
 		}
 	}
-	return notes
+	return append(notes, v.g.clusterNotes()...)
 }
 
 func (v adminView) Upstreams() []admin.UpstreamView {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/dataapi"
 	"github.com/levee-gw/levee/internal/datacache"
@@ -74,6 +75,9 @@ type Gateway struct {
 	// health decides each endpoint's effective weight; its goroutines run
 	// from Start to Shutdown.
 	health *health.Manager
+	// cluster shares consumer limits through Redis (cluster.redis); nil
+	// without. Its heartbeat runs from Start to Shutdown.
+	cluster *clusterlimit.Limiter
 
 	// reloadMu serialises reloads (and Shutdown's closing of the app store
 	// against a reload's seed), held across their I/O; taken before mu.
@@ -176,7 +180,15 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.cluster, err = g.newClusterLimiter(cfg); err != nil {
+		return nil, err
+	}
+	var shared proxy.SharedLimits
+	if g.cluster != nil {
+		shared = g.cluster
+	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
+		Shared:         shared,
 		Metrics:        g.metrics,
 		AccessLog:      g.accessLog,
 		Logger:         logger,
@@ -195,6 +207,9 @@ func New(o Options) (*Gateway, error) {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
 	if err != nil {
+		if g.cluster != nil {
+			g.cluster.Close()
+		}
 		return nil, err
 	}
 	return g, nil
@@ -299,6 +314,9 @@ func (g *Gateway) Start() (err error) {
 		g.memory.Start()
 	}
 	g.health.Start()
+	if g.cluster != nil {
+		g.cluster.Start(nodeID(cfg, adminLn))
+	}
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -512,6 +530,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.pools.closeAll()
 	g.mu.Unlock()
+	if g.cluster != nil {
+		if cerr := g.cluster.Close(); cerr != nil {
+			g.logger.Error("closing the Redis connections", "error", cerr)
+		}
+	}
 	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if aerr := g.adminSrv.Shutdown(adminCtx); aerr != nil {
