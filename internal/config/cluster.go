@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -86,7 +89,7 @@ var (
 		field{name: "address", kind: kindString, required: true, doc: "host:port of Redis",
 			check: checkEndpoint, bind: at(func(r *ClusterRedis) *string { return &r.Address })},
 		field{name: "password_file", kind: kindString, nonEmpty: true, doc: "file whose first line is Redis's password; no AUTH when omitted",
-			check: checkReadable, bind: at(func(r *ClusterRedis) *string { return &r.PasswordFile })},
+			check: checkPasswordFile, bind: at(func(r *ClusterRedis) *string { return &r.PasswordFile })},
 		field{name: "timeout", kind: kindDuration, def: DefaultClusterRedisTimeout, doc: "each Redis operation, 1ms to 10s; past it on_failure decides",
 			check: checkDurationIn(minClusterTimeout, maxClusterTimeout), bind: at(func(r *ClusterRedis) *time.Duration { return &r.Timeout })},
 		field{name: "on_failure", kind: kindEnum, enum: clusterFailureModes, def: DefaultClusterOnFailure,
@@ -111,6 +114,40 @@ var (
 			bind: opt(func(c *Cluster) **ClusterRedis { return &c.Redis }, defaultClusterRedis)},
 	)
 )
+
+// maxPasswordFileBytes bounds a password file: one line of a secret.
+const maxPasswordFileBytes = 4096
+
+// ReadPasswordFile reads a password: the file's first line, without its
+// line ending. A file that is not readable, larger than 4 KiB or whose first
+// line is empty is refused; the gateway reads the password with this too,
+// so that levee validate and levee run refuse the same files.
+func ReadPasswordFile(name string) (string, error) {
+	if problem := checkReadableFile(name); problem != "" {
+		return "", errors.New(problem)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxPasswordFileBytes {
+		return "", fmt.Errorf("%s is %d bytes; a password file holds one line of at most %d", quote(name), len(b), maxPasswordFileBytes)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSuffix(line, "\r"); line == "" {
+		return "", fmt.Errorf("%s holds no password on its first line", quote(name))
+	}
+	return line, nil
+}
+
+// checkPasswordFile refuses a password_file ReadPasswordFile refuses.
+func checkPasswordFile(p *parser, path string, n *yaml.Node, ptr any) bool {
+	if _, err := ReadPasswordFile(*ptr.(*string)); err != nil {
+		p.add(n, path, "%v", err)
+		return false
+	}
+	return true
+}
 
 // checkDurationIn refuses a duration outside [lo, hi].
 func checkDurationIn(lo, hi time.Duration) func(*parser, string, *yaml.Node, any) bool {

@@ -41,6 +41,10 @@ func TestClusterDefaults(t *testing.T) {
 
 // TestClusterRejects: every error names the field's path and the value.
 func TestClusterRejects(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.pass")
+	if err := os.WriteFile(empty, []byte("\nsecret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"cluster:\n  redis: {}\n", "cluster.redis.address: required"},
 		{"cluster:\n  redis: {address: nowhere}\n", `cluster.redis.address: invalid address "nowhere"`},
@@ -48,6 +52,7 @@ func TestClusterRejects(t *testing.T) {
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, timeout: 11s}\n", "cluster.redis.timeout: must be from 1ms to 10s, got \"11s\""},
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, on_failure: open}\n", `cluster.redis.on_failure: must be one of "local", "allow", "deny", got "open"`},
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, password_file: /nonexistent/redis.pass}\n", `cluster.redis.password_file: file not found: "/nonexistent/redis.pass"`},
+		{"cluster:\n  redis: {address: 127.0.0.1:6379, password_file: " + empty + "}\n", "cluster.redis.password_file: \"" + empty + "\" holds no password on its first line"},
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, prefix: \"a b\"}\n", `cluster.redis.prefix: must be 1 to 64 printable ASCII characters without spaces, got "a b"`},
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, breaker_failures: 0}\n", "cluster.redis.breaker_failures:"},
 		{"cluster:\n  redis: {address: 127.0.0.1:6379, node_ttl: 1s}\n", "cluster.redis.node_ttl: must be from 2s to 1m0s, got \"1s\""},

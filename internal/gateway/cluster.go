@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"reflect"
-	"strings"
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
@@ -23,7 +20,7 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 	password := ""
 	if r.PasswordFile != "" {
 		var err error
-		if password, err = firstLine(r.PasswordFile); err != nil {
+		if password, err = config.ReadPasswordFile(r.PasswordFile); err != nil {
 			return nil, fmt.Errorf("cluster.redis.password_file: %w", err)
 		}
 	}
@@ -49,23 +46,6 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 		return nil, fmt.Errorf("cluster.redis: %w", err)
 	}
 	return l, nil
-}
-
-// firstLine reads the first line of a small secret file.
-func firstLine(name string) (string, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f) // lines up to 64 KiB
-	if !s.Scan() {
-		if err := s.Err(); err != nil {
-			return "", err
-		}
-		return "", errors.New("empty file")
-	}
-	return strings.TrimRight(s.Text(), "\r"), nil
 }
 
 // nodeID is cluster.node_id, or the host name and the admin listener's

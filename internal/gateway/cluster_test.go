@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -212,4 +217,38 @@ func readyNotes(t *testing.T, h *harness) []string {
 		t.Fatalf("/readyz: %d %+v (%v), want 200 ready", resp.StatusCode, body, err)
 	}
 	return body.Notes
+}
+
+// TestClusterRedisPassword: with requirepass set, a node given the
+// password in cluster.redis.password_file shares its limits (the key is
+// in Redis); one given the wrong password falls back and says why in
+// /readyz's note.
+func TestClusterRedisPassword(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: r.Address})
+	defer rc.Close()
+	if err := rc.ConfigSet(context.Background(), "requirepass", "s3cret-pass").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.pass"), filepath.Join(dir, "bad.pass")
+	os.WriteFile(good, []byte("s3cret-pass\n"), 0o600)
+	os.WriteFile(bad, []byte("wrong\n"), 0o600)
+	up := hostPort(echoBackend(t))
+	n := start(t, clusterConfig("node-1", up, r.Address, "    password_file: "+good))
+	resp := n.get("/limited/", "X-Api-Key", goodKey)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || n.metric(`levee_ratelimit_fallback_total{mode="local"}`) != 0 {
+		t.Fatalf("with the password: %d, fallbacks %v", resp.StatusCode, n.metric(`levee_ratelimit_fallback_total{mode="local"}`))
+	}
+	authed := redis.NewClient(&redis.Options{Addr: r.Address, Password: "s3cret-pass"})
+	defer authed.Close()
+	if k, err := authed.Exists(context.Background(), "test:l:good\x00limited").Result(); err != nil || k != 1 {
+		t.Fatalf("the shared key is not in Redis: %d, %v", k, err)
+	}
+	m := start(t, clusterConfig("node-2", up, r.Address, "    password_file: "+bad))
+	waitFor(t, "node 2 falling back", func() bool { return m.metric(`levee_cluster_store_up{store="redis"}`) == 0 })
+	if notes := readyNotes(t, m); len(notes) != 1 || !strings.Contains(notes[0], "WRONGPASS") {
+		t.Fatalf("notes with a wrong password: %q", notes)
+	}
 }
