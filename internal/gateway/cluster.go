@@ -8,6 +8,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/proxy"
 )
 
 // newClusterLimiter builds the shared limiter of cluster.redis, or returns
@@ -46,6 +47,35 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 		return nil, fmt.Errorf("cluster.redis: %w", err)
 	}
 	return l, nil
+}
+
+// sharedLimits is the proxy's view of g.cluster: nil (not a nil pointer in
+// an interface) without one.
+func (g *Gateway) sharedLimits() proxy.SharedLimits {
+	if g.cluster == nil {
+		return nil
+	}
+	return g.cluster
+}
+
+// startCluster starts the heartbeat, once the admin listener's port (part
+// of the default node id) is known.
+func (g *Gateway) startCluster(cfg *config.Config, adminLn net.Listener) {
+	if g.cluster != nil {
+		g.cluster.Start(nodeID(cfg, adminLn))
+	}
+}
+
+// closeCluster stops the heartbeat, leaves the live-node set and closes the
+// Redis connections (at Shutdown, after the data plane drained; or when
+// New fails after building the limiter).
+func (g *Gateway) closeCluster() {
+	if g.cluster == nil {
+		return
+	}
+	if err := g.cluster.Close(); err != nil {
+		g.logger.Error("closing the Redis connections", "error", err)
+	}
 }
 
 // nodeID is cluster.node_id, or the host name and the admin listener's

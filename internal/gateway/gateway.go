@@ -75,8 +75,7 @@ type Gateway struct {
 	// health decides each endpoint's effective weight; its goroutines run
 	// from Start to Shutdown.
 	health *health.Manager
-	// cluster shares consumer limits through Redis (cluster.redis); nil
-	// without. Its heartbeat runs from Start to Shutdown.
+	// cluster shares consumer limits through Redis (cluster.go); nil without.
 	cluster *clusterlimit.Limiter
 
 	// reloadMu serialises reloads (and Shutdown's closing of the app store
@@ -183,12 +182,8 @@ func New(o Options) (*Gateway, error) {
 	if g.cluster, err = g.newClusterLimiter(cfg); err != nil {
 		return nil, err
 	}
-	var shared proxy.SharedLimits
-	if g.cluster != nil {
-		shared = g.cluster
-	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
-		Shared:         shared,
+		Shared:         g.sharedLimits(),
 		Metrics:        g.metrics,
 		AccessLog:      g.accessLog,
 		Logger:         logger,
@@ -207,9 +202,7 @@ func New(o Options) (*Gateway, error) {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
 	if err != nil {
-		if g.cluster != nil {
-			g.cluster.Close()
-		}
+		g.closeCluster()
 		return nil, err
 	}
 	return g, nil
@@ -314,9 +307,7 @@ func (g *Gateway) Start() (err error) {
 		g.memory.Start()
 	}
 	g.health.Start()
-	if g.cluster != nil {
-		g.cluster.Start(nodeID(cfg, adminLn))
-	}
+	g.startCluster(cfg, adminLn)
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -530,11 +521,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.pools.closeAll()
 	g.mu.Unlock()
-	if g.cluster != nil {
-		if cerr := g.cluster.Close(); cerr != nil {
-			g.logger.Error("closing the Redis connections", "error", cerr)
-		}
-	}
+	g.closeCluster()
 	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if aerr := g.adminSrv.Shutdown(adminCtx); aerr != nil {
