@@ -23,6 +23,8 @@ FUZZ_TARGETS := \
 	./internal/route:FuzzMatch:50000 \
 	./internal/openapi:FuzzRender:3000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
+	./internal/telemetry:FuzzTraceIDOf:30000 \
+	./internal/telemetry:FuzzAppendQuery:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/auth:FuzzIndex:10000 \

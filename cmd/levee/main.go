@@ -2,7 +2,7 @@
 // wires signals and maps results to exit codes; everything else lives in
 // internal/gateway.
 //
-//	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGTERM drains
+//	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGUSR1 reopens the access log file, SIGTERM drains
 //	levee validate -config FILE  print every problem as path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
@@ -37,7 +37,8 @@ var version = "dev"
 const usage = `levee: an API gateway and layer-7 load balancer that stays up.
 
 Usage:
-  levee run -config FILE       serve; SIGHUP reloads the file, SIGTERM drains and stops
+  levee run -config FILE       serve; SIGHUP reloads the file, SIGUSR1 reopens the access log file,
+                               SIGTERM drains and stops
   levee validate -config FILE  check FILE; print every problem as path: message
   levee demo [-listen ADDR] [-admin ADDR]
                                serve a built-in demo with its own upstreams
@@ -140,6 +141,9 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "levee:", err)
 		return 1
@@ -150,6 +154,8 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 			select {
 			case <-hup:
 				_ = g.Reload() // logged and counted by the gateway
+			case <-usr1:
+				g.ReopenAccessLog() // logrotate's move-then-signal
 			case <-ctx.Done():
 				return
 			}

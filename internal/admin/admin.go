@@ -122,6 +122,8 @@ type Options struct {
 	Apps AppStore
 	// Docs serves GET /api/v1/openapi.json; nil leaves it unserved (404).
 	Docs APIDocs
+	// Profiles serves GET /api/v1/profiles; nil leaves it unserved (404).
+	Profiles ProfileStore
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
@@ -208,6 +210,9 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	if o.Docs != nil {
 		openAPIRoute(mux, o.Docs)
+	}
+	if o.Profiles != nil {
+		profileRoutes(mux, o.Profiles)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)

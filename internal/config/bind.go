@@ -51,6 +51,17 @@ var (
 	})
 )
 
+// checkDurationWithin returns a check of a duration field: lo to hi.
+func checkDurationWithin(lo, hi time.Duration) func(*parser, string, *yaml.Node, any) bool {
+	return func(p *parser, path string, n *yaml.Node, ptr any) bool {
+		if d := *ptr.(*time.Duration); d < lo || d > hi {
+			p.add(n, path, "must be from %v to %v, got %s", lo, hi, describe(n))
+			return false
+		}
+		return true
+	}
+}
+
 // field returns b's field of that name; it panics if there is none, so
 // that a misspelt name fails every test that reaches it.
 func (b *block) field(name string) *field {

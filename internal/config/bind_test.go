@@ -31,6 +31,11 @@ func TestWalkerNamesFields(t *testing.T) {
 			if f.item != nil && f.item.sub != nil {
 				walk(f.item.sub)
 			}
+			for _, form := range f.either {
+				if form.sub != nil {
+					walk(form.sub)
+				}
+			}
 		}
 	}
 	walk(rootBlock)

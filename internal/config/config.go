@@ -58,6 +58,8 @@ type Config struct {
 	Log Log
 	// Metrics configures what the metrics endpoint reports (`metrics`).
 	Metrics Metrics
+	// Profiles configures the automatic CPU profiles (`profiles`).
+	Profiles Profiles
 	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
 	// least one required). Every value is non-nil and its Name equals its
 	// key.
@@ -267,9 +269,13 @@ type Log struct {
 	// Level is the lowest level logged: "debug", "info", "warn" or "error"
 	// (`level`). Default DefaultLogLevel ("info").
 	Level string
-	// Access turns the per-request access log on (`access`, true or
-	// false). Default DefaultLogAccess (true).
+	// Access turns the per-request access log on (`access`: true, false,
+	// or a block of settings, which turns it on). Default
+	// DefaultLogAccess (true).
 	Access bool
+	// AccessLog is the access log's settings (`access` as a block); their
+	// defaults with `access: true` or omitted (accesslog.go).
+	AccessLog AccessLog
 }
 
 // Metrics configures the metrics levee reports (`metrics`).
@@ -280,6 +286,37 @@ type Metrics struct {
 	// DefaultMetricsAppLabels (50). It bounds the series an operator's
 	// Prometheus receives however many apps exist.
 	AppLabels int
+}
+
+// Profiles configures the CPU profiles and goroutine dumps levee captures
+// by itself under state_dir/profiles (`profiles`; see docs/operations.md).
+type Profiles struct {
+	// Enabled turns the captures on (`enabled`). Default
+	// DefaultProfilesEnabled (true).
+	Enabled bool
+	// CPUThreshold is the share of GOMAXPROCS's CPU time above which the
+	// process counts as busy (`cpu_threshold`, greater than 0 and at most
+	// 1). Default DefaultProfilesCPUThreshold (0.9).
+	CPUThreshold float64
+	// Sustain is how long CPU use must stay above the threshold before a
+	// capture (`sustain`, 1s to 1h). Default DefaultProfilesSustain (10s).
+	Sustain time.Duration
+	// OnShedding also captures when admission control starts refusing
+	// requests (`on_shedding`). Default DefaultProfilesOnShedding (true).
+	OnShedding bool
+	// Interval is the least time between two captures (`interval`, 1s to
+	// 24h). Default DefaultProfilesInterval (10m).
+	Interval time.Duration
+	// Duration is how long each CPU profile records (`duration`, 100ms to
+	// 5m). Default DefaultProfilesDuration (10s).
+	Duration time.Duration
+	// Keep is how many captures are kept, the newest (`keep`, 1 to 1000).
+	// Default DefaultProfilesKeep (10).
+	Keep int
+	// MaxBytes bounds the captures' files together, the oldest removed
+	// first (`max_bytes`, 1MiB to 16GiB). Default DefaultProfilesMaxBytes
+	// (64MiB).
+	MaxBytes int64
 }
 
 // Upstream is a named group of endpoints that routes send requests to

@@ -319,7 +319,19 @@ func TestParseRejects(t *testing.T) {
 		}},
 		{"log level and access", head + "log:\n  level: verbose\n  access: yes\n" + upstreams + routes, []string{
 			`log.level: must be one of "debug", "info", "warn", "error", got "verbose"`,
-			`log.access: must be true or false, got "yes"`,
+			`log.access: must be true, false or a mapping (output, sample_2xx, redact_query), got "yes"`,
+		}},
+		{"log access block", head + "log:\n  access:\n    outptu: stdout\n    output: /nonexistent-dir/a.log\n    sample_2xx: 1.5\n    redact_query: [token, \"\", Token, 3]\n" + upstreams + routes, []string{
+			`log.access.outptu: unknown field (did you mean "output"?)`,
+			`log.access.output: must be "stdout", "stderr" or a file in an existing directory; "/nonexistent-dir" is not a directory, got "/nonexistent-dir/a.log"`,
+			"log.access.sample_2xx: must be a number from 0 to 1, got 1.5",
+			`log.access.redact_query[1]: must be a query key of 1 to 128 bytes, got ""`,
+			`log.access.redact_query[2]: duplicate key "Token"`,
+			"log.access.redact_query[3]: must be a string, got 3",
+		}},
+		{"log access output a directory, redact_query not a list", head + "log:\n  access: {output: /, redact_query: token}\n" + upstreams + routes, []string{
+			`log.access.output: must be "stdout", "stderr" or a file, not a directory, got "/"`,
+			`log.access.redact_query: must be a sequence, got "token"`,
 		}},
 		{"metrics app_labels", head + "metrics:\n  app_labels: 1001\n  top: 3\n" + upstreams + routes, []string{
 			"metrics.app_labels: must be a number from 0 to 1000, got 1001",
@@ -818,8 +830,10 @@ func TestDefaults(t *testing.T) {
 			Paths:                     ServerPaths{EscapedSlashes: "reject"},
 			UnderscoresInHeaders:      "drop",
 		},
-		Log:     Log{Level: "info", Access: true},
+		Log:     Log{Level: "info", Access: true, AccessLog: AccessLog{Output: "stderr", Sample2xx: 1}},
 		Metrics: Metrics{AppLabels: 50},
+		Profiles: Profiles{Enabled: true, CPUThreshold: 0.9, Sustain: 10 * time.Second, OnShedding: true, Interval: 10 * time.Minute,
+			Duration: 10 * time.Second, Keep: 10, MaxBytes: 64 << 20},
 		Upstreams: map[string]*Upstream{"video": {
 			Name:      "video",
 			Balancer:  "weighted_round_robin",

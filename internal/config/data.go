@@ -11,6 +11,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/dataformat"
 	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/datasource"
 )
 
 // This file reads the data APIs' configuration: `data_sources` and a
@@ -34,6 +35,10 @@ var dataFormats = dataformat.FormatNames()
 // dataParamTypes are the types a SQL-mode parameter may have
 // (dataquery.Kind's names).
 var dataParamTypes = dataquery.KindNames()
+
+// dataColumnKinds are the kinds a route's column_types may declare
+// (datasource's column kinds).
+var dataColumnKinds = datasource.KindNames()
 
 // dataScalarForms are the forms of a parameter's default, min and max:
 // written as the file pleases, parsed by the parameter's type.
@@ -122,6 +127,15 @@ type RouteData struct {
 	Columns []string
 	Filters map[string][]string
 	Order   []string
+	// ColumnTypes declares the answer's columns and their kinds
+	// (`column_types`, column -> one of datasource's column kinds), in
+	// file order in ColumnTypeOrder: the OpenAPI document then shows them
+	// instead of asking the database. A table-mode route must declare
+	// every one of its columns and only those; a SQL-mode route declares
+	// its statement's columns in order (not checked against the database).
+	// nil: the document asks the database.
+	ColumnTypes     map[string]string
+	ColumnTypeOrder []string
 	// Page pages JSON answers by keyset (`page`); nil: not paged.
 	Page *DataPage
 	// MaxRows and MaxBytes cap every answer (`limits.max_rows`, default

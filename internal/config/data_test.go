@@ -95,6 +95,15 @@ func TestDataConfig(t *testing.T) {
 	if !slices.Equal(c.Routes[1].Match.Methods, []string{"GET", "HEAD"}) || !slices.Equal(customers.Formats, []string{"json", "ndjson", "csv"}) {
 		t.Errorf("customers: methods %v, formats %v", c.Routes[1].Match.Methods, customers.Formats)
 	}
+	// column_types: kept in file order, for either mode.
+	c3, err := Parse([]byte(strings.Replace(dataYAML(t, ""), "      formats: [json, ndjson, csv]\n",
+		"      formats: [json, ndjson, csv]\n      column_types: {total: numeric, id: int64}\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c3.Routes[0].Data; !slices.Equal(d.ColumnTypeOrder, []string{"total", "id"}) || d.ColumnTypes["total"] != "numeric" {
+		t.Errorf("column_types read as %v %v", d.ColumnTypeOrder, d.ColumnTypes)
+	}
 	if c.Routes[1].Upgrades != nil {
 		t.Errorf("a data route upgrades %v", c.Routes[1].Upgrades)
 	}
@@ -142,6 +151,12 @@ func TestDataConfigRejects(t *testing.T) {
 		{"format", "formats: [json, ndjson, csv]", "formats: [json, xml]", `routes[0].data.formats[1]: must be one of json, ndjson, csv, got "xml"`},
 		{"page default over max", "default: 100, max: 1000}\n      limits", "default: 100, max: 10}\n      limits", "routes[0].data.page.default: must be at most max (10), got 100"},
 		{"cache without ttl", "cache: {ttl: 30s, stale_if_error: 10m}", "cache: {stale_if_error: 10m}", "routes[0].data.cache.ttl: required"},
+		{"column kind", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: text, region: string, created_at: timestamp}\n",
+			`routes[1].data.column_types.name: must be one of int64, float64, bool, string, date, timestamp, uuid, numeric, bytes, json, got "text"`},
+		{"column typed but not answered", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: string, region: string, created_at: timestamp, secret: string}\n",
+			"routes[1].data.column_types.secret: declares a column the route does not answer with (columns: id, name, region, created_at)"},
+		{"column answered but not typed", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: string, region: string}\n",
+			`routes[1].data.column_types: must declare every column the route answers with, "created_at" is missing`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if !strings.Contains(base, c.old) {
@@ -168,7 +183,8 @@ func TestDataConfigRejects(t *testing.T) {
 // later cannot be forgotten (a changed route would keep serving its old
 // cached answers and accepting old cursors).
 func TestDataVersionCoversEveryField(t *testing.T) {
-	leftOut := map[string]bool{"Cache": true, "StatementTimeout": true, "SendTimeout": true}
+	// column_types only feeds the OpenAPI document: the answer is the same.
+	leftOut := map[string]bool{"Cache": true, "StatementTimeout": true, "SendTimeout": true, "ColumnTypes": true, "ColumnTypeOrder": true}
 	c, err := Parse([]byte(dataYAML(t, "")))
 	if err != nil {
 		t.Fatal(err)

@@ -178,6 +178,9 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	if v := f["page"]; v != nil {
 		d.Page = p.dataPage(key(path, "page"), v)
 	}
+	if v := f["column_types"]; v != nil {
+		d.ColumnTypes, d.ColumnTypeOrder = p.dataColumnTypes(key(path, "column_types"), v)
+	}
 	if v := f["formats"]; v != nil {
 		d.Formats = p.dataFormatList(key(path, "formats"), v)
 	}
@@ -201,6 +204,19 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 		}
 		if f["columns"] == nil {
 			p.add(n, key(path, "columns"), "required with table: the columns the route answers with")
+		}
+		if d.ColumnTypes != nil {
+			ctp := key(path, "column_types")
+			for _, c := range d.ColumnTypeOrder {
+				if !slices.Contains(d.Columns, c) {
+					p.add(f["column_types"], key(ctp, c), "declares a column the route does not answer with (columns: %s)", strings.Join(d.Columns, ", "))
+				}
+			}
+			for _, c := range d.Columns {
+				if _, ok := d.ColumnTypes[c]; !ok {
+					p.add(f["column_types"], ctp, "must declare every column the route answers with, %s is missing", quote(c))
+				}
+			}
 		}
 	}
 	if src == nil || bad["sql"] || bad["table"] {
@@ -367,6 +383,38 @@ func (p *parser) dataFilters(path string, n *yaml.Node) map[string][]string {
 		}
 	}
 	return out
+}
+
+// dataColumnTypes reads a route's `column_types`: column → kind, in file
+// order.
+func (p *parser) dataColumnTypes(path string, n *yaml.Node) (map[string]string, []string) {
+	if n.Kind == yaml.AliasNode {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping of columns to kinds (%s), got %s", strings.Join(dataColumnKinds, ", "), describe(n))
+		return nil, nil
+	}
+	out := map[string]string{}
+	var order []string
+	for _, e := range p.pairs(path, n) {
+		fp := key(path, e.key)
+		if len(order) == dataquery.MaxColumns {
+			p.add(e.k, fp, "at most %d columns", dataquery.MaxColumns)
+			break
+		}
+		s, ok := p.str(fp, e.v)
+		if !ok {
+			continue
+		}
+		if !slices.Contains(dataColumnKinds, s) {
+			p.add(e.v, fp, "must be one of %s, got %s", strings.Join(dataColumnKinds, ", "), quote(s))
+			continue
+		}
+		out[e.key] = s
+		order = append(order, e.key)
+	}
+	return out, order
 }
 
 // dataOps are the table-mode filter operators (dataquery.Op's names).

@@ -43,6 +43,10 @@ const (
 	DefaultLogLevel = "info"
 	// DefaultLogAccess is Log.Access when omitted.
 	DefaultLogAccess = true
+	// DefaultAccessLogOutput is AccessLog.Output when omitted.
+	DefaultAccessLogOutput = "stderr"
+	// DefaultAccessLogSample2xx is AccessLog.Sample2xx when omitted.
+	DefaultAccessLogSample2xx = 1.0
 	// DefaultMetricsAppLabels is Metrics.AppLabels when omitted.
 	DefaultMetricsAppLabels = 50
 	// DefaultBalancer is Upstream.Balancer when omitted.
@@ -294,6 +298,15 @@ const (
 	DefaultDataStatementTimeout = 2 * time.Second
 	// DefaultDataConnectTimeout is DataSource.ConnectTimeout when omitted.
 	DefaultDataConnectTimeout = 2 * time.Second
+	// The profiles block's defaults (Profiles).
+	DefaultProfilesEnabled      = true
+	DefaultProfilesCPUThreshold = 0.9
+	DefaultProfilesSustain      = 10 * time.Second
+	DefaultProfilesOnShedding   = true
+	DefaultProfilesInterval     = 10 * time.Minute
+	DefaultProfilesDuration     = 10 * time.Second
+	DefaultProfilesKeep         = 10
+	DefaultProfilesMaxBytes     = 64 << 20
 	// DefaultDataQueuePerConn times max_conns is a data source's queue
 	// without a limits block: a few rounds of the pool, past which a
 	// refusal now is worth more than a long wait.
@@ -333,8 +346,11 @@ func defaultConfig() *Config {
 			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
 			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 		},
-		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess},
+		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
+		Profiles: Profiles{Enabled: DefaultProfilesEnabled, CPUThreshold: DefaultProfilesCPUThreshold, Sustain: DefaultProfilesSustain,
+			OnShedding: DefaultProfilesOnShedding, Interval: DefaultProfilesInterval, Duration: DefaultProfilesDuration,
+			Keep: DefaultProfilesKeep, MaxBytes: DefaultProfilesMaxBytes},
 	}
 }
 

@@ -70,13 +70,34 @@ memory:
 
 log:
   level: info                       # default; one of debug, info, warn, error
-  access: true                      # default; one line per request
+  # The access log, one JSON line per request: true (the default),
+  # false, or a block of settings, which turns it on. Its fields: "Access
+  # log" in docs/configuration.md. It cannot change on reload.
+  access: true                      # default
+  # access:
+  #   output: stderr                # default; stdout, or a file appended to
+  #                                 # (its directory must exist), reopened on SIGUSR1
+  #   sample_2xx: 1                 # default; share of 2xx answers logged, 0 to 1;
+  #                                 # every other status is always logged
+  #   redact_query: [token, api_key] # query keys whose values are logged as REDACTED
 
 metrics:
   # The busiest apps get their own app label in levee_app_requests_total,
   # up to this many (chosen at scrape time, then kept); the rest are summed
   # under app="other". 0 to 1000.
   app_labels: 50                    # default
+
+# CPU profiles and goroutine dumps levee captures by itself under
+# <state_dir>/profiles, listed at GET /api/v1/profiles (docs/profiles.md).
+profiles:
+  enabled: true                     # default
+  cpu_threshold: 0.9                # default; share of GOMAXPROCS's CPU that counts as busy
+  sustain: 10s                      # default; busy this long, then a capture
+  on_shedding: true                 # default; also when admission starts refusing
+  interval: 10m                     # default; at most one capture per interval
+  duration: 10s                     # default; how long the CPU profile records
+  keep: 10                          # default; the newest captures kept
+  max_bytes: 64MiB                  # default; the captures' files together
 
 # Named groups of servers. Names: 1 to 64 of a-z, 0-9, "_", ".", "-".
 upstreams:

@@ -232,8 +232,27 @@ var (
 	logBlock = newBlock(
 		field{name: "level", kind: kindEnum, enum: logLevels, def: DefaultLogLevel, doc: "lowest level logged",
 			bind: at(func(l *Log) *string { return &l.Level })},
-		field{name: "access", kind: kindBool, def: DefaultLogAccess, doc: "whether each request is logged",
-			bind: at(func(l *Log) *bool { return &l.Access })},
+		field{name: "access", kind: kindEither, def: DefaultLogAccess, doc: "whether each request is logged: true, false, or the access log's settings (which turn it on)",
+			either: []field{{kind: kindBool}, {kind: kindBlock, sub: accessLogBlock}}},
+	)
+
+	profilesBlock = newBlock(
+		field{name: "enabled", kind: kindBool, def: DefaultProfilesEnabled, doc: "whether levee captures CPU profiles by itself",
+			bind: at(func(p *Profiles) *bool { return &p.Enabled })},
+		field{name: "cpu_threshold", kind: kindFraction, def: DefaultProfilesCPUThreshold, doc: "share of GOMAXPROCS's CPU above which the process is busy",
+			bind: at(func(p *Profiles) *float64 { return &p.CPUThreshold })},
+		field{name: "sustain", kind: kindDuration, def: DefaultProfilesSustain, doc: "how long CPU use stays above the threshold before a capture; 1s to 1h",
+			check: checkDurationWithin(time.Second, time.Hour), bind: at(func(p *Profiles) *time.Duration { return &p.Sustain })},
+		field{name: "on_shedding", kind: kindBool, def: DefaultProfilesOnShedding, doc: "also capture when admission starts refusing requests",
+			bind: at(func(p *Profiles) *bool { return &p.OnShedding })},
+		field{name: "interval", kind: kindDuration, def: DefaultProfilesInterval, doc: "least time between two captures; 1s to 24h",
+			check: checkDurationWithin(time.Second, 24*time.Hour), bind: at(func(p *Profiles) *time.Duration { return &p.Interval })},
+		field{name: "duration", kind: kindDuration, def: DefaultProfilesDuration, doc: "how long each CPU profile records; 100ms to 5m",
+			check: checkDurationWithin(100*time.Millisecond, 5*time.Minute), bind: at(func(p *Profiles) *time.Duration { return &p.Duration })},
+		field{name: "keep", kind: kindInt, lo: 1, hi: 1000, def: DefaultProfilesKeep, doc: "captures kept, the newest",
+			bind: at(func(p *Profiles) *int { return &p.Keep })},
+		field{name: "max_bytes", kind: kindSize, lo: 1 << 20, hi: 16 << 30, def: int64(DefaultProfilesMaxBytes), doc: "the captures' files together; the oldest go first",
+			bind: at(func(p *Profiles) *int64 { return &p.MaxBytes })},
 	)
 
 	metricsBlock = newBlock(
@@ -512,10 +531,11 @@ var (
 		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
 		field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted",
 			bind: opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
-		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging",
-			bind: at(func(c *Config) *Log { return &c.Log })},
+		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging"},
 		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
 			bind: at(func(c *Config) *Metrics { return &c.Metrics })},
+		field{name: "profiles", kind: kindBlock, sub: profilesBlock, doc: "CPU profiles levee captures by itself when busy or shedding",
+			bind: at(func(c *Config) *Profiles { return &c.Profiles })},
 		field{name: "upstreams", kind: kindMap, sub: upstreamBlock, minItems: 1, doc: "upstreams by name; required unless data_sources is set"},
 		field{name: "data_sources", kind: kindMap, sub: dataSourceBlock, minItems: 1, doc: "databases data routes query, by name"},
 		field{name: "routes", kind: kindList, required: true, minItems: 1, item: &field{kind: kindBlock, sub: routeBlock},

@@ -78,6 +78,8 @@ var (
 		field{name: "filters", kind: kindMap, pattern: "^.+$", item: &field{kind: kindList, minItems: 1, item: &field{kind: kindEnum, enum: dataOps}},
 			doc: "table mode: per column, the operators a request may filter it with"},
 		field{name: "order", kind: kindList, minItems: 1, maxItems: dataquery.MaxColumns, item: &field{kind: kindString}, doc: `table mode: the order, each column optionally followed by " desc"`},
+		field{name: "column_types", kind: kindMap, pattern: "^.+$", maxItems: dataquery.MaxColumns, item: &field{kind: kindEnum, enum: dataColumnKinds},
+			doc: "the answer's columns and their kinds, shown in the OpenAPI document instead of asking the database"},
 		field{name: "page", kind: kindBlock, sub: dataPageBlock, doc: "keyset pages of JSON answers; not paged when omitted"},
 		field{name: "limits", kind: kindBlock, sub: dataLimitsBlock, doc: "caps of every answer",
 			bind: at(func(d *RouteData) *RouteData { return d })},

@@ -205,8 +205,9 @@ func TestFieldDefaults(t *testing.T) {
 		{"root", rootBlock, c},
 		{"server", serverBlock, &c.Server},
 		{"server.paths", serverPathsBlock, &c.Server.Paths},
-		{"log", logBlock, &c.Log},
+		{"log", logBlock, &c.Log}, {"log.access", accessLogBlock, &c.Log.AccessLog},
 		{"metrics", metricsBlock, &c.Metrics},
+		{"profiles", profilesBlock, &c.Profiles},
 		{"memory", memoryBlock, defaultMemory()},
 		{"upstream", upstreamBlock, defaultUpstream("x")},
 		{"least_request", leastRequestBlock, defaultLeastRequest()},
@@ -321,7 +322,7 @@ func TestFieldTable(t *testing.T) {
 		{quotaBlock, reflect.TypeFor[*Quota]()}, {appLimitsBlock, reflect.TypeFor[*AppLimits]()},
 		{appBlock, reflect.TypeFor[*App]()}, {anonymousLimitsBlock, reflect.TypeFor[*AnonymousLimits]()},
 		{routeLimitBlock, reflect.TypeFor[*RouteLimit]()}, {adminTokenBlock, reflect.TypeFor[*AdminToken]()},
-		{consistentHashBlock, reflect.TypeFor[*ConsistentHash]()},
+		{consistentHashBlock, reflect.TypeFor[*ConsistentHash]()}, {logBlock, reflect.TypeFor[*Log]()}, {accessLogBlock, reflect.TypeFor[*AccessLog]()},
 		{adminBlock, reflect.TypeFor[*Admin]()}, {httpCheckBlock, reflect.TypeFor[*HTTPCheck]()},
 	} {
 		delete(seen, b.b)

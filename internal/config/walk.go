@@ -22,8 +22,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if !ok {
 		return c
 	}
-	// listen, tls, state_dir, server, log and metrics.
+	// listen, tls, state_dir, server and metrics.
 	bad := p.bind(f, root, "", rootBlock, c)
+	p.log(&c.Log, f["log"])
 	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)

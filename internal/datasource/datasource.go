@@ -96,6 +96,12 @@ const (
 	KindJSON      = "json"      // json.RawMessage
 )
 
+// KindNames are the Kind constants, the vocabulary a route's declared
+// column_types are checked against.
+func KindNames() []string {
+	return []string{KindInt64, KindFloat64, KindBool, KindString, KindDate, KindTimestamp, KindUUID, KindNumeric, KindBytes, KindJSON}
+}
+
 // PoolStats is a snapshot of a source's connections, for the metric
 // levee_data_pool_connections{source,state}.
 type PoolStats struct {

@@ -31,6 +31,7 @@ import (
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
+	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,10 @@ type Gateway struct {
 	health *health.Manager
 	// cluster shares consumer limits through Redis (cluster.go); nil without.
 	cluster *clusterlimit.Limiter
+	// profiler takes CPU profiles by itself (profiles.go), counted in
+	// profileMetrics.
+	profiler       profiler
+	profileMetrics *profiles.Metrics
 
 	// reloadMu serialises reloads (and Shutdown's closing of the app store
 	// against a reload's seed), held across their I/O; taken before mu.
@@ -150,6 +155,9 @@ func New(o Options) (*Gateway, error) {
 	if g.discoveryMetrics, err = discovery.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
+	if g.profileMetrics, err = profiles.NewMetrics(g.registry); err != nil {
+		return nil, err
+	}
 	if err := g.initData(cfg); err != nil {
 		return nil, err
 	}
@@ -157,10 +165,8 @@ func New(o Options) (*Gateway, error) {
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
-	if cfg.Log.Access {
-		if g.accessLog, err = telemetry.NewAccessLog(out, g.registry); err != nil {
-			return nil, err
-		}
+	if g.accessLog, err = newAccessLog(cfg.Log, out, logger, g.registry); err != nil {
+		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
 		if err := g.loadCertificate(cfg.TLS); err != nil {
@@ -251,7 +257,7 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g},
+		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 	})
 	if err != nil {
 		return err
@@ -308,6 +314,7 @@ func (g *Gateway) Start() (err error) {
 	}
 	g.health.Start()
 	g.startCluster(cfg, adminLn)
+	g.startProfiles(cfg)
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
@@ -448,6 +455,7 @@ func (g *Gateway) Reload() error {
 		g.seedApps(ctx, store, cfg)
 		cancel()
 	}
+	g.applyProfiles(cfg)
 	g.reloads.WithLabelValues("success").Inc()
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
@@ -507,6 +515,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.handler.CloseUpgrades()
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
+	g.stopProfiles()
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.mu.Lock()
@@ -545,32 +554,6 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.logger.Info("stopped")
 	return err
-}
-
-// sweepIdle closes expired idle upstream connections until stop is closed,
-// so that without traffic none outlives its upstream's idle timeout by more
-// than the sweep interval. It is the one goroutine that does so.
-func (g *Gateway) sweepIdle(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	g.mu.Lock()
-	every := g.pools.sweepIdle(time.Now())
-	g.mu.Unlock()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case now := <-tick.C:
-			g.mu.Lock()
-			next := g.pools.sweepIdle(now)
-			g.mu.Unlock()
-			if next != every {
-				every = next
-				tick.Reset(every)
-			}
-		}
-	}
 }
 
 // Run starts the gateway and then Waits.

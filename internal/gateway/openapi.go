@@ -77,16 +77,30 @@ func (g *Gateway) openAPI(ctx context.Context) ([]byte, error) {
 	doc := openapi.Document{Title: "levee",
 		Description: "The routes levee serves on its data listener, from its configuration; data APIs with their parameters and " +
 			"the columns their databases report. A path is a route's path prefix (x-levee-path-prefix): the route takes every path below it."}
-	var wants []*columnsWant
+	var wants, ask []*columnsWant
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rt := describeRoute(cfg, rc)
 		doc.Routes = append(doc.Routes, rt)
-		if rc.Data != nil {
-			wants = append(wants, &columnsWant{rc: rc, src: sources[rc.Data.Source], driver: cfg.DataSources[rc.Data.Source].Driver})
+		if rc.Data == nil {
+			continue
+		}
+		w := &columnsWant{rc: rc, src: sources[rc.Data.Source], driver: cfg.DataSources[rc.Data.Source].Driver}
+		wants = append(wants, w)
+		if rc.Data.ColumnTypes == nil {
+			ask = append(ask, w)
+			continue
+		}
+		w.known, w.note = true, "as declared in the configuration (column_types)"
+		names := rc.Data.ColumnTypeOrder // a SQL-mode statement's columns, in order
+		if rc.Data.Table != "" {
+			names = rc.Data.Columns // the answer's order; config checked they are the same set
+		}
+		for _, name := range names {
+			w.cols = append(w.cols, openapi.Column{Name: name, Kind: rc.Data.ColumnTypes[name]})
 		}
 	}
-	g.readColumns(ctx, wants)
+	g.readColumns(ctx, ask)
 	for i, j := 0, 0; i < len(doc.Routes); i++ {
 		if d := doc.Routes[i].Data; d != nil {
 			wants[j].apply(d)

@@ -313,6 +313,31 @@ upstreams:
 		expectJSON(t, "orders columns after reload", dig(doc, "components", "schemas", "orders.row", "required"), `["id","total","created_at"]`)
 	})
 
+	t.Run("declared column types", func(t *testing.T) {
+		// With column_types the route on the down source is described
+		// from the declaration, in its columns' order, and the source is
+		// not asked at all.
+		declared := strings.Replace(yaml("SELECT id, total, created_at FROM orders"), "      filters: {a: [eq, like]}\n",
+			"      filters: {a: [eq, like]}\n      column_types: {b: timestamp, a: int64}\n", 1)
+		h.writeConfig(fold(declared))
+		if err := h.g.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		before := goneAsked()
+		doc, _ := fetchOpenAPI(t, h, readTok)
+		if n := goneAsked(); n != before {
+			t.Errorf("the document opened %d connections to a source whose route declares its columns", n-before)
+		}
+		row := dig(doc, "components", "schemas", "gone.row")
+		expectJSON(t, "gone columns", dig(row, "required"), `["a","b"]`)
+		expectJSON(t, "a", dig(row, "properties", "a", "format"), `"int64"`)
+		expectJSON(t, "b", dig(row, "properties", "b", "format"), `"date-time"`)
+		expectJSON(t, "no database type", dig(row, "properties", "a", "x-levee-db-type"), `null`)
+		if d, _ := dig(row, "description").(string); !strings.Contains(d, "as declared in the configuration") {
+			t.Errorf("gone row's description does not say the columns are declared: %q", d)
+		}
+	})
+
 	t.Run("scope", func(t *testing.T) {
 		resp, err := h.client.Get(h.admin + "/api/v1/openapi.json")
 		if err != nil {
@@ -341,6 +366,9 @@ func TestOpenAPIKindsAgree(t *testing.T) {
 		if p[0] != p[1] {
 			t.Errorf("datasource kind %q is openapi %q", p[0], p[1])
 		}
+	}
+	if names := datasource.KindNames(); len(names) != len(pairs) {
+		t.Errorf("datasource.KindNames() %v: %d kinds, the pairs above %d", names, len(names), len(pairs))
 	}
 	table := refusalTable()
 	for _, r := range dataapi.Reasons() {

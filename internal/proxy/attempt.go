@@ -89,7 +89,8 @@ type forwarding struct {
 	replay []byte
 	held   *untouchedBody
 	cb     *clientBody
-	tried  triedSet // endpoints that failed in this request
+	tried  triedSet         // endpoints that failed in this request
+	timing *upstream.Timing // the exchange's; nil with the access log off
 }
 
 // body returns the body and length attempt sends.
@@ -136,7 +137,10 @@ type attempt struct {
 
 // begin starts attempt n at ep.
 func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, n int) attempt {
-	x.endpoint, x.attempts = ep.Address, n
+	x.endpoint, x.attempts, x.upstreamStatus = ep.Address, n, 0
+	if f.timing != nil {
+		*f.timing = upstream.Timing{} // a forwarder that measures nothing leaves zeros
+	}
 	a := attempt{ep: ep, start: time.Now()}
 	a.ctx, a.stop, a.release = attemptContext(r.Context(), perTry(f.pol), f.deadline, a.start)
 	ep.Begin()
@@ -146,7 +150,8 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 // send forwards r through the upstream's forwarder within the attempt.
 func (a *attempt) send(f *forwarding, r *http.Request, reqID string) (*http.Response, error) {
 	body, length := f.body(r)
-	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r)})
+	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, Body: body, Length: length, Trailer: outboundTrailer(r),
+		Timing: f.timing})
 }
 
 // settle types the attempt's result from what the forwarder returned and
@@ -255,6 +260,7 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *fo
 	defer a.end(x)
 	resp, err := a.send(f, r, x.reqID)
 	resp = a.settle(f, r, resp, err)
+	x.upstreamStatus = a.res.status
 	if a.res.client {
 		if a.cause == nil {
 			x.status = statusClientClosed

@@ -30,6 +30,9 @@ type clientBody struct {
 	rc    io.ReadCloser
 	state atomic.Uint32 // 0: no error, 1: being recorded, 2: err is set
 	err   error
+	// n counts the bytes read, for the access log's bytes_in (atomic: the
+	// transport may still be reading when the handler logs).
+	n atomic.Int64
 }
 
 // watchClientBody wraps r's body, when it has one, in a clientBody and
@@ -45,6 +48,7 @@ func watchClientBody(r *http.Request) *clientBody {
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
 	if err != nil && err != io.EOF && b.state.CompareAndSwap(0, 1) {
 		b.err = err
 		b.state.Store(2)
@@ -69,4 +73,12 @@ func (b *clientBody) failure() error {
 func clientGone(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrBodyReadAfterClose)
+}
+
+// bytesRead returns the body bytes read so far (nil-safe: 0).
+func (b *clientBody) bytesRead() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.n.Load()
 }

@@ -113,6 +113,14 @@ type exchange struct {
 	reserved int64 // bytes of the memory budget held (memory.go)
 	// outcome is the last attempt's (see admissionOutcome).
 	outcome endpoint.Outcome
+	// For the access log: the last attempt's endpoint status (0: none
+	// answered), the client's body (nil: none; it counts the bytes read),
+	// the trace id (set by tracing; "" makes finish read traceparent), and
+	// the last attempt's times, nil with the log off (accesslog.go).
+	upstreamStatus int
+	body           *clientBody
+	traceID        string
+	timing         *upstream.Timing
 }
 
 // ServeHTTP serves one request.
@@ -236,14 +244,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	}
 	rm.duration.Observe(d.Seconds())
 	if h.accessLog != nil {
-		e := telemetry.AccessEntry{
-			Time: x.start, RequestID: x.reqID, Client: r.RemoteAddr, Method: r.Method,
-			Host: r.Host, Path: r.URL.Path, Proto: r.Proto, Status: x.status,
-			Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
-			Reason: string(x.reason), BytesOut: x.bytesOut, Duration: d, Attempts: x.attempts,
-			App: appID,
-		}
-		h.accessLog.Log(&e)
+		h.logAccess(x, r, d, appID)
 	}
 }
 
@@ -252,7 +253,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 // Retry-After when retryAfter > 0.
 func (h *Handler) shed(w http.ResponseWriter, x *exchange, reason Reason, retryAfter time.Duration) {
 	x.reason = reason
-	x.status = RefuseRetryAfter(w, reason, retryAfter)
+	x.status, x.bytesOut = refuseRetryAfterN(w, reason, retryAfter)
 	x.route.metrics.refused(reason)
 	x.route.metrics.shed(reason)
 }
@@ -281,7 +282,7 @@ func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *excha
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
 			}
 			x.reason = reason
-			x.status = RefuseDetail(w, reason, detail)
+			x.status, x.bytesOut = refuseDetailN(w, reason, detail)
 			x.route.metrics.refused(reason)
 			return false
 		}
@@ -317,7 +318,7 @@ func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *excha
 			reason = ReasonQuotaExhausted
 		}
 		x.reason = reason
-		x.status = Refuse(w, reason)
+		x.status, x.bytesOut = refuseN(w, reason)
 		x.route.metrics.refused(reason)
 		return false
 	}
@@ -357,7 +358,7 @@ func consumerKey(r *http.Request) string {
 
 func (h *Handler) refuse(w http.ResponseWriter, x *exchange, reason Reason) {
 	x.reason = reason
-	x.status = Refuse(w, reason)
+	x.status, x.bytesOut = refuseN(w, reason)
 	x.route.metrics.refused(reason)
 }
 
@@ -367,7 +368,7 @@ func (h *Handler) refuseFor(w http.ResponseWriter, x *exchange, ref *upstream.Re
 	if StatusOf(x.reason) == 0 {
 		x.reason = reasonInternal // a forwarder's reason without a table row: a bug, answered 500
 	}
-	x.status = RefuseParam(w, x.reason, ref.Param, ref.Detail, ref.RetryAfter)
+	x.status, x.bytesOut = refuseParamN(w, x.reason, ref.Param, ref.Detail, ref.RetryAfter)
 	x.route.metrics.refused(x.reason)
 }
 
@@ -394,6 +395,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 		f.pol = nil
 	}
 	f.cb = watchClientBody(r)
+	x.body = f.cb
+	if h.accessLog != nil {
+		x.timing = getTiming()
+	}
+	f.timing = x.timing
 	if f.pol != nil {
 		replay, replayable, err := h.replayableBody(r, x, f.pol.ReplayBodyLimit)
 		if err != nil {

@@ -267,12 +267,20 @@ var (
 // the one place that maps a Reason to HTTP. An unknown reason is a
 // programming error and is answered as 500 with reason "internal".
 func Refuse(w http.ResponseWriter, reason Reason) int {
+	status, _ := refuseN(w, reason)
+	return status
+}
+
+// The *N forms of the Refuse functions also return the body bytes
+// written, for the access log's bytes_out.
+
+func refuseN(w http.ResponseWriter, reason Reason) (int, int64) {
 	rf := refusals[reason]
 	if rf == nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
-		_, _ = w.Write([]byte(`{"error":"internal error","reason":"internal"}` + "\n"))
-		return http.StatusInternalServerError
+		n, _ := w.Write([]byte(`{"error":"internal error","reason":"internal"}` + "\n"))
+		return http.StatusInternalServerError, int64(n)
 	}
 	if rf.retryAfter {
 		w.Header()["Retry-After"] = retryAfterValue
@@ -280,26 +288,32 @@ func Refuse(w http.ResponseWriter, reason Reason) int {
 	return rf.write(w)
 }
 
-// write sends the rendered refusal: its headers, status and body.
-func (rf *refusal) write(w http.ResponseWriter) int {
+// write sends the rendered refusal: its headers, status and body. It
+// returns the status and the body bytes written.
+func (rf *refusal) write(w http.ResponseWriter) (int, int64) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["X-Content-Type-Options"] = noSniff
 	h["Content-Length"] = rf.contentLength
 	w.WriteHeader(rf.status)
-	_, _ = w.Write(rf.body)
-	return rf.status
+	n, _ := w.Write(rf.body)
+	return rf.status, int64(n)
 }
 
 // RefuseRetryAfter is Refuse with a Retry-After of d (rounded up to whole
 // seconds, at least 1) instead of the default, so refused clients do not
 // come back in lockstep.
 func RefuseRetryAfter(w http.ResponseWriter, reason Reason, d time.Duration) int {
+	status, _ := refuseRetryAfterN(w, reason, d)
+	return status
+}
+
+func refuseRetryAfterN(w http.ResponseWriter, reason Reason, d time.Duration) (int, int64) {
 	if rf := refusals[reason]; rf != nil && rf.retryAfter && d > 0 {
 		w.Header()["Retry-After"] = retryAfterIn(d)
 		return rf.write(w)
 	}
-	return Refuse(w, reason)
+	return refuseN(w, reason)
 }
 
 // retryAfterIn is a Retry-After of d: whole seconds, rounded up, at
@@ -324,15 +338,20 @@ type detailKey struct {
 // failed). detail must come from a fixed set of codes, never from the
 // request.
 func RefuseDetail(w http.ResponseWriter, reason Reason, detail string) int {
+	status, _ := refuseDetailN(w, reason, detail)
+	return status
+}
+
+func refuseDetailN(w http.ResponseWriter, reason Reason, detail string) (int, int64) {
 	if detail == "" {
-		return Refuse(w, reason)
+		return refuseN(w, reason)
 	}
 	k := detailKey{reason, detail}
 	v, ok := detailBodies.Load(k)
 	if !ok {
 		base := refusals[reason]
 		if base == nil {
-			return Refuse(w, reason)
+			return refuseN(w, reason)
 		}
 		body := append(bytes.TrimSuffix(bytes.Clone(base.body), []byte("}\n")), `,"detail":`+strconv.Quote(detail)+"}\n"...)
 		v, _ = detailBodies.LoadOrStore(k, &refusal{status: base.status, retryAfter: base.retryAfter, body: body,
@@ -348,12 +367,17 @@ func RefuseDetail(w http.ResponseWriter, reason Reason, detail string) int {
 // (clipped) part of the request, so they must not fill a cache. Either may
 // be empty, and is then left out.
 func RefuseParam(w http.ResponseWriter, reason Reason, param, detail string, retryAfter time.Duration) int {
+	status, _ := refuseParamN(w, reason, param, detail, retryAfter)
+	return status
+}
+
+func refuseParamN(w http.ResponseWriter, reason Reason, param, detail string, retryAfter time.Duration) (int, int64) {
 	base := refusals[reason]
 	if base == nil || (param == "" && detail == "") {
 		if retryAfter > 0 {
-			return RefuseRetryAfter(w, reason, retryAfter)
+			return refuseRetryAfterN(w, reason, retryAfter)
 		}
-		return Refuse(w, reason)
+		return refuseN(w, reason)
 	}
 	body := bytes.TrimSuffix(bytes.Clone(base.body), []byte("}\n"))
 	if param != "" {

@@ -3,8 +3,13 @@ package telemetry
 import (
 	"bufio"
 	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -12,23 +17,54 @@ import (
 )
 
 // AccessEntry is one finished request as the access log records it.
+// docs/configuration.md ("Access log") describes each field of the line.
 type AccessEntry struct {
 	Time      time.Time
 	RequestID string
+	TraceID   string // the incoming traceparent's trace id (TraceIDOf); "" when none
 	Client    string // remote address as the listener saw it
 	Method    string
 	Host      string
 	Path      string
+	Query     string // the raw query string; values of AccessOptions.RedactQuery keys are redacted when formatted
 	Proto     string
+	UserAgent string
 	Status    int
 	Route     string
 	Upstream  string
 	Endpoint  string
 	Reason    string // levee's refusal reason, or "" when the upstream answered
-	BytesOut  int64
-	Duration  time.Duration
-	Attempts  int    // tries sent upstream (more than 1 after retries); 0 when none
-	App       string // the authenticated app's id; "" when none
+	// UpstreamStatus is the status the last attempt's endpoint answered;
+	// 0 when none did. It differs from Status when levee replaced the
+	// answer (an unasked protocol switch, a per-try timeout at the head).
+	UpstreamStatus int
+	BytesIn        int64 // request body bytes read from the client
+	BytesOut       int64 // response body bytes written, levee's own refusals included
+	Duration       time.Duration
+	// Connect is the last attempt's time to dial its connection, 0 when
+	// it reused a pooled one; FirstByte its time from starting to send
+	// the request to the first byte of the answer (0: no answer).
+	Connect, FirstByte time.Duration
+	Attempts           int    // tries sent upstream (more than 1 after retries); 0 when none
+	App                string // the authenticated app's id; "" when none
+}
+
+// AccessOptions configure an AccessLog.
+type AccessOptions struct {
+	// Writer receives the lines when Path is empty (os.Stderr when nil).
+	Writer io.Writer
+	// Path, when set, is a file the lines are appended to (created 0640
+	// when missing) and that Reopen opens again by name, for logrotate's
+	// move-then-signal.
+	Path string
+	// Sample2xx is the share of 2xx lines kept, from 0 (none) to 1 (all);
+	// every other status is always logged.
+	Sample2xx float64
+	// RedactQuery are the query keys (compared case-insensitively, after
+	// percent-decoding) whose values are logged as REDACTED.
+	RedactQuery []string
+	// Logger receives the errors of reopening Path (nil: discard).
+	Logger *slog.Logger
 }
 
 // AccessLog writes one JSON line per request on its own goroutine, so a slow
@@ -38,42 +74,101 @@ type AccessEntry struct {
 // concurrent use. Start it with Run; Log before Run only queues.
 type AccessLog struct {
 	w       io.Writer
+	file    *os.File // the open Path, owned by Run after NewAccessLog; nil for a Writer
+	path    string
+	logger  *slog.Logger
 	queue   chan *[]byte
+	reopen  chan struct{} // one pending reopen at most (capacity 1)
+	reopens atomic.Uint64 // reopens attempted by Run, for reopened
 	pool    sync.Pool
 	dropped prometheus.Counter
 	done    chan struct{}
+	// keep2xx is Sample2xx as a threshold on a random uint64; all2xx
+	// when every 2xx line is kept.
+	keep2xx uint64
+	all2xx  bool
+	redact  []string
 }
 
 // QueueLen bounds the lines waiting to be written.
 const QueueLen = 8192
 
-// NewAccessLog returns an access log writing to w, registering its counter
-// into reg.
-func NewAccessLog(w io.Writer, reg prometheus.Registerer) (*AccessLog, error) {
+// NewAccessLog returns an access log as o says, registering its counter
+// into reg. With o.Path it opens the file now, so that a path levee cannot
+// write is an error at start.
+func NewAccessLog(o AccessOptions, reg prometheus.Registerer) (*AccessLog, error) {
 	a := &AccessLog{
-		w:     w,
-		queue: make(chan *[]byte, QueueLen),
+		w:      o.Writer,
+		path:   o.Path,
+		logger: o.Logger,
+		queue:  make(chan *[]byte, QueueLen),
+		reopen: make(chan struct{}, 1),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "levee_access_log_dropped_total",
 			Help: "Access log lines dropped because the log writer fell behind.",
 		}),
-		done: make(chan struct{}),
+		done:   make(chan struct{}),
+		redact: o.RedactQuery,
+	}
+	if a.w == nil {
+		a.w = os.Stderr
+	}
+	if a.logger == nil {
+		a.logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.Sample2xx >= 1:
+		a.all2xx = true
+	case o.Sample2xx > 0:
+		a.keep2xx = uint64(math.Ldexp(o.Sample2xx, 64))
 	}
 	a.pool.New = func() any { b := make([]byte, 0, 512); return &b }
+	if a.path != "" {
+		f, err := openLogFile(a.path)
+		if err != nil {
+			return nil, err
+		}
+		a.file, a.w = f, f
+	}
 	if err := reg.Register(a.dropped); err != nil {
+		if a.file != nil {
+			_ = a.file.Close()
+		}
 		return nil, err
 	}
 	return a, nil
 }
 
-// Log formats e and queues it. It never blocks.
+func openLogFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+}
+
+// sampled reports whether a line of this status is kept: always unless
+// it is a 2xx, then with the Sample2xx chance. No lock: math/rand/v2's
+// top-level generator is per-thread.
+func (a *AccessLog) sampled(status int) bool {
+	if a.all2xx || status < 200 || status > 299 {
+		return true
+	}
+	return a.keep2xx != 0 && rand.Uint64() < a.keep2xx
+}
+
+// Log formats e and queues it, unless sampling leaves it out. It never
+// blocks.
 func (a *AccessLog) Log(e *AccessEntry) {
+	if !a.sampled(e.Status) {
+		return
+	}
 	bp := a.pool.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"time":"`...)
 	b = e.Time.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","request_id":`...)
 	b = AppendJSONString(b, e.RequestID)
+	if e.TraceID != "" {
+		b = append(b, `,"trace_id":`...)
+		b = AppendJSONString(b, e.TraceID)
+	}
 	b = append(b, `,"client":`...)
 	b = AppendJSONString(b, e.Client)
 	b = append(b, `,"method":`...)
@@ -82,10 +177,18 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	b = AppendJSONString(b, e.Host)
 	b = append(b, `,"path":`...)
 	b = AppendJSONString(b, e.Path)
+	if e.Query != "" {
+		b = append(b, `,"query":`...)
+		b = appendQuery(b, e.Query, a.redact)
+	}
 	b = append(b, `,"proto":`...)
 	b = AppendJSONString(b, e.Proto)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
+	if e.UpstreamStatus != 0 {
+		b = append(b, `,"upstream_status":`...)
+		b = strconv.AppendInt(b, int64(e.UpstreamStatus), 10)
+	}
 	b = append(b, `,"route":`...)
 	b = AppendJSONString(b, e.Route)
 	b = append(b, `,"upstream":`...)
@@ -104,10 +207,22 @@ func (a *AccessLog) Log(e *AccessEntry) {
 		b = append(b, `,"attempts":`...)
 		b = strconv.AppendInt(b, int64(e.Attempts), 10)
 	}
+	b = append(b, `,"bytes_in":`...)
+	b = strconv.AppendInt(b, e.BytesIn, 10)
 	b = append(b, `,"bytes_out":`...)
 	b = strconv.AppendInt(b, e.BytesOut, 10)
 	b = append(b, `,"duration_ms":`...)
-	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
+	b = appendMillis(b, e.Duration)
+	if e.Attempts > 0 {
+		b = append(b, `,"upstream_connect_ms":`...)
+		b = appendMillis(b, e.Connect)
+		b = append(b, `,"upstream_first_byte_ms":`...)
+		b = appendMillis(b, e.FirstByte)
+	}
+	if e.UserAgent != "" {
+		b = append(b, `,"user_agent":`...)
+		b = AppendJSONString(b, e.UserAgent)
+	}
 	b = append(b, "}\n"...)
 	*bp = b
 	select {
@@ -118,22 +233,78 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	}
 }
 
+// appendMillis appends d in milliseconds with microsecond precision.
+func appendMillis(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', 3, 64)
+}
+
+// Reopen asks Run to close the log file and open Path again (after
+// logrotate moved it away); lines queued meanwhile go to the new file. It
+// never blocks: a reopen already pending covers this one. A log without
+// Path ignores it.
+func (a *AccessLog) Reopen() {
+	select {
+	case a.reopen <- struct{}{}:
+	default:
+	}
+}
+
+// reopened returns how many reopens Run has carried out (tests wait on it).
+func (a *AccessLog) reopened() uint64 { return a.reopens.Load() }
+
 // Run writes queued lines until Close. It batches lines through a buffer and
-// flushes whenever the queue is momentarily empty.
+// flushes whenever the queue is momentarily empty, and reopens the file
+// when Reopen asks (on this goroutine, so a slow open never holds a
+// request).
 func (a *AccessLog) Run() {
 	defer close(a.done)
 	bw := bufio.NewWriterSize(a.w, 64<<10)
-	for bp := range a.queue {
-		if bp == nil { // Close's stop marker
-			break
-		}
-		_, _ = bw.Write(*bp)
-		a.recycle(bp)
-		if len(a.queue) == 0 {
+	for {
+		select {
+		case bp := <-a.queue:
+			if bp == nil { // Close's stop marker
+				_ = bw.Flush()
+				a.closeFile()
+				return
+			}
+			_, _ = bw.Write(*bp)
+			a.recycle(bp)
+			if len(a.queue) == 0 {
+				_ = bw.Flush()
+			}
+		case <-a.reopen:
 			_ = bw.Flush()
+			a.reopenFile(bw)
+			a.reopens.Add(1)
 		}
 	}
-	_ = bw.Flush()
+}
+
+// reopenFile opens Path anew and points bw at it. When the open fails
+// the old file stays in use (its lines are not lost; the operator sees
+// the error and can signal again).
+func (a *AccessLog) reopenFile(bw *bufio.Writer) {
+	if a.path == "" {
+		return
+	}
+	f, err := openLogFile(a.path)
+	if err != nil {
+		a.logger.Error("access log: reopen failed; still writing to the file open before", "path", a.path, "error", err)
+		return
+	}
+	a.closeFile()
+	a.file, a.w = f, f
+	bw.Reset(f)
+	a.logger.Info("access log reopened", "path", a.path)
+}
+
+func (a *AccessLog) closeFile() {
+	if a.file != nil {
+		if err := a.file.Close(); err != nil {
+			a.logger.Error("access log: close failed", "path", a.path, "error", err)
+		}
+		a.file = nil
+	}
 }
 
 func (a *AccessLog) recycle(bp *[]byte) {
@@ -142,10 +313,11 @@ func (a *AccessLog) recycle(bp *[]byte) {
 	}
 }
 
-// Close writes the lines queued so far and waits for Run to return. It must
-// be called at most once, and only after Run was started. Lines logged after
-// Close are dropped (a straggling request after a forced shutdown must not
-// crash the process, so the queue is never closed).
+// Close writes the lines queued so far, closes the file and waits for Run
+// to return. It must be called at most once, and only after Run was
+// started. Lines logged after Close are dropped (a straggling request
+// after a forced shutdown must not crash the process, so the queue is
+// never closed).
 func (a *AccessLog) Close() {
 	a.queue <- nil
 	<-a.done
@@ -161,8 +333,14 @@ func AppendJSONString(b []byte, s string) []byte {
 	if len(s) > maxLoggedString {
 		s = s[:maxLoggedString]
 	}
-	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	b = appendEscaped(b, s)
+	return append(b, '"')
+}
+
+// appendEscaped appends s escaped as the inside of a JSON string.
+func appendEscaped(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -185,5 +363,5 @@ func AppendJSONString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	return append(b, '"')
+	return b
 }

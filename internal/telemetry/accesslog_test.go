@@ -32,7 +32,7 @@ func (s *syncBuffer) String() string {
 
 func TestAccessLogWritesOneJSONLinePerEntry(t *testing.T) {
 	var out syncBuffer
-	a, err := NewAccessLog(&out, prometheus.NewRegistry())
+	a, err := NewAccessLog(AccessOptions{Writer: &out, Sample2xx: 1}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func (b *blockingWriter) Write(p []byte) (int, error) { <-b.release; return len(
 func TestAccessLogNeverBlocksAndCountsDrops(t *testing.T) {
 	w := &blockingWriter{release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
-	a, err := NewAccessLog(w, reg)
+	a, err := NewAccessLog(AccessOptions{Writer: w, Sample2xx: 1}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -289,18 +289,32 @@ func (p *h1Pool) idleCount(addr string) int {
 // (the endpoint closed it while idle) is closed and the request is sent
 // once more on a new connection; r is idempotent and bodiless, so that is
 // safe, and the first failure is not the endpoint's.
-func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID string) (*http.Response, error) {
+//
+// tm, when set, receives the connect and first-byte times (Timing).
+func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID string, tm *Timing) (*http.Response, error) {
 	e := p.endpoint(addr)
 	c := p.get(e, time.Now())
+	if tm != nil {
+		*tm = Timing{}
+	}
 	for {
 		if c == nil {
+			var t0 time.Time
+			if tm != nil {
+				t0 = time.Now()
+			}
 			nc, err := p.dialer.DialContext(ctx, "tcp", addr)
 			if err != nil {
 				return nil, err
 			}
+			if tm != nil {
+				tm.Connect = time.Since(t0)
+			}
 			c = newH1Conn(nc, e, p)
 		}
+		c.timing = tm
 		resp, err := c.exchange(ctx, r, addr, reqID, p.responseHeader)
+		c.timing = nil
 		if err == nil {
 			return resp, nil
 		}
@@ -349,6 +363,9 @@ type h1Conn struct {
 	abort func()      // c.setPastDeadline, bound once
 	stop  func() bool // stops the current request's abort hook
 	body  h1Body      // the current response's body
+	// timing receives the current exchange's first-byte time; nil: not
+	// measured (set by roundTrip around exchange).
+	timing *Timing
 }
 
 func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
@@ -405,6 +422,10 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID stri
 var testHookHeadWritten func()
 
 func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+	var sent time.Time
+	if c.timing != nil {
+		sent = time.Now()
+	}
 	err := writeRequestHead(c.bw, r, addr, reqID)
 	if err == nil {
 		err = c.bw.Flush()
@@ -435,6 +456,9 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID 
 			err = staleError{err}
 		}
 		return nil, err
+	}
+	if c.timing != nil {
+		c.timing.FirstByte = time.Since(sent)
 	}
 	var resp *http.Response
 	for {

@@ -35,6 +35,9 @@ type Outbound struct {
 	// Trailer is the outbound trailer map (filled when the body ends), or
 	// nil; never the inbound request's own Trailer.
 	Trailer http.Header
+	// Timing, when set, receives the attempt's connect and first-byte
+	// times (for the access log); nil measures nothing.
+	Timing *Timing
 }
 
 // Forwarder sends one attempt of an inbound request to an endpoint and
@@ -97,7 +100,10 @@ func NewTransport(o Options) *Transport {
 // pool and everything else through the standard http.Transport.
 func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
 	if o.Length == 0 && FastPath(r) {
-		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID)
+		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.Timing)
+	}
+	if o.Timing != nil {
+		return roundTripTimed(ctx, t.std, r, o)
 	}
 	return t.std.RoundTrip(OutboundRequest(ctx, r, o))
 }
@@ -137,5 +143,8 @@ type RoundTripper struct{ http.RoundTripper }
 
 // Forward implements Forwarder.
 func (rt RoundTripper) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
+	if o.Timing != nil {
+		return roundTripTimed(ctx, rt.RoundTripper, r, o)
+	}
 	return rt.RoundTrip(OutboundRequest(ctx, r, o))
 }

@@ -1,0 +1,98 @@
+package telemetry
+
+import (
+	"net/url"
+	"strings"
+)
+
+// TraceIDOf returns the trace id of a W3C Trace Context traceparent
+// header value (https://www.w3.org/TR/trace-context/#traceparent-header):
+// "00-" 32 lowercase hex digits "-" 16 hex "-" 2 hex, the trace and parent
+// ids not all zero, version ff refused, and a later version allowed to
+// carry more fields after a "-". It returns "" for anything else, as the
+// spec says a malformed header is ignored. The result is a substring of s
+// (no allocation).
+func TraceIDOf(s string) string {
+	const n = 55 // len("00-" + 32 + "-" + 16 + "-" + 2)
+	if len(s) < n || s[2] != '-' || s[35] != '-' || s[52] != '-' {
+		return ""
+	}
+	version, trace, parent, flags := s[:2], s[3:35], s[36:52], s[53:55]
+	if !lowerHex(version) || version == "ff" || !lowerHex(trace) || !lowerHex(parent) || !lowerHex(flags) {
+		return ""
+	}
+	if allZero(trace) || allZero(parent) {
+		return ""
+	}
+	if len(s) > n && (version == "00" || s[n] != '-') {
+		return ""
+	}
+	return trace
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(s string) bool {
+	return strings.Count(s, "0") == len(s)
+}
+
+// redacted replaces the value of a query key the access log redacts.
+const redacted = "REDACTED"
+
+// appendQuery appends the raw query q as a JSON string, truncated to
+// maxLoggedString bytes before anything else (so a cut can never expose
+// part of a redacted value: the key is whole or its value is gone), with
+// the value of every key in redact replaced by REDACTED. Pairs are split
+// at "&" and ";" (some servers take either, so redaction does too); keys
+// are compared case-insensitively after percent-decoding, so that
+// "%74oken" or "Token" cannot slip a token past a "token" rule.
+func appendQuery(b []byte, q string, redact []string) []byte {
+	if len(q) > maxLoggedString {
+		q = q[:maxLoggedString]
+	}
+	b = append(b, '"')
+	// Each pass takes one pair off q: at most len(q) passes.
+	for len(q) > 0 {
+		pair, rest, sep := q, "", byte(0)
+		if i := strings.IndexAny(q, "&;"); i >= 0 {
+			pair, rest, sep = q[:i], q[i+1:], q[i]
+		}
+		if k, _, ok := strings.Cut(pair, "="); ok && redactedKey(k, redact) {
+			b = appendEscaped(b, k)
+			b = append(b, '=')
+			b = append(b, redacted...)
+		} else {
+			b = appendEscaped(b, pair)
+		}
+		if sep != 0 {
+			b = append(b, sep)
+		}
+		q = rest
+	}
+	return append(b, '"')
+}
+
+// redactedKey reports whether the raw query key k names one of redact.
+func redactedKey(k string, redact []string) bool {
+	if len(redact) == 0 {
+		return false
+	}
+	if strings.ContainsAny(k, "%+") {
+		if d, err := url.QueryUnescape(k); err == nil {
+			k = d
+		}
+	}
+	for _, r := range redact {
+		if strings.EqualFold(k, r) {
+			return true
+		}
+	}
+	return false
+}
