@@ -252,3 +252,20 @@ func TestClusterRedisPassword(t *testing.T) {
 		t.Fatalf("notes with a wrong password: %q", notes)
 	}
 }
+
+// TestClusterBlockNeedsRestart: the cluster block is read at start; a
+// reload that changes it is refused with an error at `cluster`, and the
+// node keeps sharing its limits.
+func TestClusterBlockNeedsRestart(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	up := hostPort(echoBackend(t))
+	n := start(t, clusterConfig("node-1", up, r.Address, ""))
+	n.writeConfig(clusterConfig("node-1", up, r.Address, "    timeout: 20ms"))
+	if err := n.g.Reload(); err == nil || !strings.Contains(err.Error(), "cluster: cannot change on reload") {
+		t.Fatalf("reload changing cluster.redis.timeout: %v, want refused at cluster", err)
+	}
+	n.writeConfig(clusterConfig("node-1", up, r.Address, ""))
+	if err := n.g.Reload(); err != nil {
+		t.Fatalf("reload with the same cluster block: %v", err)
+	}
+}
