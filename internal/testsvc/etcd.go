@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -22,12 +21,11 @@ import (
 type Etcd struct {
 	// Endpoint is the client URL, http://127.0.0.1:PORT.
 	Endpoint string
-	cmd      *exec.Cmd
+	proc     *daemon
 	dir      string
 	peerPort int
 	port     int
 	logPath  string
-	done     chan struct{}
 }
 
 // requireServices reports whether a missing service binary fails the test
@@ -56,29 +54,17 @@ func StartEtcd(t testing.TB) *Etcd {
 }
 
 func (e *Etcd) start(bin string) error {
-	log, err := os.Create(e.logPath)
-	if err != nil {
-		return err
-	}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", e.peerPort)
-	e.cmd = exec.Command(bin,
+	var err error
+	e.proc, err = startDaemon(e.logPath, bin,
 		"--name", "levee-test", "--data-dir", filepath.Join(e.dir, "data"),
 		"--logger", "zap", "--log-level", "warn",
 		"--listen-client-urls", e.Endpoint, "--advertise-client-urls", e.Endpoint,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "levee-test="+peer)
-	e.cmd.Stdout, e.cmd.Stderr = log, log
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := e.cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("starting etcd: %w", err)
+	if err != nil {
+		return err
 	}
-	e.done = make(chan struct{})
-	go func() {
-		_ = e.cmd.Wait()
-		log.Close()
-		close(e.done)
-	}()
 	// Ready when the client port answers /health (bounded wait).
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -90,9 +76,8 @@ func (e *Etcd) start(bin string) error {
 			}
 		}
 		select {
-		case <-e.done:
-			out, _ := os.ReadFile(e.logPath)
-			return fmt.Errorf("etcd exited at start: %s", out)
+		case <-e.proc.done:
+			return fmt.Errorf("etcd exited at start: %s", e.proc.output())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -115,23 +100,7 @@ func (e *Etcd) healthy() bool {
 
 // Stop stops etcd (SIGTERM, then SIGKILL after 5 s) and waits for it. The
 // data directory is kept, so Restart serves the same keys.
-func (e *Etcd) Stop() {
-	if e.cmd == nil || e.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-e.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-e.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		<-e.done
-	}
-}
+func (e *Etcd) Stop() { e.proc.stop(5 * time.Second) }
 
 // Restart starts etcd again on the same ports and data directory.
 func (e *Etcd) Restart(t testing.TB) {

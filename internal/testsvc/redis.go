@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,9 +22,7 @@ type Redis struct {
 	bin     string
 	dir     string
 	port    int
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    *daemon
 }
 
 // StartRedis starts redis-server for t and stops it in t.Cleanup.
@@ -39,7 +36,6 @@ func StartRedis(t testing.TB) *Redis {
 		t.Skip("redis-server is not installed (scripts/install-services.sh installs it; make test requires it)")
 	}
 	r := &Redis{bin: bin, dir: t.TempDir(), port: freePort(t)}
-	r.logPath = filepath.Join(r.dir, "redis.log")
 	r.Address = fmt.Sprintf("127.0.0.1:%d", r.port)
 	if err := r.start(); err != nil {
 		t.Fatal(err)
@@ -49,27 +45,12 @@ func StartRedis(t testing.TB) *Redis {
 }
 
 func (r *Redis) start() error {
-	log, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	var err error
+	r.proc, err = startDaemon(filepath.Join(r.dir, "redis.log"), r.bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(r.port),
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", r.dir, "--protected-mode", "no")
 	if err != nil {
 		return err
 	}
-	r.cmd = exec.Command(r.bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(r.port),
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", r.dir,
-		"--protected-mode", "no")
-	r.cmd.Stdout, r.cmd.Stderr = log, log
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := r.cmd.Start(); err != nil {
-		log.Close()
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	done := make(chan struct{})
-	r.done = done
-	cmd := r.cmd
-	go func() {
-		_ = cmd.Wait()
-		log.Close()
-		close(done)
-	}()
 	// Ready when PING answers PONG (bounded wait).
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -77,13 +58,12 @@ func (r *Redis) start() error {
 			return nil
 		}
 		select {
-		case <-done:
-			out, _ := os.ReadFile(r.logPath)
-			return fmt.Errorf("redis-server exited at start: %s", out)
+		case <-r.proc.done:
+			return fmt.Errorf("redis-server exited at start: %s", r.proc.output())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	r.Kill()
+	r.proc.kill()
 	return errors.New("redis-server did not answer PING within 10s")
 }
 
@@ -104,51 +84,18 @@ func (r *Redis) ping() bool {
 
 // Freeze stops the server with SIGSTOP: it keeps its port and its
 // connections but answers nothing, as a hung Redis does.
-func (r *Redis) Freeze() { r.signal(syscall.SIGSTOP) }
+func (r *Redis) Freeze() { r.proc.signal(syscall.SIGSTOP) }
 
 // Thaw resumes a frozen server (SIGCONT).
-func (r *Redis) Thaw() { r.signal(syscall.SIGCONT) }
-
-func (r *Redis) signal(sig syscall.Signal) {
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = syscall.Kill(-r.cmd.Process.Pid, sig)
-	}
-}
+func (r *Redis) Thaw() { r.proc.signal(syscall.SIGCONT) }
 
 // Kill ends the server with SIGKILL (frozen or not) and waits for it: its
 // port refuses connections from then on.
-func (r *Redis) Kill() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-	<-r.done
-}
+func (r *Redis) Kill() { r.proc.kill() }
 
 // Stop stops the server (SIGCONT in case it is frozen, SIGTERM, SIGKILL
 // after 5 s) and waits for it.
-func (r *Redis) Stop() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	r.Thaw()
-	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(5 * time.Second):
-		r.Kill()
-	}
-}
+func (r *Redis) Stop() { r.proc.stop(5 * time.Second) }
 
 // Restart starts the server again, empty, on the same port.
 func (r *Redis) Restart(t testing.TB) {
