@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/rawsock"
 )
 
 // FailureMode is what a decision does when Redis cannot take it.
@@ -127,6 +129,20 @@ type Limiter struct {
 	stop, done      chan struct{}
 }
 
+// dialRaw dials Redis and wraps the connection in rawsock, so that a
+// decision's write and read are raw system calls: an ordinary one wakes
+// the runtime's monitor thread whenever every P had gone idle, which a
+// node answering short requests does between most of them (rawsock's
+// package comment; docs/performance.md).
+func dialRaw(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawsock.Wrap(c), nil
+}
+
 // quietRedis silences go-redis's own logger (process-wide, once): it
 // logs every failed dial, which with Redis down is every request; the
 // Limiter reports state changes and counts failures itself.
@@ -189,6 +205,7 @@ func New(o Options) (*Limiter, error) {
 		client: redis.NewClient(&redis.Options{
 			Addr:     o.Address,
 			Password: o.Password,
+			Dialer:   dialRaw,
 			// RESP2, no client name, no maintenance notifications: no
 			// command on a new connection but AUTH (when a password is set).
 			Protocol:                 2,
