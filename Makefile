@@ -16,6 +16,8 @@ FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
 	./internal/config:FuzzSchemaAgrees:2000 \
+	./internal/config:FuzzEffectiveRoundTrips:2000 \
+	./internal/config:FuzzParseDataAPI:3000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \
@@ -48,7 +50,7 @@ FUZZ_TARGETS := \
 all: build
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
 
 ## demo: start levee with three built-in demo upstreams and an embedded SQLite
 ## data API (no outside services).
@@ -78,9 +80,9 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestClusterSharedLimitAccuracy|TestClusterRedisOutage
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestClusterSharedLimitAccuracy|TestClusterRedisOutage
 load:
-	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
+	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

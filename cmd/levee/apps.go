@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/adminclient"
-	"github.com/levee-gw/levee/internal/config"
 )
 
 const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow args)
@@ -48,27 +47,18 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
-	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
-	tokenFile := fs.String("token-file", "", "file holding the admin API token")
-	var f appFlags
 	switch sub {
-	case "create", "patch":
-		f.register(fs, sub == "create")
-	case "list":
-		f.limit = fs.Int("limit", 0, "apps per page (1 to 1000; default 100)")
-		f.after = fs.String("after", "", "list apps whose id sorts after this one")
-		f.all = fs.Bool("all", false, "follow every page")
-	case "get", "delete", "key-create", "key-revoke":
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, appsUsage)
 		return 0
-	default:
+	}
+	fs, f, adminURL, tokenFile := appsFlagSet(sub)
+	if fs == nil {
 		fmt.Fprintf(stderr, "levee apps: unknown command %q\n\n%s", sub, appsUsage)
 		return 2
 	}
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, appsUsage) }
 	pos, ok := parseInterleaved(fs, args[1:])
 	if !ok {
 		return 2
@@ -78,17 +68,9 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
 	}
-	token := ""
-	if *tokenFile != "" {
-		var err error
-		if token, err = config.ReadTokenFile(*tokenFile); err != nil {
-			fmt.Fprintln(stderr, "levee apps: -token-file:", err)
-			return 2
-		}
-	}
-	c, err := adminclient.New(*adminURL, token)
+	c, err := newAdminClient(*adminURL, *tokenFile)
 	if err != nil {
-		fmt.Fprintln(stderr, "levee apps: -admin:", err)
+		fmt.Fprintln(stderr, "levee apps:", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -127,6 +109,31 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// appsCommands are the commands of "levee apps", in appsUsage's order.
+var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke"}
+
+// appsFlagSet returns the flag set of "levee apps sub" (nil for an
+// unknown sub), the app flags it fills, and -admin and -token-file. The
+// shell completions are generated from it too.
+func appsFlagSet(sub string) (fs *flag.FlagSet, f *appFlags, adminURL, tokenFile *string) {
+	fs = flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
+	adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
+	tokenFile = fs.String("token-file", "", "file holding the admin API token")
+	f = &appFlags{}
+	switch sub {
+	case "create", "patch":
+		f.register(fs, sub == "create")
+	case "list":
+		f.limit = fs.Int("limit", 0, "apps per page (1 to 1000; default 100)")
+		f.after = fs.String("after", "", "list apps whose id sorts after this one")
+		f.all = fs.Bool("all", false, "follow every page")
+	case "get", "delete", "key-create", "key-revoke":
+	default:
+		return nil, nil, nil, nil
+	}
+	return fs, f, adminURL, tokenFile
+}
+
 // parseInterleaved parses flags that may stand before, between or after
 // the positional arguments, and returns those.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, bool) {
@@ -146,33 +153,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, bool) {
 // listApps returns one page, or with all every page merged into one
 // {"apps": [...]} document.
 func listApps(ctx context.Context, c *adminclient.Client, limit int, after string, all bool) ([]byte, error) {
-	var merged []json.RawMessage
-	for range maxListPages {
-		q := url.Values{}
-		if limit > 0 {
-			q.Set("limit", strconv.Itoa(limit))
-		}
-		if after != "" {
-			q.Set("after", after)
-		}
-		raw, err := c.Do(ctx, "GET", "/api/v1/apps?"+q.Encode(), nil)
-		if err != nil || !all {
-			return raw, err
-		}
-		var page struct {
-			Apps []json.RawMessage `json:"apps"`
-			Next string            `json:"next"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding a page: %w", err)
-		}
-		merged = append(merged, page.Apps...)
-		if page.Next == "" {
-			return json.MarshalIndent(map[string]any{"apps": merged}, "", "  ")
-		}
-		after = page.Next
-	}
-	return nil, fmt.Errorf("more than %d pages", maxListPages)
+	return listPages(ctx, c, "/api/v1/apps", "apps", limit, after, all)
 }
 
 // appFlags are the flags of create and patch (and list's).

@@ -6,6 +6,8 @@
 //	levee validate -config FILE  print every problem as path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
+//	levee completion SHELL       print a bash, zsh or fish completion script
+//	levee data-apis COMMAND ...  manage data APIs' lifecycle through the admin API
 //	levee version                print the version
 package main
 
@@ -39,11 +41,15 @@ const usage = `levee: an API gateway and layer-7 load balancer that stays up.
 Usage:
   levee run -config FILE       serve; SIGHUP reloads the file, SIGUSR1 reopens the access log file,
                                SIGTERM drains and stops
-  levee validate -config FILE  check FILE; print every problem as path: message
+  levee validate -config FILE  check FILE (- reads standard input); print every problem as path: message
   levee demo [-listen ADDR] [-admin ADDR]
                                serve a built-in demo with its own upstreams
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
                                ("levee apps help" lists the commands)
+  levee completion bash|zsh|fish
+                               print a shell completion script
+  levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
+                               data APIs through the admin API ("levee data-apis help")
   levee version                print the version
 `
 
@@ -67,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(args[1:], stdout, stderr)
 	case "apps":
 		return cmdApps(args[1:], stdout, stderr)
+	case "completion":
+		return cmdCompletion(args[1:], stdout, stderr)
+	case "data-apis":
+		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "levee", version)
 		return 0
@@ -78,10 +88,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func configFlag(name string, args []string, stderr io.Writer) (string, int) {
+// configFlagSet is the flag set of run and validate.
+func configFlagSet(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("levee "+name, flag.ContinueOnError)
+	return fs, fs.String("config", "", "configuration file (YAML); for validate, - reads standard input")
+}
+
+func configFlag(name string, args []string, stderr io.Writer) (string, int) {
+	fs, path := configFlagSet(name)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file (YAML)")
 	if err := fs.Parse(args); err != nil {
 		return "", 2
 	}
@@ -92,16 +107,23 @@ func configFlag(name string, args []string, stderr io.Writer) (string, int) {
 	return *path, 0
 }
 
+// stdin is what `levee validate -config -` reads.
+var stdin io.Reader = os.Stdin
+
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	path, code := configFlag("validate", args, stderr)
 	if code != 0 {
 		return code
 	}
-	if _, err := config.Load(path); err != nil {
+	load, name := func() (*config.Config, error) { return config.Load(path) }, path
+	if path == "-" {
+		load, name = func() (*config.Config, error) { return config.Read(stdin) }, "standard input"
+	}
+	if _, err := load(); err != nil {
 		printConfigError(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid\n", path)
+	fmt.Fprintf(stdout, "%s: valid\n", name)
 	return 0
 }
 
@@ -122,7 +144,12 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
-	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }})
+	if path == "-" {
+		// A reload re-reads the file; standard input cannot be read twice.
+		fmt.Fprintln(stderr, "levee run: -config - (standard input) is for validate only; run re-reads its file on SIGHUP")
+		return 2
+	}
+	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1
@@ -168,11 +195,15 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 	return 0
 }
 
+// demoFlagSet is the flag set of demo.
+func demoFlagSet() (fs *flag.FlagSet, listen, adminListen *string) {
+	fs = flag.NewFlagSet("levee demo", flag.ContinueOnError)
+	return fs, fs.String("listen", "127.0.0.1:8080", "gateway address"), fs.String("admin", defaultAdminAddr, "admin API address")
+}
+
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("levee demo", flag.ContinueOnError)
+	fs, listen, adminListen := demoFlagSet()
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8080", "gateway address")
-	adminListen := fs.String("admin", defaultAdminAddr, "admin API address")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -190,7 +221,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
-	g, err := gateway.New(gateway.Options{Load: load})
+	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1

@@ -122,8 +122,14 @@ type Options struct {
 	Apps AppStore
 	// Docs serves GET /api/v1/openapi.json; nil leaves it unserved (404).
 	Docs APIDocs
+	// DataAPIs serves /api/v1/data-apis; nil leaves those paths unserved
+	// (404).
+	DataAPIs DataAPIStore
 	// Profiles serves GET /api/v1/profiles; nil leaves it unserved (404).
 	Profiles ProfileStore
+	// Operator serves GET /api/v1/config and GET /api/v1/routes; nil
+	// leaves them unserved (404).
+	Operator Operator
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
@@ -136,10 +142,22 @@ type Options struct {
 
 // NewHandler returns the admin API's handler.
 func NewHandler(o Options) (http.Handler, error) {
+	mux, err := newMux(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Tokens != nil {
+		return requireToken(o.Tokens, mux), nil
+	}
+	return mux, nil
+}
+
+// newMux registers every admin route o asks for.
+func newMux(o Options) (*adminMux, error) {
 	if o.Gateway == nil || o.Gatherer == nil {
 		return nil, errors.New("admin: Gateway and Gatherer are required")
 	}
-	mux := http.NewServeMux()
+	mux := newAdminMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -211,15 +229,20 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.Docs != nil {
 		openAPIRoute(mux, o.Docs)
 	}
+	if o.DataAPIs != nil {
+		dataAPIRoutes(mux, o.DataAPIs)
+	}
 	if o.Profiles != nil {
 		profileRoutes(mux, o.Profiles)
 	}
+	if o.Operator != nil {
+		operatorRoutes(mux, o.Operator)
+	}
+	finishDoc := adminDocRoute(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)
 	})
-	if o.Tokens != nil {
-		return requireToken(o.Tokens, mux), nil
-	}
+	finishDoc()
 	return mux, nil
 }
 

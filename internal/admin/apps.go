@@ -33,7 +33,7 @@ type AppStore interface {
 const maxAppBodyBytes = 256 << 10
 
 // appRoutes registers the apps API on mux.
-func appRoutes(mux *http.ServeMux, store AppStore) {
+func appRoutes(mux *adminMux, store AppStore) {
 	mux.HandleFunc("POST /api/v1/apps", func(w http.ResponseWriter, r *http.Request) {
 		var spec apps.Spec
 		if !decodeStrict(w, r, &spec) {
@@ -48,14 +48,9 @@ func appRoutes(mux *http.ServeMux, store AppStore) {
 		writeJSON(w, http.StatusCreated, a)
 	})
 	mux.HandleFunc("GET /api/v1/apps", func(w http.ResponseWriter, r *http.Request) {
-		limit := 0
-		if s := r.URL.Query().Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > apps.MaxPageSize {
-				writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a number from 1 to %d", apps.MaxPageSize))
-				return
-			}
-			limit = n
+		limit, ok := pageLimit(w, r, apps.MaxPageSize)
+		if !ok {
+			return
 		}
 		page, err := store.List(r.Context(), r.URL.Query().Get("after"), limit)
 		if err != nil {
@@ -113,6 +108,21 @@ func appRoutes(mux *http.ServeMux, store AppStore) {
 		}
 		writeJSON(w, http.StatusOK, k)
 	})
+}
+
+// pageLimit reads a list's limit query parameter (0 when absent: the
+// store's default), 1 to max; otherwise it has answered 400.
+func pageLimit(w http.ResponseWriter, r *http.Request, max int) (int, bool) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a number from 1 to %d", max))
+		return 0, false
+	}
+	return n, true
 }
 
 // decodeStrict decodes exactly one JSON value of at most maxAppBodyBytes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 )
 
 // APIDocs is what GET /api/v1/openapi.json reads: the OpenAPI document of
@@ -20,17 +19,12 @@ type APIDocs interface {
 
 // openAPIRoute registers GET /api/v1/openapi.json (a read: scope read is
 // enough) on mux.
-func openAPIRoute(mux *http.ServeMux, docs APIDocs) {
+func openAPIRoute(mux *adminMux, docs APIDocs) {
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		doc, err := docs.OpenAPI(r.Context())
 		switch {
 		case err == nil:
-			h := w.Header()
-			h.Set("Content-Type", "application/json")
-			h.Set("Cache-Control", "no-store")
-			h.Set("Content-Length", strconv.Itoa(len(doc)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(doc)
+			writeRaw(w, doc)
 		case errors.Is(err, context.DeadlineExceeded):
 			writeError(w, http.StatusServiceUnavailable, "timeout", "the OpenAPI document was not ready in time: "+err.Error())
 		default:

@@ -23,7 +23,7 @@ type ProfileStore interface {
 // profileRoutes registers GET /api/v1/profiles (the list) and GET
 // /api/v1/profiles/{name} (one file, to download and hand to go tool
 // pprof): reads, scope read is enough.
-func profileRoutes(mux *http.ServeMux, store ProfileStore) {
+func profileRoutes(mux *adminMux, store ProfileStore) {
 	mux.HandleFunc("GET /api/v1/profiles", func(w http.ResponseWriter, r *http.Request) {
 		caps, err := store.List()
 		if err != nil {

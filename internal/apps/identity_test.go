@@ -84,7 +84,7 @@ func TestSnapshotRefusesSharedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Behind the store's back: app b gets a key with a's key id.
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO app_keys (`+keyColumns+`) VALUES ('b', ?, '', ?, 'api', ?, NULL)`,
+	if _, err := s.st.DB.ExecContext(ctx, `INSERT INTO app_keys (`+keyColumns+`) VALUES ('b', ?, '', ?, 'api', ?, NULL)`,
 		nk.ID, strings.Repeat("0", 64), time.Now().UnixNano()); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	_ "modernc.org/sqlite"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // NewKey is a key just created: its record, and the plaintext, which is
@@ -58,7 +58,7 @@ func (s *Store) CreateKey(ctx context.Context, id string) (NewKey, error) {
 		return NewKey{}, fmt.Errorf("generating a key: %w", err)
 	}
 	sha := HashKey(plain)
-	now := s.now()
+	now := s.st.Now()
 	nk := NewKey{
 		Key:       Key{ID: keyID(sha), Prefix: plain[:len(keyPrefix)+4], SHA256: sha, Source: SourceAPI, Created: now.UTC()},
 		Plaintext: plain,
@@ -138,7 +138,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, keyID string) (Key, error) {
 		if !r.app.Keys[i].Active() {
 			return fmt.Errorf("key %q of app %q is already revoked: %w", keyID, id, ErrConflict)
 		}
-		now := s.now()
+		now := s.st.Now()
 		if err := revokeKey(ctx, tx, id, keyID, now); err != nil {
 			return err
 		}
@@ -162,8 +162,5 @@ func revokeKey(ctx context.Context, q querier, appID, keyID string, now time.Tim
 }
 
 // isUniqueViolation reports whether err is SQLite's UNIQUE constraint
-// failure (the driver's message; its error codes are not exported in a
-// stable form).
-func isUniqueViolation(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
+// failure.
+var isUniqueViolation = statedb.IsUniqueViolation

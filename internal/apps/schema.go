@@ -1,14 +1,8 @@
-// The database schema: its migrations and how they are applied.
+// The database schema: its migrations (statedb applies them at open).
 
 package apps
 
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	_ "modernc.org/sqlite"
-)
+import "context"
 
 // migrations are applied in order; the schema's version is the number
 // applied. Never edit one that has shipped: append a new one.
@@ -45,46 +39,5 @@ var migrations = []string{
 	);`,
 }
 
-// migrate creates the version table if needed and applies the missing
-// migrations, each in its own transaction with its version bump.
-func (s *Store) migrate(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("creating schema_version: %w", err)
-	}
-	var version int
-	switch err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version); {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
-			return fmt.Errorf("initialising schema_version: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("reading schema_version: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this levee knows (%d); run a newer levee or restore a backup", version, len(migrations))
-	}
-	for v := version; v < len(migrations); v++ {
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, v+1)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migration %d: %w", v+1, err)
-		}
-	}
-	return nil
-}
-
 // SchemaVersion returns the database's schema version.
-func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
-	return v, err
-}
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) { return s.st.SchemaVersion(ctx) }

@@ -10,33 +10,12 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
-// SeedResult says what Seed did with each app, by id.
-type SeedResult struct {
-	// Created: new in the database from the file (first sight, or a
-	// tombstone whose file definition has since changed).
-	Created []string
-	// Updated: the file's definition changed and the app had not been
-	// changed at runtime, so the file's version was applied.
-	Updated []string
-	// Unchanged: the file's definition is the one last seeded.
-	Unchanged []string
-	// KeptRuntime: the file's definition changed (or the id belongs to
-	// an app created through the API, or the file no longer lists a file
-	// app) but the app was changed at runtime, so the runtime version was
-	// kept and PendingFileChange set. Each is logged as a warning.
-	KeptRuntime []string
-	// StayedDeleted: deleted at runtime, and the file's definition is
-	// still the one that was deleted.
-	StayedDeleted []string
-	// Removed: file apps the file no longer lists and that were not
-	// changed at runtime.
-	Removed []string
-	// Failed: apps that could not be seeded (invalid, or a key hash held
-	// by another app); the rest were seeded.
-	Failed map[string]error
-}
+// SeedResult says what Seed did with each entry, by id.
+type SeedResult = statedb.SeedResult
 
 // Seed applies the configuration file's apps to the store, by the
 // precedence rule of docs/apps.md:
@@ -67,20 +46,20 @@ func (s *Store) Seed(ctx context.Context, file []FileApp) (SeedResult, error) {
 	if len(file) > MaxApps {
 		return res, fmt.Errorf("the file defines %d apps; at most %d", len(file), MaxApps)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.st.Lock()
+	defer s.st.Unlock()
 	listed := make(map[string]bool, len(file))
 	for _, fa := range file {
 		listed[fa.ID] = true
 		if err := s.seedOne(ctx, fa, &res); err != nil {
 			res.Failed[fa.ID] = err
-			s.logger.Error("apps: seeding from the file failed; this app keeps its stored state", "app", fa.ID, "error", err)
+			s.st.Logger.Error("apps: seeding from the file failed; this app keeps its stored state", "app", fa.ID, "error", err)
 		}
 	}
 	if err := s.seedUnlisted(ctx, listed, &res); err != nil {
 		return res, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
 	s.publishLocked(ctx)
 	return res, nil
@@ -120,21 +99,28 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 		return invalid("api_key_sha256", "at most %d keys, got %d", MaxActiveKeys, len(keys))
 	}
 	hash := definitionHash(spec, keys)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	var outcome *[]string
+	var action statedb.Action
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := s.now()
+		now := s.st.Now()
 		r, err := getRecord(ctx, tx, spec.ID)
-		if errors.Is(err, ErrNotFound) {
-			var tomb string
-			switch err := tx.QueryRowContext(ctx, `SELECT file_hash FROM tombstones WHERE id = ?`, spec.ID).Scan(&tomb); {
-			case err == nil && tomb == hash:
-				outcome = &res.StayedDeleted
-				return nil
-			case err != nil && !errors.Is(err, sql.ErrNoRows):
+		e := statedb.Entry{Exists: err == nil}
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if err := tx.QueryRowContext(ctx, `SELECT file_hash FROM tombstones WHERE id = ?`, spec.ID).Scan(&e.Tombstone); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
+		case err != nil:
+			return err
+		default:
+			e.FileHash, e.FromFile, e.Overridden = r.fileHash, r.app.Source == SourceFile, r.app.Overridden
+		}
+		action = statedb.Decide(e, hash)
+		switch action {
+		case statedb.StayDeleted:
+			return nil
+		case statedb.Create:
 			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, spec.ID); err != nil {
 				return err
 			}
@@ -144,33 +130,24 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 			if err := insertApp(ctx, tx, spec, SourceFile, hash, now); err != nil {
 				return err
 			}
-			outcome = &res.Created
 			return seedKeys(ctx, tx, spec.ID, nil, keys, now)
-		}
-		if err != nil {
-			return err
-		}
-		switch {
-		case r.fileHash == hash:
-			outcome = &res.Unchanged
+		case statedb.Unchanged:
 			_, err = tx.ExecContext(ctx, `UPDATE apps SET pending_file = 0 WHERE id = ?`, spec.ID)
 			return err
-		case r.app.Source == SourceFile && !r.app.Overridden:
+		case statedb.Apply:
 			if err := updateSpec(ctx, tx, spec, now, false); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE apps SET file_hash = ?, pending_file = 0 WHERE id = ?`, hash, spec.ID); err != nil {
 				return err
 			}
-			outcome = &res.Updated
 			return seedKeys(ctx, tx, spec.ID, r.app.Keys, keys, now)
-		default:
-			outcome = &res.KeptRuntime
+		default: // statedb.KeepRuntime
 			why := "changed at runtime since the file last seeded it"
 			if r.app.Source == SourceAPI {
 				why = "created through the admin API"
 			}
-			s.logger.Warn("apps: the file's definition of this app changed but was not applied: the app was "+why+
+			s.st.Logger.Warn("apps: the file's definition of this app changed but was not applied: the app was "+why+
 				"; delete it through the admin API to take the file's version", "app", spec.ID)
 			_, err = tx.ExecContext(ctx, `UPDATE apps SET pending_file = 1 WHERE id = ?`, spec.ID)
 			return err
@@ -185,7 +162,7 @@ func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error 
 		}
 		return err
 	}
-	*outcome = append(*outcome, spec.ID)
+	res.Record(action, spec.ID)
 	return nil
 }
 
@@ -220,7 +197,7 @@ func seedKeys(ctx context.Context, tx *sql.Tx, appID string, have []Key, want []
 // seedUnlisted deletes the file apps the file no longer lists (keeping,
 // with a warning, those changed at runtime) and drops their tombstones.
 func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *SeedResult) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, overridden FROM apps WHERE source = 'file' ORDER BY id LIMIT ?`, MaxApps)
@@ -247,7 +224,7 @@ func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *S
 		}
 		for _, a := range unlisted {
 			if a.overridden {
-				s.logger.Warn("apps: the file no longer lists this app, but it was changed at runtime and is kept; delete it through the admin API", "app", a.id)
+				s.st.Logger.Warn("apps: the file no longer lists this app, but it was changed at runtime and is kept; delete it through the admin API", "app", a.id)
 				if _, err := tx.ExecContext(ctx, `UPDATE apps SET pending_file = 1 WHERE id = ?`, a.id); err != nil {
 					return err
 				}
@@ -257,33 +234,9 @@ func (s *Store) seedUnlisted(ctx context.Context, listed map[string]bool, res *S
 			if _, err := tx.ExecContext(ctx, `DELETE FROM apps WHERE id = ?`, a.id); err != nil {
 				return err
 			}
-			s.logger.Info("apps: removed an app the file no longer lists", "app", a.id)
+			s.st.Logger.Info("apps: removed an app the file no longer lists", "app", a.id)
 			res.Removed = append(res.Removed, a.id)
 		}
-		// Tombstones matter only while the file lists the id.
-		trows, err := tx.QueryContext(ctx, `SELECT id FROM tombstones LIMIT ?`, MaxApps)
-		if err != nil {
-			return err
-		}
-		var drop []string
-		for trows.Next() {
-			var id string
-			if err := trows.Scan(&id); err != nil {
-				trows.Close()
-				return err
-			}
-			if !listed[id] {
-				drop = append(drop, id)
-			}
-		}
-		if err := errors.Join(trows.Err(), trows.Close()); err != nil {
-			return err
-		}
-		for _, id := range drop {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-		return nil
+		return statedb.DropTombstones(ctx, tx, "id", listed, MaxApps)
 	})
 }

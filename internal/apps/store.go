@@ -6,21 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/url"
-	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" driver
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // Options configure a Store.
 type Options struct {
 	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/apps.db.
+	// directory must exist. Required. levee uses <state_dir>/apps.st.DB.
 	Path string
 	// QueryTimeout bounds every statement and transaction the store runs
 	// (default DefaultQueryTimeout). A call whose context has an earlier
@@ -43,8 +39,8 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultQueryTimeout = 5 * time.Second
-	DefaultBusyTimeout  = 5 * time.Second
+	DefaultQueryTimeout = statedb.DefaultQueryTimeout
+	DefaultBusyTimeout  = statedb.DefaultBusyTimeout
 )
 
 // Store is the persistent set of apps: one SQLite database in WAL mode.
@@ -52,14 +48,9 @@ const (
 // publishes the Snapshot before returning, so a change is visible to
 // Current as soon as the call returns. Safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	timeout time.Duration
-	logger  *slog.Logger
-	now     func() time.Time
-	notify  func(*Snapshot)
-
-	mu   sync.Mutex // serialises writes and snapshot rebuilds
-	snap atomic.Pointer[Snapshot]
+	st     *statedb.Store // the database, its deadlines, clock, logger and write lock
+	notify func(*Snapshot)
+	snap   atomic.Pointer[Snapshot]
 }
 
 // Open opens (creating if needed) the database at o.Path, brings its
@@ -68,45 +59,15 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Path == "" {
 		return nil, errors.New("apps: Options.Path is required")
 	}
-	s := &Store{timeout: o.QueryTimeout, logger: o.Logger, now: o.Now, notify: o.OnChange}
-	if s.timeout <= 0 {
-		s.timeout = DefaultQueryTimeout
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	busy := o.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
-	}
-	// Create the file first so that it is private to levee's user.
-	f, err := os.OpenFile(o.Path, os.O_RDWR|os.O_CREATE, 0o600)
+	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Path: o.Path, QueryTimeout: o.QueryTimeout, BusyTimeout: o.BusyTimeout,
+		Logger: o.Logger, Now: o.Now, Migrations: migrations})
 	if err != nil {
-		return nil, fmt.Errorf("apps: opening %s: %w", o.Path, err)
+		return nil, fmt.Errorf("apps: %w", err)
 	}
-	f.Close()
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate") // a write transaction takes the lock at BEGIN
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: o.Path}).EscapedPath()+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("apps: opening %s: %w", o.Path, err)
-	}
-	db.SetMaxOpenConns(4)
-	s.db = db
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("apps: %s: %w", o.Path, err)
-	}
+	s := &Store{st: st, notify: o.OnChange}
 	snap, err := s.load(ctx)
 	if err != nil {
-		db.Close()
+		st.Close()
 		return nil, fmt.Errorf("apps: %s: %w", o.Path, err)
 	}
 	s.snap.Store(snap)
@@ -114,36 +75,18 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 }
 
 // Close closes the database. The last snapshot stays readable.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return s.st.Close() }
 
 // Current returns the latest snapshot; it never blocks and never queries
 // the database.
 func (s *Store) Current() *Snapshot { return s.snap.Load() }
 
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error { return s.st.InTx(ctx, fn) }
 
 // write runs fn in one transaction under the write lock and, once it has
 // committed, publishes a new snapshot.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.inTx(ctx, func(tx *sql.Tx) error { return fn(ctx, tx) }); err != nil {
-		return err
-	}
-	s.publishLocked(ctx)
-	return nil
+	return s.st.Write(ctx, fn, s.publishLocked)
 }
 
 // publishLocked rebuilds the snapshot from the database. The write has
@@ -152,7 +95,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.
 func (s *Store) publishLocked(ctx context.Context) {
 	snap, err := s.load(ctx)
 	if err != nil {
-		s.logger.Error("apps: rebuilding the snapshot failed; the previous one keeps serving", "error", err)
+		s.st.Logger.Error("apps: rebuilding the snapshot failed; the previous one keeps serving", "error", err)
 		return
 	}
 	s.snap.Store(snap)
@@ -250,9 +193,9 @@ func getRecord(ctx context.Context, q querier, id string) (record, error) {
 // load reads every app and key into a new snapshot: O(apps + keys),
 // bounded by MaxApps and the per-app key caps.
 func (s *Store) load(ctx context.Context) (*Snapshot, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.st.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -298,16 +241,16 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 		// The store's writes never make one (app_keys.sha256 is UNIQUE,
 		// seeding refuses a hash another app holds): the database was
 		// changed behind its back. Neither app is admitted with the key.
-		s.logger.Error("apps: a key is held by two apps; neither is admitted with it", "conflict", c.What, "key_id", c.Key, "apps", c.Apps[:])
+		s.st.Logger.Error("apps: a key is held by two apps; neither is admitted with it", "conflict", c.What, "key_id", c.Key, "apps", c.Apps[:])
 	}
 	return snap, nil
 }
 
 // Get returns the app with id, or an error wrapping ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*App, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	r, err := getRecord(ctx, s.db, id)
+	r, err := getRecord(ctx, s.st.DB, id)
 	return r.app, err
 }
 
@@ -325,9 +268,9 @@ func (s *Store) List(ctx context.Context, after string, limit int) (Page, error)
 		limit = DefaultPageSize
 	}
 	limit = min(limit, MaxPageSize)
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := s.st.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Page{}, err
 	}
@@ -388,7 +331,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (*App, error) {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE id = ?`, spec.ID); err != nil {
 			return err
 		}
-		if err := insertApp(ctx, tx, spec, SourceAPI, "", s.now()); err != nil {
+		if err := insertApp(ctx, tx, spec, SourceAPI, "", s.st.Now()); err != nil {
 			return err
 		}
 		r, err := getRecord(ctx, tx, spec.ID)
@@ -489,7 +432,7 @@ func (s *Store) Patch(ctx context.Context, id string, p Patch) (*App, error) {
 		if err := spec.Validate(); err != nil {
 			return err
 		}
-		if err := updateSpec(ctx, tx, spec, s.now(), r.app.Source == SourceFile); err != nil {
+		if err := updateSpec(ctx, tx, spec, s.st.Now(), r.app.Source == SourceFile); err != nil {
 			return err
 		}
 		r, err = getRecord(ctx, tx, id)
@@ -517,7 +460,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		}
 		if r.app.Source == SourceFile && r.fileHash != "" {
 			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones (id, file_hash, deleted_at) VALUES (?, ?, ?)`,
-				id, r.fileHash, s.now().UnixNano()); err != nil {
+				id, r.fileHash, s.st.Now().UnixNano()); err != nil {
 				return err
 			}
 		}

@@ -382,10 +382,10 @@ func TestMigrationsFromEmpty(t *testing.T) {
 		t.Fatalf("version %d, %v; want %d", v, err, len(migrations))
 	}
 	var mode string
-	if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+	if err := s.st.DB.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode %q, %v", mode, err)
 	}
-	if _, err := s.db.Exec(`UPDATE schema_version SET version = ?`, len(migrations)+1); err != nil {
+	if _, err := s.st.DB.Exec(`UPDATE schema_version SET version = ?`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

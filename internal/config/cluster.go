@@ -89,7 +89,7 @@ var (
 		field{name: "address", kind: kindString, required: true, doc: "host:port of Redis",
 			check: checkEndpoint, bind: at(func(r *ClusterRedis) *string { return &r.Address })},
 		field{name: "password_file", kind: kindString, nonEmpty: true, doc: "file whose first line is Redis's password; no AUTH when omitted",
-			check: checkPasswordFile, bind: at(func(r *ClusterRedis) *string { return &r.PasswordFile })},
+			check: checkPasswordFile, bind: at(func(r *ClusterRedis) *string { return &r.PasswordFile }), notSecret: "a path; the password is read from the file"},
 		field{name: "timeout", kind: kindDuration, def: DefaultClusterRedisTimeout, doc: "each Redis operation, 1ms to 10s; past it on_failure decides",
 			check: checkDurationIn(minClusterTimeout, maxClusterTimeout), bind: at(func(r *ClusterRedis) *time.Duration { return &r.Timeout })},
 		field{name: "on_failure", kind: kindEnum, enum: clusterFailureModes, def: DefaultClusterOnFailure,

@@ -83,6 +83,10 @@ type Config struct {
 	// changes made through the admin API take precedence as
 	// docs/apps.md describes. nil when omitted.
 	Apps []App
+
+	// dataDefs holds each data route's definition as canonical JSON, by
+	// route name (DataDefinition); nil without data routes.
+	dataDefs map[string][]byte
 }
 
 // TLS names the certificate and key that the data-plane listener serves
@@ -834,7 +838,15 @@ func Load(path string) (*Config, error) {
 		return nil, fileError(fmt.Sprintf("reading config: %v", err))
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	return Read(f)
+}
+
+// Read parses the configuration read from r (at most 4 MiB are read) as
+// Load does a file's: `levee validate -config -` reads standard input
+// with it. Relative paths in it resolve against the working directory,
+// as they do in a file.
+func Read(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
 	if err != nil {
 		return nil, fileError(fmt.Sprintf("reading config: %v", err))
 	}

@@ -786,6 +786,9 @@ func normalise(v reflect.Value) any {
 	case reflect.Struct:
 		m := make(map[string]any, v.NumField())
 		for i := range v.NumField() {
+			if !v.Type().Field(i).IsExported() {
+				continue // derived bookkeeping (Config.dataDefs), not configuration
+			}
 			m[v.Type().Field(i).Name] = normalise(v.Field(i))
 		}
 		return m

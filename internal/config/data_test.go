@@ -12,7 +12,7 @@ import (
 
 // dataYAML is a file of data routes only (no upstreams): the two
 // routes, on a PostgreSQL source and a SQLite one.
-func dataYAML(t *testing.T, extra string) string {
+func dataYAML(t testing.TB, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "demo.db")

@@ -510,10 +510,14 @@ func (p *parser) stringList(path string, n *yaml.Node, max int) []string {
 	return out
 }
 
+// dataRouteOmits are the route fields a data route refuses (the effective
+// config leaves them out of data routes too).
+var dataRouteOmits = []string{"max_body_bytes", "forward_trailers", "upgrades"}
+
 // dataRouteRules holds a data route to what a data route can be: read-only
 // (GET and HEAD, the default), with no request body, trailers or upgrades.
 func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) {
-	for _, k := range []string{"max_body_bytes", "forward_trailers", "upgrades"} {
+	for _, k := range dataRouteOmits {
 		if f[k] != nil {
 			p.add(f[k], key(path, k), "does not apply to a data route (it reads no request body and upgrades nothing)")
 		}

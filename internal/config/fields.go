@@ -111,6 +111,12 @@ type field struct {
 	// bind returns where the value is stored in the struct that the block
 	// is read into; nil when the field is read by hand.
 	bind func(dst any) any
+	// secret fields hold a credential (or what stands for one, such as a
+	// key's digest): GET /api/v1/config shows config.Redacted instead
+	// (effective.go). notSecret says why a field whose name sounds like a
+	// secret is not one (TestSecretFieldsMarked wants one or the other).
+	secret    bool
+	notSecret string
 }
 
 // block is the description of one mapping of the file.
@@ -161,7 +167,7 @@ var (
 	tlsBlock = newBlock(
 		field{name: "cert_file", kind: kindString, required: true, doc: "PEM certificate chain the listener serves; must be readable",
 			check: checkReadable, bind: at(func(t *TLS) *string { return &t.CertFile })},
-		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable",
+		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable", notSecret: "a path; the key is read from the file",
 			check: checkReadable, bind: at(func(t *TLS) *string { return &t.KeyFile })},
 	)
 
@@ -176,9 +182,9 @@ var (
 		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port",
 			check: checkListen, bind: at(func(a *Admin) *string { return &a.Listen })},
 		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
-			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile })},
+			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile }), notSecret: "a path; the token is read from the file"},
 		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
-			doc: "admin tokens with a scope, each in its own file"},
+			doc: "admin tokens with a scope, each in its own file", notSecret: "paths and scopes; each token is read from its file"},
 	)
 
 	serverPathsBlock = newBlock(
@@ -480,7 +486,7 @@ var (
 		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
 			bind: at(func(a *App) *string { return &a.Status })},
 		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
-			doc: "SHA-256 of each API key, as hex; unique across apps"},
+			doc: "SHA-256 of each API key, as hex; unique across apps", secret: true},
 		field{name: "grants", kind: kindList, maxItems: maxAppGrants, item: &field{kind: kindString, pattern: namePattern}, doc: "the routes the app may call"},
 		field{name: "limits", kind: kindBlock, sub: appLimitsBlock, doc: "the app's limits across its routes"},
 		field{name: "route_limits", kind: kindMap, sub: routeLimitBlock, doc: "per route overrides; each key one of grants"},

@@ -12,10 +12,10 @@ var (
 	dataSourceBlock = newBlock(
 		field{name: "driver", kind: kindEnum, enum: dataDrivers, required: true, doc: "the database: postgres or sqlite",
 			bind: at(func(d *DataSource) *string { return &d.Driver })},
-		field{name: "dsn", kind: kindString, nonEmpty: true, doc: "postgres: a libpq URL or key=value DSN (or dsn_file)",
+		field{name: "dsn", kind: kindString, nonEmpty: true, doc: "postgres: a libpq URL or key=value DSN (or dsn_file)", secret: true,
 			bind: at(func(d *DataSource) *string { return &d.DSN })},
 		field{name: "dsn_file", kind: kindString, nonEmpty: true, doc: "postgres: a file whose first line is the DSN",
-			check: checkReadable, bind: at(func(d *DataSource) *string { return &d.DSNFile })},
+			check: checkReadable, bind: at(func(d *DataSource) *string { return &d.DSNFile }), notSecret: "a path; the DSN it holds shows as dsn, redacted"},
 		field{name: "path", kind: kindString, nonEmpty: true, doc: "sqlite: the database file, opened read-only",
 			check: checkReadable, bind: at(func(d *DataSource) *string { return &d.Path })},
 		field{name: "max_conns", kind: kindInt, lo: 1, hi: maxDataConns, def: DefaultDataMaxConns, doc: "hard cap on connections to the source",
@@ -45,7 +45,7 @@ var (
 
 	dataPageBlock = newBlock(
 		field{name: "keyset", kind: kindList, minItems: 1, maxItems: dataquery.MaxKeyset, item: &field{kind: kindString},
-			doc: "columns that order the rows and make each row's place unique", required: true},
+			doc: "columns that order the rows and make each row's place unique", required: true, notSecret: "column names"},
 		field{name: "default", kind: kindInt, lo: 1, hi: dataquery.MaxPageSize, def: DefaultDataPageSize, doc: "page size without limit=",
 			bind: at(func(d *DataPage) *int { return &d.Default })},
 		field{name: "max", kind: kindInt, lo: 1, hi: dataquery.MaxPageSize, def: DefaultDataPageMax, doc: "largest limit= accepted",

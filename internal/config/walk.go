@@ -417,6 +417,20 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 // specific route is a deliberate exception. Linear in the total number of
 // methods.
 func (p *parser) overlaps(routes []Route, seen []routeSeen) {
+	overlapsBy(routes, seen, func(i, j int, method string) {
+		path := key(index("routes", i), "match")
+		if method == "" {
+			p.add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
+		} else {
+			p.add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, quote(method))
+		}
+	})
+}
+
+// overlapsBy finds the overlaps that overlaps reports and calls report
+// with route i, the earlier route j it duplicates, and the method they
+// share ("" when neither lists methods).
+func overlapsBy(routes []Route, seen []routeSeen, report func(i, j int, method string)) {
 	type target struct{ host, prefix string }
 	type group struct {
 		any      int            // index of the first route without methods, or -1
@@ -433,10 +447,9 @@ func (p *parser) overlaps(routes []Route, seen []routeSeen) {
 			g = &group{any: -1, byMethod: map[string]int{}}
 			groups[t] = g
 		}
-		path := key(index("routes", i), "match")
 		if len(r.Match.Methods) == 0 {
 			if g.any >= 0 {
-				p.add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", g.any)
+				report(i, g.any, "")
 			} else {
 				g.any = i
 			}
@@ -449,7 +462,7 @@ func (p *parser) overlaps(routes []Route, seen []routeSeen) {
 			}
 		}
 		if dup >= 0 {
-			p.add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", dup, quote(dupMethod))
+			report(i, dup, dupMethod)
 			continue
 		}
 		for _, m := range r.Match.Methods {
@@ -510,6 +523,7 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	case v != nil:
 		r.Data = p.routeData(c, key(path, "data"), v)
 		p.dataRouteRules(&r, path, f)
+		p.keepDefinition(c, path, n, r.Name)
 	case f["upstream"] == nil:
 		p.add(n, key(path, "upstream"), "required")
 	}

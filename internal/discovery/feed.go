@@ -94,6 +94,7 @@ func NewFeed(o FeedOptions) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Metrics.declare(o.Upstream)
 	f := &Feed{o: o, dedupe: NewDeduper(DefaultDedupeCapacity), metrics: o.Metrics, logger: o.Logger}
 	f.mu.guard = guard
 	// The last good set survives restarts: start from it when there is one.

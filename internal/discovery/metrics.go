@@ -29,3 +29,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	return m, nil
 }
+
+// updateResults are the result labels of levee_discovery_updates_total.
+var updateResults = []string{"applied", "held", "refused"}
+
+// declare creates upstream's series at 0 (every update result and every
+// rejection reason), so that a rule's increase() sees the first quarantined
+// instance or refused update (a series born at 1 shows no increase).
+// Bounded: upstreams with discovery × (len(updateResults) + len(Reasons)).
+func (m *Metrics) declare(upstream string) {
+	for _, r := range updateResults {
+		m.updates.WithLabelValues(upstream, r)
+	}
+	for _, r := range Reasons {
+		m.rejected.WithLabelValues(upstream, string(r))
+	}
+}

@@ -255,6 +255,9 @@ func (v adminView) Notes() []string {
 			notes = append(notes, "upstream "+f.upstream+": "+f.sourceName()+" is unreachable")
 		}
 	}
+	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
+		notes = append(notes, *dn...)
+	}
 	return append(notes, v.g.clusterNotes()...)
 }
 

@@ -38,5 +38,8 @@ func (g *Gateway) registerCollectors() error {
 	if err := g.registry.Register(health.NewCollector(g.health, upstreams)); err != nil {
 		return err
 	}
+	if err := g.registry.Register(newDataAPICollector(g)); err != nil { // levee_data_apis{state}
+		return err
+	}
 	return g.registry.Register(h1server.NewCollector(g.h1.Load))
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/levee-gw/levee/internal/testsvc"
 )
 
 // dashboardPath is the shipped Grafana dashboard (issue 18, item 6).
@@ -103,7 +105,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		q, _ := json.Marshal(grafana.Replace(e)) // a JSON string is a YAML string
 		fmt.Fprintf(&rules, "      - record: dashboard:expr_%d\n        expr: %s\n", i, q)
 	}
-	promtool := servicePath(t, "promtool")
+	promtool := testsvc.Promtool(t)
 	file := filepath.Join(t.TempDir(), "dashboard.rules.yaml")
 	if err := os.WriteFile(file, []byte(rules.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -143,19 +145,4 @@ func registered(reg *prometheus.Registry, name string) bool {
 	}
 	reg.Unregister(probe)
 	return false
-}
-
-// servicePath finds a tool the repo's scripts install (make services):
-// missing, the test fails under LEVEE_REQUIRE_SERVICES=1 (make test) and
-// is skipped otherwise.
-func servicePath(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("LEVEE_REQUIRE_SERVICES") != "" {
-			t.Fatalf("%s is not installed (scripts/install-services.sh installs it): %v", name, err)
-		}
-		t.Skipf("%s is not installed; make services installs it", name)
-	}
-	return p
 }

@@ -45,6 +45,8 @@ type Options struct {
 	// LogOutput receives the structured log and the access log
 	// (default os.Stderr).
 	LogOutput io.Writer
+	// Version is levee's version for levee_build_info (empty: "dev").
+	Version string
 }
 
 // Gateway is one running levee: the data listener, the admin listener and
@@ -56,7 +58,7 @@ type Gateway struct {
 	accessLog *telemetry.AccessLog
 	metrics   *proxy.Metrics
 	handler   *proxy.Handler
-	reloads   *prometheus.CounterVec
+	self      *selfMetrics // build info, reloads and the last one's result
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
@@ -89,14 +91,16 @@ type Gateway struct {
 	reloadMu sync.Mutex
 	// mu guards the fields below it; it covers building and swapping a
 	// table, never file or network I/O.
-	mu    sync.Mutex
-	cfg   *config.Config // the configuration serving now
-	pools *pools
-	cert  atomic.Pointer[tls.Certificate]
+	mu sync.Mutex
+	// cfg serves now: fileCfg (the file as loaded last) with the published data APIs (dataapis.go).
+	cfg, fileCfg *config.Config
+	pools        *pools
+	cert         atomic.Pointer[tls.Certificate]
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
-	apps *apps.Store
+	apps     *apps.Store
+	dataAPIs // the data-API store, open from Start to Shutdown (dataapis.go)
 	// token holds the admin API's bearer tokens with their scopes (none:
 	// the API is open), replaced on reload.
 	token atomic.Pointer[[]admin.Token]
@@ -138,15 +142,12 @@ func New(o Options) (*Gateway, error) {
 		logger:   logger,
 		registry: telemetry.NewRegistry(),
 		cfg:      cfg,
+		fileCfg:  cfg,
 		pools:    newPools(),
 		feeds:    map[string]*feed{},
 		serveErr: make(chan error, 2),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "levee_config_reloads_total",
-			Help: "Configuration reloads, by result (success or error). On error the previous configuration keeps serving.",
-		}, []string{"result"}),
 	}
-	if err := g.registry.Register(g.reloads); err != nil {
+	if g.self, err = newSelfMetrics(g.registry, o.Version, time.Now()); err != nil {
 		return nil, err
 	}
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
@@ -245,6 +246,11 @@ func (g *Gateway) Start() (err error) {
 			g.logger.Error("closing the app store after a failed start", "error", cerr)
 		}
 	})
+	dstore, eff, table, dataProblems, err := g.startDataAPIs(cfg)
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() { g.closeDataAPIs(dstore, " after a failed start") })
 	dataLn, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
@@ -258,6 +264,8 @@ func (g *Gateway) Start() (err error) {
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
 		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Operator: operatorView{g: g, store: store},
+		DataAPIs: dataAPIView{g: g, store: dstore},
 	})
 	if err != nil {
 		return err
@@ -281,6 +289,9 @@ func (g *Gateway) Start() (err error) {
 	}
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
+	g.dataAPIs.store, g.cfg = dstore, eff
+	g.handler.Swap(table)
+	g.noteDataAPIs(dataProblems)
 	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
 		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
 			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
@@ -423,6 +434,7 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.loadCertificate(cfg.TLS)
 	}
+	dstore, eff, err := g.reloadDataAPIs(cfg, err)
 	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
 		g.cursorKey, err = loadCursorKey(cfg.StateDir) // the first data routes: read under reloadMu, before mu
 	}
@@ -437,11 +449,11 @@ func (g *Gateway) Reload() error {
 	}
 	var store *apps.Store
 	if err == nil {
-		store, err = g.swapConfig(cfg, feeds, fresh)
+		store, err = g.swapConfig(eff, cfg, feeds, fresh)
 	}
 	if err != nil {
 		g.token.Store(prevToken)
-		g.reloads.WithLabelValues("error").Inc()
+		g.self.reloaded(false, time.Now())
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
@@ -455,17 +467,19 @@ func (g *Gateway) Reload() error {
 		g.seedApps(ctx, store, cfg)
 		cancel()
 	}
+	g.reseedDataAPIs(dstore, cfg)
 	g.applyProfiles(cfg)
-	g.reloads.WithLabelValues("success").Inc()
+	g.self.reloaded(true, time.Now())
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
 }
 
 // swapConfig builds cfg's table over feeds and, if that succeeds, makes
 // them serve: it starts the fresh feeds (when the gateway runs), swaps the
-// table and keeps cfg. It returns the app store to seed (nil before Start
-// or after Shutdown). Called with g.reloadMu held; it holds g.mu.
-func (g *Gateway) swapConfig(cfg *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
+// table and keeps cfg (effective) and file. It returns the app store to
+// seed (nil before Start or after Shutdown). Called with g.reloadMu held;
+// it holds g.mu.
+func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev := g.feeds
@@ -481,7 +495,7 @@ func (g *Gateway) swapConfig(cfg *config.Config, feeds map[string]*feed, fresh [
 		}
 	}
 	g.handler.Swap(table)
-	g.cfg = cfg
+	g.cfg, g.fileCfg = cfg, file
 	return g.apps, nil
 }
 
@@ -543,8 +557,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	// Under reloadMu: a reload seeding the store finishes first.
 	g.reloadMu.Lock()
 	g.mu.Lock()
-	store := g.apps
-	g.apps = nil
+	store, dstore := g.apps, g.dataAPIs.store
+	g.apps, g.dataAPIs.store = nil, nil
 	g.mu.Unlock()
 	g.reloadMu.Unlock()
 	if store != nil {
@@ -552,6 +566,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			g.logger.Error("closing the app store", "error", cerr)
 		}
 	}
+	g.closeDataAPIs(dstore, "")
 	g.logger.Info("stopped")
 	return err
 }

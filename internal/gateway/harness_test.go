@@ -107,13 +107,7 @@ func (h *harness) get(path string, hdr ...string) *http.Response {
 // the admin /metrics page, or 0 when there is none.
 func (h *harness) metric(prefix string) float64 {
 	h.t.Helper()
-	resp, err := h.client.Get(h.admin + "/metrics")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(h.metricsPage(), "\n") {
 		if strings.HasPrefix(line, prefix+" ") {
 			var v float64
 			fmt.Sscanf(strings.TrimPrefix(line, prefix+" "), "%g", &v)
@@ -121,6 +115,21 @@ func (h *harness) metric(prefix string) float64 {
 		}
 	}
 	return 0
+}
+
+// metricsPage returns the admin /metrics page.
+func (h *harness) metricsPage() string {
+	h.t.Helper()
+	resp, err := h.client.Get(h.admin + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(body)
 }
 
 // refusal is levee's JSON refusal body.

@@ -18,7 +18,6 @@ import (
 	"github.com/levee-gw/levee/internal/dataapi"
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/datasource"
-	"github.com/levee-gw/levee/internal/demo"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -441,17 +440,7 @@ func TestOpenAPIOverPostgres(t *testing.T) {
 // backends and SQLite database) gives a valid document with each of its
 // routes and both data routes' columns.
 func TestOpenAPIOfTheDemo(t *testing.T) {
-	b, err := demo.StartBackends()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	dir := t.TempDir()
-	dbPath, err := demo.CreateDatabase(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := start(t, string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b)))
+	h, _ := startDemo(t)
 	doc, took := fetchOpenAPI(t, h, "")
 	raw, _ := json.Marshal(doc)
 	t.Logf("the demo's document: %d bytes (compact), %v", len(raw), took)

@@ -244,8 +244,18 @@ func (c *Capturer) capture(at time.Time, trigger, detail string) {
 	}()
 	id := at.UTC().Format("20060102T150405Z") + "-" + trigger
 	cpuName, dumpName := id+".cpu.pprof", id+".goroutines.txt"
-	err := c.writeCPU(filepath.Join(c.o.Dir, cpuName))
-	if err != nil {
+	// The goroutines first, as they are when the trigger fired; then the
+	// CPU profile, whose file appears last: List shows a capture only
+	// once its CPU profile is there, so never half of one.
+	var files []string
+	dumpPath := filepath.Join(c.o.Dir, dumpName)
+	if err := writeFile(dumpPath, func(w io.Writer) error {
+		return pprof.Lookup("goroutine").WriteTo(&capped{w: w, left: maxGoroutineDump}, 2)
+	}); err == nil {
+		files = append(files, dumpName)
+	}
+	if err := c.writeCPU(filepath.Join(c.o.Dir, cpuName)); err != nil {
+		os.Remove(dumpPath)
 		skip := "error"
 		if errors.Is(err, errProfiling) {
 			skip = "busy"
@@ -253,12 +263,7 @@ func (c *Capturer) capture(at time.Time, trigger, detail string) {
 		c.record(Event{Trigger: trigger, Skipped: skip, Err: err, Detail: detail})
 		return
 	}
-	files := []string{cpuName}
-	if err := writeFile(filepath.Join(c.o.Dir, dumpName), func(w io.Writer) error {
-		return pprof.Lookup("goroutine").WriteTo(&capped{w: w, left: maxGoroutineDump}, 2)
-	}); err == nil {
-		files = append(files, dumpName)
-	}
+	files = append([]string{cpuName}, files...)
 	c.prune()
 	c.record(Event{Trigger: trigger, Files: files, Detail: detail})
 }
@@ -278,9 +283,12 @@ func (c *Capturer) writeCPU(path string) error {
 	})
 }
 
-// writeFile writes path through fill, removing it if fill fails.
+// writeFile writes path through fill: into a dot file beside it, which
+// List never shows, renamed to path once complete, so a capture is never
+// listed (or served) half written. Nothing is left if fill fails.
 func writeFile(path string, fill func(io.Writer) error) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -288,8 +296,11 @@ func writeFile(path string, fill func(io.Writer) error) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
 	if err != nil {
-		os.Remove(path)
+		os.Remove(tmp)
 	}
 	return err
 }
@@ -342,7 +353,8 @@ func (c *Capturer) List() ([]Capture, error) { return List(c.o.Dir) }
 func (c *Capturer) Open(name string) (*os.File, error) { return OpenIn(c.o.Dir, name) }
 
 // List returns the captures in dir, newest first (at most maxListed files
-// are read); a directory that does not exist holds none.
+// are read), each once its CPU profile is written; a directory that does
+// not exist holds none.
 func List(dir string) ([]Capture, error) {
 	d, err := os.Open(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -381,6 +393,9 @@ func List(dir string) ([]Capture, error) {
 	}
 	out := make([]Capture, 0, len(byID))
 	for _, cp := range byID {
+		if !slices.ContainsFunc(cp.Files, func(f File) bool { return f.Name == cp.ID+".cpu.pprof" }) {
+			continue // being written: its CPU profile appears last
+		}
 		slices.SortFunc(cp.Files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 		out = append(out, *cp)
 	}

@@ -212,3 +212,36 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestNeverListedHalfWritten: while a capture is written, List shows
+// nothing of it (each file is written under a dot name and renamed when
+// complete, the CPU profile last); afterwards both files, at their final
+// sizes, and no leftover.
+func TestNeverListedHalfWritten(t *testing.T) {
+	c, _, _ := newTest(t, Options{OnShedding: true, Duration: 300 * time.Millisecond})
+	c.Tick(t0, 0)
+	c.Tick(t0.Add(time.Second), 1)
+	for {
+		c.mu.Lock()
+		running := c.running
+		c.mu.Unlock()
+		if !running {
+			break
+		}
+		// Listed before running is cleared only once complete: both
+		// files, renamed at their final sizes.
+		if caps, _ := c.List(); len(caps) != 0 && len(caps[0].Files) != 2 {
+			t.Fatalf("listed while being written: %+v", caps)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	caps, _ := c.List()
+	if len(caps) != 1 || len(caps[0].Files) != 2 {
+		t.Fatalf("after the capture: %+v", caps)
+	}
+	checkFiles(t, c, caps[0])
+	entries, _ := os.ReadDir(c.o.Dir)
+	if len(entries) != 2 {
+		t.Errorf("the directory holds %d entries, want the 2 files and no leftover", len(entries))
+	}
+}

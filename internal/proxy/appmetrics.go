@@ -16,6 +16,15 @@ var appRequestsDesc = prometheus.NewDesc("levee_app_requests_total",
 	"Requests of authenticated apps answered, by app and status class (1xx to 5xx, other). The busiest apps (up to the configured number) have their own app label, chosen at scrape time and kept; the rest are summed under app=\"other\".",
 	[]string{"app", "class"}, nil)
 
+// appThrottledDesc is levee_app_throttled_total: the same apps' answers
+// with status 429 (levee's rate limits, quotas and concurrency caps, or an
+// upstream's own 429), labelled like levee_app_requests_total. An app
+// answered 429 at a sustained rate is retrying into its limits: the
+// LeveeAppThrottled alert (deploy/prometheus/levee.rules.yaml).
+var appThrottledDesc = prometheus.NewDesc("levee_app_throttled_total",
+	"Requests of authenticated apps answered 429 Too Many Requests (levee's rate limits, quotas and concurrency caps, or the upstream's own 429; also counted in levee_app_requests_total's 4xx), by app, labelled like levee_app_requests_total.",
+	[]string{"app"}, nil)
+
 var classLabels = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // AppCollector reports levee_app_requests_total from the Handler's per-app
@@ -28,7 +37,7 @@ var classLabels = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 // in "other" (its own series, if it had one, ends). Safe for concurrent
 // use.
 func (h *Handler) AppCollector(topN int) prometheus.Collector {
-	return &appCollector{h: h, topN: topN, promoted: map[string][6]uint64{}, last: map[string]appLast{}}
+	return &appCollector{h: h, topN: topN, promoted: map[string][appSlots]uint64{}, last: map[string]appLast{}}
 }
 
 type appCollector struct {
@@ -37,21 +46,24 @@ type appCollector struct {
 
 	mu sync.Mutex
 	// promoted maps a labelled app to its counts at promotion.
-	promoted map[string][6]uint64
+	promoted map[string][appSlots]uint64
 	// last is every app's counts at the previous scrape, with the counters
 	// they were read from (an app deleted and made again under the same id
 	// has new counters); bounded by the apps of the previous snapshot.
 	last map[string]appLast
 	// retired sums what deleted apps had contributed to "other".
-	retired [6]uint64
+	retired [appSlots]uint64
 }
 
 type appLast struct {
 	counters *appCounters
-	counts   [6]uint64
+	counts   [appSlots]uint64
 }
 
-func (c *appCollector) Describe(ch chan<- *prometheus.Desc) { ch <- appRequestsDesc }
+func (c *appCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- appRequestsDesc
+	ch <- appThrottledDesc
+}
 
 func (c *appCollector) Collect(ch chan<- prometheus.Metric) {
 	apps := c.h.consumers.apps.Load()
@@ -60,7 +72,7 @@ func (c *appCollector) Collect(ch chan<- prometheus.Metric) {
 	now := make(map[string]appLast, len(c.last))
 	if apps != nil {
 		for id, a := range apps.byID {
-			var counts [6]uint64
+			var counts [appSlots]uint64
 			for i := range counts {
 				counts[i] = a.counters.byClass[i].Load()
 			}
@@ -91,7 +103,8 @@ func (c *appCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		total := func(id string) (n uint64) {
-			for _, v := range now[id].counts {
+			counts := now[id].counts
+			for _, v := range counts[:len(classLabels)] { // answered requests; 429s are in 4xx too
 				n += v
 			}
 			return n
@@ -123,12 +136,20 @@ func (c *appCollector) Collect(ch chan<- prometheus.Metric) {
 			other[i] += off[i]
 		}
 		if ok {
+			var d [appSlots]uint64
 			for i, v := range l.counts {
-				ch <- prometheus.MustNewConstMetric(appRequestsDesc, prometheus.CounterValue, float64(v-off[i]), id, classLabels[i])
+				d[i] = v - off[i]
 			}
+			sendApp(ch, id, d)
 		}
 	}
-	for i, v := range other {
-		ch <- prometheus.MustNewConstMetric(appRequestsDesc, prometheus.CounterValue, float64(v), "other", classLabels[i])
+	sendApp(ch, "other", other)
+}
+
+// sendApp sends app's series: a sample per status class and its 429s.
+func sendApp(ch chan<- prometheus.Metric, app string, counts [appSlots]uint64) {
+	for i, label := range classLabels {
+		ch <- prometheus.MustNewConstMetric(appRequestsDesc, prometheus.CounterValue, float64(counts[i]), app, label)
 	}
+	ch <- prometheus.MustNewConstMetric(appThrottledDesc, prometheus.CounterValue, float64(counts[throttledSlot]), app)
 }

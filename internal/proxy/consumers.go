@@ -70,9 +70,17 @@ type App struct {
 type appCounters struct {
 	inflight atomic.Int64
 	// byClass counts answered requests by status class: 1xx..5xx in 1..5,
-	// anything else in 0.
-	byClass [6]atomic.Uint64
+	// anything else in 0; and, in throttledSlot, those answered 429 (also
+	// counted in 4xx).
+	byClass [appSlots]atomic.Uint64
 }
+
+// appSlots are the slots of appCounters.byClass: the six status classes
+// of levee_app_requests_total, then levee_app_throttled_total.
+const (
+	throttledSlot = len(classLabels)
+	appSlots      = throttledSlot + 1
+)
 
 // Identities is what the request path asks of the consumer identity
 // index (auth.Index, built once per committed change of the app store):

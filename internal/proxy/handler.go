@@ -241,6 +241,9 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	if x.app != nil {
 		appID = x.app.ID
 		x.app.counters.byClass[classOf(x.status)].Add(1)
+		if x.status == http.StatusTooManyRequests {
+			x.app.counters.byClass[throttledSlot].Add(1)
+		}
 	}
 	rm.duration.Observe(d.Seconds())
 	if h.accessLog != nil {

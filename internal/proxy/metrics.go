@@ -124,7 +124,19 @@ func cached(slots *[len(reasonTable) + 1]atomic.Pointer[prometheus.Counter], vec
 }
 
 func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
-	return &routeMetrics{m: m, route: route, upstream: upstream, duration: m.duration.WithLabelValues(route)}
+	rm := &routeMetrics{m: m, route: route, upstream: upstream, duration: m.duration.WithLabelValues(route)}
+	// The shed reasons' series exist from the start at 0 (refusals and
+	// sheds), so that a rule's rate() or increase() sees a route's first
+	// shed request (a series born at 1 shows no increase). Bounded: routes
+	// × the shed rows of reasonTable (none for the no-route route "", which
+	// sheds nothing).
+	for _, s := range reasonTable {
+		if s.Shed && route != "" {
+			cached(&rm.refusals, m.refusals, route, s.Reason)
+			cached(&rm.sheds, m.shedTotal, route, s.Reason)
+		}
+	}
+	return rm
 }
 
 func (rm *routeMetrics) count(code int) {

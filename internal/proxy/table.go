@@ -162,6 +162,10 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	}
 	for _, up := range upstreams {
 		up.duration = m.upstreamDuration.WithLabelValues(up.Name)
+		if up.Budget != nil {
+			// From the start at 0, so increase() sees the first spent budget.
+			m.budgetExhausted.WithLabelValues(up.Name)
+		}
 	}
 	noRoute := &Route{Upstream: &Upstream{}}
 	noRoute.metrics = newRouteMetrics(m, "", "")

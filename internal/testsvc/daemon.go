@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-	"time"
 )
 
 // daemon is a server process in its own process group (so signals reach
@@ -56,19 +55,14 @@ func (d *daemon) output() string {
 // signal sends sig to the process group.
 func (d *daemon) signal(sig syscall.Signal) { _ = syscall.Kill(-d.cmd.Process.Pid, sig) }
 
-// stop ends the process: SIGCONT (it may be stopped), SIGTERM, and SIGKILL
-// after grace; it returns once the process is reaped.
-func (d *daemon) stop(grace time.Duration) {
+// stop ends the process: SIGCONT (it may be stopped), then stopGroup's
+// SIGTERM and SIGKILL after 5 s; it returns once the process is reaped.
+func (d *daemon) stop() {
 	if d == nil || d.exited() {
 		return
 	}
 	d.signal(syscall.SIGCONT)
-	d.signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(grace):
-		d.kill()
-	}
+	stopGroup(d.cmd, d.done)
 }
 
 // kill ends the process with SIGKILL and returns once it is reaped.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,11 +22,12 @@ import (
 type Etcd struct {
 	// Endpoint is the client URL, http://127.0.0.1:PORT.
 	Endpoint string
-	proc     *daemon
+	cmd      *exec.Cmd
 	dir      string
 	peerPort int
 	port     int
 	logPath  string
+	done     chan struct{}
 }
 
 // requireServices reports whether a missing service binary fails the test
@@ -36,13 +38,7 @@ func requireServices() bool { return os.Getenv("LEVEE_REQUIRE_SERVICES") == "1" 
 // StartEtcd starts etcd for t and stops it in t.Cleanup.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if requireServices() {
-			t.Fatal("etcd is not installed: run scripts/install-services.sh")
-		}
-		t.Skip("etcd is not installed (scripts/install-services.sh installs it; make test requires it)")
-	}
+	bin := lookService(t, "etcd", "etcd-server")
 	e := &Etcd{dir: t.TempDir(), port: freePort(t), peerPort: freePort(t)}
 	e.logPath = filepath.Join(e.dir, "etcd.log")
 	e.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", e.port)
@@ -54,17 +50,29 @@ func StartEtcd(t testing.TB) *Etcd {
 }
 
 func (e *Etcd) start(bin string) error {
+	log, err := os.Create(e.logPath)
+	if err != nil {
+		return err
+	}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", e.peerPort)
-	var err error
-	e.proc, err = startDaemon(e.logPath, bin,
+	e.cmd = exec.Command(bin,
 		"--name", "levee-test", "--data-dir", filepath.Join(e.dir, "data"),
 		"--logger", "zap", "--log-level", "warn",
 		"--listen-client-urls", e.Endpoint, "--advertise-client-urls", e.Endpoint,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "levee-test="+peer)
-	if err != nil {
-		return err
+	e.cmd.Stdout, e.cmd.Stderr = log, log
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := e.cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("starting etcd: %w", err)
 	}
+	e.done = make(chan struct{})
+	go func() {
+		_ = e.cmd.Wait()
+		log.Close()
+		close(e.done)
+	}()
 	// Ready when the client port answers /health (bounded wait).
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -76,8 +84,9 @@ func (e *Etcd) start(bin string) error {
 			}
 		}
 		select {
-		case <-e.proc.done:
-			return fmt.Errorf("etcd exited at start: %s", e.proc.output())
+		case <-e.done:
+			out, _ := os.ReadFile(e.logPath)
+			return fmt.Errorf("etcd exited at start: %s", out)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -100,7 +109,29 @@ func (e *Etcd) healthy() bool {
 
 // Stop stops etcd (SIGTERM, then SIGKILL after 5 s) and waits for it. The
 // data directory is kept, so Restart serves the same keys.
-func (e *Etcd) Stop() { e.proc.stop(5 * time.Second) }
+func (e *Etcd) Stop() { stopGroup(e.cmd, e.done) }
+
+// stopGroup stops the process group cmd leads (it was started with
+// Setpgid): SIGTERM, then SIGKILL after 5 s; it returns once done (closed
+// when cmd.Wait returned) is closed. Nothing happens if cmd never started
+// or has already exited.
+func stopGroup(cmd *exec.Cmd, done <-chan struct{}) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
 
 // Restart starts etcd again on the same ports and data directory.
 func (e *Etcd) Restart(t testing.TB) {

@@ -95,7 +95,7 @@ func (r *Redis) Kill() { r.proc.kill() }
 
 // Stop stops the server (SIGCONT in case it is frozen, SIGTERM, SIGKILL
 // after 5 s) and waits for it.
-func (r *Redis) Stop() { r.proc.stop(5 * time.Second) }
+func (r *Redis) Stop() { r.proc.stop() }
 
 // Restart starts the server again, empty, on the same port.
 func (r *Redis) Restart(t testing.TB) {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite" // the examples' SQLite database is made with the driver levee reads it with
+)
+
+// repo is the repository's root, from this package's directory.
+const repo = "../.."
+
+// exampleFixtures creates in dir what the examples refer to by relative
+// path: the TLS pair, the admin token files, the SQLite database with the
+// tables the data example reads.
+func exampleFixtures(t *testing.T, dir string) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(dir, "tls"), 0o700)
+	for _, f := range []string{"cert.pem", "key.pem"} {
+		b, err := os.ReadFile(filepath.Join(repo, "internal", "config", "testdata", "tls", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "tls", f), b, 0o600)
+	}
+	os.WriteFile(filepath.Join(dir, "admin-write.token"), []byte("write-token-for-the-example-0123456789\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "admin-read.token"), []byte("read-token-for-the-example-0123456789\n"), 0o600)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "shop.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range []string{
+		`CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT NOT NULL, category TEXT NOT NULL, price REAL NOT NULL)`,
+		`CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL, total REAL NOT NULL, created_at TEXT NOT NULL)`,
+		`INSERT INTO products VALUES (1, 'hammer', 'tools', 12.5)`,
+		`INSERT INTO orders VALUES (1, 42, 12.5, '2026-12-01T10:00:00Z')`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestExamplesValidate: every config under examples/ starts with a
+// comment header saying what it is an example of, and `levee validate`
+// (the built binary, run where the files it names were made) finds it
+// valid.
+func TestExamplesValidate(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repo, "examples", "*.yaml"))
+	if err != nil || len(files) < 5 {
+		t.Fatalf("want at least 5 examples, found %v (%v)", files, err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(string(src), "# Example: ") {
+				t.Errorf("%s does not start with a \"# Example: ...\" header", name)
+			}
+			dir := t.TempDir()
+			exampleFixtures(t, dir)
+			os.WriteFile(filepath.Join(dir, name), src, 0o600)
+			cmd := exec.Command(binary, "validate", "-config", name)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err != nil || string(out) != name+": valid\n" {
+				t.Errorf("levee validate %s: %v\n%s", name, err, out)
+			}
+		})
+	}
+}
+
+// TestSystemdUnit: deploy/systemd/levee.service has the sandboxing and
+// lifecycle the docs promise (SIGHUP reload, which levee does:
+// TestSIGHUPReloads), and systemd-analyze verify accepts it with no
+// warning (the binary path pointed at the one built for the tests). A
+// machine without systemd-analyze skips the verification, and says so.
+func TestSystemdUnit(t *testing.T) {
+	unit, err := os.ReadFile(filepath.Join(repo, "deploy", "systemd", "levee.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(unit), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, want := range []string{
+		"ExecStartPre=/usr/local/bin/levee validate -config /etc/levee/levee.yaml",
+		"ExecStart=/usr/local/bin/levee run -config /etc/levee/levee.yaml",
+		"ExecReload=/bin/kill -HUP $MAINPID",
+		"KillSignal=SIGTERM",
+		"Restart=on-failure",
+		"DynamicUser=yes", "StateDirectory=levee", "WorkingDirectory=/var/lib/levee",
+		"ProtectSystem=strict", "NoNewPrivileges=yes", "CapabilityBoundingSet=",
+		"LimitNOFILE=65536",
+	} {
+		if !lines[want] {
+			t.Errorf("levee.service lacks %q", want)
+		}
+	}
+	if regexp.MustCompile(`(?m)^AmbientCapabilities=`).Match(unit) {
+		t.Errorf("levee.service grants a capability; only a port below 1024 needs one, and it is commented out")
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed on this machine: levee.service was not verified")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "levee.service")
+	os.WriteFile(path, bytes.ReplaceAll(unit, []byte("/usr/local/bin/levee"), []byte(binary)), 0o644)
+	cmd := exec.Command(analyze, "verify", path)
+	out, err := cmd.CombinedOutput()
+	var ours []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "levee") {
+			ours = append(ours, l)
+		}
+	}
+	if err != nil || len(ours) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	t.Logf("systemd-analyze verify: accepted (%s)", strings.TrimSpace(firstLine(exec.Command(analyze, "--version"))))
+}
+
+func firstLine(cmd *exec.Cmd) string {
+	out, _ := cmd.Output()
+	line, _, _ := strings.Cut(string(out), "\n")
+	return line
+}
+
+// buildWords returns the words of the first line of text that runs "go
+// build" (a Makefile recipe or a Dockerfile RUN), from "build" on, with
+// the output (-o X) left out and the version variable's spelling made
+// one ($(VERSION) and ${VERSION} are VERSION).
+func buildWords(t *testing.T, text string) []string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)(?:\$\(GO\)|go) (build [^\n\\&]*)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no go build line in:\n%s", text)
+	}
+	s := strings.NewReplacer("$(VERSION)", "VERSION", "${VERSION}", "VERSION", `"`, "").Replace(m[1])
+	var out []string
+	words := strings.Fields(s)
+	for i := 0; i < len(words); i++ {
+		if words[i] == "-o" {
+			i++
+			continue
+		}
+		out = append(out, words[i])
+	}
+	return out
+}
+
+// TestDockerfileBuildsAsMakefile: the image builds levee with the
+// Makefile's command (package, -trimpath, the version stamp), from the Go
+// of go.mod, into a static distroless or scratch image that runs as a
+// non-root user the binary it copied; .dockerignore keeps what the build
+// reads. Where a Docker daemon is not running, the image is not built,
+// and the test says so.
+func TestDockerfileBuildsAsMakefile(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(repo, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	makefile, dockerfile, gomod, ignore := read("Makefile"), read("Dockerfile"), read("go.mod"), read(".dockerignore")
+	mk, dk := buildWords(t, makefile[strings.Index(makefile, "\nbuild:"):]), buildWords(t, dockerfile)
+	if !slices.Equal(mk, dk) {
+		t.Errorf("the Dockerfile builds with %q, the Makefile with %q", dk, mk)
+	}
+	if !slices.Contains(dk, "-trimpath") || dk[len(dk)-1] != "./cmd/levee" {
+		t.Errorf("build words %q: want -trimpath and ./cmd/levee", dk)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)`).FindStringSubmatch(gomod)[1]
+	if !strings.Contains(dockerfile, "FROM golang:"+goVersion+"-") {
+		t.Errorf("the builder image is not golang:%s (go.mod's go)", goVersion)
+	}
+	for _, re := range []string{
+		`(?m)^ENV CGO_ENABLED=0 `,
+		`(?m)^FROM (gcr\.io/distroless/static\S*|scratch)$`,
+		`(?m)^USER (65532|nonroot)`,
+		`(?m)^COPY --from=build /out/levee /usr/local/bin/levee$`,
+		`(?m)^ENTRYPOINT \["/usr/local/bin/levee"\]$`,
+		`(?m)^CMD \["run", "-config", "/etc/levee/levee.yaml"\]$`,
+		`(?m)^EXPOSE 8080 9901$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(dockerfile) {
+			t.Errorf("Dockerfile lacks a line matching %s", re)
+		}
+	}
+	if !strings.Contains(usage, "levee run -config FILE") || !strings.Contains(defaultAdminAddr, ":9901") {
+		t.Errorf("the image's CMD and EXPOSE follow `levee run -config` and the admin port 9901")
+	}
+	for _, l := range strings.Split(ignore, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		for _, needed := range []string{"go.mod", "go.sum", "cmd", "internal", "client"} {
+			if ok, _ := filepath.Match(l, needed); ok {
+				t.Errorf(".dockerignore's %q drops %s, which the build reads", l, needed)
+			}
+		}
+	}
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Skipf("no Docker daemon here (%s): the image was not built; only the Dockerfile was checked", strings.TrimSpace(firstLineOf(out)))
+	}
+	t.Log("a Docker daemon is running, but the image is not built by this test: its base images come from registries this machine may not reach")
+}
+
+func firstLineOf(b []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return line
+}

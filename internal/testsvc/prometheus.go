@@ -1,0 +1,122 @@
+package testsvc
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Prometheus is a running Prometheus server (Debian's 2.42, installed by
+// scripts/install-services.sh) of one test: its own TSDB in a temp
+// directory, its web API on 127.0.0.1 and a free port.
+type Prometheus struct {
+	// URL is the server's base URL, http://127.0.0.1:PORT.
+	URL string
+
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+// prometheusReadyTimeout bounds the wait for /-/ready (about 1 s on the
+// 2-core machines).
+const prometheusReadyTimeout = 30 * time.Second
+
+// lookService returns the path of a service's binary, failing t when it is
+// missing and make test requires the services, else skipping t.
+func lookService(t testing.TB, bin, pkg string) string {
+	t.Helper()
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		if requireServices() {
+			t.Fatalf("%s is not installed: run scripts/install-services.sh (Debian package %s)", bin, pkg)
+		}
+		t.Skipf("%s is not installed (scripts/install-services.sh installs Debian's %s; make test requires it)", bin, pkg)
+	}
+	return path
+}
+
+// Promtool returns the path of promtool (Debian's prometheus package
+// brings it), failing or skipping t as a missing service does.
+func Promtool(t testing.TB) string {
+	t.Helper()
+	return lookService(t, "promtool", "prometheus")
+}
+
+// StartPrometheus starts Prometheus for t with config, the text of its
+// prometheus.yml (rule files named by absolute paths), and stops it in
+// t.Cleanup. It returns once /-/ready answers 200.
+func StartPrometheus(t testing.TB, config string) *Prometheus {
+	t.Helper()
+	bin := lookService(t, "prometheus", "prometheus")
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	p := &Prometheus{URL: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: filepath.Join(dir, "prometheus.log")}
+	log, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin,
+		"--config.file="+cfgPath,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+		"--log.level=warn")
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		log.Close()
+		t.Fatalf("starting prometheus: %v", err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	t.Cleanup(p.Stop)
+	if err := p.waitReady(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitReady polls /-/ready until it answers 200, the server exits, or
+// prometheusReadyTimeout passes.
+func (p *Prometheus) waitReady() error {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(prometheusReadyTimeout)
+	for time.Now().Before(deadline) {
+		if resp, err := client.Get(p.URL + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("prometheus exited at start: %s", p.Log())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("prometheus did not become ready within " + prometheusReadyTimeout.String() + ": " + p.Log())
+}
+
+// Log returns what the server has logged so far (warnings and errors).
+func (p *Prometheus) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// Stop stops Prometheus (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (p *Prometheus) Stop() { stopGroup(p.cmd, p.done) }
