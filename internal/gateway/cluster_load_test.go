@@ -40,6 +40,16 @@ apps:
 `, node, redisAddr, timeout, upstream, keyHash(goodKey))
 }
 
+// startLoadCluster starts three nodes of clusterLoadConfig sharing r.
+func startLoadCluster(t *testing.T, r *testsvc.Redis, timeout time.Duration) []*harness {
+	up := hostPort(echoBackend(t))
+	var nodes []*harness
+	for i := range 3 {
+		nodes = append(nodes, start(t, clusterLoadConfig(fmt.Sprintf("node-%d", i+1), up, r.Address, timeout)))
+	}
+	return nodes
+}
+
 // clusterLoad offers perNode requests/s to each node for d, all at once,
 // and returns every node's shots (Due relative to a common start).
 func clusterLoad(nodes []*harness, perNode int, d time.Duration) [][]loadgen.Shot {
@@ -89,11 +99,7 @@ func limitCalls(t *testing.T, c *redis.Client) int {
 // covers that); this test measures the shared decision.
 func TestClusterSharedLimitAccuracy(t *testing.T) {
 	r := testsvc.StartRedis(t)
-	up := hostPort(echoBackend(t))
-	var nodes []*harness
-	for i := range 3 {
-		nodes = append(nodes, start(t, clusterLoadConfig(fmt.Sprintf("node-%d", i+1), up, r.Address, 250*time.Millisecond)))
-	}
+	nodes := startLoadCluster(t, r, 250*time.Millisecond)
 	rc := redis.NewClient(&redis.Options{Addr: r.Address})
 	defer rc.Close()
 	before := limitCalls(t, rc)
@@ -134,16 +140,11 @@ func TestClusterSharedLimitAccuracy(t *testing.T) {
 // at 7 s started again (empty). No request fails (only 200 and 429), the
 // cluster admits at most 1.5× the app's limit while Redis is away, the p99
 // latency of the requests due then stays under the store timeout (50 ms)
-// plus 25 ms, and within 5 s
-// of Redis's return every node decides through it again (and no more
-// without it).
+// plus 25 ms, and within 5 s of Redis's return every node decides through
+// it again (and no more without it).
 func TestClusterRedisOutage(t *testing.T) {
 	r := testsvc.StartRedis(t)
-	up := hostPort(echoBackend(t))
-	var nodes []*harness
-	for i := range 3 {
-		nodes = append(nodes, start(t, clusterLoadConfig(fmt.Sprintf("node-%d", i+1), up, r.Address, 50*time.Millisecond)))
-	}
+	nodes := startLoadCluster(t, r, 50*time.Millisecond)
 	for i, n := range nodes {
 		waitFor(t, fmt.Sprintf("node %d counting 3 nodes", i+1), func() bool { return n.metric("levee_cluster_nodes") == 3 })
 	}
