@@ -123,6 +123,9 @@ type Limiter struct {
 
 	m metrics
 
+	batch    batcher     // decisions queued for the senders (batch.go)
+	batching atomic.Bool // the senders run: from Start to Close
+
 	mu              sync.Mutex // guards started and closed
 	started, closed bool
 	nodeID          string // set by Start, before the heartbeat runs
@@ -250,6 +253,7 @@ func (l *Limiter) Start(nodeID string) {
 	}
 	l.started = true
 	l.nodeID = nodeID
+	l.startSenders()
 	go l.heartbeat()
 }
 
@@ -267,6 +271,7 @@ func (l *Limiter) Close() error {
 	close(l.stop)
 	if started {
 		<-l.done
+		l.stopSenders()
 	}
 	if started && !l.open.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
@@ -351,7 +356,7 @@ func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, si
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	v, err := l.run(ctx, l.limit, keys, args)
+	v, err := l.runLimit(ctx, keys, args)
 	l.m.latency.WithLabelValues("limit").Observe(time.Since(start).Seconds())
 	if err != nil {
 		return ratelimit.Decision{}, false, err
@@ -362,16 +367,14 @@ func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, si
 // run calls s by its SHA; if Redis does not have it (first use, or
 // restarted), loads it and calls it again.
 func (l *Limiter) run(ctx context.Context, s script, keys []string, args []any) (any, error) {
-	v, err := l.client.EvalSha(ctx, s.sha, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = l.client.ScriptLoad(ctx, s.src).Err(); err == nil {
-			v, err = l.client.EvalSha(ctx, s.sha, keys, args...).Result()
+	cmd := l.client.EvalSha(ctx, s.sha, keys, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = l.client.ScriptLoad(ctx, s.src).Err(); err != nil {
+			return nil, err
 		}
+		cmd = l.client.EvalSha(ctx, s.sha, keys, args...)
 	}
-	if errors.Is(err, redis.Nil) {
-		err = errors.New("clusterlimit: script returned nil")
-	}
-	return v, err
+	return result(cmd)
 }
 
 // parseDecision reads the script's answer.

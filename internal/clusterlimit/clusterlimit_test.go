@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,9 +22,12 @@ import (
 // prefixes gives each Limiter of a test run its own key prefix.
 var prefixes atomic.Int64
 
+// newLimiter returns a started Limiter (decisions go through the
+// senders, batch.go) whose first heartbeat has run; its later beats come
+// every hour unless mod sets Heartbeat.
 func newLimiter(t testing.TB, addr string, mod func(*Options)) *Limiter {
 	t.Helper()
-	o := Options{Address: addr,
+	o := Options{Address: addr, Heartbeat: time.Hour,
 		Prefix: fmt.Sprintf("t%d:", prefixes.Add(1)), Registerer: prometheus.NewRegistry()}
 	if mod != nil {
 		mod(&o)
@@ -33,6 +37,8 @@ func newLimiter(t testing.TB, addr string, mod func(*Options)) *Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	l.Start(fmt.Sprintf("node-%d", prefixes.Add(1)))
+	waitFor(t, "the first heartbeat", func() bool { return l.lastErr.Load() != nil })
 	return l
 }
 
@@ -231,7 +237,8 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 	}
 }
 
-// countHook counts the commands a go-redis client sends.
+// countHook counts the round trips a go-redis client makes: a command, or
+// a pipeline of them.
 type countHook struct{ n *atomic.Int64 }
 
 func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -243,7 +250,7 @@ func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
+		h.n.Add(1) // one round trip, however many commands
 		return next(ctx, cmds)
 	}
 }
@@ -286,8 +293,6 @@ func TestFallbackLocalWhileRedisDown(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := newLimiter(t, r.Address, func(o *Options) { opts(o); o.Registerer = reg })
 	b := newLimiter(t, r.Address, opts)
-	a.Start("node-a")
-	b.Start("node-b")
 	waitFor(t, "both nodes counted", func() bool { return a.Nodes() == 2 && b.Nodes() == 2 })
 	if v := testutil.ToFloat64(a.m.nodes); v != 2 {
 		t.Fatalf("levee_cluster_nodes = %v, want 2", v)
@@ -332,6 +337,52 @@ func TestFallbackLocalWhileRedisDown(t *testing.T) {
 	waitFor(t, "node b sharing again", b.Up)
 	if d, _ := b.Decide(ctx, checks, nil, time.Now()); !d.Allowed || d.Remaining != 8 {
 		t.Fatalf("node b after Redis returned: %+v, want the shared state (8 remaining)", d)
+	}
+}
+
+// TestConcurrentDecisionsShareRoundTrips: decisions made at once share
+// pipelines (fewer round trips than decisions), each is still exactly one
+// EVALSHA in Redis, and the shared limit stays exact: 400 concurrent
+// requests against a burst of 50 (nothing refills) admit exactly 50.
+func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	l := newLimiter(t, r.Address, nil)
+	checks := []ratelimit.Check{{Key: "app", Policy: ratelimit.Policy{Rate: mustRate(t, 0.001, 50)}}}
+	ctx := context.Background()
+	l.Decide(ctx, checks, nil, time.Now()) // loads the script
+	var sent atomic.Int64
+	l.client.AddHook(countHook{&sent})
+	c := redis.NewClient(&redis.Options{Addr: r.Address})
+	defer c.Close()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			if d, _ := l.Decide(ctx, checks, nil, time.Now()); d.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if !l.Up() {
+		t.Fatalf("decisions fell back: %s", l.LastError())
+	}
+	if got := admitted.Load(); got != 49 { // the script's first use took one
+		t.Errorf("%d concurrent requests admitted %d of the 49 left, want 49", n, got)
+	}
+	if calls := commandCalls(t, c)["evalsha"]; calls != n {
+		t.Errorf("Redis ran %d EVALSHA for %d decisions, want one each", calls, n)
+	}
+	t.Logf("%d concurrent decisions in %d round trips", n, sent.Load())
+	if sent.Load() >= n {
+		t.Errorf("%d round trips for %d concurrent decisions: none shared", sent.Load(), n)
 	}
 }
 
