@@ -210,14 +210,7 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 		{Key: "route", Policy: ratelimit.Policy{Rate: mustRate(t, 1000, 1000)}},
 		{Key: "app", Policy: ratelimit.Policy{Rate: mustRate(t, 1000, 1000)}},
 	}
-	l.Decide(ctx, checks, nil, time.Now()) // loads the script
-	var sent atomic.Int64
-	l.client.AddHook(countHook{&sent})
-	c := redis.NewClient(&redis.Options{Addr: r.Address})
-	defer c.Close()
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	sent, c := countFromHere(t, l, r, checks)
 	const n = 50
 	for i := range n {
 		sig := [32]byte{byte(i)}
@@ -235,6 +228,24 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 			t.Fatalf("commands after %d decisions: %v, want %d evalsha and only the script's own", n, calls, n)
 		}
 	}
+}
+
+// countFromHere makes one decision of checks (loading the script), then
+// starts counting: the round trips l's client makes (the returned
+// counter) and Redis's command statistics (reset; read them through the
+// returned client).
+func countFromHere(t *testing.T, l *Limiter, r *testsvc.Redis, checks []ratelimit.Check) (*atomic.Int64, *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	l.Decide(ctx, checks, nil, time.Now())
+	sent := new(atomic.Int64)
+	l.client.AddHook(countHook{sent})
+	c := redis.NewClient(&redis.Options{Addr: r.Address})
+	t.Cleanup(func() { c.Close() })
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return sent, c
 }
 
 // countHook counts the round trips a go-redis client makes: a command, or
@@ -349,14 +360,7 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	l := newLimiter(t, r.Address, nil)
 	checks := []ratelimit.Check{{Key: "app", Policy: ratelimit.Policy{Rate: mustRate(t, 0.001, 50)}}}
 	ctx := context.Background()
-	l.Decide(ctx, checks, nil, time.Now()) // loads the script
-	var sent atomic.Int64
-	l.client.AddHook(countHook{&sent})
-	c := redis.NewClient(&redis.Options{Addr: r.Address})
-	defer c.Close()
-	if err := c.ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	sent, c := countFromHere(t, l, r, checks)
 	const n = 400
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
