@@ -239,9 +239,10 @@
       el('td', { class: 'state-' + e.state }, e.state),
       el('td', { class: 'num' }, num(e.weight)), el('td', { class: 'num' }, num(e.effective_weight)),
       el('td', { class: 'num' }, num(e.inflight)), el('td', { class: 'num' }, num(e.requests)), el('td', { class: 'num' }, num(e.failures)),
-      el('td', { class: 'num' }, num(e.ejections)), el('td', {}, (e.last_reason || '') + (e.since ? ' (' + when(e.since) + ')' : ''))));
+      el('td', { class: 'num' }, num(e.ejections)), el('td', {}, [e.last_reason, e.since ? 'since ' + when(e.since) : ''].filter(Boolean).join(', '))));
     card.append(el('table', { class: 'endpoints' },
-      el('thead', {}, el('tr', {}, ['address', 'zone', 'state', 'weight', 'effective weight', 'in flight', 'requests', 'failures', 'ejections', 'last change'].map((h) => el('th', {}, h)))),
+      el('thead', {}, el('tr', {}, ['address', 'zone', 'state', 'weight', 'effective weight', 'in flight', 'requests', 'failures', 'ejections', 'last change']
+        .map((h, i) => el('th', { class: i >= 3 && i <= 8 ? 'num' : '' }, h)))),
       el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: 10 }, 'no endpoints')))));
     if (d && d.quarantined && d.quarantined.length) {
       card.append(el('h4', {}, 'Quarantined records of the latest update'), el('table', { class: 'quarantine' },
