@@ -28,8 +28,8 @@ import (
 // page shows the endpoints and the held update; a read token's Confirm is
 // refused with a visible message and releases nothing; a write token's
 // Confirm releases it (checked through GET /api/v1/upstreams); the apps
-// page creates a key (shown once, and it works on the data plane) and
-// suspends the app (checked through the API); the routes, reloads (with a
+// page creates a key (shown once, and it works on the data plane),
+// revokes it (then refused) and suspends the app (checked through the API); the routes, reloads (with a
 // refused reload) and profiles pages load. No page writes a console error
 // or throws. A screenshot of each page is kept in the directory the log
 // names.
@@ -276,6 +276,14 @@ routes:
 	}
 	until("the key listed", `document.querySelectorAll('#app-acme .key').length === 1`)
 	shot("apps-new-key")
+	do("revoking the key", chromedp.Click(chromedp.CSS(`#app-acme button.revoke`)))
+	until("the revoked key", `document.querySelector('#app-acme .key') !== null && document.querySelector('#app-acme .key').textContent.includes('revoked') && document.querySelector('#app-acme button.revoke') === null`)
+	resp = h.get("/", "X-Api-Key", key)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("the key revoked on the apps page: data plane answered %d, want 401", resp.StatusCode)
+	}
 	do("suspending the app", chromedp.Click(chromedp.CSS(`#app-acme button.set-status`)))
 	until("the suspended app", `document.querySelector('#app-acme .status') !== null && document.querySelector('#app-acme .status').textContent === 'suspended'`)
 	if st, b := adminCall("GET", "/api/v1/apps/acme", ""); st != 200 || !strings.Contains(string(b), `"status": "suspended"`) {
