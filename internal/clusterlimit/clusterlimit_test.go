@@ -24,10 +24,12 @@ var prefixes atomic.Int64
 
 // newLimiter returns a started Limiter (decisions go through the
 // senders, batch.go) whose first heartbeat has run; its later beats come
-// every hour unless mod sets Heartbeat.
+// every hour, and its timeout is 2 s (under the race detector, with
+// hundreds of goroutines, 50 ms is sometimes exceeded and the decision
+// falls back), unless mod says otherwise.
 func newLimiter(t testing.TB, addr string, mod func(*Options)) *Limiter {
 	t.Helper()
-	o := Options{Address: addr, Heartbeat: time.Hour,
+	o := Options{Address: addr, Heartbeat: time.Hour, Timeout: 2 * time.Second,
 		Prefix: fmt.Sprintf("t%d:", prefixes.Add(1)), Registerer: prometheus.NewRegistry()}
 	if mod != nil {
 		mod(&o)
@@ -299,7 +301,7 @@ func TestFallbackLocalWhileRedisDown(t *testing.T) {
 	opts := func(o *Options) {
 		o.Prefix = "fb:"
 		o.Heartbeat = 100 * time.Millisecond
-		o.Timeout = 50 * time.Millisecond
+		o.Timeout = 200 * time.Millisecond
 	}
 	reg := prometheus.NewRegistry()
 	a := newLimiter(t, r.Address, func(o *Options) { opts(o); o.Registerer = reg })
