@@ -834,7 +834,7 @@ func TestDefaults(t *testing.T) {
 			UnderscoresInHeaders:      "drop",
 		},
 		Log:     Log{Level: "info", Access: true, AccessLog: AccessLog{Output: "stderr", Sample2xx: 1}},
-		Metrics: Metrics{AppLabels: 50},
+		Metrics: Metrics{AppLabels: 50, EndpointLabels: 50},
 		Profiles: Profiles{Enabled: true, CPUThreshold: 0.9, Sustain: 10 * time.Second, OnShedding: true, Interval: 10 * time.Minute,
 			Duration: 10 * time.Second, Keep: 10, MaxBytes: 64 << 20},
 		Upstreams: map[string]*Upstream{"video": {

@@ -199,6 +199,9 @@ func New(o Options) (*Gateway, error) {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err == nil {
+		err = g.registry.Register(newEndpointCollector(g, cfg.Metrics.EndpointLabels))
+	}
+	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
 	if err != nil {

@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// samples returns the samples of family on a /metrics page, keyed by their
+// label set as written ({a="x",b="y"}; "" without labels).
+func samples(page, family string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(page, "\n") {
+		rest, ok := strings.CutPrefix(line, family)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		v, err := strconv.ParseFloat(rest[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSpace(rest[:i])] = v
+	}
+	return out
+}
+
+// failingBackend answers every request 500 and counts them.
+func failingBackend(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// TestEndpointMetrics: each endpoint's attempts, 5xx and health state are
+// reported under its own endpoint label for the first metrics.endpoint_labels
+// endpoints by address, the rest summed under endpoint="other" (the sum
+// equals the total), every series exists at 0 before any traffic, and
+// in-flight attempts are counted while they last.
+func TestEndpointMetrics(t *testing.T) {
+	const n = 5
+	var addrs []string
+	hits := map[string]*atomic.Int64{}
+	for i := range n {
+		var srv *httptest.Server
+		var h *atomic.Int64
+		if i == 0 {
+			srv, h = failingBackend(t)
+		} else {
+			srv, h = backend(t, fmt.Sprint("b", i))
+		}
+		addrs = append(addrs, hostPort(srv))
+		hits[hostPort(srv)] = h
+	}
+	hang := hangingBackend(t)
+	var eps []string
+	for _, a := range addrs {
+		eps = append(eps, "{address: "+a+"}")
+	}
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+metrics: {endpoint_labels: 2}
+upstreams:
+  big: {endpoints: [%s]}
+  hang: {endpoints: [{address: %s}]}
+routes:
+  - {name: hang, match: {path_prefix: /hang}, upstream: hang, retry: {attempts: 1}}
+  - {name: big, match: {path_prefix: /}, upstream: big, retry: {attempts: 1}}
+`, strings.Join(eps, ", "), hostPort(hang)))
+
+	sorted := slices.Clone(addrs)
+	slices.Sort(sorted)
+	labelled, rest := sorted[:2], sorted[2:]
+	key := func(up, ep string) string { return fmt.Sprintf(`{endpoint=%q,upstream=%q}`, ep, up) }
+
+	// Before any traffic: the labelled endpoints and "other" at 0.
+	page := h.metricsPage()
+	reqs := samples(page, "levee_endpoint_requests_total")
+	for _, ep := range append(slices.Clone(labelled), "other") {
+		if v, ok := reqs[key("big", ep)]; !ok || v != 0 {
+			t.Errorf("before traffic: requests of %s = %v (present %v), want 0", ep, v, ok)
+		}
+	}
+	if len(reqs) != 4 { // big: 2 labelled + other; hang: its one endpoint
+		t.Errorf("before traffic: %d requests series, want 4: %v", len(reqs), reqs)
+	}
+
+	const total = 40
+	for range total {
+		resp := h.get("/x")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	page = h.metricsPage()
+	reqs = samples(page, "levee_endpoint_requests_total")
+	errs := samples(page, "levee_endpoint_errors_total")
+	states := samples(page, "levee_endpoint_state")
+	var sum float64
+	for _, ep := range labelled {
+		want := float64(hits[ep].Load())
+		if got := reqs[key("big", ep)]; got != want {
+			t.Errorf("requests of %s = %v, want %v (its hits)", ep, got, want)
+		}
+		sum += reqs[key("big", ep)]
+		if got := states[fmt.Sprintf(`{endpoint=%q,state="healthy",upstream="big"}`, ep)]; got != 1 {
+			t.Errorf("state healthy of %s = %v, want 1", ep, got)
+		}
+	}
+	var restHits float64
+	for _, ep := range rest {
+		restHits += float64(hits[ep].Load())
+		if _, ok := reqs[key("big", ep)]; ok {
+			t.Errorf("%s has its own label beyond endpoint_labels=2", ep)
+		}
+	}
+	if got := reqs[key("big", "other")]; got != restHits {
+		t.Errorf(`requests of "other" = %v, want %v (the unlabelled endpoints' hits)`, got, restHits)
+	}
+	sum += reqs[key("big", "other")]
+	if sum != total {
+		t.Errorf("labelled + other = %v, want %d requests", sum, total)
+	}
+	if got := states[`{endpoint="other",state="healthy",upstream="big"}`]; got != n-2 {
+		t.Errorf(`"other" healthy = %v, want %d`, got, n-2)
+	}
+	// The failing endpoint's 500s, wherever it is labelled.
+	failing := addrs[0]
+	where := "other"
+	if slices.Contains(labelled, failing) {
+		where = failing
+	}
+	want5xx := float64(hits[failing].Load())
+	if want5xx == 0 {
+		t.Fatal("the failing backend got no request")
+	}
+	if got := errs[fmt.Sprintf(`{endpoint=%q,kind="5xx",upstream="big"}`, where)]; got != want5xx {
+		t.Errorf("5xx of %s = %v, want %v", where, got, want5xx)
+	}
+
+	// In flight: a request held by the hanging endpoint is counted until
+	// the client leaves.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.base+"/hang", nil)
+		if resp, err := h.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	inflight := func() float64 {
+		return samples(h.metricsPage(), "levee_endpoint_inflight")[key("hang", hostPort(hang))]
+	}
+	waitFor(t, "in-flight 1", func() bool { return inflight() == 1 })
+	cancel()
+	<-done
+	waitFor(t, "in-flight 0", func() bool { return inflight() == 0 })
+}
