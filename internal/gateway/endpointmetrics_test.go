@@ -170,3 +170,58 @@ routes:
 	<-done
 	waitFor(t, "in-flight 0", func() bool { return inflight() == 0 })
 }
+
+// TestBytesMetrics: levee_request_bytes_total and levee_response_bytes_total
+// exist at 0 for each route before any traffic, then count the body bytes
+// read from clients and written to them, levee's own refusals included.
+func TestBytesMetrics(t *testing.T) {
+	be, _ := backend(t, "web") // answers its name: 3 bytes
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  web: {endpoints: [{address: %s}]}
+routes:
+  - {name: small, match: {path_prefix: /small}, upstream: web, max_body_bytes: 10}
+  - {name: web, match: {path_prefix: /}, upstream: web}
+`, hostPort(be)))
+	page := h.metricsPage()
+	for _, fam := range []string{"levee_request_bytes_total", "levee_response_bytes_total"} {
+		for _, route := range []string{"small", "web"} {
+			if v, ok := samples(page, fam)[fmt.Sprintf("{route=%q}", route)]; !ok || v != 0 {
+				t.Errorf("before traffic: %s{route=%q} = %v (present %v), want 0", fam, route, v, ok)
+			}
+		}
+	}
+	post := func(path string, n int) (status int, body []byte) {
+		resp, err := h.client.Post(h.base+path, "application/octet-stream", strings.NewReader(strings.Repeat("x", n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode, body
+	}
+	var wantOut float64
+	for range 3 {
+		status, body := post("/up", 1000)
+		if status != 200 {
+			t.Fatalf("status %d", status)
+		}
+		wantOut += float64(len(body))
+	}
+	status, refusal := post("/small", 100)
+	if status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", status)
+	}
+	page = h.metricsPage()
+	if got := samples(page, "levee_request_bytes_total")[`{route="web"}`]; got != 3000 {
+		t.Errorf(`request bytes of web = %v, want 3000`, got)
+	}
+	if got := samples(page, "levee_response_bytes_total")[`{route="web"}`]; got != wantOut || got == 0 {
+		t.Errorf(`response bytes of web = %v, want %v`, got, wantOut)
+	}
+	if got := samples(page, "levee_response_bytes_total")[`{route="small"}`]; got != float64(len(refusal)) {
+		t.Errorf(`response bytes of small (a 413 refusal) = %v, want %d`, got, len(refusal))
+	}
+}
