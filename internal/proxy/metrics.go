@@ -74,6 +74,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_response_bytes_total",
 		Help: "Response body bytes levee wrote to clients (upstreams' answers and levee's own refusals), by route.",
 	}, []string{"route"})
+	// The refusals made outside the handler, by the data listener, exist
+	// from the start at 0 (route "": before any route is known).
+	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
+		m.refusals.WithLabelValues("", string(r))
+	}
 	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
