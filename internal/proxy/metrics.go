@@ -149,6 +149,11 @@ func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
 	// shed request (a series born at 1 shows no increase). Bounded: routes
 	// × the shed rows of reasonTable (none for the no-route route "", which
 	// sheds nothing).
+	if route != "" {
+		for _, code := range preDeclaredCodes {
+			rm.code(code)
+		}
+	}
 	for _, s := range reasonTable {
 		if s.Shed && route != "" {
 			cached(&rm.refusals, m.refusals, route, s.Reason)
@@ -158,7 +163,11 @@ func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
 	return rm
 }
 
-func (rm *routeMetrics) count(code int) {
+func (rm *routeMetrics) count(code int) { rm.code(code).Inc() }
+
+// code returns the route's counter of status code, resolving and caching
+// it on first use.
+func (rm *routeMetrics) code(code int) prometheus.Counter {
 	i := code
 	if i < 100 || i >= len(rm.codes) {
 		i = 0
@@ -173,8 +182,15 @@ func (rm *routeMetrics) count(code int) {
 		c = &counter
 		rm.codes[i].Store(c)
 	}
-	(*c).Inc()
+	return *c
 }
+
+// preDeclaredCodes are the status codes each route's levee_requests_total
+// has from the start at 0, so that the error-rate alert's rate() sees a
+// route's first 5xx: success, and the 5xx answers levee itself gives or
+// most often passes on. (Not all 500 codes: that would be 500 series a
+// route; the others appear on first use.)
+var preDeclaredCodes = []int{200, 500, 502, 503, 504}
 
 // bytes counts a request's body bytes read and written (no allocation:
 // the counters are resolved once per route).
