@@ -225,3 +225,77 @@ routes:
 		t.Errorf(`response bytes of small (a 413 refusal) = %v, want %d`, got, len(refusal))
 	}
 }
+
+// TestEndpointMetricsChurn: as discovery replaces an upstream's endpoints,
+// the labelled one that leaves frees its place for the next by address,
+// which starts at 0 because its counts were already in "other", and
+// "other" never goes down (what leavers contributed stays in it; a
+// labelled leaver's own series ends).
+func TestEndpointMetricsChurn(t *testing.T) {
+	var addrs []string
+	for i := range 4 {
+		srv, _ := backend(t, fmt.Sprint("b", i))
+		addrs = append(addrs, hostPort(srv))
+	}
+	slices.Sort(addrs)
+	h := start(t, `
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+metrics: {endpoint_labels: 1}
+upstreams:
+  pushed: {discovery: {push: true, max_drop_fraction: 1}}
+routes:
+  - {name: pushed, match: {path_prefix: /}, upstream: pushed, retry: {attempts: 1}}
+`)
+	push := func(eps ...string) {
+		t.Helper()
+		var items []string
+		for _, a := range eps {
+			items = append(items, fmt.Sprintf(`{"address": %q}`, a))
+		}
+		if status, doc := pushEndpoints(t, h, "pushed", "["+strings.Join(items, ",")+"]"); status != 200 {
+			t.Fatalf("push: %d %v", status, doc)
+		}
+	}
+	traffic := func(n int) {
+		for range n {
+			resp := h.get("/x")
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	key := func(ep string) string { return fmt.Sprintf(`{endpoint=%q,upstream="pushed"}`, ep) }
+	scrape := func() map[string]float64 { return samples(h.metricsPage(), "levee_endpoint_requests_total") }
+
+	push(addrs[0], addrs[1], addrs[2])
+	traffic(30)
+	before := scrape()
+	if before[key(addrs[0])]+before[key("other")] != 30 {
+		t.Fatalf("labelled + other = %v, want 30: %v", before[key(addrs[0])]+before[key("other")], before)
+	}
+	if _, ok := before[key(addrs[1])]; ok {
+		t.Fatalf("%s labelled beyond endpoint_labels=1: %v", addrs[1], before)
+	}
+	// addrs[0] leaves: addrs[1], the next by address, takes its place from
+	// 0; its counts so far stay in "other".
+	push(addrs[1], addrs[2], addrs[3])
+	after := scrape()
+	if _, ok := after[key(addrs[0])]; ok {
+		t.Errorf("%s left but still has a series: %v", addrs[0], after)
+	}
+	if got, ok := after[key(addrs[1])]; !ok || got != 0 {
+		t.Errorf("%s labelled after it was in other = %v (present %v), want 0", addrs[1], got, ok)
+	}
+	if after[key("other")] < before[key("other")] {
+		t.Errorf(`"other" went down: %v then %v`, before[key("other")], after[key("other")])
+	}
+	traffic(30)
+	last := scrape()
+	if last[key("other")] < after[key("other")] || last[key(addrs[1])] == 0 {
+		t.Errorf("after more traffic: other %v (was %v), %s %v", last[key("other")], after[key("other")], addrs[1], last[key(addrs[1])])
+	}
+	// Everything is accounted for but the leaver's own series, which ended.
+	if got, want := last[key(addrs[1])]+last[key("other")], 60-before[key(addrs[0])]; got != want {
+		t.Errorf("labelled + other = %v after 60 requests, want %v (60 less the ended series)", got, want)
+	}
+}
