@@ -337,6 +337,9 @@ func TestParseRejects(t *testing.T) {
 			"metrics.app_labels: must be a number from 0 to 1000, got 1001",
 			"metrics.top: unknown field",
 		}},
+		{"metrics endpoint_labels", head + "metrics:\n  endpoint_labels: -1\n" + upstreams + routes, []string{
+			"metrics.endpoint_labels: must be a number from 0 to 1000, got -1",
+		}},
 		{"state_dir empty", head + "state_dir: \"\"\n" + upstreams + routes, []string{
 			`state_dir: must not be empty (omit it for the default "./levee-state")`,
 		}},

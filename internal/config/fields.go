@@ -155,13 +155,11 @@ func opt[T, V any](f func(*T) **V, mk func() *V) func(any) any {
 
 // Bounds that only the field tables use.
 const (
-	maxMetricsAppLabels = 1000
-	// maxMetricsEndpointLabels bounds metrics.endpoint_labels.
-	maxMetricsEndpointLabels = 1000
-	maxPanicThreshold        = 100
-	maxEjectionPercent       = 100
-	minHealthCheckStatus     = 100
-	maxHealthCheckStatus     = 599
+	maxMetricsAppLabels  = 1000
+	maxPanicThreshold    = 100
+	maxEjectionPercent   = 100
+	minHealthCheckStatus = 100
+	maxHealthCheckStatus = 599
 )
 
 // The blocks of the file, from the leaves up (a block names its sub-blocks).
@@ -267,7 +265,7 @@ var (
 		field{name: "app_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsAppLabels,
 			doc:  "apps given their own metric label; the rest share one",
 			bind: at(func(m *Metrics) *int { return &m.AppLabels })},
-		field{name: "endpoint_labels", kind: kindInt, lo: 0, hi: maxMetricsEndpointLabels, def: DefaultMetricsEndpointLabels,
+		field{name: "endpoint_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsEndpointLabels,
 			doc:  "endpoints of one upstream given their own metric label; the rest share one",
 			bind: at(func(m *Metrics) *int { return &m.EndpointLabels })},
 	)
