@@ -290,6 +290,13 @@ type Metrics struct {
 	// DefaultMetricsAppLabels (50). It bounds the series an operator's
 	// Prometheus receives however many apps exist.
 	AppLabels int
+	// EndpointLabels is the most endpoints of one upstream with an
+	// endpoint label of their own in the levee_endpoint_* series; the
+	// others are summed under endpoint="other" (`endpoint_labels`, a whole
+	// number 0 to 1000; 0: all summed). Default
+	// DefaultMetricsEndpointLabels (50). It bounds the series a large
+	// discovered upstream sends to Prometheus.
+	EndpointLabels int
 }
 
 // Profiles configures the CPU profiles and goroutine dumps levee captures

@@ -265,6 +265,9 @@ var (
 		field{name: "app_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsAppLabels,
 			doc:  "apps given their own metric label; the rest share one",
 			bind: at(func(m *Metrics) *int { return &m.AppLabels })},
+		field{name: "endpoint_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsEndpointLabels,
+			doc:  "endpoints of one upstream given their own metric label; the rest share one",
+			bind: at(func(m *Metrics) *int { return &m.EndpointLabels })},
 	)
 
 	leastRequestBlock = newBlock(

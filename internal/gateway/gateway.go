@@ -117,6 +117,11 @@ type Gateway struct {
 	accessLogDone   chan struct{}
 	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
 	sweepDone       chan struct{} // closed when sweepIdle returns
+
+	// dataLimit wraps the data listener (always: it counts the open and
+	// accepted connections for metrics, and caps them when configured).
+	// Set by Start.
+	dataLimit atomic.Pointer[netlimit.Listener]
 }
 
 // New validates what it is given and builds the gateway without listening
@@ -206,6 +211,9 @@ func New(o Options) (*Gateway, error) {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err == nil {
+		err = g.registry.Register(newEndpointCollector(g, cfg.Metrics.EndpointLabels))
+	}
+	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
 	if err != nil {
@@ -293,10 +301,11 @@ func (g *Gateway) Start() (err error) {
 	g.dataAPIs.store, g.cfg = dstore, eff
 	g.handler.Swap(table)
 	g.noteDataAPIs(dataProblems)
-	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
-		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
-			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
-	}
+	// Without caps (0) the listener only counts.
+	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
+		func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
+	g.dataLimit.Store(limited)
+	dataLn = limited
 	g.dataLn, g.adminLn = dataLn, adminLn
 	g.dataSrv = dataSrv
 	g.adminSrv = &http.Server{

@@ -237,6 +237,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	d := time.Since(x.start)
 	rm := x.route.metrics
 	rm.count(x.status)
+	rm.bytes(x.body.bytesRead(), x.bytesOut)
 	appID := ""
 	if x.app != nil {
 		appID = x.app.ID
