@@ -78,7 +78,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			return nil, err
 		}
 		up.Budget = budget
-		if up.Admission, err = g.pools.limiter(name, uc.Limits, 0); err != nil {
+		if up.Admission, err = g.pools.limiter(name, uc.Limits, limiterTuning{}); err != nil {
 			return nil, err
 		}
 		liveUpstreams[name] = true
