@@ -11,6 +11,14 @@
 #   MODE=open CAPACITY=20 SERVICE_MS=20 ../shared/bench/overload.sh \
 #     --extra 'levee-adaptive=LEVEE_LIMIT=adaptive exec bench/levee-extra.sh' \
 #     --extra 'levee-static=LEVEE_LIMIT=static exec bench/levee-extra.sh'
+# LEVEE_RATELIMIT=local puts an anonymous rate limit on the route (10^9/s,
+# never refusing: the cost of the decision alone); LEVEE_RATELIMIT=redis
+# does the same with cluster.redis, starting a redis-server on
+# 127.0.0.1:$LEVEE_REDIS_PORT (default 16379) in levee's process group, so
+# the harness stops both (docs/cluster.md, "Speed"):
+#   ../shared/bench/proxy-compare.sh --proxies direct \
+#     --extra 'limits-local=LEVEE_RATELIMIT=local exec bench/levee-extra.sh' \
+#     --extra 'limits-redis=LEVEE_RATELIMIT=redis exec bench/levee-extra.sh'
 # LEVEE_ACCESS_LOG=true turns the access log on (to stderr). LEVEE_TRACING=1
 # turns tracing on with sampling LEVEE_TRACING_SAMPLING (default 0.01),
 # exporting to bench/otlpsink (an OTLP receiver that discards), started
@@ -47,8 +55,23 @@ cfg=$BENCH_RUN_DIR/levee.yaml
     esac
   fi
   echo "routes:"
-  echo "  - {name: all, match: {path_prefix: /}, upstream: bench}"
+  case ${LEVEE_RATELIMIT:-none} in
+    none) echo "  - {name: all, match: {path_prefix: /}, upstream: bench}" ;;
+    local | redis) echo "  - {name: all, match: {path_prefix: /}, upstream: bench, anonymous_limits: {rate: 1000000000, burst: 1000000000}}" ;;
+    *) echo "levee-extra: LEVEE_RATELIMIT must be none, local or redis" >&2; exit 2 ;;
+  esac
+  if [ "${LEVEE_RATELIMIT:-none}" = redis ]; then
+    echo "cluster: {node_id: bench, redis: {address: 127.0.0.1:${LEVEE_REDIS_PORT:-16379}}}"
+  fi
 } >"$cfg"
+if [ "${LEVEE_RATELIMIT:-none}" = redis ]; then
+  redis-server --bind 127.0.0.1 --port "${LEVEE_REDIS_PORT:-16379}" --save '' --appendonly no \
+    --daemonize no --dir "$BENCH_RUN_DIR" >"$BENCH_RUN_DIR/redis.log" 2>&1 &
+  for _ in $(seq 100); do # up to 5 s for PING
+    [ "$(redis-cli -p "${LEVEE_REDIS_PORT:-16379}" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.05
+  done
+fi
 if [ -n "${LEVEE_TRACING:-}" ]; then
   sink=$BENCH_RUN_DIR/otlpsink
   (cd "$here" && go build -o "$sink" ./bench/otlpsink)

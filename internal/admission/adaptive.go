@@ -77,6 +77,12 @@ type AdaptiveOptions struct {
 	Min int
 	// Max is the highest limit, >= Min.
 	Max int
+	// Initial is the limit once the first probe has measured minRTT,
+	// Min..Max; 0 means Min, and the limit then grows window by window.
+	// A data source starts at its pool's size: the operator sized it, and
+	// growing from Min to it under a saturating load took seconds of half
+	// the goodput (200 ms queries: a window needs MinSamples of them).
+	Initial int
 	// Window is the shortest time between two limit updates. Default 100ms.
 	Window time.Duration
 	// MinSamples is the fewest samples a window needs to update the limit.
@@ -166,8 +172,11 @@ func newGradient(o AdaptiveOptions) *gradient {
 		g.probeSamples = defaultProbeSamples
 	}
 	g.limit = g.min
-	g.saved = g.min
-	g.probing = true // the first probe starts at time 0
+	if o.Initial > 0 {
+		g.limit = math.Min(math.Max(float64(o.Initial), g.min), g.max)
+	}
+	g.saved = g.limit // what the first probe returns to
+	g.probing = true  // the first probe starts at time 0
 	return g
 }
 

@@ -215,3 +215,35 @@ func TestGradientArithmetic(t *testing.T) {
 }
 
 func zeroRand() uint64 { return 0 }
+
+// TestAdaptiveInitial: with Initial the limit is Initial as soon as the
+// first probe (at Min) has measured minRTT, instead of growing there from
+// Min window by window. A data source's case: a pool of 8 running 200 ms
+// queries under a saturating load, Min 4, Initial 8. Goodput over 10
+// simulated seconds is then within the first probe's cost of the pool's
+// capacity (40/s); without Initial the first seconds run at half of it.
+func TestAdaptiveInitial(t *testing.T) {
+	run := func(initial int) (limitAt1500ms int, served int) {
+		s := newBackendSim(t, 8, 200*time.Millisecond, AdaptiveOptions{Min: 4, Max: 8, Initial: initial})
+		defer s.drain()
+		start := s.clk.Now()
+		s.runUntil(start.Add(1500 * time.Millisecond))
+		limitAt1500ms = s.l.Limit()
+		s.runUntil(start.Add(10 * time.Second))
+		return limitAt1500ms, s.samples
+	}
+	withLimit, withServed := run(8)
+	withoutLimit, withoutServed := run(0)
+	t.Logf("Initial 8: limit %d at 1.5 s, %d served in 10 s (capacity 400); Initial 0: limit %d, %d served", withLimit, withServed, withoutLimit, withoutServed)
+	if withLimit != 8 {
+		t.Errorf("with Initial 8 the limit at 1.5 s is %d, want 8 (the first probe ends after 25 samples at 4: 1.25 s)", withLimit)
+	}
+	// The first probe runs at Min for its 25 samples (1.25 s at half the
+	// capacity): 25 + 8.75 s × 40/s = 375 at best.
+	if withServed < 360 || withServed <= withoutServed {
+		t.Errorf("served %d with Initial 8 and %d without, want at least 360 of the capacity's 400 and more than without", withServed, withoutServed)
+	}
+	if _, err := New(Options{QueueTimeout: time.Second, Adaptive: &AdaptiveOptions{Min: 4, Max: 8, Initial: 9}}); err == nil {
+		t.Error("Initial above Max accepted")
+	}
+}

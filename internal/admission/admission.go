@@ -260,6 +260,9 @@ func New(o Options) (*Limiter, error) {
 		if a.Max < a.Min {
 			bad("Adaptive.Max: must be >= Adaptive.Min (%d), got %d", a.Min, a.Max)
 		}
+		if a.Initial != 0 && (a.Initial < a.Min || a.Initial > a.Max) {
+			bad("Adaptive.Initial: must be 0 or within Min..Max (%d..%d), got %d", a.Min, a.Max, a.Initial)
+		}
 		if a.Window < 0 {
 			bad("Adaptive.Window: must be >= 0, got %v", a.Window)
 		}

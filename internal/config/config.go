@@ -51,6 +51,9 @@ type Config struct {
 	// optional). nil, the default (no `memory` block, or `memory: ~`),
 	// means no memory limit is set and nothing is shed for memory.
 	Memory *Memory
+	// Cluster, when not nil, makes this node one of several sharing
+	// limits (`cluster`, optional; cluster.go).
+	Cluster *Cluster
 	// Log configures logging (`log`).
 	Log Log
 	// Metrics configures what the metrics endpoint reports (`metrics`).
@@ -290,6 +293,13 @@ type Metrics struct {
 	// DefaultMetricsAppLabels (50). It bounds the series an operator's
 	// Prometheus receives however many apps exist.
 	AppLabels int
+	// EndpointLabels is the most endpoints of one upstream with an
+	// endpoint label of their own in the levee_endpoint_* series; the
+	// others are summed under endpoint="other" (`endpoint_labels`, a whole
+	// number 0 to 1000; 0: all summed). Default
+	// DefaultMetricsEndpointLabels (50). It bounds the series a large
+	// discovered upstream sends to Prometheus.
+	EndpointLabels int
 }
 
 // Profiles configures the CPU profiles and goroutine dumps levee captures

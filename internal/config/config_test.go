@@ -337,6 +337,9 @@ func TestParseRejects(t *testing.T) {
 			"metrics.app_labels: must be a number from 0 to 1000, got 1001",
 			"metrics.top: unknown field",
 		}},
+		{"metrics endpoint_labels", head + "metrics:\n  endpoint_labels: -1\n" + upstreams + routes, []string{
+			"metrics.endpoint_labels: must be a number from 0 to 1000, got -1",
+		}},
 		{"state_dir empty", head + "state_dir: \"\"\n" + upstreams + routes, []string{
 			`state_dir: must not be empty (omit it for the default "./levee-state")`,
 		}},
@@ -834,7 +837,7 @@ func TestDefaults(t *testing.T) {
 			UnderscoresInHeaders:      "drop",
 		},
 		Log:     Log{Level: "info", Access: true, AccessLog: AccessLog{Output: "stderr", Sample2xx: 1}},
-		Metrics: Metrics{AppLabels: 50},
+		Metrics: Metrics{AppLabels: 50, EndpointLabels: 50},
 		Profiles: Profiles{Enabled: true, CPUThreshold: 0.9, Sustain: 10 * time.Second, OnShedding: true, Interval: 10 * time.Minute,
 			Duration: 10 * time.Second, Keep: 10, MaxBytes: 64 << 20},
 		Upstreams: map[string]*Upstream{"video": {

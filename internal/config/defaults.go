@@ -49,6 +49,8 @@ const (
 	DefaultAccessLogSample2xx = 1.0
 	// DefaultMetricsAppLabels is Metrics.AppLabels when omitted.
 	DefaultMetricsAppLabels = 50
+	// DefaultMetricsEndpointLabels is Metrics.EndpointLabels when omitted.
+	DefaultMetricsEndpointLabels = 50
 	// DefaultBalancer is Upstream.Balancer when omitted.
 	DefaultBalancer = BalancerWeightedRoundRobin
 	// DefaultLeastRequestEWMA is LeastRequest.EWMA when omitted: in-flight
@@ -355,7 +357,7 @@ func defaultConfig() *Config {
 			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
-		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels},
+		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels, EndpointLabels: DefaultMetricsEndpointLabels},
 		Profiles: Profiles{Enabled: DefaultProfilesEnabled, CPUThreshold: DefaultProfilesCPUThreshold, Sustain: DefaultProfilesSustain,
 			OnShedding: DefaultProfilesOnShedding, Interval: DefaultProfilesInterval, Duration: DefaultProfilesDuration,
 			Keep: DefaultProfilesKeep, MaxBytes: DefaultProfilesMaxBytes},

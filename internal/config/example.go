@@ -86,6 +86,10 @@ metrics:
   # up to this many (chosen at scrape time, then kept); the rest are summed
   # under app="other". 0 to 1000.
   app_labels: 50                    # default
+  # Each upstream's first endpoints by address (when first seen, then kept)
+  # get their own endpoint label in the levee_endpoint_* series, up to this
+  # many; the rest are summed under endpoint="other". 0 to 1000.
+  endpoint_labels: 50               # default
 
 # CPU profiles and goroutine dumps levee captures by itself under
 # <state_dir>/profiles, listed at GET /api/v1/profiles (docs/profiles.md).

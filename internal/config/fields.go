@@ -265,6 +265,9 @@ var (
 		field{name: "app_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsAppLabels,
 			doc:  "apps given their own metric label; the rest share one",
 			bind: at(func(m *Metrics) *int { return &m.AppLabels })},
+		field{name: "endpoint_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsEndpointLabels,
+			doc:  "endpoints of one upstream given their own metric label; the rest share one",
+			bind: at(func(m *Metrics) *int { return &m.EndpointLabels })},
 	)
 
 	leastRequestBlock = newBlock(
@@ -535,6 +538,8 @@ var (
 		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
 			bind: at(func(c *Config) *Server { return &c.Server })},
 		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
+		field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted",
+			bind: opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
 		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging"},
 		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
 			bind: at(func(c *Config) *Metrics { return &c.Metrics })},

@@ -48,6 +48,9 @@ type Stats struct {
 	// Failures counts requests that ended in a gateway failure (connect
 	// error, timeout, reset) at this endpoint.
 	Failures atomic.Uint64
+	// Status5xx counts the endpoint's answers with a 5xx status (for the
+	// levee_endpoint_errors_total metric; one atomic add per 5xx answer).
+	Status5xx atomic.Uint64
 	// GatewayFailuresInARow counts the attempts in a row that ended in a
 	// gateway failure: a connect error, reset or timeout, or an answer
 	// 502, 503 or 504. Any other answer resets it.
@@ -217,5 +220,9 @@ func (e *Endpoint) End(o Outcome) {
 func (e *Endpoint) EndStatus(status int) {
 	e.Stats.Inflight.Add(-1)
 	gateway := status == 502 || status == 503 || status == 504
-	e.Stats.record(gateway, status >= 500 && status <= 599)
+	fivexx := status >= 500 && status <= 599
+	if fivexx {
+		e.Stats.Status5xx.Add(1)
+	}
+	e.Stats.record(gateway, fivexx)
 }

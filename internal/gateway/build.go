@@ -78,7 +78,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			return nil, err
 		}
 		up.Budget = budget
-		if up.Admission, err = g.pools.limiter(name, uc.Limits, 0); err != nil {
+		if up.Admission, err = g.pools.limiter(name, uc.Limits, limiterTuning{}); err != nil {
 			return nil, err
 		}
 		liveUpstreams[name] = true
@@ -258,7 +258,7 @@ func (v adminView) Notes() []string {
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)
 	}
-	return notes
+	return append(notes, v.g.clusterNotes()...)
 }
 
 func (v adminView) Upstreams() []admin.UpstreamView {

@@ -5,6 +5,7 @@ import (
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
+	"github.com/levee-gw/levee/internal/netlimit"
 )
 
 // registerCollectors registers the scrape-time collectors of the packages
@@ -39,6 +40,9 @@ func (g *Gateway) registerCollectors() error {
 		return err
 	}
 	if err := g.registry.Register(newDataAPICollector(g)); err != nil { // levee_data_apis{state}
+		return err
+	}
+	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {
 		return err
 	}
 	return g.registry.Register(h1server.NewCollector(g.h1.Load))

@@ -132,6 +132,9 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
 		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
 	}
+	if !sameCluster(next.Cluster, g.cfg.Cluster) {
+		errs = append(errs, config.FieldError{Path: "cluster", Message: "cannot change on reload (restart levee)"})
+	}
 	if len(errs) > 0 {
 		return &errs
 	}

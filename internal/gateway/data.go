@@ -45,6 +45,14 @@ const (
 // queue_timeout.
 const dataQueueTarget = time.Millisecond
 
+// dataLimiterTuning is a data source's admission tuning: the short wait
+// above, and an adaptive limit that starts at its max (at most max_conns)
+// once the first probe has measured the query latency. The operator sized
+// the pool; growing to it from the min window by window took seconds of
+// half the goodput under a saturating load of 200 ms queries
+// (admission's TestAdaptiveInitial).
+var dataLimiterTuning = limiterTuning{queueTarget: dataQueueTarget, startAtMax: true}
+
 // cursorKeyFile holds the key that signs data routes' page cursors, under
 // state_dir: created on first start, kept so cursors outlive a restart.
 const cursorKeyFile = "data-cursor.key"
@@ -143,7 +151,7 @@ func (g *Gateway) dataUpstreams(cfg *config.Config, liveStats map[statsKey]bool)
 		ep := &endpoint.Endpoint{Address: key.address, Weight: endpoint.WeightScale, Stats: st}
 		up := (&proxy.Upstream{Name: name}).WithBalance(&proxy.Balance{Endpoints: []*endpoint.Endpoint{ep},
 			Picker: balance.NewSmoothWeighted([]*endpoint.Endpoint{ep})})
-		if up.Admission, err = g.pools.limiter(name, dc.Limits, dataQueueTarget); err != nil {
+		if up.Admission, err = g.pools.limiter(name, dc.Limits, dataLimiterTuning); err != nil {
 			return nil, nil, fmt.Errorf("data_sources.%s.limits: %w", name, err)
 		}
 		byName[name] = up

@@ -22,6 +22,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/dataapi"
 	"github.com/levee-gw/levee/internal/datacache"
@@ -80,6 +81,8 @@ type Gateway struct {
 	// health decides each endpoint's effective weight; its goroutines run
 	// from Start to Shutdown.
 	health *health.Manager
+	// cluster shares consumer limits through Redis (cluster.go); nil without.
+	cluster *clusterlimit.Limiter
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
 	profiler       profiler
@@ -117,6 +120,11 @@ type Gateway struct {
 	accessLogDone   chan struct{}
 	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
 	sweepDone       chan struct{} // closed when sweepIdle returns
+
+	// dataLimit wraps the data listener (always: it counts the open and
+	// accepted connections for metrics, and caps them when configured).
+	// Set by Start.
+	dataLimit atomic.Pointer[netlimit.Listener]
 }
 
 // New validates what it is given and builds the gateway without listening
@@ -186,10 +194,14 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if g.cluster, err = g.newClusterLimiter(cfg); err != nil {
+		return nil, err
+	}
 	if g.tracer, err = newTracer(cfg.Tracing, g.registry, logger); err != nil {
 		return nil, err
 	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
+		Shared:         g.sharedLimits(),
 		Metrics:        g.metrics,
 		AccessLog:      g.accessLog,
 		Logger:         logger,
@@ -206,9 +218,13 @@ func New(o Options) (*Gateway, error) {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
 	}
 	if err == nil {
+		err = g.registry.Register(newEndpointCollector(g, cfg.Metrics.EndpointLabels))
+	}
+	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
 	if err != nil {
+		g.closeCluster()
 		return nil, err
 	}
 	return g, nil
@@ -265,6 +281,7 @@ func (g *Gateway) Start() (err error) {
 		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: dataAPIView{g: g, store: dstore},
+		Reloads:  g.self.history.list,
 	})
 	if err != nil {
 		return err
@@ -291,10 +308,11 @@ func (g *Gateway) Start() (err error) {
 	g.dataAPIs.store, g.cfg = dstore, eff
 	g.handler.Swap(table)
 	g.noteDataAPIs(dataProblems)
-	if cfg.Server.MaxConnections > 0 || cfg.Server.MaxConnectionsPerIP > 0 {
-		dataLn = netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
-			func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
-	}
+	// Without caps (0) the listener only counts.
+	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
+		func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
+	g.dataLimit.Store(limited)
+	dataLn = limited
 	g.dataLn, g.adminLn = dataLn, adminLn
 	g.dataSrv = dataSrv
 	g.adminSrv = &http.Server{
@@ -324,6 +342,7 @@ func (g *Gateway) Start() (err error) {
 		g.memory.Start()
 	}
 	g.health.Start()
+	g.startCluster(cfg, adminLn)
 	g.startProfiles(cfg)
 	g.started = true
 	g.ready.Store(true)
@@ -416,88 +435,6 @@ func (g *Gateway) AdminAddr() net.Addr { return g.adminLn.Addr() }
 // Errors delivers an error when a listener stops unexpectedly.
 func (g *Gateway) Errors() <-chan error { return g.serveErr }
 
-// Reload loads the configuration again and, if it is valid, makes it serve
-// every request that starts from now on. On error nothing changes: the
-// previous configuration keeps serving, and the error lists every problem.
-// Listener addresses and TLS on/off cannot change without a restart; such a
-// change is refused.
-func (g *Gateway) Reload() error {
-	// reloadMu, not mu, is held across the I/O (file, certificates,
-	// snapshots, seeding): a rebuild waits for mu, never for a disk.
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	cfg, err := g.load()
-	if err == nil {
-		err = g.checkReloadable(cfg)
-	}
-	if err == nil && cfg.TLS != nil {
-		err = g.loadCertificate(cfg.TLS)
-	}
-	dstore, eff, err := g.reloadDataAPIs(cfg, err)
-	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
-		g.cursorKey, err = loadCursorKey(cfg.StateDir) // the first data routes: read under reloadMu, before mu
-	}
-	prevToken := g.token.Load()
-	if err == nil {
-		err = g.loadToken(cfg)
-	}
-	var feeds map[string]*feed
-	var fresh, retired []*feed
-	if err == nil {
-		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
-	}
-	var store *apps.Store
-	if err == nil {
-		store, err = g.swapConfig(eff, cfg, feeds, fresh)
-	}
-	if err != nil {
-		g.token.Store(prevToken)
-		g.self.reloaded(false, time.Now())
-		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
-		return err
-	}
-	// Retired feeds are stopped after g.mu is released: a feed applying an
-	// update waits for g.mu to swap its upstream's Balance.
-	for _, f := range retired {
-		f.Stop()
-	}
-	if store != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
-		g.seedApps(ctx, store, cfg)
-		cancel()
-	}
-	g.reseedDataAPIs(dstore, cfg)
-	g.applyProfiles(cfg)
-	g.self.reloaded(true, time.Now())
-	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
-	return nil
-}
-
-// swapConfig builds cfg's table over feeds and, if that succeeds, makes
-// them serve: it starts the fresh feeds (when the gateway runs), swaps the
-// table and keeps cfg (effective) and file. It returns the app store to
-// seed (nil before Start or after Shutdown). Called with g.reloadMu held;
-// it holds g.mu.
-func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	prev := g.feeds
-	g.feeds = feeds
-	table, err := g.buildTable(cfg)
-	if err != nil {
-		g.feeds = prev
-		return nil, err
-	}
-	if g.started {
-		for _, f := range fresh {
-			f.Start()
-		}
-	}
-	g.handler.Swap(table)
-	g.cfg, g.fileCfg = cfg, file
-	return g.apps, nil
-}
-
 // Ready reports whether the gateway serves traffic.
 func (g *Gateway) Ready() (bool, string) {
 	if !g.ready.Load() {
@@ -543,6 +480,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.pools.closeAll()
 	g.mu.Unlock()
+	g.closeCluster()
 	adminCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if aerr := g.adminSrv.Shutdown(adminCtx); aerr != nil {

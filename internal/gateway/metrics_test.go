@@ -187,7 +187,9 @@ func TestSelfMetrics(t *testing.T) {
 // before their first event (the shipped alert rules take increase() or
 // rate() of them): each route's shed reasons, each discovery upstream's
 // results and reasons, each upstream's spent retry budgets and picker
-// fallbacks, the HTTP/1.1 handoff reasons.
+// fallbacks, the HTTP/1.1 handoff reasons, each route's common codes and
+// bytes, each upstream's retry failure reasons, the listener's refusals
+// and TLS handshake results.
 func TestPreDeclaredSeries(t *testing.T) {
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be)))
@@ -201,6 +203,12 @@ func TestPreDeclaredSeries(t *testing.T) {
 		`levee_retry_budget_exhausted_total{upstream="web"} 0`,
 		`levee_picker_fallbacks_total{upstream="web"} 0`,
 		`levee_h1_handoffs_total{reason="upgrade"} 0`,
+		`levee_requests_total{code="503",route="web",upstream="web"} 0`,
+		`levee_retries_total{reason="connect_failure",upstream="web"} 0`,
+		`levee_refusals_total{reason="connection_limit",route=""} 0`,
+		`levee_request_bytes_total{route="keyed"} 0`,
+		`levee_response_bytes_total{route="web"} 0`,
+		`levee_tls_handshakes_total{result="success"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)

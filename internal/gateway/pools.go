@@ -44,39 +44,51 @@ type pooledPicker struct {
 }
 
 type pooledLimiter struct {
-	opts        config.Limits
+	opts    config.Limits
+	tuning  limiterTuning
+	limiter *admission.Limiter
+}
+
+// limiterTuning is what an admission limiter takes beyond its limits
+// block: upstreams use the zero value, data sources dataLimiterTuning.
+type limiterTuning struct {
+	// queueTarget is the short wait of a flooding consumer's requests
+	// under controlled delay (0: admission's default).
 	queueTarget time.Duration
-	limiter     *admission.Limiter
+	// startAtMax starts an adaptive limit at its max once the first probe
+	// has measured the latency, instead of growing there from its min.
+	startAtMax bool
 }
 
 // limiter returns the upstream's admission limiter (nil without limits),
-// reusing the current one when its options are unchanged. queueTarget is
-// the short wait of a flooding consumer's requests under controlled delay
-// (0: admission's default; data sources set theirs, see data.go).
-func (p *pools) limiter(name string, l *config.Limits, queueTarget time.Duration) (*admission.Limiter, error) {
+// reusing the current one when its options are unchanged.
+func (p *pools) limiter(name string, l *config.Limits, tuning limiterTuning) (*admission.Limiter, error) {
 	if l == nil {
 		delete(p.limiters, name)
 		return nil, nil
 	}
-	if cur, ok := p.limiters[name]; ok && cur.opts == *l && cur.queueTarget == queueTarget {
+	if cur, ok := p.limiters[name]; ok && cur.opts == *l && cur.tuning == tuning {
 		return cur.limiter, nil
 	}
 	o := admission.Options{
 		MaxConcurrency: l.MaxConcurrency,
 		MaxQueue:       l.MaxQueue,
 		QueueTimeout:   l.QueueTimeout,
-		QueueTarget:    min(queueTarget, l.QueueTimeout),
+		QueueTarget:    min(tuning.queueTarget, l.QueueTimeout),
 		MaxPerConsumer: l.MaxPerConsumer,
 	}
 	if l.Adaptive {
 		o.MaxConcurrency = 0
 		o.Adaptive = &admission.AdaptiveOptions{Min: l.Min, Max: l.Max}
+		if tuning.startAtMax {
+			o.Adaptive.Initial = l.Max
+		}
 	}
 	lim, err := admission.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.limits: %w", name, err)
 	}
-	p.limiters[name] = pooledLimiter{opts: *l, queueTarget: queueTarget, limiter: lim}
+	p.limiters[name] = pooledLimiter{opts: *l, tuning: tuning, limiter: lim}
 	return lim, nil
 }
 

@@ -95,7 +95,16 @@ type Options struct {
 type Stats struct {
 	// Handoffs counts connections handed to net/http, by reason.
 	Handoffs map[string]uint64
+	// TLSHandshakes counts TLS handshakes by result (TLSResults).
+	TLSHandshakes map[string]uint64
 }
+
+// tlsResultNames are the result labels of Stats.TLSHandshakes: success, or
+// error (a failed handshake: a bad or clear-text client, a timeout).
+var tlsResultNames = [2]string{"success", "error"}
+
+// TLSResults lists the results Stats.TLSHandshakes counts by.
+func TLSResults() []string { return tlsResultNames[:] }
 
 // handoffNames are the reason labels of Stats.Handoffs.
 var handoffNames = [numHandoffReasons]string{
@@ -122,6 +131,8 @@ type Server struct {
 	tlsConfig      *tls.Config // nil: clear text
 
 	handoffs [numHandoffReasons]atomic.Uint64
+	// handshakes counts TLS handshakes, indexed like tlsResultNames.
+	handshakes [len(tlsResultNames)]atomic.Uint64
 
 	inShutdown atomic.Bool
 	mu         struct {
@@ -205,9 +216,12 @@ var connectionClose = []string{"close"}
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	st := Stats{Handoffs: make(map[string]uint64, numHandoffReasons)}
+	st := Stats{Handoffs: make(map[string]uint64, numHandoffReasons), TLSHandshakes: make(map[string]uint64, len(tlsResultNames))}
 	for i := range s.handoffs {
 		st.Handoffs[handoffNames[i]] = s.handoffs[i].Load()
+	}
+	for i := range s.handshakes {
+		st.TLSHandshakes[tlsResultNames[i]] = s.handshakes[i].Load()
 	}
 	return st
 }

@@ -44,6 +44,7 @@ func (c *conn) handshake() (serve, handedOff bool) {
 	tc := c.tls
 	_ = c.raw.SetDeadline(time.Now().Add(timeout))
 	if err := tc.Handshake(); err != nil {
+		s.handshakes[1].Add(1) // error
 		s.logger.Debug("h1server: TLS handshake", "remote", c.remote, "error", err)
 		var rh tls.RecordHeaderError
 		if errors.As(err, &rh) && rh.Conn != nil && looksLikeHTTP(rh.RecordHeader) {
@@ -53,6 +54,7 @@ func (c *conn) handshake() (serve, handedOff bool) {
 		}
 		return false, false
 	}
+	s.handshakes[0].Add(1) // success
 	// The write deadline goes; the read deadline is the loop's from here
 	// (readHead sets or clears it: deadlineSet).
 	_ = c.raw.SetWriteDeadline(time.Time{})

@@ -56,6 +56,7 @@ type Listener struct {
 	max      int64
 	perIP    int
 	open     atomic.Int64
+	accepted atomic.Uint64
 	refusing atomic.Int64
 	onRefuse func()
 
@@ -121,6 +122,10 @@ func (l *Listener) releaseIP(ip netip.Addr) {
 // Open returns the number of connections currently open through l.
 func (l *Listener) Open() int64 { return l.open.Load() }
 
+// Accepted returns the number of connections accepted from the inner
+// listener since l was made, refused ones included.
+func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
+
 // Accept returns the next connection within the cap; connections over it
 // are refused and closed without being returned.
 func (l *Listener) Accept() (net.Conn, error) {
@@ -129,6 +134,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		l.accepted.Add(1)
 		answer := refusal
 		if l.open.Add(1) <= l.max {
 			ip, ok := l.claimIP(c)

@@ -154,6 +154,8 @@ type consumerState struct {
 	// bounded (ratelimit.Options.Capacity) with eviction.
 	appLimits  *ratelimit.Limiter[string]
 	anonLimits *ratelimit.Limiter[anonKey]
+	// shared, when set, takes the limit decisions instead (shared.go).
+	shared SharedLimits
 }
 
 // Capacities of the rate-limit state: app keys are few and must not be

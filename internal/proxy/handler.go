@@ -51,6 +51,9 @@ type Options struct {
 	// Tracer, when set, traces requests (internal/tracing); nil: off,
 	// at no cost.
 	Tracer *tracing.Tracer
+	// Shared, when set, decides consumer limits and signature replays for
+	// a cluster of nodes (SharedLimits); nil: in this process only.
+	Shared SharedLimits
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -85,6 +88,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	cs.shared = o.Shared
 	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
 		underscores: o.UnderscoresInHeaders, tracer: o.Tracer}
 	h.upgrades.conns = make(map[io.Closer]struct{})
@@ -246,6 +250,7 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	d := time.Since(x.start)
 	rm := x.route.metrics
 	rm.count(x.status)
+	rm.bytes(x.body.bytesRead(), x.bytesOut)
 	appID := ""
 	if x.app != nil {
 		appID = x.app.ID
@@ -285,6 +290,7 @@ const consumerRetryAfter = time.Second
 // returns false after writing a refusal.
 func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
+	var sig *[32]byte // a verified signature's MAC, for a shared replay check
 	if rt.Auth != AuthNone {
 		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
 		if app == nil {
@@ -301,11 +307,27 @@ func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *excha
 			return false
 		}
 		x.app = app
+		if h.consumers.shared != nil && rt.Auth == AuthHMAC {
+			sig = signatureMAC(r.Header)
+		}
 		delete(r.Header, "X-Api-Key")
 		delete(r.Header, "Authorization")
 		r.Header[AppHeader] = app.header
 	}
-	d, limited := h.limit(r, rt, x.app, now)
+	var d ratelimit.Decision
+	var limited bool
+	if h.consumers.shared != nil {
+		var replayed bool
+		if d, limited, replayed = h.limitShared(r, rt, x.app, sig, now); replayed {
+			w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+			x.reason = ReasonUnauthenticated
+			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
+			x.route.metrics.refused(ReasonUnauthenticated)
+			return false
+		}
+	} else {
+		d, limited = h.limit(r, rt, x.app, now)
+	}
 	if !limited {
 		return true
 	}

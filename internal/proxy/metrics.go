@@ -20,6 +20,8 @@ type Metrics struct {
 	budgetExhausted  *prometheus.CounterVec // upstream
 	pickerFallbacks  *prometheus.CounterVec // upstream
 	shedTotal        *prometheus.CounterVec // route, reason
+	bytesIn          *prometheus.CounterVec // route
+	bytesOut         *prometheus.CounterVec // route
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -64,7 +66,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_shed_total",
 		Help: shedHelp(),
 	}, []string{"route", "reason"})
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal} {
+	m.bytesIn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_request_bytes_total",
+		Help: "Request body bytes levee read from clients, by route.",
+	}, []string{"route"})
+	m.bytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_response_bytes_total",
+		Help: "Response body bytes levee wrote to clients (upstreams' answers and levee's own refusals), by route.",
+	}, []string{"route"})
+	// The refusals made outside the handler, by the data listener, exist
+	// from the start at 0 (route "": before any route is known).
+	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
+		m.refusals.WithLabelValues("", string(r))
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -80,7 +95,10 @@ type routeMetrics struct {
 	route    string
 	upstream string
 	duration prometheus.Observer
-	codes    [600]atomic.Pointer[prometheus.Counter] // index 0 holds codes outside 100..599
+	// bytesIn and bytesOut are the route's body bytes read and written,
+	// resolved once (so they exist from the start at 0).
+	bytesIn, bytesOut prometheus.Counter
+	codes             [600]atomic.Pointer[prometheus.Counter] // index 0 holds codes outside 100..599
 	// refusals and sheds per reason, resolved on first use; indexed by
 	// reasonIndex (the last slot is for reasons outside reasonTable, which
 	// are resolved on every use).
@@ -124,12 +142,18 @@ func cached(slots *[len(reasonTable) + 1]atomic.Pointer[prometheus.Counter], vec
 }
 
 func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
-	rm := &routeMetrics{m: m, route: route, upstream: upstream, duration: m.duration.WithLabelValues(route)}
+	rm := &routeMetrics{m: m, route: route, upstream: upstream, duration: m.duration.WithLabelValues(route),
+		bytesIn: m.bytesIn.WithLabelValues(route), bytesOut: m.bytesOut.WithLabelValues(route)}
 	// The shed reasons' series exist from the start at 0 (refusals and
 	// sheds), so that a rule's rate() or increase() sees a route's first
 	// shed request (a series born at 1 shows no increase). Bounded: routes
 	// × the shed rows of reasonTable (none for the no-route route "", which
 	// sheds nothing).
+	if route != "" {
+		for _, code := range preDeclaredCodes {
+			rm.code(code)
+		}
+	}
 	for _, s := range reasonTable {
 		if s.Shed && route != "" {
 			cached(&rm.refusals, m.refusals, route, s.Reason)
@@ -139,7 +163,11 @@ func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
 	return rm
 }
 
-func (rm *routeMetrics) count(code int) {
+func (rm *routeMetrics) count(code int) { rm.code(code).Inc() }
+
+// code returns the route's counter of status code, resolving and caching
+// it on first use.
+func (rm *routeMetrics) code(code int) prometheus.Counter {
 	i := code
 	if i < 100 || i >= len(rm.codes) {
 		i = 0
@@ -154,7 +182,25 @@ func (rm *routeMetrics) count(code int) {
 		c = &counter
 		rm.codes[i].Store(c)
 	}
-	(*c).Inc()
+	return *c
+}
+
+// preDeclaredCodes are the status codes each route's levee_requests_total
+// has from the start at 0, so that the error-rate alert's rate() sees a
+// route's first 5xx: success, and the 5xx answers levee itself gives or
+// most often passes on. (Not all 500 codes: that would be 500 series a
+// route; the others appear on first use.)
+var preDeclaredCodes = []int{200, 500, 502, 503, 504}
+
+// bytes counts a request's body bytes read and written (no allocation:
+// the counters are resolved once per route).
+func (rm *routeMetrics) bytes(in, out int64) {
+	if in > 0 {
+		rm.bytesIn.Add(float64(in))
+	}
+	if out > 0 {
+		rm.bytesOut.Add(float64(out))
+	}
 }
 
 func (rm *routeMetrics) shed(reason Reason) {

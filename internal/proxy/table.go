@@ -162,6 +162,10 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	}
 	for _, up := range upstreams {
 		up.duration = m.upstreamDuration.WithLabelValues(up.Name)
+		// The retry reasons that are not status codes, from the start at 0.
+		for _, f := range []failure{failConnect, failReset, failTimeout} {
+			m.retries.WithLabelValues(up.Name, string(f))
+		}
 		if up.Budget != nil {
 			// From the start at 0, so increase() sees the first spent budget.
 			m.budgetExhausted.WithLabelValues(up.Name)

@@ -1,0 +1,176 @@
+package clusterlimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Batching: decisions of concurrent requests share round trips. Each
+// request's EVALSHA is queued; a sender takes every decision waiting (up
+// to maxBatch) and writes them to Redis as one pipeline, so a node under
+// load pays one write and one read system call (on both sides) for many
+// decisions instead of one each. A decision alone in flight skips the
+// queue: one round trip from its own goroutine. Every wait stays bounded: the queue is
+// queueLen long (full: the decision falls back at once), a caller waits
+// for its answer no longer than its own timeout, and a pipeline's I/O is
+// bounded by Options.Timeout.
+const (
+	maxBatch = 64   // decisions in one pipeline
+	queueLen = 4096 // decisions waiting for a sender
+	senders  = 4    // pipelines in flight at once
+)
+
+// errQueueFull: the senders are behind (Redis slow or away); the
+// decision falls back.
+var errQueueFull = errors.New("clusterlimit: too many decisions waiting for Redis")
+
+// call is one decision waiting for its answer.
+type call struct {
+	keys []string
+	args []any
+	v    any
+	err  error
+	done chan struct{}
+}
+
+// batcher holds the queue and its senders' lifecycle.
+type batcher struct {
+	queue    chan *call
+	wg       sync.WaitGroup
+	inflight atomic.Int64 // decisions between runLimit's start and end
+}
+
+// startSenders starts the senders; stopSenders (after stop is closed)
+// waits for them. Decisions before startSenders, or after stop, go
+// straight to Redis (runLimit).
+func (l *Limiter) startSenders() {
+	l.batch.queue = make(chan *call, queueLen)
+	for range senders {
+		l.batch.wg.Go(l.send)
+	}
+	l.batching.Store(true)
+}
+
+func (l *Limiter) stopSenders() {
+	l.batching.Store(false)
+	l.batch.wg.Wait()
+	// Calls still queued are answered with an error: their callers have
+	// stopped waiting (their timeout) or get the fallback now.
+	for {
+		select {
+		case c := <-l.batch.queue:
+			c.err = errors.New("clusterlimit: closed")
+			close(c.done)
+		default:
+			return
+		}
+	}
+}
+
+// runLimit runs the limit script for one decision: directly when it is
+// the only decision in flight (a batch of one would only add two goroutine
+// hand-offs) or the senders do not run, else through the senders. It
+// returns when ctx ends at the latest.
+func (l *Limiter) runLimit(ctx context.Context, keys []string, args []any) (any, error) {
+	n := l.batch.inflight.Add(1)
+	defer l.batch.inflight.Add(-1)
+	if n == 1 || !l.batching.Load() {
+		return l.run(ctx, l.limit, keys, args)
+	}
+	c := &call{keys: keys, args: args, done: make(chan struct{})}
+	select {
+	case l.batch.queue <- c:
+	default:
+		return nil, errQueueFull
+	}
+	select {
+	case <-c.done:
+		return c.v, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// send is one sender: it takes the next decision and every other one
+// already waiting (up to maxBatch) and sends them as one pipeline.
+func (l *Limiter) send() {
+	batch := make([]*call, 0, maxBatch)
+	for {
+		select {
+		case <-l.stop:
+			return
+		case c := <-l.batch.queue:
+			batch = append(batch[:0], c)
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-l.batch.queue:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		l.sendBatch(batch)
+		clear(batch)
+	}
+}
+
+// sendBatch sends batch as one pipeline of EVALSHA; the ones Redis
+// answers NOSCRIPT (a restarted Redis) go again after SCRIPT LOAD, within
+// the same Timeout.
+func (l *Limiter) sendBatch(batch []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
+	defer cancel()
+	cmds := l.pipeline(ctx, batch)
+	var again []*call
+	for i, c := range batch {
+		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			again = append(again, c)
+			continue
+		}
+		c.v, c.err = result(cmds[i])
+		close(c.done)
+	}
+	if len(again) == 0 {
+		return
+	}
+	var cmds2 []*redis.Cmd
+	err := l.client.ScriptLoad(ctx, l.limit.src).Err()
+	if err == nil {
+		cmds2 = l.pipeline(ctx, again)
+	}
+	for i, c := range again {
+		if err != nil {
+			c.err = err
+		} else {
+			c.v, c.err = result(cmds2[i])
+		}
+		close(c.done)
+	}
+}
+
+// pipeline sends one EVALSHA per call in one round trip; each command
+// carries its own answer or error.
+func (l *Limiter) pipeline(ctx context.Context, batch []*call) []*redis.Cmd {
+	pipe := l.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, c := range batch {
+		cmds[i] = pipe.EvalSha(ctx, l.limit.sha, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are the commands'
+	return cmds
+}
+
+// result is a script command's answer, a nil answer being an error.
+func result(cmd *redis.Cmd) (any, error) {
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		err = errors.New("clusterlimit: script returned nil")
+	}
+	return v, err
+}

@@ -1,0 +1,44 @@
+package clusterlimit
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the Limiter's Prometheus series.
+type metrics struct {
+	up       prometheus.Gauge
+	nodes    prometheus.Gauge
+	fallback *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics() metrics {
+	return metrics{
+		up: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "levee_cluster_store_up",
+			Help:        "1 while limits are decided in the shared store, 0 while its breaker is open and the fallback decides.",
+			ConstLabels: prometheus.Labels{"store": "redis"},
+		}),
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "levee_cluster_nodes",
+			Help: "Live levee nodes last counted in the shared store (at least 1); the local fallback divides limits by it.",
+		}),
+		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "levee_ratelimit_fallback_total",
+			Help: "Rate-limit decisions taken without the shared store, by cluster.redis.on_failure mode.",
+		}, []string{"mode"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:        "levee_cluster_store_operation_seconds",
+			Help:        "Time of one shared-store operation (limit: a request's decision; heartbeat), failures included.",
+			ConstLabels: prometheus.Labels{"store": "redis"},
+			Buckets:     []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"op"}),
+	}
+}
+
+func (m metrics) register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.up, m.nodes, m.fallback, m.latency} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package clusterlimit
+
+// limitScript decides one request against up to maxChecks limit keys, in
+// order, and records it: the same GCRA and fixed-window quota as package
+// ratelimit (docs/ratelimits.md), the same order (each key's rate, then
+// its quota; a refusal stops there and later keys are untouched; a quota
+// refusal keeps the rate token) and the same choice of the decision to
+// report (the one with the fewest remaining). Atomic: Redis runs a script
+// alone, so every node's requests for a key are serialised here.
+//
+// Time is Redis's (TIME), so the nodes' clocks do not matter. Lua numbers
+// are doubles, exact only below 2^53, and Unix nanoseconds (~1.8e18) are
+// not; so a theoretical arrival time is kept as whole seconds ("ts") and
+// nanoseconds ("tn"), every difference is taken in nanoseconds relative to
+// now (exact while it is below 2^53 ns, 104 days: a burst window longer
+// than that is rounded to within a microsecond), and quota windows are
+// computed in microseconds ("qe": the window's end, "qc": its count; Unix
+// microseconds are exact). Integers are written with %d, never Lua's
+// default 14-digit format.
+//
+// KEYS[1..n]: the keys' state hashes; KEYS[n+1]: the signature's key when
+// ARGV[3] is not empty.
+// ARGV[1], ARGV[2]: now as seconds and microseconds, for the package's
+// tests only (stepping time); empty: TIME.
+// ARGV[3]: how long a signature is remembered, in ms; empty: no signature.
+// ARGV[4]: n. Then for each key: the interval T and L = burst·T in ns
+// (0, 0: no rate), the burst, the quota's requests (0: none) and its
+// window in µs.
+//
+// Returns {1} when the signature was seen before (nothing is recorded),
+// else {0, allowed, limit, remaining, reset ns, retry-after ns, quota}.
+const limitScript = `
+local sec, usec
+if ARGV[1] ~= '' then
+  sec, usec = tonumber(ARGV[1]), tonumber(ARGV[2])
+else
+  local t = redis.call('TIME')
+  sec, usec = tonumber(t[1]), tonumber(t[2])
+end
+local n = tonumber(ARGV[4])
+if ARGV[3] ~= '' then
+  if not redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ARGV[3]) then
+    return {1}
+  end
+end
+local E9 = 1000000000
+local nsn = usec * 1000
+local nowus = sec * 1000000 + usec
+
+-- floor(a / b) for integers a >= 0, b > 0, exact below 2^53 (the double
+-- quotient can round up to the next integer; one step corrects it).
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local function int(x) return string.format('%d', x) end
+
+-- expire keeps a key as long as its state matters (its TAT ahead of now,
+-- its quota window), plus a second: Redis memory stays bounded by the
+-- keys in use.
+local function expire(key, ts, tn, qe)
+  local ms = 0
+  if ts then
+    ms = math.max(ms, math.ceil(((ts - sec) * E9 + (tn - nsn)) / 1000000))
+  end
+  if qe then
+    ms = math.max(ms, math.ceil((qe - nowus) / 1000))
+  end
+  redis.call('PEXPIRE', key, int(ms + 1000))
+end
+
+local best
+for i = 1, n do
+  local b = 4 + (i - 1) * 5
+  local T, L, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  local qn, qper = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+  local key = KEYS[i]
+  local st = redis.call('HMGET', key, 'ts', 'tn', 'qe', 'qc')
+  local ts, tn, qe, qc = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
+  local dr, dq
+  if T > 0 then
+    local ahead = 0
+    if ts then
+      ahead = (ts - sec) * E9 + (tn - nsn)
+      if ahead < 0 then ahead = 0 end
+    end
+    local nxt = ahead + T
+    if nxt > L then
+      local rem = 0
+      if L - ahead > 0 then rem = fdiv(L - ahead, T) end
+      return {0, 0, burst, rem, ahead, nxt - L, 0}
+    end
+    local total = nsn + nxt
+    local carry = fdiv(total, E9)
+    ts, tn = sec + carry, total - carry * E9
+    redis.call('HSET', key, 'ts', int(ts), 'tn', int(tn))
+    dr = {0, 1, burst, fdiv(L - nxt, T), nxt, 0, 0}
+  end
+  if qn > 0 then
+    local wend = (fdiv(nowus, qper) + 1) * qper
+    local count = qc or 0
+    if qe ~= wend then count = 0 end
+    local reset = (wend - nowus) * 1000
+    if count >= qn then
+      if dr then expire(key, ts, tn, qe) end
+      return {0, 0, qn, 0, reset, reset, 1}
+    end
+    count = count + 1
+    qe = wend
+    redis.call('HSET', key, 'qe', int(qe), 'qc', int(count))
+    dq = {0, 1, qn, qn - count, reset, 0, 1}
+  end
+  expire(key, ts, tn, qe)
+  local d = dr or dq
+  if dr and dq then
+    if dr[4] < dq[4] or (dr[4] == dq[4] and dr[5] > dq[5]) then d = dr else d = dq end
+  end
+  if not best or d[4] < best[4] then best = d end
+end
+if not best then return {0, 1, 0, 0, 0, 0, 0} end
+return best
+`
+
+// heartbeatScript records this node as alive at Redis's time and returns
+// how many nodes were heard from within the last ARGV[2] ms, dropping the
+// others: the set holds at most the nodes that beat within that window.
+// KEYS[1]: the set; ARGV[1]: the node's id; ARGV[2]: the window in ms.
+const heartbeatScript = `
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], string.format('%d', ms), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', ms - tonumber(ARGV[2])))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
+`

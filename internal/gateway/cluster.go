@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+
+	"github.com/levee-gw/levee/internal/clusterlimit"
+	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/proxy"
+)
+
+// newClusterLimiter builds the shared limiter of cluster.redis, or returns
+// nil without one. It reads password_file; it does not connect.
+func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, error) {
+	if cfg.Cluster == nil || cfg.Cluster.Redis == nil {
+		return nil, nil
+	}
+	r := cfg.Cluster.Redis
+	password := ""
+	if r.PasswordFile != "" {
+		var err error
+		if password, err = config.ReadPasswordFile(r.PasswordFile); err != nil {
+			return nil, fmt.Errorf("cluster.redis.password_file: %w", err)
+		}
+	}
+	mode := clusterlimit.Local
+	switch r.OnFailure {
+	case "allow":
+		mode = clusterlimit.Allow
+	case "deny":
+		mode = clusterlimit.Deny
+	}
+	l, err := clusterlimit.New(clusterlimit.Options{
+		Address:         r.Address,
+		Password:        password,
+		Timeout:         r.Timeout,
+		OnFailure:       mode,
+		Prefix:          r.Prefix,
+		BreakerFailures: r.BreakerFailures,
+		NodeTTL:         r.NodeTTL,
+		Registerer:      g.registry,
+		Logger:          g.logger.With("store", "redis"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster.redis: %w", err)
+	}
+	return l, nil
+}
+
+// sharedLimits is the proxy's view of g.cluster: nil (not a nil pointer in
+// an interface) without one.
+func (g *Gateway) sharedLimits() proxy.SharedLimits {
+	if g.cluster == nil {
+		return nil
+	}
+	return g.cluster
+}
+
+// startCluster starts the heartbeat, once the admin listener's port (part
+// of the default node id) is known.
+func (g *Gateway) startCluster(cfg *config.Config, adminLn net.Listener) {
+	if g.cluster != nil {
+		g.cluster.Start(nodeID(cfg, adminLn))
+	}
+}
+
+// closeCluster stops the heartbeat, leaves the live-node set and closes the
+// Redis connections (at Shutdown, after the data plane drained; or when
+// New fails after building the limiter).
+func (g *Gateway) closeCluster() {
+	if g.cluster == nil {
+		return
+	}
+	if err := g.cluster.Close(); err != nil {
+		g.logger.Error("closing the Redis connections", "error", err)
+	}
+}
+
+// nodeID is cluster.node_id, or the host name and the admin listener's
+// port once it listens.
+func nodeID(cfg *config.Config, adminLn net.Listener) string {
+	if cfg.Cluster != nil && cfg.Cluster.NodeID != "" {
+		return cfg.Cluster.NodeID
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "levee"
+	}
+	port := "0"
+	if a, ok := adminLn.Addr().(*net.TCPAddr); ok {
+		port = fmt.Sprint(a.Port)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// clusterNotes are /readyz's notes on cluster mode: ready, but degraded.
+func (g *Gateway) clusterNotes() []string {
+	l := g.cluster
+	if l == nil || l.Up() {
+		return nil
+	}
+	what := "each node enforces its limits divided by the " + fmt.Sprint(l.Nodes()) + " live node(s) last counted"
+	switch l.OnFailure() {
+	case clusterlimit.Allow:
+		what = "limited requests are admitted without limits (on_failure: allow)"
+	case clusterlimit.Deny:
+		what = "limited requests are refused (on_failure: deny)"
+	}
+	return []string{"cluster.redis unreachable (" + l.LastError() + "): " + what + "; HMAC replays are checked on this node only"}
+}
+
+// sameCluster reports whether a reload keeps the cluster block (it is
+// read at start only).
+func sameCluster(a, b *config.Cluster) bool { return reflect.DeepEqual(a, b) }

@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestEveryFamilyAtStart: a scrape of a fresh levee with every part on and
+// no traffic yet has a sample of every registered levee_ family, but for
+// those whose label values come only from parts this configuration does
+// not have (data routes and data sources: their own tests cover them).
+func TestEveryFamilyAtStart(t *testing.T) {
+	without := map[string]string{
+		"levee_data_cache_total":            "no data route",
+		"levee_data_pool_connections":       "no data source",
+		"levee_data_query_duration_seconds": "no data route",
+		"levee_data_rows_total":             "no data route",
+	}
+	be, _ := backend(t, "web")
+	h := start(t, catalogueConfig(hostPort(be)))
+	page := h.metricsPage()
+	for name := range registeredFamilies(h.g.Registry()) {
+		if _, ok := without[name]; ok {
+			continue
+		}
+		found := false
+		for _, suffix := range []string{"{", " ", "_bucket{", "_count "} {
+			if strings.Contains(page, "\n"+name+suffix) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s has no sample before the first request", name)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/config"
+)
+
+// Reload loads the configuration again and, if it is valid, makes it serve
+// every request that starts from now on. On error nothing changes: the
+// previous configuration keeps serving, and the error lists every problem.
+// Listener addresses and TLS on/off cannot change without a restart; such a
+// change is refused.
+func (g *Gateway) Reload() error {
+	// reloadMu, not mu, is held across the I/O (file, certificates,
+	// snapshots, seeding): a rebuild waits for mu, never for a disk.
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	cfg, err := g.load()
+	if err == nil {
+		err = g.checkReloadable(cfg)
+	}
+	if err == nil && cfg.TLS != nil {
+		err = g.loadCertificate(cfg.TLS)
+	}
+	dstore, eff, err := g.reloadDataAPIs(cfg, err)
+	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
+		g.cursorKey, err = loadCursorKey(cfg.StateDir) // the first data routes: read under reloadMu, before mu
+	}
+	prevToken := g.token.Load()
+	if err == nil {
+		err = g.loadToken(cfg)
+	}
+	var feeds map[string]*feed
+	var fresh, retired []*feed
+	if err == nil {
+		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
+	}
+	var store *apps.Store
+	if err == nil {
+		store, err = g.swapConfig(eff, cfg, feeds, fresh)
+	}
+	if err != nil {
+		g.token.Store(prevToken)
+		g.self.reloaded(err, time.Now())
+		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
+		return err
+	}
+	// Retired feeds are stopped after g.mu is released: a feed applying an
+	// update waits for g.mu to swap its upstream's Balance.
+	for _, f := range retired {
+		f.Stop()
+	}
+	if store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
+		g.seedApps(ctx, store, cfg)
+		cancel()
+	}
+	g.reseedDataAPIs(dstore, cfg)
+	g.applyProfiles(cfg)
+	g.self.reloaded(nil, time.Now())
+	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
+	return nil
+}
+
+// swapConfig builds cfg's table over feeds and, if that succeeds, makes
+// them serve: it starts the fresh feeds (when the gateway runs), swaps the
+// table and keeps cfg (effective) and file. It returns the app store to
+// seed (nil before Start or after Shutdown). Called with g.reloadMu held;
+// it holds g.mu.
+func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.feeds
+	g.feeds = feeds
+	table, err := g.buildTable(cfg)
+	if err != nil {
+		g.feeds = prev
+		return nil, err
+	}
+	if g.started {
+		for _, f := range fresh {
+			f.Start()
+		}
+	}
+	g.handler.Swap(table)
+	g.cfg, g.fileCfg = cfg, file
+	return g.apps, nil
+}
