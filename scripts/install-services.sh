@@ -9,12 +9,15 @@
 #   Prometheus 2.42 (prometheus, which brings promtool): the shipped alert
 #   rules (deploy/prometheus) are unit-tested with promtool and proven to
 #   fire in a real Prometheus scraping a real levee (internal/testsvc).
+#   Chromium (chromium): the admin web UI is tested in headless Chromium
+#   driven by chromedp (internal/testsvc.ChromiumPath).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v redis-server >/dev/null || need+=(redis-server)
 { command -v prometheus >/dev/null && command -v promtool >/dev/null; } || need+=(prometheus)
+command -v chromium >/dev/null || need+=(chromium)
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done

@@ -130,10 +130,14 @@ type Options struct {
 	// Operator serves GET /api/v1/config and GET /api/v1/routes; nil
 	// leaves them unserved (404).
 	Operator Operator
+	// Reloads serves GET /api/v1/reloads, the recent configuration loads
+	// newest first; nil leaves it unserved (404).
+	Reloads func() []ReloadView
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
-	// /healthz and /readyz (metrics and pprof included) answers 401
+	// /healthz, /readyz and the web UI's files under /ui/ (metrics and
+	// pprof included) answers 401
 	// without "Authorization: Bearer TOKEN" naming one of them, and a
 	// read token is refused 403 insufficient_scope on anything but a GET
 	// or HEAD.
@@ -238,6 +242,10 @@ func newMux(o Options) (*adminMux, error) {
 	if o.Operator != nil {
 		operatorRoutes(mux, o.Operator)
 	}
+	if o.Reloads != nil {
+		reloadRoutes(mux, o.Reloads)
+	}
+	uiRoutes(mux, o.Gatherer)
 	finishDoc := adminDocRoute(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)

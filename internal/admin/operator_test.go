@@ -50,7 +50,8 @@ func fullOptions(t *testing.T, op Operator, tokens func() []Token) Options {
 	}
 	t.Cleanup(func() { dstore.Close() })
 	return Options{Gateway: fakeGateway{}, Gatherer: prometheus.NewRegistry(), Apps: store, DataAPIs: dstore,
-		Docs: fixedDocs{doc: []byte("{}")}, Profiles: noProfiles{}, Operator: op, Tokens: tokens}
+		Docs: fixedDocs{doc: []byte("{}")}, Profiles: noProfiles{}, Operator: op, Tokens: tokens,
+		Reloads: func() []ReloadView { return nil }}
 }
 
 // TestOperatorViews: /api/v1/config serves the gateway's document as it
@@ -196,9 +197,9 @@ func TestAdminDocCoversMux(t *testing.T) {
 				t.Errorf("%s: path parameters %v declared, want %v", where, declared, want)
 			}
 			sec, _ := op["security"].([]any)
-			open := path == "/healthz" || path == "/readyz"
+			open := isOpenPath(path)
 			if open != (len(sec) == 0) {
-				t.Errorf("%s: security %v; only /healthz and /readyz are open", where, sec)
+				t.Errorf("%s: security %v; only /healthz, /readyz and /ui/ are open", where, sec)
 			}
 			wantScope := "write"
 			if method == "get" || method == "head" {

@@ -94,6 +94,9 @@ var adminDocs = map[string]opDoc{
 		errs: []int{400, 404, 409, 413, 422, 503}, body: `{"version": N} (optional)`},
 	"POST /api/v1/data-apis/{name}/offline": {summary: "Take a data API offline: nothing serves, the last published version is remembered", ok: 200, okBody: "the data API", errs: []int{404, 409, 503}},
 	"DELETE /api/v1/data-apis/{name}":       {summary: "Delete a data API and its versions", ok: 204, errs: []int{404, 409, 503}},
+	"GET /ui/":                              {summary: "The admin web UI's files (no data; the page asks for a token and sends it on each API call)", ok: 200, okBody: "the page, its script or its style sheet", text: "text/html", errs: []int{404}, open: true},
+	"GET /api/v1/summary":                   {summary: "The overview's figures from the metrics: requests, 5xx, refusals by reason, in flight, endpoints by state, last reload", ok: 200, okBody: "Summary", errs: []int{500}},
+	"GET /api/v1/reloads":                   {summary: "The recent configuration loads, newest first: time, result and a refused one's problems", ok: 200, okBody: `{"reloads":[ReloadView]}`},
 }
 
 // undocumented is the summary of a registered pattern without an entry in
@@ -131,8 +134,8 @@ func adminDocument(patterns []string) []byte {
 		"info": map[string]any{
 			"title":   "levee admin API",
 			"version": "v1",
-			"description": "levee's control plane, on its own listener (admin.listen). With admin tokens configured, every path but /healthz " +
-				"and /readyz needs Authorization: Bearer TOKEN; a token of scope read may make GET and HEAD requests, anything else needs " +
+			"description": "levee's control plane, on its own listener (admin.listen). With admin tokens configured, every path but /healthz, " +
+				"/readyz and the web UI's files under /ui/ needs Authorization: Bearer TOKEN; a token of scope read may make GET and HEAD requests, anything else needs " +
 				"scope write (x-levee-scope on each operation). Refusals are JSON {\"error\", \"reason\"} with a stable reason.",
 		},
 		"paths": paths,

@@ -32,8 +32,8 @@ func NewToken(secret string, scope Scope) Token {
 	return Token{digest: sha256.Sum256([]byte(secret)), scope: scope}
 }
 
-// requireToken guards every path but /healthz and /readyz with bearer
-// tokens when tokens returns any. The presented token is compared with
+// requireToken guards every path but /healthz, /readyz and the web UI's
+// files (isOpenPath) with bearer tokens when tokens returns any. The presented token is compared with
 // every configured one, each as SHA-256 digests in constant time and
 // without stopping at a match, so neither a token's bytes, its length nor
 // which of them matched leak through timing. A read token may make GET and
@@ -41,7 +41,7 @@ func NewToken(secret string, scope Scope) Token {
 func requireToken(tokens func() []Token, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		toks := tokens()
-		if len(toks) == 0 || r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if len(toks) == 0 || isOpenPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -266,6 +266,7 @@ func (g *Gateway) Start() (err error) {
 		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: dataAPIView{g: g, store: dstore},
+		Reloads:  g.self.history.list,
 	})
 	if err != nil {
 		return err
@@ -453,7 +454,7 @@ func (g *Gateway) Reload() error {
 	}
 	if err != nil {
 		g.token.Store(prevToken)
-		g.self.reloaded(false, time.Now())
+		g.self.reloaded(err, time.Now())
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
@@ -469,7 +470,7 @@ func (g *Gateway) Reload() error {
 	}
 	g.reseedDataAPIs(dstore, cfg)
 	g.applyProfiles(cfg)
-	g.self.reloaded(true, time.Now())
+	g.self.reloaded(nil, time.Now())
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
 }

@@ -14,6 +14,8 @@ type selfMetrics struct {
 	reloads      *prometheus.CounterVec // result: success, error
 	reloadTime   prometheus.Gauge
 	reloadResult prometheus.Gauge
+	// history is the last loads for GET /api/v1/reloads.
+	history reloadHistory
 }
 
 // reloadResults are the result labels of levee_config_reloads_total, each
@@ -52,6 +54,7 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 		m.reloads.WithLabelValues(r)
 	}
 	m.last(true, now) // the start's load: not counted as a reload
+	m.history.add(now, "start", nil)
 	for _, c := range []prometheus.Collector{m.reloads, m.reloadTime, m.reloadResult, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -60,14 +63,16 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 	return m, nil
 }
 
-// reloaded counts a reload and records its result at now.
-func (m *selfMetrics) reloaded(ok bool, now time.Time) {
-	result := "error"
+// reloaded counts a reload and records its result at now: refused with
+// err, successful when err is nil.
+func (m *selfMetrics) reloaded(err error, now time.Time) {
+	ok, result := err == nil, "error"
 	if ok {
 		result = "success"
 	}
 	m.reloads.WithLabelValues(result).Inc()
 	m.last(ok, now)
+	m.history.add(now, result, err)
 }
 
 // last sets the last load's time and result.
