@@ -1,3 +1,6 @@
+// Over 600 lines: New, Start, Reload and Shutdown, each undoing the other's
+// steps, are read together; topics with their own state live beside it.
+//
 // Package gateway is levee's composition root. It turns a validated
 // config.Config into the typed options of the packages below it, builds the
 // routing snapshot and swaps it atomically on reload, and owns the lifecycle
@@ -79,7 +82,9 @@ type Gateway struct {
 	// from Start to Shutdown.
 	health *health.Manager
 	// cluster shares consumer limits through Redis (cluster.go); nil without.
+	// etcd is cluster.etcd's app store and membership (cluster_etcd.go).
 	cluster *clusterlimit.Limiter
+	etcd    etcdState
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
 	profiler       profiler
@@ -99,7 +104,7 @@ type Gateway struct {
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
-	apps     *apps.Store
+	apps     apps.Backend
 	dataAPIs // the data-API store, open from Start to Shutdown (dataapis.go)
 	// token holds the admin API's bearer tokens with their scopes (none:
 	// the API is open), replaced on reload.
@@ -263,10 +268,10 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: dataAPIView{g: g, store: dstore},
-		Reloads:  g.self.history.list,
+		Reloads:  g.self.history.list, Cluster: g.clusterView,
 	})
 	if err != nil {
 		return err
@@ -448,7 +453,7 @@ func (g *Gateway) Reload() error {
 	if err == nil {
 		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
 	}
-	var store *apps.Store
+	var store apps.Backend
 	if err == nil {
 		store, err = g.swapConfig(eff, cfg, feeds, fresh)
 	}
@@ -480,7 +485,7 @@ func (g *Gateway) Reload() error {
 // table and keeps cfg (effective) and file. It returns the app store to
 // seed (nil before Start or after Shutdown). Called with g.reloadMu held;
 // it holds g.mu.
-func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
+func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (apps.Backend, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev := g.feeds
