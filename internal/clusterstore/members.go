@@ -130,4 +130,3 @@ func (s *Store) Members(ctx context.Context) ([]Node, error) {
 	}
 	return out, nil
 }
-

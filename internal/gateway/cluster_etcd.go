@@ -42,6 +42,9 @@ func (g *Gateway) openSharedApps(cfg *config.Config) (apps.Backend, error) {
 	}
 	g.etcd.store.Store(s)
 	g.publishApps(s.Current())
+	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
+	defer cancel()
+	g.seedApps(ctx, s, cfg)
 	return closingStore{s, g}, nil
 }
 
