@@ -429,3 +429,38 @@ func (r *Record) seedKeys(want []string, now time.Time) {
 		r.Keys = append(r.Keys, StoredKey{Key: Key{ID: keyID(sha), Source: SourceFile, Created: now.UTC()}, SHA256: sha})
 	}
 }
+
+// Check validates a record read from a shared store (outside levee's own
+// writes, it may hold anything): the app's definition as Spec.Validate
+// checks it, its keys' hashes and ids, and their number.
+func (r *Record) Check(id string) error {
+	if r.App.ID != id {
+		return fmt.Errorf("app id %q stored under %q", r.App.ID, id)
+	}
+	spec := specOf(&r.App)
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if !slices.IsSorted(spec.Grants) {
+		return invalid("grants", "not sorted")
+	}
+	if r.App.Source != SourceFile && r.App.Source != SourceAPI {
+		return invalid("source", "must be %q or %q, got %s", SourceFile, SourceAPI, quote(r.App.Source))
+	}
+	if len(r.Keys) > MaxActiveKeys+MaxRevokedKeys {
+		return invalid("keys", "at most %d, got %d", MaxActiveKeys+MaxRevokedKeys, len(r.Keys))
+	}
+	active := 0
+	for i, k := range r.Keys {
+		if !ValidKeySHA256(k.SHA256) || k.ID != keyID(k.SHA256) {
+			return invalid(fmt.Sprintf("keys[%d]", i), "a key needs a lower-case hex SHA-256 and the id its first 12 digits")
+		}
+		if k.Active() {
+			active++
+		}
+	}
+	if active > MaxActiveKeys {
+		return invalid("keys", "at most %d active, got %d", MaxActiveKeys, active)
+	}
+	return nil
+}

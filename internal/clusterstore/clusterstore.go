@@ -17,6 +17,7 @@
 package clusterstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,16 +245,37 @@ func (s *Store) put(st *apps.State, key string, value []byte) {
 	switch {
 	case strings.HasPrefix(key, s.key("state/apps/")):
 		id := strings.TrimPrefix(key, s.key("state/apps/"))
-		var r apps.Record
-		if len(value) > maxValueBytes || json.Unmarshal(value, &r) != nil || r.App.ID != id || !apps.ValidID(id) {
-			s.log.Error("etcd: an app's value is not valid; the app is left out", "key", key)
+		r, err := decodeRecord(id, value)
+		if err != nil {
+			s.log.Error("etcd: an app's value is not valid; the app is left out", "key", key, "error", err)
 			delete(st.Apps, id)
 			return
 		}
-		st.Apps[id] = &r
+		st.Apps[id] = r
 	case strings.HasPrefix(key, s.key("state/tombstones/")):
 		st.Tombstones[strings.TrimPrefix(key, s.key("state/tombstones/"))] = string(value)
 	}
+}
+
+// decodeRecord parses and checks the value of app id: strict JSON (no
+// unknown field, nothing after it), at most maxValueBytes.
+func decodeRecord(id string, value []byte) (*apps.Record, error) {
+	if len(value) > maxValueBytes {
+		return nil, fmt.Errorf("%d bytes, at most %d", len(value), maxValueBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	var r apps.Record
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("data after the JSON value")
+	}
+	if err := r.Check(id); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 func (s *Store) del(st *apps.State, key string) {

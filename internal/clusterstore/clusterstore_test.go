@@ -249,4 +249,9 @@ func TestMembership(t *testing.T) {
 	}
 	nodes[2].Close()
 	eventually(t, "node 1 counting 2 nodes", func() bool { return nodes[0].Nodes() == 2 })
+	// A node that dies does not revoke its lease: its connection just
+	// goes. It leaves the list once the lease (2 s here) expires.
+	nodes[1].cli.Close()
+	d := eventually(t, "node 1 counting 1 node after node 2 died", func() bool { return nodes[0].Nodes() == 1 })
+	t.Logf("a node whose connection died left the list after %v (lease_ttl 2s)", d)
 }
