@@ -146,3 +146,16 @@ func (g *Gateway) clusterView(ctx context.Context) admin.ClusterView {
 	}
 	return v
 }
+
+// etcdNotes are /readyz's notes while etcd does not answer: ready, but
+// serving the shared apps as last seen.
+func (g *Gateway) etcdNotes() []string {
+	s := g.etcd.store.Load()
+	if s == nil {
+		return nil
+	}
+	if up, msg := s.Up(); !up {
+		return []string{"cluster.etcd unreachable (" + msg + "): apps and keys serve as this node last saw them; admin writes to them answer 503"}
+	}
+	return nil
+}

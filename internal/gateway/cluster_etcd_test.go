@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,10 @@ func TestClusterEtcdSharedApps(t *testing.T) {
 	expectRefusal(t, resp, 503, "store_unavailable")
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("503 store_unavailable without Retry-After")
+	}
+	if code, doc := nodes[1].api("GET", "/readyz", ""); code != 200 || doc["status"] != "ready" ||
+		!strings.Contains(fmt.Sprint(doc["notes"]), "cluster.etcd unreachable") {
+		t.Errorf("/readyz during the etcd outage: %d %v, want 200 ready with a cluster.etcd note", code, doc)
 	}
 	if code, _ := nodes[0].api("POST", "/api/v1/apps", `{"id":"other"}`); code != 503 {
 		t.Errorf("create app during the outage: %d, want 503", code)
