@@ -48,7 +48,8 @@ func defaultClusterEtcd() *ClusterEtcd {
 
 var clusterEtcdBlock = newBlock(
 	field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
-		doc: "etcd members: host:port or http(s)://host:port, distinct"},
+		doc:   "etcd members: host:port or http(s)://host:port, distinct",
+		check: checkEtcdEndpoints, bind: at(func(e *ClusterEtcd) *[]string { return &e.Endpoints })},
 	field{name: "prefix", kind: kindString, pattern: "^/(.*/)?$", def: DefaultClusterEtcdPrefix,
 		doc: `start of every key levee writes, starting and ending with "/"`, check: checkEtcdPrefix,
 		bind: at(func(e *ClusterEtcd) *string { return &e.Prefix })},
@@ -60,30 +61,10 @@ var clusterEtcdBlock = newBlock(
 		check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.OpTimeout })},
 )
 
-// clusterEtcdEndpoints reads cluster.etcd.endpoints, which the field
-// tables do not bind (a list checked as discovery.etcd.endpoints is);
-// cluster is the `cluster` node, already checked by the field tables.
-func (p *parser) clusterEtcdEndpoints(c *Config, cluster *yaml.Node) {
-	if c.Cluster == nil || c.Cluster.Etcd == nil {
-		return
-	}
-	etcd := valueOfKey(cluster, "etcd")
-	c.Cluster.Etcd.Endpoints = p.etcdEndpoints("cluster.etcd.endpoints", valueOfKey(etcd, "endpoints"), etcd)
-}
-
-// valueOfKey returns the value of key in mapping n (nil when n is not a
-// mapping, has no such key or maps it to null).
-func valueOfKey(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			if v := n.Content[i+1]; v.Tag != "!!null" {
-				return v
-			}
-			return nil
-		}
-	}
-	return nil
+// checkEtcdEndpoints reads a list of etcd members as
+// discovery.etcd.endpoints is read (p.etcdEndpoints).
+func checkEtcdEndpoints(p *parser, path string, n *yaml.Node, ptr any) bool {
+	before := len(p.errs)
+	*ptr.(*[]string) = p.etcdEndpoints(path, n, n)
+	return len(p.errs) == before
 }

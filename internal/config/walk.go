@@ -25,7 +25,6 @@ func (p *parser) config(root *yaml.Node) *Config {
 	// listen, tls, state_dir, server and metrics.
 	bad := p.bind(f, root, "", rootBlock, c)
 	p.log(&c.Log, f["log"])
-	p.clusterEtcdEndpoints(c, f["cluster"])
 	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)
