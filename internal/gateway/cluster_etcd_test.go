@@ -102,6 +102,10 @@ func TestClusterEtcdSharedApps(t *testing.T) {
 	for i, n := range nodes {
 		waitFor(t, fmt.Sprintf("node %d listing 3 nodes", i+1), func() bool { ids, _ := clusterNodes(t, n); return len(ids) == 3 })
 		waitStatus(t, fmt.Sprintf("node %d admitting the file's key", i+1), n, "file-key-0123456789", 200)
+		waitFor(t, fmt.Sprintf("node %d counting 3 nodes", i+1), func() bool { return metricOf(t, n.admin, "levee_cluster_nodes") == 3 })
+		if up := metricOf(t, n.admin, `levee_cluster_store_up{store="etcd"}`); up != 1 {
+			t.Errorf("node %d: levee_cluster_store_up{store=\"etcd\"} %v, want 1", i+1, up)
+		}
 	}
 	if code, doc := nodes[0].api("POST", "/api/v1/apps", `{"id":"shop","grants":["api"]}`); code != 201 {
 		t.Fatalf("create app: %d %v", code, doc)
@@ -133,6 +137,7 @@ func TestClusterEtcdSharedApps(t *testing.T) {
 
 	e.Stop()
 	waitFor(t, "node 2 noticing etcd gone", func() bool { _, up := clusterNodes(t, nodes[1]); return !up })
+	waitFor(t, "node 2's etcd gauge at 0", func() bool { return metricOf(t, nodes[1].admin, `levee_cluster_store_up{store="etcd"}`) == 0 })
 	req, _ := http.NewRequest("DELETE", nodes[1].admin+"/api/v1/apps/shop/keys/"+key2ID, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
