@@ -17,6 +17,7 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse:3000 \
 	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/config:FuzzEffectiveRoundTrips:2000 \
+	./internal/clusterstore:FuzzDecodeRecord:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \

@@ -7,6 +7,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -120,6 +121,9 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Apps serves /api/v1/apps; nil leaves those paths unserved (404).
 	Apps AppStore
+	// Cluster serves GET /api/v1/cluster (cluster.go); nil leaves it
+	// unserved (404).
+	Cluster func(ctx context.Context) ClusterView
 	// Docs serves GET /api/v1/openapi.json; nil leaves it unserved (404).
 	Docs APIDocs
 	// DataAPIs serves /api/v1/data-apis; nil leaves those paths unserved
@@ -229,6 +233,9 @@ func newMux(o Options) (*adminMux, error) {
 	})
 	if o.Apps != nil {
 		appRoutes(mux, o.Apps)
+	}
+	if o.Cluster != nil {
+		clusterRoutes(mux, o.Cluster)
 	}
 	if o.Docs != nil {
 		openAPIRoute(mux, o.Docs)

@@ -17,7 +17,8 @@ import (
 // it; the gateway wraps it to check grants against the serving routes.
 // Errors are classified with errors.Is / errors.As: apps.ErrNotFound
 // (404), apps.ErrExists and apps.ErrConflict (409), *apps.ValidationError
-// (422), a context deadline (503); anything else is 500.
+// (422), apps.ErrUnavailable or a context deadline (503
+// store_unavailable); anything else is 500.
 type AppStore interface {
 	Create(ctx context.Context, spec apps.Spec) (*apps.App, error)
 	Get(ctx context.Context, id string) (*apps.App, error)
@@ -174,6 +175,9 @@ func writeStoreError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "app_exists", err.Error())
 	case errors.Is(err, apps.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, apps.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the shared app store cannot take changes now (no node changed); retry: "+err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the app store did not answer in time; retry")

@@ -72,6 +72,7 @@ var adminDocs = map[string]opDoc{
 	"GET /api/v1/config":                    {summary: "The effective configuration (defaults applied, secrets redacted) in the file's shape", ok: 200, okBody: "the configuration as JSON", errs: []int{500}},
 	"GET /api/v1/routes":                    {summary: "Every route in order: match, kind, target, auth, granted apps, limits", ok: 200, okBody: `{"routes":[RouteView]}`},
 	"POST /api/v1/apps":                     {summary: "Create an app", ok: 201, okBody: "the app", errs: []int{400, 409, 413, 422, 503}, body: "the app (id, name, status, grants, limits, route_limits)"},
+	"GET /api/v1/cluster":                   {summary: "Cluster mode: the live nodes (from etcd) and whether Redis and etcd answer", ok: 200, okBody: `{"nodes":[{"id","version","admin","since"}],"redis":{"up","error"},"etcd":{"up","error"}}`},
 	"GET /api/v1/apps":                      {summary: "List apps, a page at a time (?limit=, ?after=)", ok: 200, okBody: `{"apps":[...],"next_after":"..."}`, errs: []int{400, 503}},
 	"GET /api/v1/apps/{id}":                 {summary: "One app", ok: 200, okBody: "the app", errs: []int{404, 503}},
 	"PATCH /api/v1/apps/{id}":               {summary: "Change an app's fields", ok: 200, okBody: "the app", errs: []int{400, 404, 409, 413, 422, 503}, body: "the fields to change"},

@@ -53,15 +53,10 @@ func keyID(sha string) string { return sha[:12] }
 // with MaxActiveKeys active keys is ErrConflict. A file app becomes
 // Overridden.
 func (s *Store) CreateKey(ctx context.Context, id string) (NewKey, error) {
-	plain, err := GenerateKey()
-	if err != nil {
-		return NewKey{}, fmt.Errorf("generating a key: %w", err)
-	}
-	sha := HashKey(plain)
 	now := s.st.Now()
-	nk := NewKey{
-		Key:       Key{ID: keyID(sha), Prefix: plain[:len(keyPrefix)+4], SHA256: sha, Source: SourceAPI, Created: now.UTC()},
-		Plaintext: plain,
+	nk, err := NewAPIKey(now)
+	if err != nil {
+		return NewKey{}, err
 	}
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		r, err := getRecord(ctx, tx, id)

@@ -79,30 +79,39 @@ func definitionHash(spec Spec, keys []string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error {
+// fileDefinition normalises and validates a file app: its spec, its key
+// hashes (distinct, at most MaxActiveKeys) and its definition's hash.
+func fileDefinition(fa FileApp) (Spec, []string, string, error) {
 	spec := fa.Spec
 	spec.Normalize()
 	if err := spec.Validate(); err != nil {
-		return err
+		return spec, nil, "", err
 	}
 	keys := make([]string, 0, len(fa.KeySHA256))
 	for i, k := range fa.KeySHA256 {
 		if !ValidKeySHA256(k) {
-			return invalid(fmt.Sprintf("api_key_sha256[%d]", i), "must be 64 lower-case hex digits")
+			return spec, nil, "", invalid(fmt.Sprintf("api_key_sha256[%d]", i), "must be 64 lower-case hex digits")
 		}
 		if slices.Contains(keys, k) {
-			return invalid(fmt.Sprintf("api_key_sha256[%d]", i), "duplicate key hash")
+			return spec, nil, "", invalid(fmt.Sprintf("api_key_sha256[%d]", i), "duplicate key hash")
 		}
 		keys = append(keys, k)
 	}
 	if len(keys) > MaxActiveKeys {
-		return invalid("api_key_sha256", "at most %d keys, got %d", MaxActiveKeys, len(keys))
+		return spec, nil, "", invalid("api_key_sha256", "at most %d keys, got %d", MaxActiveKeys, len(keys))
 	}
-	hash := definitionHash(spec, keys)
+	return spec, keys, definitionHash(spec, keys), nil
+}
+
+func (s *Store) seedOne(ctx context.Context, fa FileApp, res *SeedResult) error {
+	spec, keys, hash, err := fileDefinition(fa)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.st.Deadline(ctx)
 	defer cancel()
 	var action statedb.Action
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.st.Now()
 		r, err := getRecord(ctx, tx, spec.ID)
 		e := statedb.Entry{Exists: err == nil}

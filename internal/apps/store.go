@@ -405,31 +405,8 @@ func (s *Store) Patch(ctx context.Context, id string, p Patch) (*App, error) {
 		if err != nil {
 			return err
 		}
-		spec := specOf(r.app)
-		spec.RouteLimits = cloneRouteLimits(spec.RouteLimits)
-		if p.Name != nil {
-			spec.Name = *p.Name
-			if spec.Name == "" {
-				return invalid("name", "must be 1 to %d bytes, got 0", MaxNameLen)
-			}
-		}
-		if p.Status != nil {
-			spec.Status = *p.Status
-			if spec.Status == "" {
-				return invalid("status", `must be "active" or "suspended", got ""`)
-			}
-		}
-		if p.Grants != nil {
-			spec.Grants = *p.Grants
-		}
-		if p.Limits != nil {
-			spec.Limits = *p.Limits
-		}
-		if p.RouteLimits != nil {
-			spec.RouteLimits = cloneRouteLimits(*p.RouteLimits)
-		}
-		spec.Normalize()
-		if err := spec.Validate(); err != nil {
+		spec, err := patched(r.app, p)
+		if err != nil {
 			return err
 		}
 		if err := updateSpec(ctx, tx, spec, s.st.Now(), r.app.Source == SourceFile); err != nil {
@@ -440,6 +417,36 @@ func (s *Store) Patch(ctx context.Context, id string, p Patch) (*App, error) {
 		return err
 	})
 	return out, err
+}
+
+// patched returns a's definition with p applied, normalised and
+// validated (*ValidationError).
+func patched(a *App, p Patch) (Spec, error) {
+	spec := specOf(a)
+	spec.RouteLimits = cloneRouteLimits(spec.RouteLimits)
+	if p.Name != nil {
+		spec.Name = *p.Name
+		if spec.Name == "" {
+			return spec, invalid("name", "must be 1 to %d bytes, got 0", MaxNameLen)
+		}
+	}
+	if p.Status != nil {
+		spec.Status = *p.Status
+		if spec.Status == "" {
+			return spec, invalid("status", `must be "active" or "suspended", got ""`)
+		}
+	}
+	if p.Grants != nil {
+		spec.Grants = *p.Grants
+	}
+	if p.Limits != nil {
+		spec.Limits = *p.Limits
+	}
+	if p.RouteLimits != nil {
+		spec.RouteLimits = cloneRouteLimits(*p.RouteLimits)
+	}
+	spec.Normalize()
+	return spec, spec.Validate()
 }
 
 func cloneRouteLimits(m map[string]RouteLimit) map[string]RouteLimit {

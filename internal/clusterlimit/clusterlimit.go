@@ -98,6 +98,10 @@ type Options struct {
 	// NodeTTL is how long a node not heard from still counts as live.
 	// 0: DefaultNodeTTL.
 	NodeTTL time.Duration
+	// Nodes, when set and answering more than 0, is the count of live
+	// nodes (cluster.etcd's membership), used instead of the heartbeat's
+	// own count in Redis; the heartbeat still probes Redis.
+	Nodes func() int
 	// Registerer receives the metrics; nil: none registered.
 	Registerer prometheus.Registerer
 	// Logger receives state changes (Redis down, back); nil: discarded.
@@ -449,9 +453,16 @@ func (l *Limiter) beatOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
 	start := time.Now()
+	external := 0
+	if l.o.Nodes != nil {
+		if external = l.o.Nodes(); external > 0 {
+			l.live.Store(int64(external))
+			l.m.nodes.Set(float64(external))
+		}
+	}
 	v, err := l.run(ctx, l.beat, []string{l.nodes}, []any{l.nodeID, l.o.NodeTTL.Milliseconds()})
 	l.m.latency.WithLabelValues("heartbeat").Observe(time.Since(start).Seconds())
-	if err == nil {
+	if err == nil && external == 0 {
 		n, ok := v.(int64)
 		if !ok {
 			err = fmt.Errorf("clusterlimit: unexpected heartbeat answer %v", v)

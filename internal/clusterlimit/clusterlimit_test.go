@@ -434,3 +434,21 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestNodesFromMembership: with Options.Nodes (cluster.etcd's membership)
+// the live count is its answer, not Redis's set, and follows it; while it
+// answers 0 (no membership yet) Redis's count stands.
+func TestNodesFromMembership(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	var members atomic.Int64
+	l := newLimiter(t, r.Address, func(o *Options) {
+		o.Heartbeat = 20 * time.Millisecond
+		o.Nodes = func() int { return int(members.Load()) }
+	})
+	l.Start("node-a")
+	waitFor(t, "Redis's count while the membership says nothing", func() bool { return l.Nodes() == 1 })
+	members.Store(3)
+	waitFor(t, "the membership's count of 3", func() bool { return l.Nodes() == 3 && testutil.ToFloat64(l.m.nodes) == 3 })
+	members.Store(2)
+	waitFor(t, "the membership's count of 2", func() bool { return l.Nodes() == 2 })
+}

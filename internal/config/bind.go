@@ -193,6 +193,13 @@ func (p *parser) read(path string, v *yaml.Node, fd *field, ptr any) bool {
 			ok = p.bind(f, v, path, fd.sub, ptr) == nil
 		}
 		return ok
+	case kindList:
+		// A bound list is read whole by its field's check, which bindOne
+		// runs next (cluster.etcd.endpoints).
+		if fd.check == nil {
+			panic("config: list " + path + " is bound without a check to read it")
+		}
+		return true
 	}
 	panic("config: field " + path + " of this kind cannot be bound")
 }

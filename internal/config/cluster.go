@@ -20,6 +20,10 @@ type Cluster struct {
 	// Redis shares rate limits, quotas and the HMAC replay cache
 	// (`cluster.redis`); nil means each node limits on its own.
 	Redis *ClusterRedis
+	// Etcd shares apps, keys and grants and lists the live nodes
+	// (`cluster.etcd`, cluster_etcd.go); nil means each node keeps its
+	// own app store.
+	Etcd *ClusterEtcd
 }
 
 // ClusterRedis is `cluster.redis`: the store the nodes' limits live in
@@ -112,6 +116,8 @@ var (
 			bind:  at(func(c *Cluster) *string { return &c.NodeID })},
 		field{name: "redis", kind: kindBlock, sub: clusterRedisBlock, doc: "share rate limits, quotas and the HMAC replay cache in Redis",
 			bind: opt(func(c *Cluster) **ClusterRedis { return &c.Redis }, defaultClusterRedis)},
+		field{name: "etcd", kind: kindBlock, sub: clusterEtcdBlock, doc: "share apps, keys and grants, and list the live nodes, in etcd",
+			bind: opt(func(c *Cluster) **ClusterEtcd { return &c.Etcd }, defaultClusterEtcd)},
 	)
 )
 

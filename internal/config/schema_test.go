@@ -225,6 +225,7 @@ func TestFieldDefaults(t *testing.T) {
 		{"match", matchBlock, ptr(defaultRoute().Match)},
 		{"discovery", discoveryBlock, defaultDiscovery()},
 		{"etcd", etcdBlock, defaultEtcdDiscovery()},
+		{"cluster.etcd", clusterEtcdBlock, defaultClusterEtcd()},
 		{"app", appBlock, &App{Status: DefaultAppStatus}},
 		{"admin", adminBlock, &c.Admin},
 		{"tls", tlsBlock, &TLS{}},

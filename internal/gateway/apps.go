@@ -30,9 +30,12 @@ const seedTimeout = 30 * time.Second
 
 // openApps opens the app store under cfg.StateDir (creating the
 // directory) and seeds it from cfg.Apps.
-func (g *Gateway) openApps(cfg *config.Config) (*apps.Store, error) {
+func (g *Gateway) openApps(cfg *config.Config) (apps.Backend, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o750); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
+	}
+	if cfg.Cluster != nil && cfg.Cluster.Etcd != nil {
+		return g.openSharedApps(cfg)
 	}
 	path := filepath.Join(cfg.StateDir, appsDBName)
 	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
@@ -49,7 +52,7 @@ func (g *Gateway) openApps(cfg *config.Config) (*apps.Store, error) {
 // seedApps applies the file's apps to the store and logs the outcome.
 // Failures are per app (logged by the store) and never refuse the
 // configuration: the stored state of that app keeps serving.
-func (g *Gateway) seedApps(ctx context.Context, store *apps.Store, cfg *config.Config) {
+func (g *Gateway) seedApps(ctx context.Context, store apps.Backend, cfg *config.Config) {
 	res, err := store.Seed(ctx, fileApps(cfg.Apps))
 	if err != nil {
 		g.logger.Error("apps: seeding from the file failed; the stored apps keep serving", "error", err)
@@ -97,7 +100,7 @@ func quota(q *config.Quota) *apps.Quota {
 
 // Apps returns the consumer-app store (after Start; nil before). Its
 // Current snapshot is what the request path may read.
-func (g *Gateway) Apps() *apps.Store {
+func (g *Gateway) Apps() apps.Backend {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.apps
@@ -133,7 +136,7 @@ func (g *Gateway) loadToken(cfg *config.Config) error {
 // appStoreView is the admin API's AppStore: the store, with grants
 // checked against the routes serving now.
 type appStoreView struct {
-	*apps.Store
+	apps.Backend
 	g *Gateway
 }
 
@@ -143,7 +146,7 @@ func (v appStoreView) Create(ctx context.Context, spec apps.Spec) (*apps.App, er
 	if err := v.checkGrants(spec.Grants); err != nil {
 		return nil, err
 	}
-	return v.Store.Create(ctx, spec)
+	return v.Backend.Create(ctx, spec)
 }
 
 func (v appStoreView) Patch(ctx context.Context, id string, p apps.Patch) (*apps.App, error) {
@@ -152,7 +155,7 @@ func (v appStoreView) Patch(ctx context.Context, id string, p apps.Patch) (*apps
 			return nil, err
 		}
 	}
-	return v.Store.Patch(ctx, id, p)
+	return v.Backend.Patch(ctx, id, p)
 }
 
 // checkGrants refuses a grant naming no route of the serving

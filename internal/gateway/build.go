@@ -258,7 +258,7 @@ func (v adminView) Notes() []string {
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)
 	}
-	return append(notes, v.g.clusterNotes()...)
+	return append(append(notes, v.g.clusterNotes()...), v.g.etcdNotes()...)
 }
 
 func (v adminView) Upstreams() []admin.UpstreamView {

@@ -14,6 +14,9 @@ import (
 // newClusterLimiter builds the shared limiter of cluster.redis, or returns
 // nil without one. It reads password_file; it does not connect.
 func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, error) {
+	if err := g.registerEtcdCollectors(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Cluster == nil || cfg.Cluster.Redis == nil {
 		return nil, nil
 	}
@@ -40,6 +43,7 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 		Prefix:          r.Prefix,
 		BreakerFailures: r.BreakerFailures,
 		NodeTTL:         r.NodeTTL,
+		Nodes:           g.etcdNodes(cfg),
 		Registerer:      g.registry,
 		Logger:          g.logger.With("store", "redis"),
 	})
@@ -64,6 +68,7 @@ func (g *Gateway) startCluster(cfg *config.Config, adminLn net.Listener) {
 	if g.cluster != nil {
 		g.cluster.Start(nodeID(cfg, adminLn))
 	}
+	g.joinEtcd(cfg, adminLn)
 }
 
 // closeCluster stops the heartbeat, leaves the live-node set and closes the

@@ -82,7 +82,9 @@ type Gateway struct {
 	// from Start to Shutdown.
 	health *health.Manager
 	// cluster shares consumer limits through Redis (cluster.go); nil without.
+	// etcd is cluster.etcd's app store and membership (cluster_etcd.go).
 	cluster *clusterlimit.Limiter
+	etcd    etcdState
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
 	profiler       profiler
@@ -102,7 +104,7 @@ type Gateway struct {
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
-	apps     *apps.Store
+	apps     apps.Backend
 	dataAPIs // the data-API store, open from Start to Shutdown (dataapis.go)
 	// token holds the admin API's bearer tokens with their scopes (none:
 	// the API is open), replaced on reload.
@@ -278,10 +280,10 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Store: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: dataAPIView{g: g, store: dstore},
-		Reloads:  g.self.history.list,
+		Reloads:  g.self.history.list, Cluster: g.clusterView,
 	})
 	if err != nil {
 		return err

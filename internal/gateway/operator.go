@@ -11,7 +11,7 @@ import (
 // store's current snapshot (never its database).
 type operatorView struct {
 	g     *Gateway
-	store *apps.Store
+	store apps.Backend
 }
 
 // serving returns the configuration serving now.

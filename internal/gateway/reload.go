@@ -38,7 +38,7 @@ func (g *Gateway) Reload() error {
 	if err == nil {
 		feeds, fresh, retired, err = g.reconcileFeeds(cfg, g.feeds)
 	}
-	var store *apps.Store
+	var store apps.Backend
 	if err == nil {
 		store, err = g.swapConfig(eff, cfg, feeds, fresh)
 	}
@@ -70,7 +70,7 @@ func (g *Gateway) Reload() error {
 // table and keeps cfg (effective) and file. It returns the app store to
 // seed (nil before Start or after Shutdown). Called with g.reloadMu held;
 // it holds g.mu.
-func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (*apps.Store, error) {
+func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (apps.Backend, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev := g.feeds

@@ -11,6 +11,7 @@ import (
 // which build runs, and how the last configuration load went (the
 // LeveeConfigReloadFailed alert reads them).
 type selfMetrics struct {
+	version      string                 // levee's version ("dev" when not set at build time)
 	reloads      *prometheus.CounterVec // result: success, error
 	reloadTime   prometheus.Gauge
 	reloadResult prometheus.Gauge
@@ -31,6 +32,7 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 		version = "dev"
 	}
 	m := &selfMetrics{
+		version: version,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_config_reloads_total",
 			Help: "Configuration reloads, by result (success or error). On error the previous configuration keeps serving.",

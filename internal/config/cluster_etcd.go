@@ -1,0 +1,70 @@
+package config
+
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ClusterEtcd is `cluster.etcd`: where the nodes share apps, keys, grants
+// and their membership (docs/cluster.md).
+type ClusterEtcd struct {
+	// Endpoints are the etcd members to dial (`endpoints`, required, 1 to
+	// 16 distinct items), each "host:port", "http://host:port" or
+	// "https://host:port", as for discovery.etcd.endpoints.
+	Endpoints []string
+	// Prefix starts every key levee writes (`prefix`, default "/levee/"):
+	// it starts and ends with "/", so that clusters can share one etcd.
+	Prefix string
+	// LeaseTTL is the lease of this node's membership key (`lease_ttl`,
+	// default 5s, 2s to 1m): a node that dies leaves the list within it
+	// (etcd rounds a lease up to whole seconds).
+	LeaseTTL time.Duration
+	// DialTimeout bounds connecting to etcd (`dial_timeout`, default 2s,
+	// 100ms to 1m); OpTimeout bounds each read or write (`op_timeout`,
+	// default 2s, 100ms to 1m): an admin write that etcd does not take
+	// within it answers 503 store_unavailable.
+	DialTimeout, OpTimeout time.Duration
+}
+
+// Defaults of cluster.etcd.
+const (
+	DefaultClusterEtcdPrefix      = "/levee/"
+	DefaultClusterEtcdLeaseTTL    = 5 * time.Second
+	DefaultClusterEtcdDialTimeout = 2 * time.Second
+	DefaultClusterEtcdOpTimeout   = 2 * time.Second
+)
+
+// Bounds of cluster.etcd's durations.
+const (
+	minClusterEtcdTimeout = 100 * time.Millisecond
+	maxClusterEtcdTimeout = time.Minute
+)
+
+func defaultClusterEtcd() *ClusterEtcd {
+	return &ClusterEtcd{Prefix: DefaultClusterEtcdPrefix, LeaseTTL: DefaultClusterEtcdLeaseTTL,
+		DialTimeout: DefaultClusterEtcdDialTimeout, OpTimeout: DefaultClusterEtcdOpTimeout}
+}
+
+var clusterEtcdBlock = newBlock(
+	field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
+		doc:   "etcd members: host:port or http(s)://host:port, distinct",
+		check: checkEtcdEndpoints, bind: at(func(e *ClusterEtcd) *[]string { return &e.Endpoints })},
+	field{name: "prefix", kind: kindString, pattern: "^/(.*/)?$", def: DefaultClusterEtcdPrefix,
+		doc: `start of every key levee writes, starting and ending with "/"`, check: checkEtcdPrefix,
+		bind: at(func(e *ClusterEtcd) *string { return &e.Prefix })},
+	field{name: "lease_ttl", kind: kindDuration, def: DefaultClusterEtcdLeaseTTL, doc: "lease of this node's membership key, 2s to 1m",
+		check: checkDurationIn(minClusterNodeTTL, maxClusterNodeTTL), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.LeaseTTL })},
+	field{name: "dial_timeout", kind: kindDuration, def: DefaultClusterEtcdDialTimeout, doc: "time to connect to etcd, 100ms to 1m",
+		check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.DialTimeout })},
+	field{name: "op_timeout", kind: kindDuration, def: DefaultClusterEtcdOpTimeout, doc: "each etcd read or write, 100ms to 1m; past it an admin write answers 503",
+		check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.OpTimeout })},
+)
+
+// checkEtcdEndpoints reads a list of etcd members as
+// discovery.etcd.endpoints is read (p.etcdEndpoints).
+func checkEtcdEndpoints(p *parser, path string, n *yaml.Node, ptr any) bool {
+	before := len(p.errs)
+	*ptr.(*[]string) = p.etcdEndpoints(path, n, n)
+	return len(p.errs) == before
+}

@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-gw/levee/internal/admin"
+	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/clusterstore"
+	"github.com/levee-gw/levee/internal/config"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// This file wires cluster.etcd: the shared app store (clusterstore), this
+// node's membership and GET /api/v1/cluster.
+
+// sharedAppsFile is the last shared app state, under state_dir: what a
+// node serves when etcd does not answer at start.
+const sharedAppsFile = "cluster-apps.json"
+
+// etcdState is the gateway's etcd store, open from Start to Shutdown.
+type etcdState struct {
+	store atomic.Pointer[clusterstore.Store]
+}
+
+// openSharedApps opens the etcd app store of cluster.etcd (it does not
+// wait longer than dial_timeout for etcd; without it, the last state
+// saved under state_dir serves).
+func (g *Gateway) openSharedApps(cfg *config.Config) (apps.Backend, error) {
+	e := cfg.Cluster.Etcd
+	s, err := clusterstore.Open(clusterstore.Options{
+		Endpoints: e.Endpoints, Prefix: e.Prefix, LeaseTTL: e.LeaseTTL, DialTimeout: e.DialTimeout, OpTimeout: e.OpTimeout,
+		StateFile: filepath.Join(cfg.StateDir, sharedAppsFile),
+		OnChange:  g.publishApps,
+		Logger:    g.logger.With("store", "etcd"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.etcd.store.Store(s)
+	g.publishApps(s.Current())
+	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
+	defer cancel()
+	g.seedApps(ctx, s, cfg)
+	return closingStore{s, g}, nil
+}
+
+// closingStore forgets the gateway's pointer to the store it closes.
+type closingStore struct {
+	*clusterstore.Store
+	g *Gateway
+}
+
+func (c closingStore) Close() error {
+	c.g.etcd.store.CompareAndSwap(c.Store, nil)
+	return c.Store.Close()
+}
+
+// joinEtcd adds this node to the membership once the admin listener's
+// address is known.
+func (g *Gateway) joinEtcd(cfg *config.Config, adminLn net.Listener) {
+	if s := g.etcd.store.Load(); s != nil {
+		s.Join(clusterstore.Node{ID: nodeID(cfg, adminLn), Version: g.self.version, Admin: adminLn.Addr().String(), Since: time.Now().UTC()})
+	}
+}
+
+// etcdNodes is the live-node count the Redis limiter divides by when
+// cluster.etcd lists the nodes (nil without it: Redis counts them).
+func (g *Gateway) etcdNodes(cfg *config.Config) func() int {
+	if cfg.Cluster == nil || cfg.Cluster.Etcd == nil {
+		return nil
+	}
+	return func() int {
+		if s := g.etcd.store.Load(); s != nil {
+			return s.Nodes()
+		}
+		return 0
+	}
+}
+
+// registerEtcdCollectors registers levee_cluster_store_up{store="etcd"}
+// and, without a Redis limiter (which exports it), levee_cluster_nodes.
+func (g *Gateway) registerEtcdCollectors(cfg *config.Config) error {
+	if cfg.Cluster == nil || cfg.Cluster.Etcd == nil {
+		return nil
+	}
+	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "levee_cluster_store_up",
+		Help:        "1 while the shared store answers; for etcd, 0 while the shared apps serve as last seen and admin writes answer 503.",
+		ConstLabels: prometheus.Labels{"store": "etcd"},
+	}, func() float64 {
+		if s := g.etcd.store.Load(); s != nil {
+			if up, _ := s.Up(); up {
+				return 1
+			}
+		}
+		return 0
+	})}
+	if cfg.Cluster.Redis == nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "levee_cluster_nodes",
+			Help: "Live levee nodes last counted in the shared store (at least 1); the local fallback divides limits by it.",
+		}, func() float64 {
+			if s := g.etcd.store.Load(); s != nil {
+				return float64(s.Nodes())
+			}
+			return 1
+		}))
+	}
+	for _, c := range cs {
+		if err := g.registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clusterView answers GET /api/v1/cluster: the nodes from etcd (listed
+// without cluster.etcd, none), Redis's and etcd's state.
+func (g *Gateway) clusterView(ctx context.Context) admin.ClusterView {
+	v := admin.ClusterView{Redis: admin.StoreState{Error: "not configured"}, Etcd: admin.StoreState{Error: "not configured"}}
+	if l := g.cluster; l != nil {
+		v.Redis = admin.StoreState{Up: l.Up(), Error: l.LastError()}
+	}
+	s := g.etcd.store.Load()
+	if s == nil {
+		return v
+	}
+	up, msg := s.Up()
+	v.Etcd = admin.StoreState{Up: up, Error: msg}
+	g.mu.Lock()
+	timeout := g.cfg.Cluster.Etcd.OpTimeout
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nodes, err := s.Members(ctx)
+	if err != nil {
+		v.Etcd = admin.StoreState{Up: false, Error: err.Error()}
+		return v
+	}
+	for _, n := range nodes {
+		v.Nodes = append(v.Nodes, admin.ClusterNode(n))
+	}
+	return v
+}
+
+// etcdNotes are /readyz's notes while etcd does not answer: ready, but
+// serving the shared apps as last seen.
+func (g *Gateway) etcdNotes() []string {
+	s := g.etcd.store.Load()
+	if s == nil {
+		return nil
+	}
+	if up, msg := s.Up(); !up {
+		return []string{"cluster.etcd unreachable (" + msg + "): apps and keys serve as this node last saw them; admin writes to them answer 503"}
+	}
+	return nil
+}
