@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"bufio"
 	"io"
 	"log/slog"
 	"math"
@@ -68,16 +67,25 @@ type AccessOptions struct {
 }
 
 // AccessLog writes one JSON line per request on its own goroutine, so a slow
-// log destination never slows a request. Lines wait in a queue of at most
-// QueueLen entries; when it is full a line is dropped and counted in
+// log destination never slows a request. A request appends its line to a
+// shared buffer under a mutex and wakes nobody: the writer takes the
+// buffer every FlushEvery, or at once when it holds FlushBytes, and writes
+// it in one call. (Handing each line over a channel woke the writer and
+// made one write per request whenever traffic was not dense enough to
+// queue: about 10 µs of CPU per request in proxy-compare.) At most
+// MaxPending bytes wait; beyond them a line is dropped and counted in
 // levee_access_log_dropped_total instead of blocking the request. Safe for
-// concurrent use. Start it with Run; Log before Run only queues.
+// concurrent use. Start it with Run; Log before Run only buffers.
 type AccessLog struct {
 	w       io.Writer
 	file    *os.File // the open Path, owned by Run after NewAccessLog; nil for a Writer
 	path    string
 	logger  *slog.Logger
-	queue   chan *[]byte
+	mu      sync.Mutex
+	pending []byte        // lines not yet taken by Run, guarded by mu; at most MaxPending bytes
+	spare   []byte        // Run's buffer, swapped with pending (Run's alone)
+	full    chan struct{} // pending reached FlushBytes (capacity 1)
+	stop    chan struct{} // closed by Close
 	reopen  chan struct{} // one pending reopen at most (capacity 1)
 	reopens atomic.Uint64 // reopens attempted by Run, for reopened
 	pool    sync.Pool
@@ -90,8 +98,18 @@ type AccessLog struct {
 	redact  []string
 }
 
-// QueueLen bounds the lines waiting to be written.
-const QueueLen = 8192
+// The writer's rhythm and bound.
+const (
+	// FlushEvery is the longest a line waits in memory before Run writes
+	// it (NGINX's access_log flush= is the same idea).
+	FlushEvery = 50 * time.Millisecond
+	// FlushBytes of waiting lines are written at once, without waiting
+	// for the tick.
+	FlushBytes = 64 << 10
+	// MaxPending bounds the bytes waiting to be written (a stalled
+	// destination): lines beyond it are dropped and counted.
+	MaxPending = 4 << 20
+)
 
 // NewAccessLog returns an access log as o says, registering its counter
 // into reg. With o.Path it opens the file now, so that a path levee cannot
@@ -101,7 +119,8 @@ func NewAccessLog(o AccessOptions, reg prometheus.Registerer) (*AccessLog, error
 		w:      o.Writer,
 		path:   o.Path,
 		logger: o.Logger,
-		queue:  make(chan *[]byte, QueueLen),
+		full:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
 		reopen: make(chan struct{}, 1),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "levee_access_log_dropped_total",
@@ -225,11 +244,22 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	}
 	b = append(b, "}\n"...)
 	*bp = b
-	select {
-	case a.queue <- bp:
-	default:
+	a.mu.Lock()
+	n := len(a.pending) + len(b)
+	fits := n <= MaxPending
+	if fits {
+		a.pending = append(a.pending, b...)
+	}
+	a.mu.Unlock()
+	a.recycle(bp)
+	switch {
+	case !fits:
 		a.dropped.Inc()
-		a.pool.Put(bp)
+	case n >= FlushBytes && n-len(b) < FlushBytes: // this line crossed the mark: wake Run once
+		select {
+		case a.full <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -252,38 +282,52 @@ func (a *AccessLog) Reopen() {
 // reopened returns how many reopens Run has carried out (tests wait on it).
 func (a *AccessLog) reopened() uint64 { return a.reopens.Load() }
 
-// Run writes queued lines until Close. It batches lines through a buffer and
-// flushes whenever the queue is momentarily empty, and reopens the file
-// when Reopen asks (on this goroutine, so a slow open never holds a
-// request).
+// Run writes the waiting lines every FlushEvery, or as soon as FlushBytes
+// wait, until Close, and reopens the file when Reopen asks (on this
+// goroutine, so a slow open never holds a request).
 func (a *AccessLog) Run() {
 	defer close(a.done)
-	bw := bufio.NewWriterSize(a.w, 64<<10)
+	tick := time.NewTicker(FlushEvery)
+	defer tick.Stop()
 	for {
 		select {
-		case bp := <-a.queue:
-			if bp == nil { // Close's stop marker
-				_ = bw.Flush()
-				a.closeFile()
-				return
-			}
-			_, _ = bw.Write(*bp)
-			a.recycle(bp)
-			if len(a.queue) == 0 {
-				_ = bw.Flush()
-			}
+		case <-tick.C:
+			a.flush()
+		case <-a.full:
+			a.flush()
 		case <-a.reopen:
-			_ = bw.Flush()
-			a.reopenFile(bw)
+			a.flush()
+			a.reopenFile()
 			a.reopens.Add(1)
+		case <-a.stop:
+			a.flush()
+			a.closeFile()
+			return
 		}
 	}
 }
 
-// reopenFile opens Path anew and points bw at it. When the open fails
-// the old file stays in use (its lines are not lost; the operator sees
-// the error and can signal again).
-func (a *AccessLog) reopenFile(bw *bufio.Writer) {
+// flush takes the waiting lines and writes them in one call (Run's
+// goroutine only). A write error is not retried: the lines are lost, as a
+// full disk would lose them.
+func (a *AccessLog) flush() {
+	a.mu.Lock()
+	out := a.pending
+	a.pending = a.spare[:0]
+	a.mu.Unlock()
+	if len(out) > 0 {
+		_, _ = a.w.Write(out)
+	}
+	if cap(out) > FlushBytes*4 { // do not keep a burst's buffer alive
+		out = nil
+	}
+	a.spare = out
+}
+
+// reopenFile opens Path anew and writes to it from now on. When the open
+// fails the old file stays in use (its lines are not lost; the operator
+// sees the error and can signal again).
+func (a *AccessLog) reopenFile() {
 	if a.path == "" {
 		return
 	}
@@ -294,7 +338,6 @@ func (a *AccessLog) reopenFile(bw *bufio.Writer) {
 	}
 	a.closeFile()
 	a.file, a.w = f, f
-	bw.Reset(f)
 	a.logger.Info("access log reopened", "path", a.path)
 }
 
@@ -313,13 +356,13 @@ func (a *AccessLog) recycle(bp *[]byte) {
 	}
 }
 
-// Close writes the lines queued so far, closes the file and waits for Run
+// Close writes the lines logged so far, closes the file and waits for Run
 // to return. It must be called at most once, and only after Run was
-// started. Lines logged after Close are dropped (a straggling request
-// after a forced shutdown must not crash the process, so the queue is
-// never closed).
+// started. Lines logged after Close are never written (a straggling
+// request after a forced shutdown must not crash the process; they stay
+// within MaxPending).
 func (a *AccessLog) Close() {
-	a.queue <- nil
+	close(a.stop)
 	<-a.done
 }
 

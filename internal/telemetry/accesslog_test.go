@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,8 +71,9 @@ type blockingWriter struct{ release chan struct{} }
 
 func (b *blockingWriter) Write(p []byte) (int, error) { <-b.release; return len(p), nil }
 
-// TestAccessLogNeverBlocksAndCountsDrops: with the writer stalled, Log
-// returns at once and the lines beyond the queue are counted as dropped.
+// TestAccessLogNeverBlocksAndCountsDrops: with nothing writing, Log
+// returns at once and the lines beyond MaxPending bytes are counted as
+// dropped; then, with Run stalled in a write, too.
 func TestAccessLogNeverBlocksAndCountsDrops(t *testing.T) {
 	w := &blockingWriter{release: make(chan struct{})}
 	reg := prometheus.NewRegistry()
@@ -79,13 +81,17 @@ func TestAccessLogNeverBlocksAndCountsDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Run is not started: nothing drains the queue.
+	// Run is not started: nothing takes the waiting lines.
+	e := &AccessEntry{Status: 200}
+	a.Log(e)
+	line := len(a.pending) // every line of e is as long
+	fit := MaxPending / line
 	const extra = 100
-	for range QueueLen + extra {
-		a.Log(&AccessEntry{Status: 200})
+	for range fit - 1 + extra {
+		a.Log(e)
 	}
 	if got := testutil.ToFloat64(a.dropped); got != extra {
-		t.Errorf("dropped = %v, want %d", got, extra)
+		t.Errorf("dropped = %v, want %d (%d-byte lines, %d fit in %d bytes)", got, extra, line, fit, MaxPending)
 	}
 	done := make(chan struct{})
 	go func() { a.Run(); close(done) }()
@@ -116,4 +122,47 @@ func FuzzAppendJSONString(f *testing.F) {
 			t.Fatalf("round trip of %q gave %q", want, got)
 		}
 	})
+}
+
+// countingWriter counts the writes it gets and keeps what was written.
+type countingWriter struct {
+	mu     sync.Mutex
+	writes int
+	buf    bytes.Buffer
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	return c.buf.Write(p)
+}
+
+// TestAccessLogBatchesWrites: lines are written in batches (each tick, or
+// at FlushBytes), not one write per line as a request finishes: 2000
+// lines logged one at a time reach the writer in far fewer writes, all of
+// them, in order.
+func TestAccessLogBatchesWrites(t *testing.T) {
+	w := &countingWriter{}
+	a, err := NewAccessLog(AccessOptions{Writer: w, Sample2xx: 1}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { a.Run(); close(done) }()
+	const n = 2000
+	for i := range n {
+		a.Log(&AccessEntry{Status: 200, RequestID: strconv.Itoa(i)})
+	}
+	a.Close()
+	<-done
+	lines := strings.Split(strings.TrimSuffix(w.buf.String(), "\n"), "\n")
+	if len(lines) != n || !strings.Contains(lines[n-1], `"request_id":"1999"`) || !strings.Contains(lines[0], `"request_id":"0"`) {
+		t.Fatalf("%d lines written, first %.60q, last %.60q", len(lines), lines[0], lines[len(lines)-1])
+	}
+	// 2000 lines of ~250 bytes: about 8 FlushBytes batches, plus ticks.
+	if w.writes > n/50 {
+		t.Errorf("%d lines took %d writes, want batches (at most %d)", n, w.writes, n/50)
+	}
+	t.Logf("%d lines in %d writes", n, w.writes)
 }
