@@ -16,7 +16,7 @@ import (
 // Options configure a Store.
 type Options struct {
 	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/apps.st.DB.
+	// directory must exist. Required. levee uses <state_dir>/apps.db.
 	Path string
 	// QueryTimeout bounds every statement and transaction the store runs
 	// (default DefaultQueryTimeout). A call whose context has an earlier

@@ -17,7 +17,7 @@ import (
 // Options configure a Store.
 type Options struct {
 	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/data-apis.st.DB.
+	// directory must exist. Required. levee uses <state_dir>/data-apis.db.
 	Path string
 	// QueryTimeout bounds every statement and transaction the store runs
 	// (default statedb.DefaultQueryTimeout, 5s). A call whose context has
