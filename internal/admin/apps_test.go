@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,7 +31,7 @@ func (fakeGateway) ConfirmUpstream(string) (ConfirmResult, error)    { return Co
 // store in a temp dir; tokens are the accepted bearer tokens (nil: none).
 func server(t *testing.T, tokens *atomic.Pointer[[]Token]) (*httptest.Server, *apps.Store) {
 	t.Helper()
-	store, err := apps.Open(context.Background(), apps.Options{Path: filepath.Join(t.TempDir(), "apps.db")})
+	store, err := apps.Open(context.Background(), apps.Options{Config: statedb.Config{Path: filepath.Join(t.TempDir(), "apps.db")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/dataapis"
 	"github.com/levee-gw/levee/internal/profiles"
+	"github.com/levee-gw/levee/internal/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -39,7 +40,7 @@ func (noProfiles) Open(string) (*os.File, error)     { return nil, os.ErrNotExis
 // route is registered.
 func fullOptions(t *testing.T, op Operator, tokens func() []Token) Options {
 	t.Helper()
-	store, err := apps.Open(context.Background(), apps.Options{Path: filepath.Join(t.TempDir(), "apps.db")})
+	store, err := apps.Open(context.Background(), apps.Options{Config: statedb.Config{Path: filepath.Join(t.TempDir(), "apps.db")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,30 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/statedb"
 )
 
-// Options configure a Store.
+// Options configure a Store: where its database lives (levee uses
+// <state_dir>/apps.db) and how it runs, and who hears of its changes.
 type Options struct {
-	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/apps.db.
-	Path string
-	// QueryTimeout bounds every statement and transaction the store runs
-	// (default DefaultQueryTimeout). A call whose context has an earlier
-	// deadline keeps it.
-	QueryTimeout time.Duration
-	// BusyTimeout is how long a statement waits for another connection's
-	// (or process's) write lock before failing (default
-	// DefaultBusyTimeout).
-	BusyTimeout time.Duration
-	// Logger receives the seeding decisions and warnings (default: none).
-	Logger *slog.Logger
-	// Now is the clock for timestamps (default time.Now).
-	Now func() time.Time
+	statedb.Config
 	// OnChange, when set, is called with every new snapshot after the
 	// write that caused it has committed, in commit order, while the
 	// store's write lock is held: it must not call the store's writing
@@ -59,8 +45,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Path == "" {
 		return nil, errors.New("apps: Options.Path is required")
 	}
-	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Path: o.Path, QueryTimeout: o.QueryTimeout, BusyTimeout: o.BusyTimeout,
-		Logger: o.Logger, Now: o.Now, Migrations: migrations})
+	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Config: o.Config, Migrations: migrations})
 	if err != nil {
 		return nil, fmt.Errorf("apps: %w", err)
 	}

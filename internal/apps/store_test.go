@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // testClock is a manual clock for timestamps.
@@ -40,7 +42,7 @@ func open(t *testing.T, path string, logs *bytes.Buffer) *Store {
 	// The query timeout is not what these tests test: a long one keeps a
 	// write of a thousand apps from timing out on a machine busy with
 	// other test processes (TestListCapsPageSize did, at 8.4 s).
-	o := Options{Path: path, Now: (&testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).now, QueryTimeout: time.Minute}
+	o := Options{Config: statedb.Config{Path: path, Now: (&testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).now, QueryTimeout: time.Minute}}
 	if logs != nil {
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
@@ -389,7 +391,7 @@ func TestMigrationsFromEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err := Open(ctx, Options{Path: path})
+	_, err := Open(ctx, Options{Config: statedb.Config{Path: path}})
 	if err == nil || !strings.Contains(err.Error(), "newer than this levee knows") {
 		t.Fatalf("newer schema: %v", err)
 	}
@@ -402,7 +404,7 @@ func TestMigrationsFromEmpty(t *testing.T) {
 // snapshot that already shows it.
 func TestOnChangeOrdered(t *testing.T) {
 	var got []int
-	s, err := Open(ctx, Options{Path: filepath.Join(t.TempDir(), "apps.db"), OnChange: func(s *Snapshot) { got = append(got, s.Len()) }})
+	s, err := Open(ctx, Options{Config: statedb.Config{Path: filepath.Join(t.TempDir(), "apps.db")}, OnChange: func(s *Snapshot) { got = append(got, s.Len()) }})
 	if err != nil {
 		t.Fatal(err)
 	}

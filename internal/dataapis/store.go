@@ -7,30 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/statedb"
 )
 
-// Options configure a Store.
-type Options struct {
-	// Path is the database file, created (mode 0600) when missing; its
-	// directory must exist. Required. levee uses <state_dir>/data-apis.db.
-	Path string
-	// QueryTimeout bounds every statement and transaction the store runs
-	// (default statedb.DefaultQueryTimeout, 5s). A call whose context has
-	// an earlier deadline keeps it.
-	QueryTimeout time.Duration
-	// BusyTimeout is how long a statement waits for another connection's
-	// write lock before failing (default statedb.DefaultBusyTimeout, 5s).
-	BusyTimeout time.Duration
-	// Logger receives the seeding decisions and warnings (default: none).
-	Logger *slog.Logger
-	// Now is the clock for timestamps (default time.Now).
-	Now func() time.Time
-}
+// Options configure a Store: where its database lives (levee uses
+// <state_dir>/data-apis.db) and how it runs.
+type Options = statedb.Config
 
 // Snapshot is the store's published state after a committed change:
 // what serves, and how many APIs are in each state. Immutable.
@@ -60,8 +45,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Path == "" {
 		return nil, errors.New("dataapis: Options.Path is required")
 	}
-	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Path: o.Path, QueryTimeout: o.QueryTimeout, BusyTimeout: o.BusyTimeout,
-		Logger: o.Logger, Now: o.Now, Migrations: migrations})
+	st, err := statedb.OpenStore(ctx, statedb.StoreOptions{Config: o, Migrations: migrations})
 	if err != nil {
 		return nil, fmt.Errorf("dataapis: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/statedb"
 )
 
 // This file wires the consumer-app store: opened under state_dir at
@@ -40,7 +41,7 @@ func (g *Gateway) openApps(cfg *config.Config) (apps.Backend, error) {
 	path := filepath.Join(cfg.StateDir, appsDBName)
 	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 	defer cancel()
-	store, err := apps.Open(ctx, apps.Options{Path: path, Logger: g.logger, OnChange: g.publishApps})
+	store, err := apps.Open(ctx, apps.Options{Config: statedb.Config{Path: path, Logger: g.logger}, OnChange: g.publishApps})
 	if err != nil {
 		return nil, err
 	}

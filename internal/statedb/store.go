@@ -26,17 +26,29 @@ type Store struct {
 	mu sync.Mutex // serialises writes and snapshot rebuilds
 }
 
+// Config is where a store's database lives and how it runs: the options
+// every store under state_dir takes (apps.Options, dataapis.Options).
+type Config struct {
+	// Path is the database file, created (mode 0600) when missing; its
+	// directory must exist. Required.
+	Path string
+	// QueryTimeout bounds every statement and transaction the store runs
+	// (default DefaultQueryTimeout). A call whose context has an earlier
+	// deadline keeps it.
+	QueryTimeout time.Duration
+	// BusyTimeout is how long a statement waits for another connection's
+	// (or process's) write lock before failing (default
+	// DefaultBusyTimeout).
+	BusyTimeout time.Duration
+	// Logger receives the store's decisions and warnings (default: none).
+	Logger *slog.Logger
+	// Now is the clock for timestamps (default time.Now).
+	Now func() time.Time
+}
+
 // StoreOptions open a Store.
 type StoreOptions struct {
-	// Path is the database file (Options.Path). Required.
-	Path string
-	// QueryTimeout bounds every statement and transaction (default
-	// DefaultQueryTimeout); BusyTimeout is how long a statement waits for
-	// another connection's write lock (default DefaultBusyTimeout).
-	QueryTimeout, BusyTimeout time.Duration
-	// Logger (default: none) and Now (default time.Now).
-	Logger *slog.Logger
-	Now    func() time.Time
+	Config
 	// Migrations are the store's schema (Options.Migrations).
 	Migrations []string
 }
