@@ -53,7 +53,9 @@ log: {access: false}
 upstreams:
   deadfirst:
     endpoints: [{address: %[1]s}, {address: %[2]s}]
-    retry: {attempts: 2, backoff: {base: 1ms, max: 5ms}}
+    # No budget at all: a retry that spent it would be refused, so the
+    # connect-failure retries below passing proves they are free.
+    retry: {attempts: 2, backoff: {base: 1ms, max: 5ms}, budget: {ratio: 0, min_per_second: 0}}
   one:
     endpoints: [{address: %[2]s}]
     retry: {attempts: 3, backoff: {base: 1ms, max: 5ms}}
@@ -116,6 +118,9 @@ routes:
 		}
 		if got := h.metric(`levee_upstream_ejections_total{reason="connect_refused",upstream="deadfirst"}`); got != 1 {
 			t.Errorf("connect_refused ejections = %v, want 1", got)
+		}
+		if got := h.metric(`levee_retry_budget_exhausted_total{upstream="deadfirst"}`); got != 0 {
+			t.Errorf("levee_retry_budget_exhausted_total = %v, want 0: connect failures must not spend the budget", got)
 		}
 	})
 
