@@ -107,6 +107,7 @@ type Store struct {
 	closed    bool
 	joined    bool
 	resync    chan struct{} // asks the watch loop to re-read (etcd came back)
+	pushes    pushFollow    // the shared pushed endpoints (pushed.go)
 	stop      chan struct{}
 	done      sync.WaitGroup
 	statePath string
@@ -141,7 +142,7 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("cluster.etcd: %w", err)
 	}
 	s := &Store{o: o, cli: cli, log: log, state: apps.NewState(), nodes: 1,
-		resync: make(chan struct{}, 1), stop: make(chan struct{}), statePath: o.StateFile}
+		resync: make(chan struct{}, 1), pushes: pushFollow{resync: make(chan struct{}, 1)}, stop: make(chan struct{}), statePath: o.StateFile}
 	s.cond = sync.NewCond(&s.mu)
 	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
 	st, rev, lerr := s.load(ctx)
@@ -357,82 +358,124 @@ func writeStateFile(path string, st *apps.State) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// sleep waits d or until Close; false when closing.
-func (s *Store) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.stop:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 func nextBackoff(d time.Duration) time.Duration { return min(max(2*d, backoffMin), backoffMax) }
 
-// watchLoop keeps the state in step with etcd: a watch from the revision
-// after the last state read; when the watch ends (compacted, canceled,
-// etcd gone and back) it reads the whole state again and watches anew,
-// waiting backoffMin to backoffMax between failed attempts.
-func (s *Store) watchLoop() {
-	defer s.done.Done()
+// follower is one part of the shared state a Store keeps in step with
+// etcd: everything under prefix, read whole by load and then changed by
+// the watch's events (the apps: state/; pushed endpoints: endpoints/).
+type follower struct {
+	what   string // for logs
+	prefix string
+	// load reads and applies the whole part at one revision, which it
+	// returns.
+	load func(ctx context.Context) (int64, error)
+	// events applies one watch response's events, at revision rev.
+	events func(evs []*clientv3.Event, rev int64)
+	// resync is signalled by the probe when etcd came back: re-read.
+	resync chan struct{}
+	// quit, when not nil, stops this follower alone (Close stops all).
+	quit <-chan struct{}
+}
+
+// follow keeps f in step with etcd: a watch from the revision after the
+// last whole read; when the watch ends (compacted, canceled, etcd gone
+// and back) it reads the whole part again and watches anew, waiting
+// backoffMin to backoffMax between failed attempts. It returns at Close
+// or when f.quit closes.
+func (s *Store) follow(f *follower) {
 	wait := time.Duration(0)
 	for {
-		if wait > 0 && !s.sleep(wait) {
+		if wait > 0 && !s.pause(wait, f.quit) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.OpTimeout)
-		st, rev, err := s.load(ctx)
+		rev, err := f.load(ctx)
 		cancel()
 		if err != nil {
 			s.setUp(false, err.Error())
 			wait = nextBackoff(wait)
 			continue
 		}
-		s.setUp(true, "")
-		s.apply(st, rev)
-		s.seedPending()
 		wait = backoffMin
-		if !s.watch(st, rev) {
+		if !s.watch(f, rev) {
 			return
 		}
 	}
 }
 
-// watch applies the changes after rev to st until the watch ends; false
-// when closing.
-func (s *Store) watch(st *apps.State, rev int64) bool {
+// pause waits d or until Close or quit; false when stopping.
+func (s *Store) pause(d time.Duration, quit <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.stop:
+		return false
+	case <-quit:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// watch hands f the changes after rev until the watch ends; false when
+// stopping.
+func (s *Store) watch(f *follower, rev int64) bool {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	defer cancel()
-	wch := s.cli.Watch(ctx, s.key("state/"), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	wch := s.cli.Watch(ctx, f.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for {
 		select {
 		case <-s.stop:
 			return false
-		case <-s.resync:
+		case <-f.quit:
+			return false
+		case <-f.resync:
 			return true
 		case resp, ok := <-wch:
 			if !ok {
 				return true
 			}
 			if err := resp.Err(); err != nil {
-				// ErrCompacted included: re-read the whole state.
-				s.log.Warn("etcd watch ended; re-reading the shared apps", "error", err)
+				// ErrCompacted included: re-read the whole part.
+				s.log.Warn("etcd watch ended; re-reading "+f.what, "error", err)
 				return true
 			}
-			if len(resp.Events) == 0 {
-				continue
+			if len(resp.Events) > 0 {
+				f.events(resp.Events, resp.Header.Revision)
 			}
+		}
+	}
+}
+
+// watchLoop follows the shared apps: each whole read is applied (and a
+// seed that waited for etcd is made), each watch response applied to a
+// copy of the state.
+func (s *Store) watchLoop() {
+	defer s.done.Done()
+	var st *apps.State
+	s.follow(&follower{
+		what: "the shared apps", prefix: s.key("state/"), resync: s.resync,
+		load: func(ctx context.Context) (int64, error) {
+			loaded, rev, err := s.load(ctx)
+			if err != nil {
+				return 0, err
+			}
+			s.setUp(true, "")
+			st = loaded
+			s.apply(st, rev)
+			s.seedPending()
+			return rev, nil
+		},
+		events: func(evs []*clientv3.Event, rev int64) {
 			st = st.Clone()
-			for _, ev := range resp.Events {
+			for _, ev := range evs {
 				if ev.Type == clientv3.EventTypeDelete {
 					s.del(st, string(ev.Kv.Key))
 				} else {
 					s.put(st, string(ev.Kv.Key), ev.Kv.Value)
 				}
 			}
-			s.apply(st, resp.Header.Revision)
-		}
-	}
+			s.apply(st, rev)
+		},
+	})
 }

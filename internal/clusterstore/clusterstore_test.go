@@ -221,7 +221,8 @@ func TestWatchCompacted(t *testing.T) {
 	}
 	// A watch from before the compaction ends at once (ErrCompacted)
 	// and asks for a full read; b's own loop then re-reads too.
-	if !b.watch(apps.NewState(), old) {
+	f := &follower{what: "test", prefix: b.key("state/"), events: func([]*clientv3.Event, int64) {}}
+	if !b.watch(f, old) {
 		t.Fatal("watch reported closing")
 	}
 	eventually(t, "b holding apps 1 to 5 after the compaction", func() bool {

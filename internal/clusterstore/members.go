@@ -38,7 +38,7 @@ func (s *Store) memberLoop() {
 	value, _ := json.Marshal(s.o.Node)
 	wait := time.Duration(0)
 	for {
-		if wait > 0 && !s.sleep(wait) {
+		if wait > 0 && !s.pause(wait, nil) {
 			return
 		}
 		wait = nextBackoff(wait)
@@ -99,9 +99,11 @@ func (s *Store) probeLoop() {
 			s.nodes = max(1, len(nodes))
 			s.mu.Unlock()
 			if s.setUp(true, "") {
-				select {
-				case s.resync <- struct{}{}:
-				default:
+				for _, c := range []chan struct{}{s.resync, s.pushes.resync} {
+					select {
+					case c <- struct{}{}:
+					default:
+					}
 				}
 			}
 		}
