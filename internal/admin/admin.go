@@ -104,10 +104,12 @@ type Gateway interface {
 	Reload() error
 	// PushEndpoints offers a JSON array of instances to upstream name.
 	// Errors: ErrNotPushUpstream, or a *PushRefusedError when the list was
-	// refused whole (discovery.go maps each to its status).
+	// refused whole; in cluster mode also ErrPushTooLarge and
+	// ErrStoreUnavailable (discovery.go maps each to its status).
 	PushEndpoints(name string, body []byte) (PushResult, error)
 	// ConfirmUpstream applies the update held by name's delta guard.
-	// Errors: ErrNoFeed, ErrNothingHeld.
+	// Errors: ErrNoFeed, ErrNothingHeld; in cluster mode also
+	// ErrStoreUnavailable.
 	ConfirmUpstream(name string) (ConfirmResult, error)
 }
 

@@ -20,6 +20,13 @@ var (
 	// ErrNothingHeld: the feed's delta guard holds nothing to confirm
 	// (409 nothing_held).
 	ErrNothingHeld = errors.New("nothing is held")
+	// ErrStoreUnavailable: in cluster mode, etcd cannot take the push or
+	// the confirmation now, so no node changed (503 store_unavailable,
+	// Retry-After).
+	ErrStoreUnavailable = errors.New("the shared store is unavailable")
+	// ErrPushTooLarge: in cluster mode, a pushed list over what etcd
+	// takes in one value (413 body_too_large).
+	ErrPushTooLarge = errors.New("the pushed list is too large to share")
 )
 
 // PushRefusedError is a pushed list refused whole (422): malformed, too
@@ -51,8 +58,16 @@ type ConfirmResult struct {
 	HeldFor      time.Duration
 }
 
+// writeStoreUnavailable answers a push or confirmation etcd did not take:
+// 503 store_unavailable, Retry-After: 1, as the apps API does.
+func writeStoreUnavailable(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the shared store cannot take changes now (no node changed); retry: "+err.Error())
+}
+
 // writePush answers PUT /api/v1/upstreams/{name}/endpoints: 200 applied,
-// 202 held, 409 not a push upstream, 422 refused, 500 anything else.
+// 202 held, 409 not a push upstream, 413 too large to share, 422 refused,
+// 503 shared store unavailable, 500 anything else.
 func writePush(w http.ResponseWriter, name string, res PushResult, err error) {
 	var refused *PushRefusedError
 	switch {
@@ -73,13 +88,18 @@ func writePush(w http.ResponseWriter, name string, res PushResult, err error) {
 		})
 	case errors.Is(err, ErrNotPushUpstream):
 		writeError(w, http.StatusConflict, "not_push_upstream", "upstream "+name+" does not take pushed endpoints (set discovery: {push: true})")
+	case errors.Is(err, ErrPushTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
+	case errors.Is(err, ErrStoreUnavailable):
+		writeStoreUnavailable(w, err)
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
 }
 
 // writeConfirm answers POST /api/v1/upstreams/{name}/confirm: 200
-// applied, 404 no feed, 409 nothing held, 500 anything else.
+// applied, 404 no feed, 409 nothing held, 503 shared store unavailable,
+// 500 anything else.
 func writeConfirm(w http.ResponseWriter, name string, res ConfirmResult, err error) {
 	switch {
 	case err == nil:
@@ -88,6 +108,8 @@ func writeConfirm(w http.ResponseWriter, name string, res ConfirmResult, err err
 		writeError(w, http.StatusNotFound, "not_found", "upstream "+name+" has no discovery feed")
 	case errors.Is(err, ErrNothingHeld):
 		writeError(w, http.StatusConflict, "nothing_held", "nothing is held for upstream "+name)
+	case errors.Is(err, ErrStoreUnavailable):
+		writeStoreUnavailable(w, err)
 	default:
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}

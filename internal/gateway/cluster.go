@@ -69,6 +69,7 @@ func (g *Gateway) startCluster(cfg *config.Config, adminLn net.Listener) {
 		g.cluster.Start(nodeID(cfg, adminLn))
 	}
 	g.joinEtcd(cfg, adminLn)
+	g.syncPushes()
 }
 
 // closeCluster stops the heartbeat, leaves the live-node set and closes the

@@ -23,7 +23,8 @@ const sharedAppsFile = "cluster-apps.json"
 
 // etcdState is the gateway's etcd store, open from Start to Shutdown.
 type etcdState struct {
-	store atomic.Pointer[clusterstore.Store]
+	store  atomic.Pointer[clusterstore.Store]
+	pushes pushFollow // the shared pushes followed (cluster_push.go)
 }
 
 // openSharedApps opens the etcd app store of cluster.etcd (it does not

@@ -20,6 +20,7 @@ type feed struct {
 	*discovery.Feed
 	upstream string
 	cfg      config.Discovery
+	shared   sharedPush // with cluster.etcd, the shared push applied (cluster_push.go)
 }
 
 // newFeed builds (without starting) the feed of upstream name.
@@ -27,7 +28,7 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 	d := uc.Discovery
 	o := discovery.FeedOptions{
 		Upstream:   name,
-		Limits:     discovery.Limits{MaxWeight: d.MaxWeight},
+		Limits:     feedLimits(d),
 		Guard:      discovery.GuardOptions{MaxDropFraction: d.MaxDropFraction, ConfirmAfter: d.ConfirmAfter},
 		SourceName: sourceName(d),
 		StateDir:   stateDir,
@@ -56,6 +57,11 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
 	}
 	return &feed{Feed: f, upstream: name, cfg: *d}, nil
+}
+
+// feedLimits are the discovery firewall's limits of d.
+func feedLimits(d *config.Discovery) discovery.Limits {
+	return discovery.Limits{MaxWeight: d.MaxWeight}
 }
 
 // sourceName names where a feed's instances come from.
@@ -154,7 +160,14 @@ func (v adminView) PushEndpoints(name string, body []byte) (admin.PushResult, er
 	if f == nil || !f.TakesPushes() {
 		return admin.PushResult{}, admin.ErrNotPushUpstream
 	}
-	res, err := f.Push(body, time.Now())
+	if s := v.g.etcd.store.Load(); s != nil {
+		return f.pushShared(s, body)
+	}
+	return pushOutcome(f.Push(body, time.Now()))
+}
+
+// pushOutcome is a feed's push result as the admin API's.
+func pushOutcome(res discovery.PushResult, err error) (admin.PushResult, error) {
 	if err != nil {
 		code := ""
 		var pe *discovery.PayloadError
@@ -173,6 +186,9 @@ func (v adminView) ConfirmUpstream(name string) (admin.ConfirmResult, error) {
 	f := v.feed(name)
 	if f == nil {
 		return admin.ConfirmResult{}, admin.ErrNoFeed
+	}
+	if s := v.g.etcd.store.Load(); s != nil && f.TakesPushes() {
+		return f.confirmShared(s)
 	}
 	d, ok := f.Confirm(time.Now())
 	if !ok {

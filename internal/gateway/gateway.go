@@ -470,6 +470,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.stopProfiles()
 	close(g.sweepStop)
 	<-g.sweepDone
+	g.stopPushes() // no shared push applies to a stopped feed
 	g.mu.Lock()
 	feeds := g.feeds
 	g.mu.Unlock()

@@ -54,6 +54,9 @@ func (g *Gateway) Reload() error {
 		f.Stop()
 	}
 	if store != nil {
+		g.syncPushes() // running: a new push upstream reads its shared push
+	}
+	if store != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 		g.seedApps(ctx, store, cfg)
 		cancel()
