@@ -18,6 +18,7 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/config:FuzzEffectiveRoundTrips:2000 \
 	./internal/clusterstore:FuzzDecodeRecord:2000 \
+	./internal/clusterstore:FuzzPushValue:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \

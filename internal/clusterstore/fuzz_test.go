@@ -2,6 +2,8 @@ package clusterstore
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,38 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if _, err := decodeRecord(id, again); err != nil {
 			t.Fatalf("re-encoded record refused: %v\n%s", err, again)
+		}
+	})
+}
+
+// FuzzPushValue: a key under <prefix>endpoints/ and a confirmation's value
+// are either refused or read as levee writes them: an upstream without
+// "/" and a positive revision that formats back to the same bytes.
+func FuzzPushValue(f *testing.F) {
+	f.Add("up1", []byte("42"))
+	f.Add("up1/confirmed", []byte("9223372036854775807"))
+	f.Add("a/b/confirmed", []byte("0"))
+	f.Add("/confirmed", []byte("-1"))
+	f.Add("up", []byte("99999999999999999999"))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		if up, confirm, ok := parsePushKey(key); ok {
+			if up == "" || strings.Contains(up, "/") {
+				t.Fatalf("key %q read as upstream %q", key, up)
+			}
+			again := up
+			if confirm {
+				again += confirmSuffix
+			}
+			if again != key {
+				t.Fatalf("key %q read as %q (confirm %v)", key, up, confirm)
+			}
+		}
+		rev, err := decodeConfirm(value)
+		if err != nil {
+			return
+		}
+		if rev <= 0 || strconv.FormatInt(rev, 10) != string(value) {
+			t.Fatalf("value %q read as revision %d", value, rev)
 		}
 	})
 }

@@ -39,6 +39,22 @@ const MaxPushBytes = 1 << 20
 // ErrPushTooLarge: a pushed body over MaxPushBytes.
 var ErrPushTooLarge = fmt.Errorf("in cluster mode a pushed endpoint list may be at most %d bytes (etcd's request limit)", MaxPushBytes)
 
+// MaxPushUpstreams caps the upstreams whose pushes a node shares: the
+// first MaxPushUpstreams of its push upstreams by name (Shared). A node
+// reads and keeps state for those only (two reads each at a whole read,
+// one revision and one result each in the gateway), whatever other keys
+// etcd holds under P endpoints/; a push to any other upstream must be
+// refused, not applied on one node alone.
+const MaxPushUpstreams = 1024
+
+// Shared returns the upstreams of wanted whose pushes are shared: sorted,
+// at most MaxPushUpstreams.
+func Shared(wanted []string) []string {
+	out := append([]string(nil), wanted...)
+	sort.Strings(out)
+	return out[:min(len(out), MaxPushUpstreams)]
+}
+
 // confirmSuffix ends the key of a confirmation.
 const confirmSuffix = "/confirmed"
 
@@ -47,13 +63,16 @@ const confirmSuffix = "/confirmed"
 // start, after compaction or an outage) calls Pushed and Confirmed again
 // for the current values: the handler skips a revision it already applied.
 type PushHandler interface {
-	// Wanted lists the upstreams this node takes pushes for: only their
-	// values are read (the bound on what a node holds: its own push
-	// upstreams, each at most MaxPushBytes).
+	// Wanted lists the upstreams this node takes pushes for: only the
+	// values of Shared(Wanted()) are read (the bound on what a node holds:
+	// its own push upstreams, at most MaxPushUpstreams, each value at most
+	// MaxPushBytes).
 	Wanted() []string
 	// Pushed: upstream's endpoints key holds body since revision rev.
 	Pushed(upstream string, rev int64, body []byte)
-	// Confirmed: an operator confirmed upstream's push of revision pushRev.
+	// Confirmed: an operator confirmed upstream's push of revision
+	// pushRev. A whole re-read hands the standing confirmation even when
+	// it names an older push than the last: the handler ignores that.
 	Confirmed(upstream string, pushRev int64)
 }
 
@@ -120,7 +139,7 @@ func (s *Store) ResyncPushes() {
 
 func wantedSet(h PushHandler) map[string]bool {
 	m := map[string]bool{}
-	for _, u := range h.Wanted() {
+	for _, u := range Shared(h.Wanted()) {
 		m[u] = true
 	}
 	return m
@@ -131,8 +150,7 @@ func wantedSet(h PushHandler) map[string]bool {
 // reads per wanted upstream, bounded by the configuration's upstreams.
 func (s *Store) loadPushes(ctx context.Context, h PushHandler) (int64, error) {
 	ctx = clientv3.WithRequireLeader(ctx)
-	wanted := h.Wanted()
-	sort.Strings(wanted)
+	wanted := Shared(h.Wanted())
 	resp, err := s.cli.Get(ctx, s.key("endpoints/"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err

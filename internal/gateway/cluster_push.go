@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,7 +44,11 @@ type sharedPush struct {
 // here. A list refused whole is not shared: it changes nothing anywhere,
 // and this node refuses it as without a cluster (counting its
 // rejections).
-func (f *feed) pushShared(s *clusterstore.Store, body []byte) (admin.PushResult, error) {
+func (f *feed) pushShared(g *Gateway, s *clusterstore.Store, body []byte) (admin.PushResult, error) {
+	if !slices.Contains(clusterstore.Shared(pushHandler{g}.Wanted()), f.upstream) {
+		return admin.PushResult{}, &admin.PushRefusedError{Reason: "not_shared", Err: fmt.Errorf(
+			"upstream %s is not among the first %d push upstreams by name, whose pushes cluster mode shares; nothing changed", f.upstream, clusterstore.MaxPushUpstreams)}
+	}
 	u, err := discovery.ParseList(body, feedLimits(&f.cfg))
 	if err != nil {
 		return pushOutcome(f.Push(body, time.Now()))

@@ -161,7 +161,7 @@ func (v adminView) PushEndpoints(name string, body []byte) (admin.PushResult, er
 		return admin.PushResult{}, admin.ErrNotPushUpstream
 	}
 	if s := v.g.etcd.store.Load(); s != nil {
-		return f.pushShared(s, body)
+		return f.pushShared(v.g, s, body)
 	}
 	return pushOutcome(f.Push(body, time.Now()))
 }
