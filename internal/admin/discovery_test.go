@@ -43,6 +43,9 @@ func TestDiscoveryOutcomesToHTTP(t *testing.T) {
 		{"push refused without a code", discoveryGateway{pushErr: &PushRefusedError{Err: errors.New("x")}}, "PUT", "/api/v1/upstreams/api/endpoints", 422, "refused", "refused", "x"},
 		{"push to a static upstream", discoveryGateway{pushErr: fmt.Errorf("wrapped: %w", ErrNotPushUpstream)}, "PUT", "/api/v1/upstreams/api/endpoints", 409, "", "not_push_upstream", "upstream api does not take pushed endpoints (set discovery: {push: true})"},
 		{"push fails otherwise", discoveryGateway{pushErr: errors.New("disk on fire")}, "PUT", "/api/v1/upstreams/api/endpoints", 500, "", "internal", "disk on fire"},
+		{"push while the shared store is away", discoveryGateway{pushErr: fmt.Errorf("%w: etcd: timeout", ErrStoreUnavailable)}, "PUT", "/api/v1/upstreams/api/endpoints", 503, "", "store_unavailable", "the shared store cannot take changes now (no node changed); retry: the shared store is unavailable: etcd: timeout"},
+		{"push too large to share", discoveryGateway{pushErr: ErrPushTooLarge}, "PUT", "/api/v1/upstreams/api/endpoints", 413, "", "body_too_large", "the pushed list is too large to share"},
+		{"confirm while the shared store is away", discoveryGateway{confErr: ErrStoreUnavailable}, "POST", "/api/v1/upstreams/api/confirm", 503, "", "store_unavailable", "the shared store cannot take changes now (no node changed); retry: the shared store is unavailable"},
 		{"confirm applied", discoveryGateway{conf: ConfirmResult{DropFraction: 0.6, HeldFor: 3 * time.Second}}, "POST", "/api/v1/upstreams/api/confirm", 200, "applied", "", ""},
 		{"confirm without a feed", discoveryGateway{confErr: ErrNoFeed}, "POST", "/api/v1/upstreams/api/confirm", 404, "", "not_found", "upstream api has no discovery feed"},
 		{"confirm with nothing held", discoveryGateway{confErr: ErrNothingHeld}, "POST", "/api/v1/upstreams/api/confirm", 409, "", "nothing_held", "nothing is held for upstream api"},
@@ -66,7 +69,10 @@ func TestDiscoveryOutcomesToHTTP(t *testing.T) {
 			if c.result == "applied" && c.method == "POST" && r.body["held_for"] != "3s" {
 				t.Errorf("held_for = %v, want 3s", r.body["held_for"])
 			}
-			if c.method == "PUT" && c.status != 409 && c.status != 500 {
+			if c.status == 503 && r.header.Get("Retry-After") != "1" {
+				t.Errorf("503 with Retry-After %q, want 1", r.header.Get("Retry-After"))
+			}
+			if c.method == "PUT" && (c.status == 200 || c.status == 202 || c.status == 422) {
 				if list, ok := r.body["rejected"].([]any); !ok || len(list) != len(c.gw.push.Rejected)+len(refusedRejections(c.gw.pushErr)) {
 					t.Errorf("rejected = %v (a list always, empty when none)", r.body["rejected"])
 				}
