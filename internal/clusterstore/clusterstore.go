@@ -1,7 +1,8 @@
 // Package clusterstore is cluster mode's etcd half (cluster.etcd): the
 // consumer apps every node shares (an apps.Backend kept in etcd, watched by
-// every node, with the last state kept on disk) and the membership of the
-// live nodes (a key per node under a lease).
+// every node, with the last state kept on disk), the endpoint lists pushed
+// to the admin API and their confirmations (pushed.go), and the membership
+// of the live nodes (a key per node under a lease).
 //
 // Layout under the prefix P:
 //
@@ -10,6 +11,8 @@
 //	P state/version          written by every change; a write commits only if
 //	                         it is unchanged since the state it read (one
 //	                         etcd transaction), so no change is lost
+//	P endpoints/<upstream>   a pushed endpoint list, as sent (pushed.go)
+//	P endpoints/<upstream>/confirmed  the revision of the push confirmed
 //	P nodes/<node id>        a live node: {id, version, admin, since}, leased
 //
 // The request path never waits on etcd: it reads the immutable
