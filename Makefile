@@ -83,7 +83,7 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestClusterSharedLimitAccuracy|TestClusterRedisOutage
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestClusterSharedLimitAccuracy|TestClusterRedisOutage|TestClusterPushPropagation
 load:
 	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
 

@@ -12,9 +12,10 @@ import (
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
-// pushNode is one node's config file for the shared-push test: a push
-// upstream behind a plain route, its state_dir beside the file.
-func pushNode(t *testing.T, i int, etcd string) string {
+// pushNode is one node's config file for the shared-push tests: a push
+// upstream (its discovery block with guard) behind a plain route, its
+// state_dir beside the file.
+func pushNode(t *testing.T, i int, etcd, guard string) string {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "levee.yaml")
@@ -28,10 +29,10 @@ cluster:
   etcd: {endpoints: [%s], prefix: /push/, lease_ttl: 2s, dial_timeout: 500ms, op_timeout: 1s}
 upstreams:
   pushed:
-    discovery: {push: true, confirm_after: 1h}
+    discovery: {push: true, %s}
 routes:
   - {name: api, match: {path_prefix: /}, upstream: pushed}
-`, filepath.Join(dir, "state"), i, etcd)
+`, filepath.Join(dir, "state"), i, etcd, guard)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func pushRaw(t *testing.T, n *instance, body string) *http.Response {
 func TestClusterEtcdSharedPushes(t *testing.T) {
 	e := testsvc.StartEtcd(t)
 	b1, b2, b3 := newCountingBackend(t), newCountingBackend(t), newCountingBackend(t)
-	paths := []string{pushNode(t, 1, e.Endpoint), pushNode(t, 2, e.Endpoint)}
+	paths := []string{pushNode(t, 1, e.Endpoint, "confirm_after: 1h"), pushNode(t, 2, e.Endpoint, "confirm_after: 1h")}
 	nodes := []*instance{launch(t, paths[0], ""), launch(t, paths[1], "")}
 	defer func() {
 		for _, n := range nodes {
