@@ -187,3 +187,39 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 	d = waitReach(t, "B serving the push made on A after the outage", b, b3)
 	t.Logf("a push on node A after etcd returned served by node B after %v", d)
 }
+
+// TestClusterEtcdPushReload: a node whose reload turns an upstream into a
+// push upstream serves the push the cluster already shares for it.
+func TestClusterEtcdPushReload(t *testing.T) {
+	e := testsvc.StartEtcd(t)
+	static, pushed := newCountingBackend(t), newCountingBackend(t)
+	a := launch(t, pushNode(t, 1, e.Endpoint, "confirm_after: 1h"), "")
+	defer a.stop()
+	path := pushNode(t, 2, e.Endpoint, "confirm_after: 1h")
+	withPush, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staticCfg := strings.Replace(string(withPush), "discovery: {push: true, confirm_after: 1h}",
+		fmt.Sprintf("endpoints: [{address: %s}]", hostPort(static.srv)), 1)
+	if err := os.WriteFile(path, []byte(staticCfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := launch(t, path, "")
+	defer b.stop()
+	waitFor(t, "A reaching etcd", func() bool { _, up := clusterNodes(t, a); return up })
+	if code, doc := a.api("PUT", "/api/v1/upstreams/pushed/endpoints", fmt.Sprintf(`[{"address": %q}]`, hostPort(pushed.srv))); code != 200 {
+		t.Fatalf("push on A: %d %v", code, doc)
+	}
+	if !reaches(b, static) {
+		t.Fatal("B does not serve its static endpoint before the reload")
+	}
+	if err := os.WriteFile(path, withPush, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	d := waitReach(t, "B serving the shared push after its reload", b, pushed)
+	t.Logf("a reload that made the upstream a push upstream served the shared push after %v", d)
+}
