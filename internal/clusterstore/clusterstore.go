@@ -388,7 +388,7 @@ type follower struct {
 func (s *Store) follow(f *follower) {
 	wait := time.Duration(0)
 	for {
-		if wait > 0 && !s.pause(wait, f.quit) {
+		if wait > 0 && !s.pause(wait, f.quit, f.resync) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.OpTimeout)
@@ -406,8 +406,10 @@ func (s *Store) follow(f *follower) {
 	}
 }
 
-// pause waits d or until Close or quit; false when stopping.
-func (s *Store) pause(d time.Duration, quit <-chan struct{}) bool {
+// pause waits d, or less when wake is signalled (the probe found etcd
+// back: retry now rather than after the backoff); false at Close or when
+// quit closes.
+func (s *Store) pause(d time.Duration, quit <-chan struct{}, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -415,6 +417,8 @@ func (s *Store) pause(d time.Duration, quit <-chan struct{}) bool {
 		return false
 	case <-quit:
 		return false
+	case <-wake:
+		return true
 	case <-t.C:
 		return true
 	}

@@ -38,7 +38,7 @@ func (s *Store) memberLoop() {
 	value, _ := json.Marshal(s.o.Node)
 	wait := time.Duration(0)
 	for {
-		if wait > 0 && !s.pause(wait, nil) {
+		if wait > 0 && !s.pause(wait, nil, nil) {
 			return
 		}
 		wait = nextBackoff(wait)
