@@ -151,7 +151,8 @@ func wantedSet(h PushHandler) map[string]bool {
 func (s *Store) loadPushes(ctx context.Context, h PushHandler) (int64, error) {
 	ctx = clientv3.WithRequireLeader(ctx)
 	wanted := Shared(h.Wanted())
-	resp, err := s.cli.Get(ctx, s.key("endpoints/"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	// Any read names the current revision; this key is never written.
+	resp, err := s.cli.Get(ctx, s.key("endpoints/"), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
 	}

@@ -166,6 +166,9 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 	nodes[1].stop()
 	nodes[1] = launch(t, paths[1], "")
 	b = nodes[1]
+	if _, doc := b.api("GET", "/api/v1/upstreams/pushed", ""); fmt.Sprint(doc["discovery"].(map[string]any)["serving_from"]) != "snapshot" {
+		t.Errorf("B restarted during the outage serves from %v, want its snapshot", doc["discovery"])
+	}
 	for i, n := range nodes {
 		for range 3 {
 			if !reaches(n, b2) {
