@@ -308,7 +308,7 @@ func (g *Gateway) Start() (err error) {
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff
-	g.handler.Swap(table)
+	g.swapTable(table)
 	g.noteDataAPIs(dataProblems)
 	// Without caps (0) the listener only counts.
 	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
