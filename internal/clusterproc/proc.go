@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,7 +35,7 @@ func Build(dir string, timeout time.Duration) (string, error) {
 	bin := filepath.Join(dir, "levee")
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/levee")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/levee")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
 	out, err := cmd.CombinedOutput()
@@ -47,15 +46,6 @@ func Build(dir string, timeout time.Duration) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/levee: %v: %s", err, out)
 	}
 	return bin, nil
-}
-
-// goTool is the go command of the toolchain that built this test binary.
-func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return "go"
 }
 
 // moduleRoot is the directory holding go.mod, found from the working
