@@ -213,7 +213,7 @@ func (n *Node) waitListening(d time.Duration) *listening {
 type logTail struct {
 	mu      sync.Mutex
 	buf     []byte
-	partial []byte // the current unfinished line, at most lineMax bytes
+	partial []byte // the current unfinished line, at most lineMax bytes (longer: dropped)
 	listen  *listening
 }
 
@@ -240,10 +240,12 @@ func (l *logTail) Write(p []byte) (int, error) {
 			}
 			break
 		}
-		line := append(l.partial, rest[:i]...)
-		var x listening
-		if json.Unmarshal(line, &x) == nil && x.Msg == "levee listening" {
-			l.listen = &x
+		if len(l.partial)+i <= lineMax {
+			line := append(l.partial, rest[:i]...)
+			var x listening
+			if json.Unmarshal(line, &x) == nil && x.Msg == "levee listening" {
+				l.listen = &x
+			}
 		}
 		l.partial = l.partial[:0]
 		rest = rest[i+1:]
