@@ -83,9 +83,12 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestClusterSharedLimitAccuracy|TestClusterRedisOutage|TestClusterPushPropagation
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestClusterPushPropagation
+# internal/clusterproc (levee nodes as processes) runs after the others,
+# not beside them: go test runs two packages at once on two cores.
 load:
 	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
+	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -7,7 +7,10 @@
 # proxy: no limits, a fast backend. Prints one line: requests, CPU ticks,
 # µs of CPU per request. Needs BENCH_BIN with backend and loadgen from
 # ../shared/bench (go build each into it). Every process it starts is
-# stopped by its pid.
+# stopped by its pid. LEVEE_ACCESS_LOG=true turns the access log on (to a
+# file in the scratch dir); LEVEE_TRACING=1 turns tracing on at
+# LEVEE_TRACING_SAMPLING (default 0.01), exporting to bench/otlpsink:
+#   LEVEE_ACCESS_LOG=true LEVEE_TRACING=1 bench/h1server-cpu.sh bin/levee proxy
 set -euo pipefail
 bin=$1 mode=$2
 bb=${BENCH_BIN:-/tmp/h1b}
@@ -27,7 +30,8 @@ cat >"$dir/levee.yaml" <<YAML
 listen: 127.0.0.1:$port
 admin: {listen: 127.0.0.1:$aport}
 state_dir: $dir/state
-log: {level: warn, access: false}
+log: {level: warn, access: ${LEVEE_ACCESS_LOG:-false}}
+$([ -n "${LEVEE_TRACING:-}" ] && echo "tracing: {endpoint: 'http://127.0.0.1:$((port + 3))', sampling: ${LEVEE_TRACING_SAMPLING:-0.01}}")
 upstreams:
   bench:
     endpoints: [{address: 127.0.0.1:$bport}]
@@ -35,6 +39,11 @@ $limits
 routes:
   - {name: all, match: {path_prefix: /}, upstream: bench}
 YAML
+if [ -n "${LEVEE_TRACING:-}" ]; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  (cd "$here" && go build -o "$dir/otlpsink" ./bench/otlpsink)
+  "$dir/otlpsink" -listen "127.0.0.1:$((port + 3))" 2>/dev/null & pids+=($!)
+fi
 "$bin" run -config "$dir/levee.yaml" >"$dir/levee.log" 2>&1 & lpid=$!; pids+=($lpid)
 for _ in $(seq 100); do
   curl -s -o /dev/null "http://127.0.0.1:$aport/healthz" 2>/dev/null && break

@@ -149,7 +149,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "levee run: -config - (standard input) is for validate only; run re-reads its file on SIGHUP")
 		return 2
 	}
-	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version})
+	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version, LockStateDir: true})
 	if err != nil {
 		printConfigError(stderr, err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"database/sql"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,13 +216,29 @@ func TestDockerfileBuildsAsMakefile(t *testing.T) {
 			}
 		}
 	}
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		t.Skipf("no Docker daemon here (%s): the image was not built; only the Dockerfile was checked", strings.TrimSpace(firstLineOf(out)))
-	}
-	t.Log("a Docker daemon is running, but the image is not built by this test: its base images come from registries this machine may not reach")
+	// The image itself is not built here: no Docker engine runs on these
+	// machines (the client alone is installed), and its base images come
+	// from registries. TestBinaryIsStatic checks the one thing the
+	// distroless static image needs of the binary.
 }
 
-func firstLineOf(b []byte) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	return line
+// TestBinaryIsStatic: the binary built as the Dockerfile builds it
+// (CGO_ENABLED=0) asks for no dynamic loader and no shared library, so it
+// runs in the distroless static image, which has neither. (No Docker
+// engine runs on the machines the tests run on, so the image itself is
+// not built here.)
+func TestBinaryIsStatic(t *testing.T) {
+	f, err := elf.Open(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("program header %v: the binary is dynamically linked", p.Type)
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err == nil && len(libs) > 0 {
+		t.Errorf("imported libraries %q", libs)
+	}
 }

@@ -46,6 +46,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// ForgetRoute deletes route's series, when a table without the route
+// replaces one with it (see proxy.Metrics.ForgetRoute).
+func (m *Metrics) ForgetRoute(route string) {
+	l := prometheus.Labels{"route": route}
+	m.rows.DeletePartialMatch(l)
+	m.duration.DeletePartialMatch(l)
+	m.cache.DeletePartialMatch(l)
+}
+
 // SetSources replaces the sources whose pools levee_data_pool_connections
 // reports (after a reload).
 func (m *Metrics) SetSources(sources map[string]*datasource.Source) {

@@ -25,7 +25,7 @@ func TestClusterPushPropagation(t *testing.T) {
 	b := launch(t, pushNode(t, 2, e.Endpoint, "max_drop_fraction: 1"), "")
 	defer b.stop()
 	for i, n := range []*instance{a, b} {
-		waitFor(t, fmt.Sprintf("node %d reaching etcd", i+1), func() bool { _, up := clusterNodes(t, n); return up })
+		waitFor(t, fmt.Sprintf("node %d reaching etcd", i+1), func() bool { return etcdUp(t, n) })
 	}
 	var took []time.Duration
 	for round := range 20 {

@@ -39,6 +39,18 @@ routes:
 	return path
 }
 
+// etcdUp reports whether n's GET /api/v1/cluster says etcd answers.
+func etcdUp(t *testing.T, n *instance) bool {
+	t.Helper()
+	code, doc := n.api("GET", "/api/v1/cluster", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /api/v1/cluster: %d %v", code, doc)
+	}
+	etcd, _ := doc["etcd"].(map[string]any)
+	up, _ := etcd["up"].(bool)
+	return up
+}
+
 // reaches sends one request through n's data plane and reports whether it
 // reached b.
 func reaches(n *instance, b *countingBackend) bool {
@@ -104,7 +116,7 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 	}()
 	a, b := nodes[0], nodes[1]
 	for i, n := range nodes {
-		waitFor(t, fmt.Sprintf("node %d reaching etcd", i+1), func() bool { _, up := clusterNodes(t, n); return up })
+		waitFor(t, fmt.Sprintf("node %d reaching etcd", i+1), func() bool { return etcdUp(t, n) })
 	}
 
 	// 1. A push to A (one good instance, one quarantined) serves on B.
@@ -159,7 +171,7 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 	// 3. etcd stopped: pushes answer 503 on both; serving goes on.
 	e.Stop()
 	for i, n := range nodes {
-		waitFor(t, fmt.Sprintf("node %d noticing etcd gone", i+1), func() bool { _, up := clusterNodes(t, n); return !up })
+		waitFor(t, fmt.Sprintf("node %d noticing etcd gone", i+1), func() bool { return !etcdUp(t, n) })
 		resp := pushRaw(t, n, fmt.Sprintf(`[{"address": %q}]`, hostPort(b3.srv)))
 		expectRefusal(t, resp, 503, "store_unavailable") // with Retry-After
 	}
@@ -182,7 +194,7 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 
 	// 4. etcd back: a new push on A reaches B.
 	e.Restart(t)
-	waitFor(t, "A reaching etcd again", func() bool { _, up := clusterNodes(t, a); return up })
+	waitFor(t, "A reaching etcd again", func() bool { return etcdUp(t, a) })
 	code, doc = a.api("PUT", "/api/v1/upstreams/pushed/endpoints", fmt.Sprintf(`[{"address": %q}, {"address": %q}]`, hostPort(b2.srv), hostPort(b3.srv)))
 	if code != 200 || doc["result"] != "applied" {
 		t.Fatalf("push on A after the outage: %d %v", code, doc)
@@ -210,7 +222,7 @@ func TestClusterEtcdPushReload(t *testing.T) {
 	}
 	b := launch(t, path, "")
 	defer b.stop()
-	waitFor(t, "A reaching etcd", func() bool { _, up := clusterNodes(t, a); return up })
+	waitFor(t, "A reaching etcd", func() bool { return etcdUp(t, a) })
 	if code, doc := a.api("PUT", "/api/v1/upstreams/pushed/endpoints", fmt.Sprintf(`[{"address": %q}]`, hostPort(pushed.srv))); code != 200 {
 		t.Fatalf("push on A: %d %v", code, doc)
 	}

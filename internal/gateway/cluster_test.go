@@ -2,21 +2,17 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
@@ -26,7 +22,7 @@ import (
 // quota and an anonymous route at burst 2, all shared; extra is appended
 // under cluster.redis. The store timeout is 1 s: these tests count exact
 // admissions, and under the race detector a 50 ms operation sometimes
-// times out and falls back (TestClusterRedisOutage uses the default 50 ms).
+// times out and falls back (clusterproc.TestProcsRedisOutage uses the default 50 ms).
 func clusterConfig(node, upstream, redisAddr, extra string) string {
 	return fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -129,47 +125,6 @@ func TestClusterSharesLimits(t *testing.T) {
 		if up := n.metric(`levee_cluster_store_up{store="redis"}`); up != 1 {
 			t.Errorf("node %d: levee_cluster_store_up %v, want 1", i+1, up)
 		}
-	}
-}
-
-// TestClusterReplayAcrossNodes: a signed request accepted on node 1 and
-// replayed to node 2 answers 401 replayed.
-func TestClusterReplayAcrossNodes(t *testing.T) {
-	r := testsvc.StartRedis(t)
-	nodes := startCluster(t, 2, r, "")
-	secret := sha256.Sum256([]byte(goodKey))
-	keyID := keyHash(goodKey)[:12]
-	signedTo := func(h *harness, date time.Time) *http.Request {
-		req, _ := http.NewRequest("GET", h.base+"/signed/x?a=1", nil)
-		if err := client.Sign(req, keyID, secret[:], nil, date); err != nil {
-			t.Fatal(err)
-		}
-		return req
-	}
-	date := time.Now()
-	resp, err := nodes[0].client.Do(signedTo(nodes[0], date))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("node 1: %d, want 200", resp.StatusCode)
-	}
-	// The same request (same date, same signature), to node 2.
-	replay := signedTo(nodes[1], date)
-	resp, err = nodes[1].client.Do(replay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectConsumerRefusal(t, "replay on node 2", resp, 401, "unauthenticated", "replayed")
-	// A fresh signature is admitted on node 2.
-	resp, err = nodes[1].client.Do(signedTo(nodes[1], date.Add(time.Second)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("a new signature on node 2: %d, want 200", resp.StatusCode)
 	}
 }
 

@@ -267,7 +267,7 @@ func (g *Gateway) applyDataAPIs(store *dataapis.Store) error {
 		g.logger.Error("data APIs: rebuilding the routing table failed; the previous one keeps serving", "error", err)
 		return err
 	}
-	g.handler.Swap(table)
+	g.swapTable(table)
 	g.cfg = eff
 	g.noteDataAPIs(problems)
 	return nil

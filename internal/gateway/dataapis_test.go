@@ -180,9 +180,31 @@ func TestDataAPILifecycle(t *testing.T) {
 	in.expectAPI("POST", "/api/v1/data-apis/later/publish", "", 200, "")
 	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "gone", `+versionDef("/v1/gone", 6)[1:], 201, "")
 	in.expectAPI("POST", "/api/v1/data-apis/gone/publish", "", 200, "")
+	if v, _ := in.served("/v1/gone"); v != 6 {
+		t.Fatalf("gone serves version %d, want 6", v)
+	}
+	// Its series go with it: names created and deleted at runtime must not
+	// add series for the life of the process.
+	series := func() (n int) {
+		for _, line := range strings.Split(metricsText(t, in.admin), "\n") {
+			if strings.Contains(line, `route="gone"`) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := series(); n < 5 {
+		t.Fatalf("%d series of the published route gone, want its requests, durations, bytes and data series", n)
+	}
 	in.expectAPI("DELETE", "/api/v1/data-apis/gone", "", 204, "")
 	if v, reason := in.served("/v1/gone"); v != 0 || reason != "no_route" {
 		t.Fatalf("a deleted API serves version %d", v)
+	}
+	if n := series(); n != 0 {
+		t.Errorf("%d series still name the deleted route gone", n)
+	}
+	if metricOf(t, in.admin, `levee_request_bytes_total{route="later"}`) != 0 || !strings.Contains(metricsText(t, in.admin), `levee_request_bytes_total{route="later"}`) {
+		t.Error("the series of the routes still served went too")
 	}
 	list := in.expectAPI("GET", "/api/v1/data-apis?limit=2", "", 200, "")
 	if apis := list["data_apis"].([]any); len(apis) != 2 || list["next"] != "later" {
@@ -212,9 +234,8 @@ func TestDataAPILifecycle(t *testing.T) {
 	}
 }
 
-// metricOf returns the value of the sample line starting with prefix on
-// admin's /metrics page (0 when absent).
-func metricOf(t *testing.T, admin, prefix string) float64 {
+// metricsText returns admin's /metrics page.
+func metricsText(t *testing.T, admin string) string {
 	t.Helper()
 	resp, err := http.Get(admin + "/metrics")
 	if err != nil {
@@ -222,7 +243,14 @@ func metricOf(t *testing.T, admin, prefix string) float64 {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	return string(body)
+}
+
+// metricOf returns the value of the sample line starting with prefix on
+// admin's /metrics page (0 when absent).
+func metricOf(t *testing.T, admin, prefix string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(metricsText(t, admin), "\n") {
 		if rest, ok := strings.CutPrefix(line, prefix+" "); ok {
 			var v float64
 			fmt.Sscanf(rest, "%g", &v)

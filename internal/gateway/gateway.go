@@ -48,6 +48,12 @@ type Options struct {
 	LogOutput io.Writer
 	// Version is levee's version for levee_build_info (empty: "dev").
 	Version string
+	// LockStateDir makes New take an exclusive lock on
+	// <state_dir>/levee.lock (statelock.go), held until Shutdown or the
+	// process's end, and refuse a state_dir another process holds.
+	// `levee run` sets it; in-process tests leave it off, since some run
+	// several gateways on one default state_dir.
+	LockStateDir bool
 }
 
 // Gateway is one running levee: the data listener, the admin listener and
@@ -85,6 +91,8 @@ type Gateway struct {
 	// etcd is cluster.etcd's app store and membership (cluster_etcd.go).
 	cluster *clusterlimit.Limiter
 	etcd    etcdState
+	// stateLock is the lock on state_dir (nil unless Options.LockStateDir).
+	stateLock *stateLock
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
 	profiler       profiler
@@ -131,7 +139,7 @@ type Gateway struct {
 
 // New validates what it is given and builds the gateway without listening
 // or starting goroutines.
-func New(o Options) (*Gateway, error) {
+func New(o Options) (_ *Gateway, err error) {
 	if o.Load == nil {
 		return nil, errors.New("gateway: Options.Load is required")
 	}
@@ -147,6 +155,17 @@ func New(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lock *stateLock
+	if o.LockStateDir { // before anything under state_dir is read or written
+		if lock, err = lockStateDir(cfg.StateDir); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				lock.release()
+			}
+		}()
+	}
 	g := &Gateway{
 		load:     o.Load,
 		logger:   logger,
@@ -157,6 +176,7 @@ func New(o Options) (*Gateway, error) {
 		feeds:    map[string]*feed{},
 		serveErr: make(chan error, 2),
 	}
+	g.stateLock = lock
 	if g.self, err = newSelfMetrics(g.registry, o.Version, time.Now()); err != nil {
 		return nil, err
 	}
@@ -308,7 +328,7 @@ func (g *Gateway) Start() (err error) {
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff
-	g.handler.Swap(table)
+	g.swapTable(table)
 	g.noteDataAPIs(dataProblems)
 	// Without caps (0) the listener only counts.
 	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
@@ -454,6 +474,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.started = false
 	g.mu.Unlock()
 	if !started {
+		g.stateLock.release()
 		return nil
 	}
 	g.ready.Store(false)
@@ -507,6 +528,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeDataAPIs(dstore, "")
+	g.stateLock.release() // after the stores under it are closed
 	g.logger.Info("stopped")
 	return err
 }

@@ -88,7 +88,7 @@ func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, f
 			f.Start()
 		}
 	}
-	g.handler.Swap(table)
+	g.swapTable(table)
 	g.cfg, g.fileCfg = cfg, file
 	return g.apps, nil
 }

@@ -87,6 +87,28 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// ForgetRoute deletes every series labelled with route. The gateway calls
+// it when a table without the route replaces one with it, so that routes
+// created and deleted at runtime (data APIs, under new names each time)
+// do not add series for the life of the process. Requests of the old table
+// still in flight count into children no longer exported; a route added
+// again starts from 0, which Prometheus reads as a counter reset.
+func (m *Metrics) ForgetRoute(route string) {
+	l := prometheus.Labels{"route": route}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// ForgetUpstream deletes the series labelled with upstream, as ForgetRoute
+// does for a route (levee_requests_total's go with their routes).
+func (m *Metrics) ForgetUpstream(upstream string) {
+	l := prometheus.Labels{"upstream": upstream}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.upstreamDuration, m.retries, m.budgetExhausted, m.pickerFallbacks} {
+		v.DeletePartialMatch(l)
+	}
+}
+
 // routeMetrics are one route's series, resolved once so that the request
 // path does no label lookups: counters per status code are resolved on first
 // use and cached in an array indexed by code.

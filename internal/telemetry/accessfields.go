@@ -61,8 +61,11 @@ func appendQuery(b []byte, q string, redact []string) []byte {
 	// Each pass takes one pair off q: at most len(q) passes.
 	for len(q) > 0 {
 		pair, rest, sep := q, "", byte(0)
-		if i := strings.IndexAny(q, "&;"); i >= 0 {
-			pair, rest, sep = q[:i], q[i+1:], q[i]
+		for i := 0; i < len(q); i++ {
+			if q[i] == '&' || q[i] == ';' {
+				pair, rest, sep = q[:i], q[i+1:], q[i]
+				break
+			}
 		}
 		if k, _, ok := strings.Cut(pair, "="); ok && redactedKey(k, redact) {
 			b = appendEscaped(b, k)

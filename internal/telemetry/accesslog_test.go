@@ -3,6 +3,8 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,4 +167,74 @@ func TestAccessLogBatchesWrites(t *testing.T) {
 		t.Errorf("%d lines took %d writes, want batches (at most %d)", n, w.writes, n/50)
 	}
 	t.Logf("%d lines in %d writes", n, w.writes)
+}
+
+// TestAppendTime: the cached-second formatting writes what
+// time.RFC3339Nano does, across seconds, zones, fractions with trailing
+// zeros, years of fewer and more than four digits.
+func TestAppendTime(t *testing.T) {
+	a, err := NewAccessLog(AccessOptions{Writer: &syncBuffer{}}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	east := time.FixedZone("east", 5*3600+30*60)
+	times := []time.Time{
+		time.Date(2026, 12, 2, 4, 42, 5, 0, time.UTC),
+		time.Date(2026, 12, 2, 4, 42, 5, 100, time.UTC),
+		time.Date(2026, 12, 2, 4, 42, 5, 120000000, time.UTC),
+		time.Date(2026, 12, 2, 4, 42, 5, 999999999, time.UTC),
+		time.Date(2026, 12, 2, 4, 42, 6, 1, east),
+		time.Date(2026, 12, 2, 4, 42, 6, 1, time.UTC),
+		time.Date(999, 1, 1, 0, 0, 0, 5, time.UTC),
+		time.Date(12345, 1, 1, 0, 0, 0, 5, time.UTC),
+		{},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		times = append(times, time.Unix(1.7e9+r.Int64N(1000), r.Int64N(1e9)*int64(r.IntN(2))))
+	}
+	for _, at := range times {
+		got := string(a.appendTime(nil, at))
+		if want := at.UTC().Format(time.RFC3339Nano); got != want {
+			t.Fatalf("appendTime(%v) = %q, want %q", at, got, want)
+		}
+	}
+}
+
+// TestAppendMillis: the integer formatting writes what
+// strconv.AppendFloat(µs/1000, 'f', 3) did.
+func TestAppendMillis(t *testing.T) {
+	ds := []time.Duration{0, 1, 999, time.Microsecond, 1500 * time.Microsecond, -1500 * time.Microsecond,
+		-time.Microsecond, time.Hour, 123456789 * time.Microsecond}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		ds = append(ds, time.Duration(r.Int64N(1<<52)-1<<51)*time.Duration(1+r.IntN(1000)))
+	}
+	for _, d := range ds {
+		got := string(appendMillis(nil, d))
+		if want := strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64); got != want {
+			t.Fatalf("appendMillis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// BenchmarkAccessLogLine: formatting and queueing one line of a proxied
+// request (the writer discards).
+func BenchmarkAccessLogLine(b *testing.B) {
+	a, err := NewAccessLog(AccessOptions{Writer: io.Discard, Sample2xx: 1, RedactQuery: []string{"token"}}, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { a.Run(); close(done) }()
+	defer func() { a.Close(); <-done }()
+	e := &AccessEntry{RequestID: "0f8e7d6c5b4a3928", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Client: "192.0.2.1:51234",
+		Method: "GET", Host: "api.example.com", Path: "/v1/orders/42", Query: "x=1&token=abc", Proto: "HTTP/1.1",
+		UserAgent: "wrk", Status: 200, Route: "orders", Upstream: "orders", Endpoint: "10.0.0.7:8080", UpstreamStatus: 200,
+		BytesOut: 64, Duration: 812 * time.Microsecond, Connect: 0, FirstByte: 640 * time.Microsecond, Attempts: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Time = time.Now()
+		a.Log(e)
+	}
 }

@@ -133,6 +133,22 @@ func stopGroup(cmd *exec.Cmd, done <-chan struct{}) {
 	}
 }
 
+// Kill ends etcd with SIGKILL, as a crash would, and waits for it. The
+// data directory is kept (etcd syncs each commit), so Restart serves the
+// keys it had committed.
+func (e *Etcd) Kill() {
+	if e.cmd == nil || e.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-e.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
+	<-e.done
+}
+
 // Restart starts etcd again on the same ports and data directory.
 func (e *Etcd) Restart(t testing.TB) {
 	t.Helper()
