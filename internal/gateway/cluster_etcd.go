@@ -156,7 +156,7 @@ func (g *Gateway) etcdNotes() []string {
 		return nil
 	}
 	if up, msg := s.Up(); !up {
-		return []string{"cluster.etcd unreachable (" + msg + "): apps and keys serve as this node last saw them; admin writes to them answer 503"}
+		return []string{"cluster.etcd unreachable (" + msg + "): apps, keys and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"}
 	}
 	return nil
 }

@@ -174,6 +174,9 @@ func TestClusterEtcdSharedPushes(t *testing.T) {
 		waitFor(t, fmt.Sprintf("node %d noticing etcd gone", i+1), func() bool { return !etcdUp(t, n) })
 		resp := pushRaw(t, n, fmt.Sprintf(`[{"address": %q}]`, hostPort(b3.srv)))
 		expectRefusal(t, resp, 503, "store_unavailable") // with Retry-After
+		if code, doc := n.api("GET", "/readyz", ""); code != 200 || !strings.Contains(fmt.Sprint(doc["notes"]), "pushed endpoints serve as this node last saw them") {
+			t.Errorf("node %d: /readyz during the outage: %d %v, want ready with a note on pushed endpoints", i+1, code, doc)
+		}
 	}
 	nodes[1].stop()
 	nodes[1] = launch(t, paths[1], "")
