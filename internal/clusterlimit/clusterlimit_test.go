@@ -452,3 +452,48 @@ func TestNodesFromMembership(t *testing.T) {
 	members.Store(2)
 	waitFor(t, "the membership's count of 2", func() bool { return l.Nodes() == 2 })
 }
+
+// TestMembershipFollowedWhileRedisDown: with Redis unreachable (a port
+// nobody listens on; the breaker open), the live count still follows
+// Options.Nodes (cluster.etcd's membership) at every heartbeat, and the
+// local fallback divides by it: at one instant of a stepped clock a node
+// of 3 admits burst / 3 of a 90/s burst 90 policy; once the membership
+// says 2 (a node died during the outage), burst / 2, and rate / 2 a second
+// later: the cluster's limit split across the nodes alive now, not the
+// count seen when Redis went away.
+func TestMembershipFollowedWhileRedisDown(t *testing.T) {
+	var members atomic.Int64
+	members.Store(3)
+	l := newLimiter(t, "127.0.0.1:1", func(o *Options) {
+		o.Heartbeat = 20 * time.Millisecond
+		o.Timeout = 200 * time.Millisecond
+		o.Nodes = func() int { return int(members.Load()) }
+	})
+	waitFor(t, "the breaker open with 3 nodes counted", func() bool { return !l.Up() && l.Nodes() == 3 })
+	checks := []ratelimit.Check{{Key: "app", Policy: ratelimit.Policy{Rate: mustRate(t, 90, 90)}}}
+	admitted := func(at time.Time) int {
+		n := 0
+		for range 100 {
+			if d, _ := l.Decide(context.Background(), checks, nil, at); d.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	now := time.Unix(1_000_000, 0)
+	if got := admitted(now); got != 30 {
+		t.Fatalf("3 live nodes, Redis down: admitted %d at one instant, want burst / 3 = 30", got)
+	}
+	members.Store(2)
+	waitFor(t, "the membership's count of 2 with Redis still down", func() bool {
+		return l.Nodes() == 2 && testutil.ToFloat64(l.m.nodes) == 2 && !l.Up()
+	})
+	now = now.Add(time.Second) // the share of 3's bucket is whole again (30 at 30/s)
+	if got := admitted(now); got != 45 {
+		t.Fatalf("2 live nodes, Redis down: admitted %d at one instant, want burst / 2 = 45", got)
+	}
+	now = now.Add(time.Second)
+	if got := admitted(now); got != 45 {
+		t.Fatalf("2 live nodes, Redis down: admitted %d one second later, want rate / 2 = 45", got)
+	}
+}

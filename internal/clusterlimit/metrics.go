@@ -2,6 +2,15 @@ package clusterlimit
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// The help texts of the series cluster.etcd exports as well (the gateway
+// registers levee_cluster_store_up{store="etcd"}, and levee_cluster_nodes
+// without Redis): Prometheus refuses to register one name twice with two
+// help strings, so both stores use these.
+const (
+	StoreUpHelp = "1 while the shared store answers; 0 while it does not: for redis, its breaker is open and cluster.redis.on_failure decides; for etcd, apps and keys serve as last seen and admin writes answer 503."
+	NodesHelp   = "Live levee nodes last counted (etcd's membership with cluster.etcd, else Redis's heartbeat set; at least 1); the local fallback divides limits by it."
+)
+
 // metrics are the Limiter's Prometheus series.
 type metrics struct {
 	up       prometheus.Gauge
@@ -14,12 +23,12 @@ func newMetrics() metrics {
 	return metrics{
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "levee_cluster_store_up",
-			Help:        "1 while limits are decided in the shared store, 0 while its breaker is open and the fallback decides.",
+			Help:        StoreUpHelp,
 			ConstLabels: prometheus.Labels{"store": "redis"},
 		}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "levee_cluster_nodes",
-			Help: "Live levee nodes last counted in the shared store (at least 1); the local fallback divides limits by it.",
+			Help: NodesHelp,
 		}),
 		fallback: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_ratelimit_fallback_total",

@@ -51,17 +51,19 @@ func keyHash(key string) string {
 }
 
 // cluster is what a node's cluster block points at: Redis (empty: none)
-// with its per-operation timeout, and etcd (empty: none).
+// with its per-operation timeout, and etcd (empty: none); limit is app
+// "good"'s rate per second and burst (0: 100).
 type cluster struct {
 	redis        string
 	redisTimeout time.Duration
 	etcd         string
+	limit        int
 }
 
 // nodeConfig writes node i's configuration file in its own directory,
 // with its own state_dir, and returns the file's path. App "good" (key
-// goodKey) is limited to 100/s with a burst of 100 on route api and
-// may call route signed with an HMAC signature.
+// goodKey) is limited to c.limit/s with a burst of c.limit (default 100)
+// on route api and may call route signed with an HMAC signature.
 func nodeConfig(t *testing.T, i int, c cluster, upstream string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -75,6 +77,10 @@ func nodeConfig(t *testing.T, i int, c cluster, upstream string) string {
 	if c.etcd != "" {
 		fmt.Fprintf(&b, "  etcd: {endpoints: [%s], prefix: /test/, lease_ttl: 2s, dial_timeout: 500ms, op_timeout: 1s}\n", c.etcd)
 	}
+	limit := c.limit
+	if limit == 0 {
+		limit = 100
+	}
 	fmt.Fprintf(&b, `upstreams:
   data: {endpoints: [{address: %s}]}
 routes:
@@ -84,8 +90,8 @@ apps:
   - id: good
     api_key_sha256: [%s]
     grants: [api, signed]
-    limits: {rate: 100, burst: 100}
-`, upstream, keyHash(goodKey))
+    limits: {rate: %d, burst: %d}
+`, upstream, keyHash(goodKey), limit, limit)
 	path := filepath.Join(dir, "levee.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)

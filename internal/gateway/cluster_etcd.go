@@ -9,6 +9,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/clusterstore"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +91,7 @@ func (g *Gateway) registerEtcdCollectors(cfg *config.Config) error {
 	}
 	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "levee_cluster_store_up",
-		Help:        "1 while the shared store answers; for etcd, 0 while the shared apps serve as last seen and admin writes answer 503.",
+		Help:        clusterlimit.StoreUpHelp, // one help per name, whichever store registers it
 		ConstLabels: prometheus.Labels{"store": "etcd"},
 	}, func() float64 {
 		if s := g.etcd.store.Load(); s != nil {
@@ -103,7 +104,7 @@ func (g *Gateway) registerEtcdCollectors(cfg *config.Config) error {
 	if cfg.Cluster.Redis == nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "levee_cluster_nodes",
-			Help: "Live levee nodes last counted in the shared store (at least 1); the local fallback divides limits by it.",
+			Help: clusterlimit.NodesHelp,
 		}, func() float64 {
 			if s := g.etcd.store.Load(); s != nil {
 				return float64(s.Nodes())

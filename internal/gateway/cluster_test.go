@@ -227,3 +227,18 @@ func TestClusterBlockNeedsRestart(t *testing.T) {
 		t.Fatalf("reload with the same cluster block: %v", err)
 	}
 }
+
+// TestClusterBothStores: a node with both cluster.redis and cluster.etcd
+// (the recommended topology) starts (both stores export
+// levee_cluster_store_up, one help text for the name), reports both stores
+// up, and counts the live nodes from etcd's membership.
+func TestClusterBothStores(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	e := testsvc.StartEtcd(t)
+	up := hostPort(echoBackend(t))
+	n := start(t, clusterConfig("node-1", up, r.Address, "  etcd: {endpoints: ["+e.Endpoint+"], prefix: /test/}"))
+	waitFor(t, "both stores up, one node counted", func() bool {
+		return n.metric(`levee_cluster_store_up{store="redis"}`) == 1 && n.metric(`levee_cluster_store_up{store="etcd"}`) == 1 &&
+			n.metric("levee_cluster_nodes") == 1
+	})
+}
