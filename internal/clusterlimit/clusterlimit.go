@@ -106,6 +106,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger receives state changes (Redis down, back); nil: discarded.
 	Logger *slog.Logger
+
+	// clock, set only by the package's tests, is the scripts' time instead
+	// of Redis's TIME (a fake clock they step).
+	clock func() time.Time
+	// reconcileCapacity, set only by the package's tests, replaces
+	// DefaultReconcileCapacity.
+	reconcileCapacity int
 }
 
 // Limiter decides requests against limits shared through Redis. Safe for
@@ -116,6 +123,7 @@ type Limiter struct {
 	client *redis.Client
 	limit  script
 	beat   script
+	recon  script
 	nodes  string // the live-node set's key
 
 	local *ratelimit.Limiter[string]
@@ -126,6 +134,8 @@ type Limiter struct {
 	lastErr  atomic.Pointer[string]
 
 	m metrics
+
+	rec reconciler // quota counts made locally, for Redis (reconcile.go)
 
 	batch    batcher     // decisions queued for the senders (batch.go)
 	batching atomic.Bool // the senders run: from Start to Close
@@ -228,13 +238,19 @@ func New(o Options) (*Limiter, error) {
 		}),
 		limit: newScript(limitScript),
 		beat:  newScript(heartbeatScript),
+		recon: newScript(reconcileScript),
 		nodes: o.Prefix + "nodes",
 		local: local,
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	if o.reconcileCapacity == 0 {
+		o.reconcileCapacity = DefaultReconcileCapacity
+	}
+	l.o.reconcileCapacity = o.reconcileCapacity
+	l.rec = newReconciler(o.reconcileCapacity)
 	l.live.Store(1)
-	l.m = newMetrics()
+	l.m = newMetrics(o.OnFailure)
 	if o.Registerer != nil {
 		if err := l.m.register(o.Registerer); err != nil {
 			l.client.Close()
@@ -316,7 +332,7 @@ func (l *Limiter) Decide(ctx context.Context, checks []ratelimit.Check, signatur
 	if l.open.Load() {
 		return l.fallback(checks, now), false
 	}
-	d, replayed, err := l.decideShared(ctx, checks, signature, nil)
+	d, replayed, err := l.decideShared(ctx, checks, signature, l.scriptNow())
 	if err != nil {
 		l.failed(err)
 		return l.fallback(checks, now), false
@@ -475,6 +491,13 @@ func (l *Limiter) beatOnce() {
 		l.failed(err)
 		return
 	}
+	// Counts made locally go to Redis before the breaker closes, so the
+	// first shared decisions already see them; a failure leaves them for
+	// the next beat and does not keep the breaker open (the limit script
+	// worked: shared decisions are better than local ones).
+	if err := l.reconcile(); err != nil {
+		l.o.Logger.Warn("quota counts made without redis not reconciled yet: retried at the next heartbeat", "error", err.Error())
+	}
 	l.failures.Store(0)
 	empty := ""
 	l.lastErr.Store(&empty)
@@ -502,7 +525,9 @@ func (l *Limiter) fallback(checks []ratelimit.Check, now time.Time) ratelimit.De
 	for i, c := range checks {
 		shared[i] = ratelimit.Check{Key: c.Key, Policy: c.Policy.Share(n)}
 	}
-	return DecideLocal(l.local, shared[:len(checks)], now)
+	d, admitted := decideLocal(l.local, shared[:len(checks)], now)
+	l.countLocal(checks, admitted, now)
+	return d
 }
 
 // limitOf is the size of the last check's policy (the app's own), for
@@ -523,15 +548,22 @@ func limitOf(checks []ratelimit.Check) int64 {
 // stops there; of the admitting decisions, the one with the fewest
 // remaining is reported.
 func DecideLocal(l *ratelimit.Limiter[string], checks []ratelimit.Check, now time.Time) ratelimit.Decision {
+	d, _ := decideLocal(l, checks, now)
+	return d
+}
+
+// decideLocal is DecideLocal, also reporting how many checks, from the
+// first, admitted the request (and so counted it in their quotas).
+func decideLocal(l *ratelimit.Limiter[string], checks []ratelimit.Check, now time.Time) (ratelimit.Decision, int) {
 	d := ratelimit.Decision{Allowed: true}
 	for i, c := range checks {
 		di := l.Allow(c.Key, c.Policy, now)
 		if !di.Allowed {
-			return di
+			return di, i
 		}
 		if i == 0 || di.Remaining < d.Remaining {
 			d = di
 		}
 	}
-	return d
+	return d, len(checks)
 }
