@@ -56,11 +56,11 @@ awk -F'\t' '
 # The last sample of each levee (one per round) before it stopped.
 stats=$scratch/extra/redis-stats.log
 if [ -s "$stats" ]; then
-	awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } last[v["pid"]] = $0; e[v["pid"]] = v["evalsha"]; rd[v["pid"]] = v["reads"]; q[v["pid"]] = v["requests"]; if (!(v["pid"] in seen)) { seen[v["pid"]] = 1; order[++n] = v["pid"] } }
+	awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } last[v["pid"]] = $0; e[v["pid"]] = v["evalsha"]; rd[v["pid"]] = v["reads"]; port[v["pid"]] = v["port"]; q[v["pid"]] = v["requests"]; if (!(v["pid"] in seen)) { seen[v["pid"]] = 1; order[++n] = v["pid"] } }
 		END {
 			for (i = 1; i <= n; i++) {
 				p = order[i]
-				if (q[p] > 0) printf "levee pid %s: %d requests, %d EVALSHA (%.3f per request), %d Redis read events (%.3f per request)\n", p, q[p], e[p], e[p] / q[p], rd[p], rd[p] / q[p]
+				if (q[p] > 0) printf "levee pid %s (Redis port %s): %d requests, %d EVALSHA (%.3f per request), %d Redis read events (%.3f per request)\n", p, port[p], q[p], e[p], e[p] / q[p], rd[p], rd[p] / q[p]
 			}
 		}' "$stats"
 else

@@ -95,7 +95,7 @@ if [ "${LEVEE_RATELIMIT:-none}" = redis ]; then
 			reads=$(redis-cli -p "$rport" info stats 2>/dev/null | sed -n 's/^total_reads_processed:\([0-9]*\).*/\1/p')
 			reqs=$(curl -s --max-time 1 "http://$admin/metrics" 2>/dev/null |
 				awk '/^levee_requests_total[{ ]/ { n += $NF } END { printf "%d", n }')
-			echo "pid=$levee evalsha=${evalsha:-0} reads=${reads:-0} requests=${reqs:-0}" >>"$BENCH_RUN_DIR/redis-stats.log"
+			echo "pid=$levee port=$rport evalsha=${evalsha:-0} reads=${reads:-0} requests=${reqs:-0}" >>"$BENCH_RUN_DIR/redis-stats.log"
 			sleep 2
 		done
 	) &

@@ -334,7 +334,11 @@ func (l *Limiter) Decide(ctx context.Context, checks []ratelimit.Check, signatur
 	}
 	d, replayed, err := l.decideShared(ctx, checks, signature, l.scriptNow())
 	if err != nil {
-		l.failed(err)
+		// A batch's failure was counted once, by its sender: one failed
+		// operation, however many decisions it carried.
+		if !errors.As(err, new(batchError)) {
+			l.failed(err)
+		}
 		return l.fallback(checks, now), false
 	}
 	l.succeeded()
@@ -345,11 +349,28 @@ func (l *Limiter) Decide(ctx context.Context, checks []ratelimit.Check, signatur
 // the package's tests set it (decideShared's at), to step time.
 type testNow struct{ sec, usec int64 }
 
-// decideShared runs the limit script: one EVALSHA, or on NOSCRIPT (a
-// restarted Redis) SCRIPT LOAD and EVALSHA again, all within Timeout.
+// decideShared runs the limit script for one request, alone or in a
+// batch (batch.go): one EVALSHA, or on NOSCRIPT (a restarted Redis)
+// SCRIPT LOAD and EVALSHA again, all within Timeout.
 func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, signature *[32]byte, at *testNow) (ratelimit.Decision, bool, error) {
+	keys, args := l.scriptArgs(checks, signature, at)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.Timeout)
+	defer cancel()
+	start := time.Now()
+	v, err := l.runLimit(ctx, keys, args)
+	l.m.limitLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return ratelimit.Decision{}, false, err
+	}
+	return parseDecision(v)
+}
+
+// scriptArgs are the limit script's keys and arguments for one request,
+// as a batch of one (limitScript).
+func (l *Limiter) scriptArgs(checks []ratelimit.Check, signature *[32]byte, at *testNow) ([]string, []any) {
 	keys := make([]string, 0, len(checks)+1)
-	args := make([]any, 0, 4+5*len(checks))
+	args := make([]any, 0, 5+5*len(checks))
+	args = append(args, 1) // a batch of one (sendBatch replaces it)
 	if at != nil {
 		args = append(args, at.sec, at.usec)
 	} else {
@@ -373,15 +394,16 @@ func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, si
 		}
 		args = append(args, iv, lim, c.Policy.Rate.Burst(), qn, qper)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.Timeout)
-	defer cancel()
-	start := time.Now()
-	v, err := l.runLimit(ctx, keys, args)
-	l.m.latency.WithLabelValues("limit").Observe(time.Since(start).Seconds())
-	if err != nil {
-		return ratelimit.Decision{}, false, err
+	return keys, args
+}
+
+// parseAnswers is the script's answer to a batch of one.
+func parseAnswers(v any) (any, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 1 {
+		return nil, fmt.Errorf("clusterlimit: unexpected script answer %v", v)
 	}
-	return parseDecision(v)
+	return a[0], nil
 }
 
 // run calls s by its SHA; if Redis does not have it (first use, or

@@ -8,6 +8,9 @@ type metrics struct {
 	nodes    prometheus.Gauge
 	fallback *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// limitLatency is latency's op="limit" series, looked up once: it is
+	// observed on every request.
+	limitLatency prometheus.Observer
 
 	reconciled   prometheus.Counter
 	reconDropped *prometheus.CounterVec
@@ -46,7 +49,8 @@ func newMetrics(mode FailureMode) metrics {
 		}, []string{"reason"}),
 	}
 	m.fallback.WithLabelValues(mode.String())
-	for _, op := range []string{"limit", "heartbeat", "reconcile"} {
+	m.limitLatency = m.latency.WithLabelValues("limit")
+	for _, op := range []string{"heartbeat", "reconcile"} {
 		m.latency.WithLabelValues(op)
 	}
 	for _, r := range []string{"capacity", "stale"} {
