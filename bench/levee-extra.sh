@@ -89,6 +89,7 @@ if [ "${LEVEE_RATELIMIT:-none}" = redis ]; then
 	"$bin" run -config "$cfg" &
 	levee=$!
 	(
+		set +e +o pipefail # a sample that fails (levee not listening yet) is written as 0
 		rport=${LEVEE_REDIS_PORT:-16379} admin=127.0.0.1:$((port + 1000))
 		while kill -0 "$levee" 2>/dev/null; do
 			evalsha=$(redis-cli -p "$rport" info commandstats 2>/dev/null | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')

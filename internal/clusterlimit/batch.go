@@ -23,7 +23,7 @@ import (
 const (
 	maxBatch = 64   // decisions in one script call
 	queueLen = 4096 // decisions waiting for a sender
-	senders  = 4    // script calls in flight at once
+	senders  = 2    // script calls in flight at once
 )
 
 // errQueueFull: the senders are behind (Redis slow or away); the
