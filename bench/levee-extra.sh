@@ -15,7 +15,8 @@
 # never refusing: the cost of the decision alone); LEVEE_RATELIMIT=redis
 # does the same with cluster.redis, starting a redis-server on
 # 127.0.0.1:$LEVEE_REDIS_PORT (default 16379) in levee's process group, so
-# the harness stops both (docs/cluster.md, "Speed"):
+# the harness stops both (docs/cluster.md, "Speed"; bench/cluster-compare.sh
+# runs this pair and prints the ratio and round trips):
 #   ../shared/bench/proxy-compare.sh --proxies direct \
 #     --extra 'limits-local=LEVEE_RATELIMIT=local exec bench/levee-extra.sh' \
 #     --extra 'limits-redis=LEVEE_RATELIMIT=redis exec bench/levee-extra.sh'
