@@ -90,7 +90,8 @@ type Options struct {
 	// Prefix starts every key levee writes. "": DefaultPrefix.
 	Prefix string
 	// BreakerFailures is how many failed operations in a row open the
-	// breaker. 0: DefaultBreakerFailures.
+	// breaker (a batch of decisions sent in one script call is one
+	// operation). 0: DefaultBreakerFailures.
 	BreakerFailures int
 	// Heartbeat is how often the node records itself alive (and, with the
 	// breaker open, probes Redis). 0: DefaultHeartbeat.

@@ -39,6 +39,19 @@ func mustQuota(t testing.TB, n int64, per time.Duration) ratelimit.Quota {
 	return q
 }
 
+// clockLimiter is newLimiter with the key prefix prefix and clock as the
+// scripts' time; mod, when set, changes more options.
+func clockLimiter(t *testing.T, addr, prefix string, clock *fakeClock, mod func(*Options)) *Limiter {
+	t.Helper()
+	return newLimiter(t, addr, func(o *Options) {
+		o.Prefix = prefix
+		o.clock = clock.Now
+		if mod != nil {
+			mod(o)
+		}
+	})
+}
+
 // sharedCount is the quota count Redis holds for key in the window ending
 // at end (0 when it holds another window or none).
 func sharedCount(t testing.TB, c *redis.Client, key string, end time.Time) int64 {
@@ -71,12 +84,10 @@ func TestQuotaReconciledWhenRedisReturns(t *testing.T) {
 	var nodes [2]*Limiter
 	for i := range nodes {
 		regs[i] = prometheus.NewRegistry()
-		nodes[i] = newLimiter(t, r.Address, func(o *Options) {
-			o.Prefix = "rec:"
+		nodes[i] = clockLimiter(t, r.Address, "rec:", clock, func(o *Options) {
 			o.Heartbeat = 50 * time.Millisecond
 			o.Timeout = 500 * time.Millisecond
 			o.Registerer = regs[i]
-			o.clock = clock.Now
 		})
 	}
 	waitFor(t, "both nodes counted", func() bool { return nodes[0].Nodes() == 2 && nodes[1].Nodes() == 2 })
@@ -138,11 +149,9 @@ func TestQuotaReconciledWhenRedisReturns(t *testing.T) {
 func TestReconcileDropsEndedWindows(t *testing.T) {
 	r := testsvc.StartRedis(t)
 	clock := newFakeClock(time.Date(2026, 12, 2, 5, 59, 0, 0, time.UTC))
-	l := newLimiter(t, r.Address, func(o *Options) {
-		o.Prefix = "recend:"
+	l := clockLimiter(t, r.Address, "recend:", clock, func(o *Options) {
 		o.Heartbeat = 50 * time.Millisecond
 		o.Timeout = 500 * time.Millisecond
-		o.clock = clock.Now
 	})
 	checks := []ratelimit.Check{{Key: "app", Policy: ratelimit.Policy{Quota: hourQuota(t, 10)}}}
 	r.Kill()
@@ -171,10 +180,7 @@ func TestReconcileDropsEndedWindows(t *testing.T) {
 func TestReconcileRetryAddsOnce(t *testing.T) {
 	r := testsvc.StartRedis(t)
 	clock := newFakeClock(time.Date(2026, 12, 2, 5, 10, 0, 0, time.UTC))
-	l := newLimiter(t, r.Address, func(o *Options) {
-		o.Prefix = "recretry:"
-		o.clock = clock.Now
-	})
+	l := clockLimiter(t, r.Address, "recretry:", clock, nil)
 	q := hourQuota(t, 100)
 	checks := []ratelimit.Check{{Key: "route", Policy: ratelimit.Policy{Quota: q}}, {Key: "app", Policy: ratelimit.Policy{Quota: q}}}
 	for range 7 {
@@ -235,11 +241,7 @@ func TestReconcileRetryAddsOnce(t *testing.T) {
 func TestReconcileCapacity(t *testing.T) {
 	r := testsvc.StartRedis(t)
 	clock := newFakeClock(time.Date(2026, 12, 2, 5, 10, 0, 0, time.UTC))
-	l := newLimiter(t, r.Address, func(o *Options) {
-		o.Prefix = "reccap:"
-		o.clock = clock.Now
-		o.reconcileCapacity = 3
-	})
+	l := clockLimiter(t, r.Address, "reccap:", clock, func(o *Options) { o.reconcileCapacity = 3 })
 	minute := ratelimit.Policy{Quota: mustQuota(t, 100, time.Minute)}
 	hour := ratelimit.Policy{Quota: hourQuota(t, 100)}
 	count := func(key string, p ratelimit.Policy) {
