@@ -15,10 +15,17 @@
 # never refusing: the cost of the decision alone); LEVEE_RATELIMIT=redis
 # does the same with cluster.redis, starting a redis-server on
 # 127.0.0.1:$LEVEE_REDIS_PORT (default 16379) in levee's process group, so
-# the harness stops both (docs/cluster.md, "Speed"):
+# the harness stops both (docs/cluster.md, "Speed"; bench/cluster-compare.sh
+# runs this pair and prints the ratio and round trips):
 #   ../shared/bench/proxy-compare.sh --proxies direct \
 #     --extra 'limits-local=LEVEE_RATELIMIT=local exec bench/levee-extra.sh' \
 #     --extra 'limits-redis=LEVEE_RATELIMIT=redis exec bench/levee-extra.sh'
+# With LEVEE_RATELIMIT=redis a sampler (in the same process group) appends
+# to $BENCH_RUN_DIR/redis-stats.log, every 2 s, Redis's EVALSHA calls and
+# read events (INFO commandstats / stats: total_reads_processed, one per
+# pipeline it reads) and the requests levee answered (levee_requests_total),
+# tagged with levee's pid: bench/cluster-compare.sh divides them into round
+# trips per request.
 # LEVEE_ACCESS_LOG=true turns the access log on (to stderr). LEVEE_TRACING=1
 # turns tracing on with sampling LEVEE_TRACING_SAMPLING (default 0.01),
 # exporting to bench/otlpsink (an OTLP receiver that discards), started
@@ -76,5 +83,25 @@ if [ -n "${LEVEE_TRACING:-}" ]; then
   sink=$BENCH_RUN_DIR/otlpsink
   (cd "$here" && go build -o "$sink" ./bench/otlpsink)
   "$sink" -listen "127.0.0.1:$((port + 2000))" 2>>"$BENCH_RUN_DIR/otlpsink.log" &
+fi
+if [ "${LEVEE_RATELIMIT:-none}" = redis ]; then
+	# The sampler needs levee's pid: levee is started in the background
+	# here and waited for (the harness stops the whole group).
+	"$bin" run -config "$cfg" &
+	levee=$!
+	(
+		set +e +o pipefail # a sample that fails (levee not listening yet) is written as 0
+		rport=${LEVEE_REDIS_PORT:-16379} admin=127.0.0.1:$((port + 1000))
+		while kill -0 "$levee" 2>/dev/null; do
+			evalsha=$(redis-cli -p "$rport" info commandstats 2>/dev/null | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p')
+			reads=$(redis-cli -p "$rport" info stats 2>/dev/null | sed -n 's/^total_reads_processed:\([0-9]*\).*/\1/p')
+			reqs=$(curl -s --max-time 1 "http://$admin/metrics" 2>/dev/null |
+				awk '/^levee_requests_total[{ ]/ { n += $NF } END { printf "%d", n }')
+			echo "pid=$levee port=$rport evalsha=${evalsha:-0} reads=${reads:-0} requests=${reqs:-0}" >>"$BENCH_RUN_DIR/redis-stats.log"
+			sleep 2
+		done
+	) &
+	wait "$levee"
+	exit $?
 fi
 exec "$bin" run -config "$cfg"

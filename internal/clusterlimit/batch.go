@@ -3,6 +3,7 @@ package clusterlimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -10,18 +11,19 @@ import (
 )
 
 // Batching: decisions of concurrent requests share round trips. Each
-// request's EVALSHA is queued; a sender takes every decision waiting (up
-// to maxBatch) and writes them to Redis as one pipeline, so a node under
-// load pays one write and one read system call (on both sides) for many
-// decisions instead of one each. A decision alone in flight skips the
+// request's decision is queued; a sender takes every decision waiting (up
+// to maxBatch) and has Redis decide them all in one EVALSHA of the limit
+// script, so a node under load pays one write and one read system call
+// (on both sides), one command and one script call for many decisions
+// instead of one each. A decision alone in flight skips the
 // queue: one round trip from its own goroutine. Every wait stays bounded: the queue is
 // queueLen long (full: the decision falls back at once), a caller waits
-// for its answer no longer than its own timeout, and a pipeline's I/O is
+// for its answer no longer than its own timeout, and a script call's I/O is
 // bounded by Options.Timeout.
 const (
-	maxBatch = 64   // decisions in one pipeline
+	maxBatch = 64   // decisions in one script call
 	queueLen = 4096 // decisions waiting for a sender
-	senders  = 4    // pipelines in flight at once
+	senders  = 2    // script calls in flight at once
 )
 
 // errQueueFull: the senders are behind (Redis slow or away); the
@@ -79,7 +81,11 @@ func (l *Limiter) runLimit(ctx context.Context, keys []string, args []any) (any,
 	n := l.batch.inflight.Add(1)
 	defer l.batch.inflight.Add(-1)
 	if n == 1 || !l.batching.Load() {
-		return l.run(ctx, l.limit, keys, args)
+		v, err := l.run(ctx, l.limit, keys, args)
+		if err != nil {
+			return nil, err
+		}
+		return parseAnswers(v)
 	}
 	c := &call{keys: keys, args: args, done: make(chan struct{})}
 	select {
@@ -96,7 +102,7 @@ func (l *Limiter) runLimit(ctx context.Context, keys []string, args []any) (any,
 }
 
 // send is one sender: it takes the next decision and every other one
-// already waiting (up to maxBatch) and sends them as one pipeline.
+// already waiting (up to maxBatch) and sends them as one script call.
 func (l *Limiter) send() {
 	batch := make([]*call, 0, maxBatch)
 	for {
@@ -120,51 +126,52 @@ func (l *Limiter) send() {
 	}
 }
 
-// sendBatch sends batch as one pipeline of EVALSHA; the ones Redis
-// answers NOSCRIPT (a restarted Redis) go again after SCRIPT LOAD, within
-// the same Timeout.
+// sendBatch decides batch with one EVALSHA of the limit script (its
+// requests one after the other, each as it would be alone; a restarted
+// Redis's NOSCRIPT is answered by SCRIPT LOAD and the call again, within
+// the same Timeout). A failure is counted once for the breaker, as one
+// failed operation, and handed to every caller as a batchError.
 func (l *Limiter) sendBatch(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
 	defer cancel()
-	cmds := l.pipeline(ctx, batch)
-	var again []*call
-	for i, c := range batch {
-		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			again = append(again, c)
-			continue
-		}
-		c.v, c.err = result(cmds[i])
-		close(c.done)
+	nk, na := 0, 1
+	for _, c := range batch {
+		nk += len(c.keys)
+		na += len(c.args) - 1
 	}
-	if len(again) == 0 {
-		return
+	keys := make([]string, 0, nk)
+	args := make([]any, 1, na)
+	args[0] = len(batch)
+	for _, c := range batch {
+		keys = append(keys, c.keys...)
+		args = append(args, c.args[1:]...)
 	}
-	var cmds2 []*redis.Cmd
-	err := l.client.ScriptLoad(ctx, l.limit.src).Err()
+	v, err := l.run(ctx, l.limit, keys, args)
+	var answers []any
 	if err == nil {
-		cmds2 = l.pipeline(ctx, again)
+		var ok bool
+		if answers, ok = v.([]any); !ok || len(answers) != len(batch) {
+			err = fmt.Errorf("clusterlimit: unexpected script answer %v", v)
+		}
 	}
-	for i, c := range again {
+	if err != nil {
+		l.failed(err)
+		err = batchError{err}
+	}
+	for i, c := range batch {
 		if err != nil {
 			c.err = err
 		} else {
-			c.v, c.err = result(cmds2[i])
+			c.v = answers[i]
 		}
 		close(c.done)
 	}
 }
 
-// pipeline sends one EVALSHA per call in one round trip; each command
-// carries its own answer or error.
-func (l *Limiter) pipeline(ctx context.Context, batch []*call) []*redis.Cmd {
-	pipe := l.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, c := range batch {
-		cmds[i] = pipe.EvalSha(ctx, l.limit.sha, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are the commands'
-	return cmds
-}
+// batchError is a batch's failure, already counted for the breaker.
+type batchError struct{ error }
+
+func (e batchError) Unwrap() error { return e.error }
 
 // result is a script command's answer, a nil answer being an error.
 func result(cmd *redis.Cmd) (any, error) {

@@ -47,7 +47,7 @@ func BenchmarkDecideRedis(b *testing.B) {
 
 // BenchmarkDecideRedisParallel is the same decision from many callers at
 // once (RunParallel with 32 goroutines per core, distinct keys), as a node
-// under load makes them: their decisions share pipelines (batch.go), so
+// under load makes them: their decisions share script calls (batch.go), so
 // round trips per decision fall below 1.
 func BenchmarkDecideRedisParallel(b *testing.B) {
 	r := testsvc.StartRedis(b)

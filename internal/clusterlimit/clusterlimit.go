@@ -90,7 +90,8 @@ type Options struct {
 	// Prefix starts every key levee writes. "": DefaultPrefix.
 	Prefix string
 	// BreakerFailures is how many failed operations in a row open the
-	// breaker. 0: DefaultBreakerFailures.
+	// breaker (a batch of decisions sent in one script call is one
+	// operation). 0: DefaultBreakerFailures.
 	BreakerFailures int
 	// Heartbeat is how often the node records itself alive (and, with the
 	// breaker open, probes Redis). 0: DefaultHeartbeat.
@@ -106,6 +107,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Logger receives state changes (Redis down, back); nil: discarded.
 	Logger *slog.Logger
+
+	// clock, set only by the package's tests, is the scripts' time instead
+	// of Redis's TIME (a fake clock they step).
+	clock func() time.Time
+	// reconcileCapacity, set only by the package's tests, replaces
+	// DefaultReconcileCapacity.
+	reconcileCapacity int
 }
 
 // Limiter decides requests against limits shared through Redis. Safe for
@@ -116,6 +124,7 @@ type Limiter struct {
 	client *redis.Client
 	limit  script
 	beat   script
+	recon  script
 	nodes  string // the live-node set's key
 
 	local *ratelimit.Limiter[string]
@@ -126,6 +135,8 @@ type Limiter struct {
 	lastErr  atomic.Pointer[string]
 
 	m metrics
+
+	rec reconciler // quota counts made locally, for Redis (reconcile.go)
 
 	batch    batcher     // decisions queued for the senders (batch.go)
 	batching atomic.Bool // the senders run: from Start to Close
@@ -228,13 +239,19 @@ func New(o Options) (*Limiter, error) {
 		}),
 		limit: newScript(limitScript),
 		beat:  newScript(heartbeatScript),
+		recon: newScript(reconcileScript),
 		nodes: o.Prefix + "nodes",
 		local: local,
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	if o.reconcileCapacity == 0 {
+		o.reconcileCapacity = DefaultReconcileCapacity
+	}
+	l.o.reconcileCapacity = o.reconcileCapacity
+	l.rec = newReconciler(o.reconcileCapacity)
 	l.live.Store(1)
-	l.m = newMetrics()
+	l.m = newMetrics(o.OnFailure)
 	if o.Registerer != nil {
 		if err := l.m.register(o.Registerer); err != nil {
 			l.client.Close()
@@ -316,9 +333,13 @@ func (l *Limiter) Decide(ctx context.Context, checks []ratelimit.Check, signatur
 	if l.open.Load() {
 		return l.fallback(checks, now), false
 	}
-	d, replayed, err := l.decideShared(ctx, checks, signature, nil)
+	d, replayed, err := l.decideShared(ctx, checks, signature, l.scriptNow())
 	if err != nil {
-		l.failed(err)
+		// A batch's failure was counted once, by its sender: one failed
+		// operation, however many decisions it carried.
+		if !errors.As(err, new(batchError)) {
+			l.failed(err)
+		}
 		return l.fallback(checks, now), false
 	}
 	l.succeeded()
@@ -329,11 +350,28 @@ func (l *Limiter) Decide(ctx context.Context, checks []ratelimit.Check, signatur
 // the package's tests set it (decideShared's at), to step time.
 type testNow struct{ sec, usec int64 }
 
-// decideShared runs the limit script: one EVALSHA, or on NOSCRIPT (a
-// restarted Redis) SCRIPT LOAD and EVALSHA again, all within Timeout.
+// decideShared runs the limit script for one request, alone or in a
+// batch (batch.go): one EVALSHA, or on NOSCRIPT (a restarted Redis)
+// SCRIPT LOAD and EVALSHA again, all within Timeout.
 func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, signature *[32]byte, at *testNow) (ratelimit.Decision, bool, error) {
+	keys, args := l.scriptArgs(checks, signature, at)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.Timeout)
+	defer cancel()
+	start := time.Now()
+	v, err := l.runLimit(ctx, keys, args)
+	l.m.limitLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return ratelimit.Decision{}, false, err
+	}
+	return parseDecision(v)
+}
+
+// scriptArgs are the limit script's keys and arguments for one request,
+// as a batch of one (limitScript).
+func (l *Limiter) scriptArgs(checks []ratelimit.Check, signature *[32]byte, at *testNow) ([]string, []any) {
 	keys := make([]string, 0, len(checks)+1)
-	args := make([]any, 0, 4+5*len(checks))
+	args := make([]any, 0, 5+5*len(checks))
+	args = append(args, 1) // a batch of one (sendBatch replaces it)
 	if at != nil {
 		args = append(args, at.sec, at.usec)
 	} else {
@@ -357,15 +395,16 @@ func (l *Limiter) decideShared(ctx context.Context, checks []ratelimit.Check, si
 		}
 		args = append(args, iv, lim, c.Policy.Rate.Burst(), qn, qper)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.Timeout)
-	defer cancel()
-	start := time.Now()
-	v, err := l.runLimit(ctx, keys, args)
-	l.m.latency.WithLabelValues("limit").Observe(time.Since(start).Seconds())
-	if err != nil {
-		return ratelimit.Decision{}, false, err
+	return keys, args
+}
+
+// parseAnswers is the script's answer to a batch of one.
+func parseAnswers(v any) (any, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 1 {
+		return nil, fmt.Errorf("clusterlimit: unexpected script answer %v", v)
 	}
-	return parseDecision(v)
+	return a[0], nil
 }
 
 // run calls s by its SHA; if Redis does not have it (first use, or
@@ -475,6 +514,13 @@ func (l *Limiter) beatOnce() {
 		l.failed(err)
 		return
 	}
+	// Counts made locally go to Redis before the breaker closes, so the
+	// first shared decisions already see them; a failure leaves them for
+	// the next beat and does not keep the breaker open (the limit script
+	// worked: shared decisions are better than local ones).
+	if err := l.reconcile(); err != nil {
+		l.o.Logger.Warn("quota counts made without redis not reconciled yet: retried at the next heartbeat", "error", err.Error())
+	}
 	l.failures.Store(0)
 	empty := ""
 	l.lastErr.Store(&empty)
@@ -502,7 +548,9 @@ func (l *Limiter) fallback(checks []ratelimit.Check, now time.Time) ratelimit.De
 	for i, c := range checks {
 		shared[i] = ratelimit.Check{Key: c.Key, Policy: c.Policy.Share(n)}
 	}
-	return DecideLocal(l.local, shared[:len(checks)], now)
+	d, admitted := decideLocal(l.local, shared[:len(checks)], now)
+	l.countLocal(checks, admitted, now)
+	return d
 }
 
 // limitOf is the size of the last check's policy (the app's own), for
@@ -523,15 +571,22 @@ func limitOf(checks []ratelimit.Check) int64 {
 // stops there; of the admitting decisions, the one with the fewest
 // remaining is reported.
 func DecideLocal(l *ratelimit.Limiter[string], checks []ratelimit.Check, now time.Time) ratelimit.Decision {
+	d, _ := decideLocal(l, checks, now)
+	return d
+}
+
+// decideLocal is DecideLocal, also reporting how many checks, from the
+// first, admitted the request (and so counted it in their quotas).
+func decideLocal(l *ratelimit.Limiter[string], checks []ratelimit.Check, now time.Time) (ratelimit.Decision, int) {
 	d := ratelimit.Decision{Allowed: true}
 	for i, c := range checks {
 		di := l.Allow(c.Key, c.Policy, now)
 		if !di.Allowed {
-			return di
+			return di, i
 		}
 		if i == 0 || di.Remaining < d.Remaining {
 			d = di
 		}
 	}
-	return d
+	return d, len(checks)
 }

@@ -59,7 +59,8 @@ func mustRate(t testing.TB, perSecond float64, burst int64) ratelimit.Rate {
 // times, the script in a real Redis decides exactly as the in-process
 // limiter (DecideLocal over ratelimit.Limiter) with the same inputs: the
 // same admissions and refusals, and the same Limit, Remaining, Reset,
-// RetryAfter and kind. Time is stepped, not waited for: the script takes
+// RetryAfter and kind; whether each request is its own script call or
+// several go in one (batches of 1 to 8). Time is stepped, not waited for: the script takes
 // now from its test-only arguments (seconds, microseconds) instead of
 // TIME, with Redis's own microsecond resolution, so both sides see the
 // same instants.
@@ -100,16 +101,34 @@ func TestScriptMatchesInProcessLimiter(t *testing.T) {
 		// as large as in production.
 		us := rapid.Int64Range(1_700_000_000_000_000, 1_900_000_000_000_000).Draw(rt, "start_us")
 		gaps := rapid.SliceOfN(rapid.Int64Range(0, 3_000_000), 1, 60).Draw(rt, "gaps_us")
-		for i, g := range gaps {
-			us += g
-			now := time.UnixMicro(us)
-			want := DecideLocal(local, checks, now)
-			got, replayed, err := l.decideShared(ctx, checks, nil, &testNow{sec: us / 1e6, usec: us % 1e6})
-			if err != nil || replayed {
-				rt.Fatalf("request %d: script failed: %v (replayed %v)", i, err, replayed)
+		// Alone (a batch of one, as a request alone in flight), or in
+		// batches of up to 8 in one script call, as the senders send them.
+		batch := rapid.IntRange(1, 8).Draw(rt, "batch")
+		for i := 0; i < len(gaps); i += batch {
+			var calls []*call
+			var wants []ratelimit.Decision
+			for j := i; j < min(i+batch, len(gaps)); j++ {
+				us += gaps[j]
+				wants = append(wants, DecideLocal(local, checks, time.UnixMicro(us)))
+				keys, args := l.scriptArgs(checks, nil, &testNow{sec: us / 1e6, usec: us % 1e6})
+				calls = append(calls, &call{keys: keys, args: args, done: make(chan struct{})})
 			}
-			if got != want {
-				rt.Fatalf("request %d at %v: script decided %+v, in-process %+v", i, now.UTC(), got, want)
+			if batch == 1 {
+				calls[0].v, calls[0].err = l.runLimit(ctx, calls[0].keys, calls[0].args)
+			} else {
+				l.sendBatch(calls)
+			}
+			for j, c := range calls {
+				if c.err != nil {
+					rt.Fatalf("request %d: script failed: %v", i+j, c.err)
+				}
+				got, replayed, err := parseDecision(c.v)
+				if err != nil || replayed {
+					rt.Fatalf("request %d: %v (replayed %v)", i+j, err, replayed)
+				}
+				if got != wants[j] {
+					rt.Fatalf("request %d (batches of %d): script decided %+v, in-process %+v", i+j, batch, got, wants[j])
+				}
 			}
 		}
 	})
@@ -354,9 +373,11 @@ func TestFallbackLocalWhileRedisDown(t *testing.T) {
 }
 
 // TestConcurrentDecisionsShareRoundTrips: decisions made at once share
-// pipelines (fewer round trips than decisions), each is still exactly one
-// EVALSHA in Redis, and the shared limit stays exact: 400 concurrent
-// requests against a burst of 50 (nothing refills) admit exactly 50.
+// script calls (fewer round trips and EVALSHA than decisions: one
+// EVALSHA decides a batch), each decision is still decided exactly once
+// in Redis (one HMGET of its key each), and the shared limit stays exact:
+// 400 concurrent requests against a burst of 50 (nothing refills) admit
+// exactly 50.
 func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	r := testsvc.StartRedis(t)
 	l := newLimiter(t, r.Address, nil)
@@ -383,12 +404,13 @@ func TestConcurrentDecisionsShareRoundTrips(t *testing.T) {
 	if got := admitted.Load(); got != 49 { // the script's first use took one
 		t.Errorf("%d concurrent requests admitted %d of the 49 left, want 49", n, got)
 	}
-	if calls := commandCalls(t, c)["evalsha"]; calls != n {
-		t.Errorf("Redis ran %d EVALSHA for %d decisions, want one each", calls, n)
+	calls := commandCalls(t, c)
+	if calls["hmget"] != n {
+		t.Errorf("Redis read a key's state %d times for %d decisions, want once each (%v)", calls["hmget"], n, calls)
 	}
-	t.Logf("%d concurrent decisions in %d round trips", n, sent.Load())
-	if sent.Load() >= n {
-		t.Errorf("%d round trips for %d concurrent decisions: none shared", sent.Load(), n)
+	t.Logf("%d concurrent decisions in %d round trips, %d EVALSHA", n, sent.Load(), calls["evalsha"])
+	if calls["evalsha"] >= n || sent.Load() >= n {
+		t.Errorf("%d round trips and %d EVALSHA for %d concurrent decisions: none shared", sent.Load(), calls["evalsha"], n)
 	}
 }
 

@@ -1,51 +1,42 @@
 package clusterlimit
 
-// limitScript decides one request against up to maxChecks limit keys, in
-// order, and records it: the same GCRA and fixed-window quota as package
-// ratelimit (docs/ratelimits.md), the same order (each key's rate, then
-// its quota; a refusal stops there and later keys are untouched; a quota
-// refusal keeps the rate token) and the same choice of the decision to
-// report (the one with the fewest remaining). Atomic: Redis runs a script
-// alone, so every node's requests for a key are serialised here.
+// limitScript decides a batch of requests, in order, each against up to
+// maxChecks limit keys, and records them: the same GCRA and fixed-window
+// quota as package ratelimit (docs/ratelimits.md), the same order (each
+// key's rate, then its quota; a refusal stops there and later keys are
+// untouched; a quota refusal keeps the rate token) and the same choice of
+// the decision to report (the one with the fewest remaining). Atomic:
+// Redis runs a script alone, so every node's requests for a key are
+// serialised here. One EVALSHA decides every request a sender took from
+// the queue (batch.go): Redis pays the script call's own cost (about as
+// much as one decision's) once per batch, not once per request.
 //
-// Time is Redis's (TIME), so the nodes' clocks do not matter. Lua numbers
-// are doubles, exact only below 2^53, and Unix nanoseconds (~1.8e18) are
-// not; so a theoretical arrival time is kept as whole seconds ("ts") and
-// nanoseconds ("tn"), every difference is taken in nanoseconds relative to
-// now (exact while it is below 2^53 ns, 104 days: a burst window longer
-// than that is rounded to within a microsecond), and quota windows are
-// computed in microseconds ("qe": the window's end, "qc": its count; Unix
-// microseconds are exact). Integers are written with %d, never Lua's
-// default 14-digit format.
+// Time is Redis's (TIME, read once per batch), so the nodes' clocks do not
+// matter. Lua numbers are doubles, exact only below 2^53, and Unix
+// nanoseconds (~1.8e18) are not; so a theoretical arrival time is kept as
+// whole seconds ("ts") and nanoseconds ("tn"), every difference is taken
+// in nanoseconds relative to now (exact while it is below 2^53 ns, 104
+// days: a burst window longer than that is rounded to within a
+// microsecond), and quota windows are computed in microseconds ("qe": the
+// window's end, "qc": its count; Unix microseconds are exact). Integers
+// are written with %d, never Lua's default 14-digit format.
 //
-// KEYS[1..n]: the keys' state hashes; KEYS[n+1]: the signature's key when
-// ARGV[3] is not empty.
-// ARGV[1], ARGV[2]: now as seconds and microseconds, for the package's
-// tests only (stepping time); empty: TIME.
-// ARGV[3]: how long a signature is remembered, in ms; empty: no signature.
-// ARGV[4]: n. Then for each key: the interval T and L = burst·T in ns
-// (0, 0: no rate), the burst, the quota's requests (0: none) and its
-// window in µs.
+// ARGV[1]: m, the requests in the batch. Then, for each request in turn,
+// its arguments and keys:
+// ARGV: now as seconds and microseconds, for the package's tests only
+// (stepping time; empty: TIME); how long a signature is remembered, in ms
+// (empty: no signature); n; then for each of the n keys: the interval T
+// and L = burst·T in ns (0, 0: no rate), the burst, the quota's requests
+// (0: none) and its window in µs.
+// KEYS: the n keys' state hashes, then the signature's key when the
+// request has one.
 //
-// Returns {1} when the signature was seen before (nothing is recorded),
-// else {0, allowed, limit, remaining, reset ns, retry-after ns, quota}.
+// Returns one answer per request: {1} when the signature was seen before
+// (nothing is recorded), else {0, allowed, limit, remaining, reset ns,
+// retry-after ns, quota}.
 const limitScript = `
-local sec, usec
-if ARGV[1] ~= '' then
-  sec, usec = tonumber(ARGV[1]), tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  sec, usec = tonumber(t[1]), tonumber(t[2])
-end
-local n = tonumber(ARGV[4])
-if ARGV[3] ~= '' then
-  if not redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', ARGV[3]) then
-    return {1}
-  end
-end
 local E9 = 1000000000
-local nsn = usec * 1000
-local nowus = sec * 1000000 + usec
+local tsec, tusec
 
 -- floor(a / b) for integers a >= 0, b > 0, exact below 2^53 (the double
 -- quotient can round up to the next integer; one step corrects it).
@@ -63,8 +54,8 @@ local function int(x) return string.format('%d', x) end
 
 -- expire keeps a key as long as its state matters (its TAT ahead of now,
 -- its quota window), plus a second: Redis memory stays bounded by the
--- keys in use.
-local function expire(key, ts, tn, qe)
+-- keys in use. now is sec (s), nsn (ns) and nowus (µs).
+local function expire(key, ts, tn, qe, sec, nsn, nowus)
   local ms = 0
   if ts then
     ms = math.max(ms, math.ceil(((ts - sec) * E9 + (tn - nsn)) / 1000000))
@@ -75,56 +66,90 @@ local function expire(key, ts, tn, qe)
   redis.call('PEXPIRE', key, int(ms + 1000))
 end
 
-local best
-for i = 1, n do
-  local b = 4 + (i - 1) * 5
-  local T, L, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  local qn, qper = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
-  local key = KEYS[i]
-  local st = redis.call('HMGET', key, 'ts', 'tn', 'qe', 'qc')
-  local ts, tn, qe, qc = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
-  local dr, dq
-  if T > 0 then
-    local ahead = 0
-    if ts then
-      ahead = (ts - sec) * E9 + (tn - nsn)
-      if ahead < 0 then ahead = 0 end
+-- decide decides the request whose arguments start after ARGV[a] and keys
+-- after KEYS[k].
+local function decide(a, k)
+  local sec, usec
+  if ARGV[a + 1] ~= '' then
+    sec, usec = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  else
+    if not tsec then
+      local t = redis.call('TIME')
+      tsec, tusec = tonumber(t[1]), tonumber(t[2])
     end
-    local nxt = ahead + T
-    if nxt > L then
-      local rem = 0
-      if L - ahead > 0 then rem = fdiv(L - ahead, T) end
-      return {0, 0, burst, rem, ahead, nxt - L, 0}
+    sec, usec = tsec, tusec
+  end
+  local n = tonumber(ARGV[a + 4])
+  if ARGV[a + 3] ~= '' then
+    if not redis.call('SET', KEYS[k + n + 1], '1', 'NX', 'PX', ARGV[a + 3]) then
+      return {1}
     end
-    local total = nsn + nxt
-    local carry = fdiv(total, E9)
-    ts, tn = sec + carry, total - carry * E9
-    redis.call('HSET', key, 'ts', int(ts), 'tn', int(tn))
-    dr = {0, 1, burst, fdiv(L - nxt, T), nxt, 0, 0}
   end
-  if qn > 0 then
-    local wend = (fdiv(nowus, qper) + 1) * qper
-    local count = qc or 0
-    if qe ~= wend then count = 0 end
-    local reset = (wend - nowus) * 1000
-    if count >= qn then
-      if dr then expire(key, ts, tn, qe) end
-      return {0, 0, qn, 0, reset, reset, 1}
+  local nsn = usec * 1000
+  local nowus = sec * 1000000 + usec
+
+  local best
+  for i = 1, n do
+    local b = a + 4 + (i - 1) * 5
+    local T, L, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+    local qn, qper = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
+    local key = KEYS[k + i]
+    local st = redis.call('HMGET', key, 'ts', 'tn', 'qe', 'qc')
+    local ts, tn, qe, qc = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
+    local dr, dq
+    if T > 0 then
+      local ahead = 0
+      if ts then
+        ahead = (ts - sec) * E9 + (tn - nsn)
+        if ahead < 0 then ahead = 0 end
+      end
+      local nxt = ahead + T
+      if nxt > L then
+        local rem = 0
+        if L - ahead > 0 then rem = fdiv(L - ahead, T) end
+        return {0, 0, burst, rem, ahead, nxt - L, 0}
+      end
+      local total = nsn + nxt
+      local carry = fdiv(total, E9)
+      ts, tn = sec + carry, total - carry * E9
+      redis.call('HSET', key, 'ts', int(ts), 'tn', int(tn))
+      dr = {0, 1, burst, fdiv(L - nxt, T), nxt, 0, 0}
     end
-    count = count + 1
-    qe = wend
-    redis.call('HSET', key, 'qe', int(qe), 'qc', int(count))
-    dq = {0, 1, qn, qn - count, reset, 0, 1}
+    if qn > 0 then
+      local wend = (fdiv(nowus, qper) + 1) * qper
+      local count = qc or 0
+      if qe ~= wend then count = 0 end
+      local reset = (wend - nowus) * 1000
+      if count >= qn then
+        if dr then expire(key, ts, tn, qe, sec, nsn, nowus) end
+        return {0, 0, qn, 0, reset, reset, 1}
+      end
+      count = count + 1
+      qe = wend
+      redis.call('HSET', key, 'qe', int(qe), 'qc', int(count))
+      dq = {0, 1, qn, qn - count, reset, 0, 1}
+    end
+    expire(key, ts, tn, qe, sec, nsn, nowus)
+    local d = dr or dq
+    if dr and dq then
+      if dr[4] < dq[4] or (dr[4] == dq[4] and dr[5] > dq[5]) then d = dr else d = dq end
+    end
+    if not best or d[4] < best[4] then best = d end
   end
-  expire(key, ts, tn, qe)
-  local d = dr or dq
-  if dr and dq then
-    if dr[4] < dq[4] or (dr[4] == dq[4] and dr[5] > dq[5]) then d = dr else d = dq end
-  end
-  if not best or d[4] < best[4] then best = d end
+  if not best then return {0, 1, 0, 0, 0, 0, 0} end
+  return best
 end
-if not best then return {0, 1, 0, 0, 0, 0, 0} end
-return best
+
+local out = {}
+local a, k = 1, 0
+for j = 1, tonumber(ARGV[1]) do
+  out[j] = decide(a, k)
+  local n = tonumber(ARGV[a + 4])
+  k = k + n
+  if ARGV[a + 3] ~= '' then k = k + 1 end
+  a = a + 4 + 5 * n
+end
+return out
 `
 
 // heartbeatScript records this node as alive at Redis's time and returns

@@ -108,7 +108,7 @@ func documented(t *testing.T) map[string][]string {
 // registry holds, with its labels, and nothing else.
 func TestMetricsCatalogue(t *testing.T) {
 	be, _ := backend(t, "web")
-	h := start(t, catalogueConfig(hostPort(be)))
+	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
 	reg, doc := registeredFamilies(h.g.Registry()), documented(t)
 	if len(reg) < 30 {
 		t.Fatalf("only %d levee_ families registered: %v", len(reg), reg)

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestEveryFamilyAtStart: a scrape of a fresh levee with every part on and
+// TestEveryFamilyAtStart: a scrape of a fresh levee with every part on (cluster.redis too) and
 // no traffic yet has a sample of every registered levee_ family, but for
 // those whose label values come only from parts this configuration does
 // not have (data routes and data sources: their own tests cover them).
@@ -17,7 +17,7 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_data_rows_total":             "no data route",
 	}
 	be, _ := backend(t, "web")
-	h := start(t, catalogueConfig(hostPort(be)))
+	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
 	page := h.metricsPage()
 	for name := range registeredFamilies(h.g.Registry()) {
 		if _, ok := without[name]; ok {
