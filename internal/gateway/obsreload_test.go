@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/config"
 )
 
 // fileLines returns the request ids of the access log lines in path, with
@@ -273,5 +275,34 @@ routes:
 		if len(ids) != 1 || !ids[want] {
 			t.Errorf("the %s receiver got traces %v, want only %s", name, ids, want)
 		}
+	}
+}
+
+// TestSameAccessLogCoversFields: a reload rebuilds the access log exactly
+// when log.access changes, so sameAccessLog must see a change to any of
+// AccessLog's fields and to Access (a field added to config.AccessLog and
+// not compared fails here); the log level is not the access log's.
+func TestSameAccessLogCoversFields(t *testing.T) {
+	base := config.Log{Level: "info", Access: true,
+		AccessLog: config.AccessLog{Output: "stderr", Sample2xx: 0.5, RedactQuery: []string{"token"}}}
+	if !sameAccessLog(base, base) {
+		t.Fatal("the same log settings compare unequal")
+	}
+	eachFieldChanged(t, base.AccessLog, nil, func(name string, a config.AccessLog) {
+		l := base
+		l.AccessLog = a
+		if sameAccessLog(base, l) {
+			t.Errorf("changing log.access's %s leaves the access log the same", name)
+		}
+	})
+	off := base
+	off.Access = false
+	if sameAccessLog(base, off) {
+		t.Error("turning the access log off leaves it the same")
+	}
+	lvl := base
+	lvl.Level = "debug"
+	if !sameAccessLog(base, lvl) {
+		t.Error("changing log.level rebuilds the access log")
 	}
 }
