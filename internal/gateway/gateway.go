@@ -470,6 +470,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.started = false
 	g.mu.Unlock()
 	if !started {
+		g.obsReload.retiring.Wait() // what a reload before Start retired
 		g.stateLock.release()
 		return nil
 	}

@@ -34,9 +34,12 @@ type obsState struct {
 	// retiring counts the retired logs and tracers still flushing;
 	// Shutdown waits for them.
 	retiring sync.WaitGroup
-	// stopped is set by Shutdown under reloadMu: a later reload leaves
-	// both alone.
-	stopped bool
+	// running is set (under mu) when Start started the access log and the
+	// tracer: from then on a new one is started before it serves, and an
+	// old one is retired as a running one (still so while Shutdown drains,
+	// before stopObservability). stopped is set by Shutdown under reloadMu:
+	// a later reload leaves both alone.
+	running, stopped bool
 }
 
 // init registers the counters every access log and tracer share.
@@ -109,7 +112,7 @@ func (g *Gateway) swapObservability(c *obsChange) {
 		return
 	}
 	g.mu.Lock()
-	started := g.started
+	started := g.obsReload.running // not g.started: see running
 	if c.logChanged {
 		if started && c.log != nil {
 			go c.log.Run()
@@ -146,6 +149,7 @@ func (g *Gateway) swapObservability(c *obsChange) {
 // startObservability starts the access log and the tracer serving now
 // (Start, under g.mu).
 func (g *Gateway) startObservability() {
+	g.obsReload.running = true
 	if al := g.handler.AccessLog(); al != nil {
 		go al.Run()
 	}

@@ -306,3 +306,50 @@ func TestSameAccessLogCoversFields(t *testing.T) {
 		t.Error("changing log.level rebuilds the access log")
 	}
 }
+
+// TestAccessLogReloadBeforeStart: a reload between New and Start that
+// changes log.access retires the log New built (never run) and Start runs
+// the new one: requests are logged to the second file only.
+func TestAccessLogReloadBeforeStart(t *testing.T) {
+	be, _ := backend(t, "ok")
+	dir := t.TempDir()
+	fileA, fileB := filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")
+	conf := func(file string) string {
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: {output: %s}}
+upstreams:
+  ok: {endpoints: [{address: %s}]}
+routes:
+  - {name: ok, match: {path_prefix: /}, upstream: ok}
+`, file, hostPort(be))
+	}
+	h := &harness{t: t, cfgPath: filepath.Join(dir, "levee.yaml"), logs: &lockedBuffer{}}
+	h.writeConfig(conf(fileA))
+	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(h.cfgPath) }, LogOutput: h.logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.writeConfig(conf(fileB))
+	if err := g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.g, h.base, h.client = g, "http://"+g.Addr().String(), &http.Client{Timeout: 30 * time.Second}
+	t.Cleanup(func() {
+		h.client.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := g.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	okGet(t, h, "/x", "after-start")
+	waitFor(t, "after-start in b.log", func() bool { return fileLines(t, fileB)["after-start"] == 1 })
+	if n := len(fileLines(t, fileA)); n != 0 {
+		t.Errorf("a.log, replaced before Start, holds %d lines", n)
+	}
+}
