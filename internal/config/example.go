@@ -72,7 +72,7 @@ log:
   level: info                       # default; one of debug, info, warn, error
   # The access log, one JSON line per request: true (the default),
   # false, or a block of settings, which turns it on. Its fields: "Access
-  # log" in docs/configuration.md. It cannot change on reload.
+  # log" in docs/configuration.md. A reload can change it.
   access: true                      # default
   # access:
   #   output: stderr                # default; stdout, or a file appended to
@@ -106,7 +106,7 @@ profiles:
 # OpenTelemetry tracing (optional; omit for none, at no cost): a span per
 # request and per upstream attempt, W3C traceparent continued or started,
 # exported over OTLP/HTTP to the collector at endpoint (<endpoint>/v1/traces
-# when it has no path). A reload cannot change it. See docs/tracing.md.
+# when it has no path). A reload can change it. See docs/tracing.md.
 # tracing:
 #   endpoint: http://127.0.0.1:4318 # required
 #   sampling: 0.01                  # default; share of requests without a sampled caller traced

@@ -277,32 +277,3 @@ routes:
 		})
 	}
 }
-
-// TestAccessLogNotReloaded: the access log is built at start, so a reload
-// that changes log.access is refused (naming the field) and one that
-// keeps it is not.
-func TestAccessLogNotReloaded(t *testing.T) {
-	ok, _ := backend(t, "ok")
-	conf := func(access string) string {
-		return fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0}
-log: {access: %s}
-upstreams:
-  ok: {endpoints: [{address: %s}]}
-routes:
-  - {name: ok, match: {path_prefix: /}, upstream: ok}
-`, access, hostPort(ok))
-	}
-	h := start(t, conf("{sample_2xx: 0.5, redact_query: [token]}"))
-	h.writeConfig(conf("{redact_query: [token], sample_2xx: 0.5}"))
-	if err := h.g.Reload(); err != nil {
-		t.Fatalf("reload keeping log.access: %v", err)
-	}
-	for _, changed := range []string{"{sample_2xx: 1, redact_query: [token]}", "{sample_2xx: 0.5}", "false"} {
-		h.writeConfig(conf(changed))
-		if err := h.g.Reload(); err == nil || !strings.Contains(err.Error(), "log.access: cannot change on reload") {
-			t.Errorf("reload to access %s: %v, want log.access refused", changed, err)
-		}
-	}
-}

@@ -123,12 +123,6 @@ func (g *Gateway) checkReloadable(next *config.Config) error {
 	if (next.TLS == nil) != (g.cfg.TLS == nil) {
 		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
 	}
-	if !sameAccessLog(next.Log, g.cfg.Log) {
-		errs = append(errs, config.FieldError{Path: "log.access", Message: "cannot change on reload (restart levee)"})
-	}
-	if !sameTracing(next.Tracing, g.cfg.Tracing) {
-		errs = append(errs, config.FieldError{Path: "tracing", Message: "cannot change on reload (restart levee)"})
-	}
 	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
 		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
 	}

@@ -34,7 +34,6 @@ import (
 	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/telemetry"
-	"github.com/levee-gw/levee/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -62,9 +61,9 @@ type Gateway struct {
 	load      func() (*config.Config, error)
 	logger    *slog.Logger
 	registry  *prometheus.Registry
-	accessLog *telemetry.AccessLog
-	// tracer traces requests (nil: off); its exporter runs from Start to Shutdown.
-	tracer  *tracing.Tracer
+	obsReload obsState // rebuilds the access log and the tracer on reload (obsreload.go)
+	// The handler holds the access log and the tracer (nil: off); they
+	// run from Start to Shutdown.
 	metrics *proxy.Metrics
 	handler *proxy.Handler
 	self    *selfMetrics // build info, reloads and the last one's result
@@ -127,7 +126,6 @@ type Gateway struct {
 	started         bool
 	ready           atomic.Bool
 	serveErr        chan error
-	accessLogDone   chan struct{}
 	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
 	sweepDone       chan struct{} // closed when sweepIdle returns
 
@@ -196,7 +194,11 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
-	if g.accessLog, err = newAccessLog(cfg.Log, out, logger, g.registry); err != nil {
+	if err := g.obsReload.init(out, g.registry); err != nil {
+		return nil, err
+	}
+	accessLog, err := newAccessLog(cfg.Log, g.obsReload.out, logger, g.obsReload.dropped)
+	if err != nil {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
@@ -219,19 +221,20 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.cluster, err = g.newClusterLimiter(cfg); err != nil {
 		return nil, err
 	}
-	if g.tracer, err = newTracer(cfg.Tracing, g.registry, logger); err != nil {
+	tracer, err := newTracer(cfg.Tracing, g.obsReload.tracing, logger)
+	if err != nil {
 		return nil, err
 	}
 	g.handler, err = proxy.NewHandler(table, proxy.Options{
 		Shared:         g.sharedLimits(),
 		Metrics:        g.metrics,
-		AccessLog:      g.accessLog,
+		AccessLog:      accessLog,
 		Logger:         logger,
 		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
 		Memory:         g.memory,
 
 		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
-		Tracer:               g.tracer,
+		Tracer:               tracer,
 	})
 	if err == nil {
 		err = g.registerCollectors()
@@ -344,14 +347,7 @@ func (g *Gateway) Start() (err error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	if g.accessLog != nil {
-		g.accessLogDone = make(chan struct{})
-		go func() {
-			defer close(g.accessLogDone)
-			g.accessLog.Run()
-		}()
-	}
-	g.startTracer()
+	g.startObservability()
 	g.h1.Store(h1)
 	go g.serveH1(h1, dataLn)
 	go g.serve(g.adminSrv, adminLn)
@@ -474,6 +470,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.started = false
 	g.mu.Unlock()
 	if !started {
+		g.obsReload.retiring.Wait() // what a reload before Start retired
 		g.stateLock.release()
 		return nil
 	}
@@ -510,11 +507,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	if aerr := g.adminSrv.Shutdown(adminCtx); aerr != nil {
 		_ = g.adminSrv.Close()
 	}
-	if g.accessLog != nil {
-		g.accessLog.Close()
-		<-g.accessLogDone
-	}
-	g.stopTracer() // after the drain: the last requests' spans go out too
+	g.stopObservability() // after the drain: the last requests' lines and spans go out too
 	// Under reloadMu: a reload seeding the store finishes first.
 	g.reloadMu.Lock()
 	g.mu.Lock()

@@ -12,7 +12,8 @@ import (
 // every request that starts from now on. On error nothing changes: the
 // previous configuration keeps serving, and the error lists every problem.
 // Listener addresses and TLS on/off cannot change without a restart; such a
-// change is refused.
+// change is refused. The access log and the tracer are rebuilt only when
+// log.access or tracing changes (obsreload.go).
 func (g *Gateway) Reload() error {
 	// reloadMu, not mu, is held across the I/O (file, certificates,
 	// snapshots, seeding): a rebuild waits for mu, never for a disk.
@@ -33,6 +34,10 @@ func (g *Gateway) Reload() error {
 	if err == nil {
 		err = g.loadToken(cfg)
 	}
+	var obs *obsChange
+	if err == nil {
+		obs, err = g.prepareObservability(cfg)
+	}
 	var feeds map[string]*feed
 	var fresh, retired []*feed
 	if err == nil {
@@ -43,11 +48,13 @@ func (g *Gateway) Reload() error {
 		store, err = g.swapConfig(eff, cfg, feeds, fresh)
 	}
 	if err != nil {
+		obs.discard()
 		g.token.Store(prevToken)
 		g.self.reloaded(err, time.Now())
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
+	g.swapObservability(obs)
 	// Retired feeds are stopped after g.mu is released: a feed applying an
 	// update waits for g.mu to swap its upstream's Balance.
 	for _, f := range retired {

@@ -331,39 +331,3 @@ routes:
 	}
 	t.Logf("%d export requests for 6 spans", rc.posts.Load())
 }
-
-// TestTracingReloadRefused: the tracing block cannot change on reload (the
-// tracer is built once); the refusal names it and the old one keeps
-// serving. Reloading the same block succeeds.
-func TestTracingReloadRefused(t *testing.T) {
-	rc := newOTLPReceiver(t)
-	be := newParentRecorder(t)
-	cfg := func(tracing string) string {
-		return fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0}
-log: {access: false}
-%s
-upstreams:
-  web: {endpoints: [{address: %s}]}
-routes:
-  - {name: web, match: {path_prefix: /}, upstream: web}
-`, tracing, hostPort(be.srv))
-	}
-	on := fmt.Sprintf("tracing: {endpoint: %s, sampling: 1, service_name: levee-test}", rc.srv.URL)
-	h := start(t, cfg(on))
-	for _, next := range []string{"", strings.Replace(on, "sampling: 1", "sampling: 0.5", 1)} {
-		h.writeConfig(cfg(next))
-		err := h.g.Reload()
-		if err == nil || !strings.Contains(err.Error(), "tracing: cannot change on reload") {
-			t.Errorf("reload to %q: %v, want the tracing change refused", next, err)
-		}
-	}
-	h.writeConfig(cfg(on))
-	if err := h.g.Reload(); err != nil {
-		t.Fatalf("reload of the same tracing block: %v", err)
-	}
-	resp := h.get("/x")
-	resp.Body.Close()
-	waitSpans(t, rc, be.parents("/x")[0][3:35], 2) // still traced, sampling 1
-}

@@ -1,7 +1,7 @@
 package proxy
 
 // The access log's line for one request (telemetry.AccessLog formats and
-// writes it on its own goroutine). With the log off (Handler.accessLog
+// writes it on its own goroutine). With the log off (exchange.log
 // nil) nothing here runs and the request path allocates nothing for it;
 // with it on, the attempt times come from a pool, so a line costs no
 // allocation on the fast path.
@@ -25,7 +25,7 @@ func getTiming() *upstream.Timing { return timings.Get().(*upstream.Timing) }
 // logAccess queues x's line and gives x.timing back to the pool (no
 // forwarder holds it once the handler is done: they fill it before
 // Forward returns).
-func (h *Handler) logAccess(x *exchange, r *http.Request, d time.Duration, appID string) {
+func logAccess(x *exchange, r *http.Request, d time.Duration, appID string) {
 	traceID := x.traceID
 	if v := r.Header["Traceparent"]; traceID == "" && len(v) == 1 {
 		traceID = telemetry.TraceIDOf(v[0]) // several traceparent headers: invalid, ignored
@@ -46,5 +46,5 @@ func (h *Handler) logAccess(x *exchange, r *http.Request, d time.Duration, appID
 		x.timing = nil
 		timings.Put(tm)
 	}
-	h.accessLog.Log(&e)
+	x.log.Log(&e)
 }

@@ -266,7 +266,7 @@ func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *unt
 func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *forwarding, ep *endpoint.Endpoint, n int) (wait time.Duration, again bool) {
 	a := f.begin(r, x, ep, n)
 	if x.span != nil {
-		h.beginAttemptSpan(&a, x, r, n)
+		beginAttemptSpan(&a, x, r, n)
 	}
 	defer a.end(x)
 	resp, err := a.send(f, r, x.reqID)

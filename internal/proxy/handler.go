@@ -58,15 +58,18 @@ type Options struct {
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
 type Handler struct {
-	table     atomic.Pointer[Table]
-	metrics   *Metrics
-	accessLog *telemetry.AccessLog
+	table   atomic.Pointer[Table]
+	metrics *Metrics
+	// accessLog and tracer are swapped on reload (SwapAccessLog,
+	// SwapTracer) like the table: a request loads each once, into its
+	// exchange, and uses that one to its end. nil: off.
+	accessLog atomic.Pointer[telemetry.AccessLog]
 	logger    *slog.Logger
 	maxHeader int
 	memory    *memguard.Guard
 	// underscores: Options.UnderscoresInHeaders
 	underscores UnderscoreMode
-	tracer      *tracing.Tracer // nil: tracing off
+	tracer      atomic.Pointer[tracing.Tracer]
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -89,10 +92,12 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		return nil, err
 	}
 	cs.shared = o.Shared
-	h := &Handler{metrics: o.Metrics, accessLog: o.AccessLog, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
-		underscores: o.UnderscoresInHeaders, tracer: o.Tracer}
+	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
+		underscores: o.UnderscoresInHeaders}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
+	h.accessLog.Store(o.AccessLog)
+	h.tracer.Store(o.Tracer)
 	return h, nil
 }
 
@@ -102,6 +107,25 @@ func (h *Handler) Swap(t *Table) { h.table.Store(t) }
 
 // Table returns the table currently serving.
 func (h *Handler) Table() *Table { return h.table.Load() }
+
+// SwapAccessLog makes a (nil: none) the access log of every request that
+// starts from now on and returns the previous one. Requests in flight log
+// to the one they started with (telemetry.AccessLog.Retire forwards their
+// lines once it is retired).
+func (h *Handler) SwapAccessLog(a *telemetry.AccessLog) *telemetry.AccessLog {
+	return h.accessLog.Swap(a)
+}
+
+// AccessLog returns the access log serving now (nil: off).
+func (h *Handler) AccessLog() *telemetry.AccessLog { return h.accessLog.Load() }
+
+// SwapTracer makes t (nil: tracing off) the tracer of every request that
+// starts from now on and returns the previous one; requests in flight end
+// their spans on the one they started with.
+func (h *Handler) SwapTracer(t *tracing.Tracer) *tracing.Tracer { return h.tracer.Swap(t) }
+
+// Tracer returns the tracer serving now (nil: off).
+func (h *Handler) Tracer() *tracing.Tracer { return h.tracer.Load() }
 
 // exchange is what one request accumulates for its metrics and access log.
 type exchange struct {
@@ -131,18 +155,22 @@ type exchange struct {
 	// traceCtx carries it, the attempts' spans' parent (tracing.go).
 	span     tracing.Span
 	traceCtx context.Context
+	// log and tracer are the Handler's, loaded once when the request
+	// starts (a reload may swap the Handler's meanwhile); nil: off.
+	log    *telemetry.AccessLog
+	tracer *tracing.Tracer
 }
 
 // ServeHTTP serves one request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := exchange{start: time.Now()}
+	x := exchange{start: time.Now(), log: h.accessLog.Load(), tracer: h.tracer.Load()}
 	h.metrics.inflight.Inc()
 	defer h.finish(&x, r)
 
 	x.reqID = requestID(r.Header)
 	w.Header()["X-Request-Id"] = []string{x.reqID}
-	if h.tracer != nil {
-		h.beginTrace(&x, r)
+	if x.tracer != nil {
+		beginTrace(&x, r)
 	}
 
 	t := h.table.Load()
@@ -263,8 +291,8 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 	if x.span != nil {
 		endTrace(x, r, appID)
 	}
-	if h.accessLog != nil {
-		h.logAccess(x, r, d, appID)
+	if x.log != nil {
+		logAccess(x, r, d, appID)
 	}
 }
 
@@ -416,7 +444,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	}
 	f.cb = watchClientBody(r)
 	x.body = f.cb
-	if h.accessLog != nil {
+	if x.log != nil {
 		x.timing = getTiming()
 	}
 	f.timing = x.timing

@@ -1,7 +1,7 @@
 package proxy
 
 // Tracing on the request path (internal/tracing). With tracing off
-// (Handler.tracer nil) nothing here runs: a nil check in ServeHTTP and
+// (exchange.tracer nil) nothing here runs: a nil check in ServeHTTP and
 // one in each attempt. With it on, an unsampled request gets no span
 // (x.span stays nil), only its trace id; a sampled one a server span,
 // ended by finish, and a client span per attempt, ended by the attempt.
@@ -13,8 +13,8 @@ import (
 )
 
 // beginTrace decides whether r is traced and starts its server span.
-func (h *Handler) beginTrace(x *exchange, r *http.Request) {
-	rq := h.tracer.Begin(r.Header)
+func beginTrace(x *exchange, r *http.Request) {
+	rq := x.tracer.Begin(r.Header)
 	x.traceID, x.span = rq.TraceID, rq.Span
 	if rq.Span != nil {
 		x.traceCtx = rq.Ctx
@@ -33,8 +33,8 @@ func endTrace(x *exchange, r *http.Request, appID string) {
 
 // beginAttemptSpan starts attempt n's span at ep (a sampled request only)
 // and puts its traceparent in the headers the attempt sends.
-func (h *Handler) beginAttemptSpan(a *attempt, x *exchange, r *http.Request, n int) {
-	a.span = h.tracer.BeginAttempt(x.traceCtx, r.Header, a.ep.Address, n)
+func beginAttemptSpan(a *attempt, x *exchange, r *http.Request, n int) {
+	a.span = x.tracer.BeginAttempt(x.traceCtx, r.Header, a.ep.Address, n)
 }
 
 // endAttemptSpan records the attempt's result and retry decision.

@@ -64,6 +64,10 @@ type AccessOptions struct {
 	RedactQuery []string
 	// Logger receives the errors of reopening Path (nil: discard).
 	Logger *slog.Logger
+	// Dropped, when set, counts the dropped lines (NewAccessLogDropped),
+	// and NewAccessLog registers nothing: a log rebuilt on reload shares
+	// the process's counter. nil: NewAccessLog makes and registers one.
+	Dropped prometheus.Counter
 }
 
 // AccessLog writes one JSON line per request on its own goroutine, so a slow
@@ -97,6 +101,12 @@ type AccessLog struct {
 	keep2xx uint64
 	all2xx  bool
 	redact  []string
+
+	// closed (guarded by mu) is set by Close and Retire before Run's last
+	// flush: a line queued before it is written by that flush; one logged
+	// after it goes to successor (guarded by mu; nil: not written).
+	closed    bool
+	successor *AccessLog
 }
 
 // The writer's rhythm and bound.
@@ -112,23 +122,39 @@ const (
 	MaxPending = 4 << 20
 )
 
+// NewAccessLogDropped returns levee_access_log_dropped_total, registered
+// into reg, for AccessOptions.Dropped: registered once per process, it
+// outlives the access logs a reload replaces.
+func NewAccessLogDropped(reg prometheus.Registerer) (prometheus.Counter, error) {
+	c := newDropped()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func newDropped() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "levee_access_log_dropped_total",
+		Help: "Access log lines dropped because the log writer fell behind.",
+	})
+}
+
 // NewAccessLog returns an access log as o says, registering its counter
-// into reg. With o.Path it opens the file now, so that a path levee cannot
-// write is an error at start.
+// into reg unless o.Dropped is set (reg is unused then). With o.Path it
+// opens the file now, so that a path levee cannot write is an error at
+// start (or fails the reload that asks for it).
 func NewAccessLog(o AccessOptions, reg prometheus.Registerer) (*AccessLog, error) {
 	a := &AccessLog{
-		w:      o.Writer,
-		path:   o.Path,
-		logger: o.Logger,
-		full:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		reopen: make(chan struct{}, 1),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "levee_access_log_dropped_total",
-			Help: "Access log lines dropped because the log writer fell behind.",
-		}),
-		done:   make(chan struct{}),
-		redact: o.RedactQuery,
+		w:       o.Writer,
+		path:    o.Path,
+		logger:  o.Logger,
+		full:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		reopen:  make(chan struct{}, 1),
+		dropped: o.Dropped,
+		done:    make(chan struct{}),
+		redact:  o.RedactQuery,
 	}
 	if a.w == nil {
 		a.w = os.Stderr
@@ -150,11 +176,14 @@ func NewAccessLog(o AccessOptions, reg prometheus.Registerer) (*AccessLog, error
 		}
 		a.file, a.w = f, f
 	}
-	if err := reg.Register(a.dropped); err != nil {
-		if a.file != nil {
-			_ = a.file.Close()
+	if a.dropped == nil {
+		a.dropped = newDropped()
+		if err := reg.Register(a.dropped); err != nil {
+			if a.file != nil {
+				_ = a.file.Close()
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	return a, nil
 }
@@ -245,14 +274,30 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	}
 	b = append(b, "}\n"...)
 	*bp = b
+	a.queue(b)
+	a.recycle(bp)
+}
+
+// queue appends the formatted line b to pending, or hands it to the
+// successor once the log is closed (a request that loaded this log before
+// a reload swapped it, ending after Retire). The chain of successors is
+// as long as the reloads that replaced a log while such a request ran.
+func (a *AccessLog) queue(b []byte) {
 	a.mu.Lock()
+	if a.closed {
+		next := a.successor
+		a.mu.Unlock()
+		if next != nil {
+			next.queue(b)
+		}
+		return
+	}
 	n := len(a.pending) + len(b)
 	fits := n <= MaxPending
 	if fits {
 		a.pending = append(a.pending, b...)
 	}
 	a.mu.Unlock()
-	a.recycle(bp)
 	switch {
 	case !fits:
 		a.dropped.Inc()
@@ -404,11 +449,19 @@ func (a *AccessLog) recycle(bp *[]byte) {
 }
 
 // Close writes the lines logged so far, closes the file and waits for Run
-// to return. It must be called at most once, and only after Run was
-// started. Lines logged after Close are never written (a straggling
-// request after a forced shutdown must not crash the process; they stay
-// within MaxPending).
-func (a *AccessLog) Close() {
+// to return. It must be called at most once (Close or Retire), and only
+// after Run was started. Lines logged after Close are never written (a
+// straggling request after a forced shutdown must not crash the process).
+func (a *AccessLog) Close() { a.Retire(nil) }
+
+// Retire is Close for a log a reload replaced with next (nil: the access
+// log was turned off): every line queued before it is written here, to
+// this log's destination, and the lines of requests that still hold this
+// log and end later are queued on next instead, so none is lost.
+func (a *AccessLog) Retire(next *AccessLog) {
+	a.mu.Lock()
+	a.closed, a.successor = true, next
+	a.mu.Unlock()
 	close(a.stop)
 	<-a.done
 }
