@@ -48,3 +48,14 @@ func logAccess(x *exchange, r *http.Request, d time.Duration, appID string) {
 	}
 	x.log.Log(&e)
 }
+
+// SwapAccessLog makes a (nil: none) the access log of every request that
+// starts from now on and returns the previous one. Requests in flight log
+// to the one they started with (telemetry.AccessLog.Retire forwards their
+// lines once it is retired).
+func (h *Handler) SwapAccessLog(a *telemetry.AccessLog) *telemetry.AccessLog {
+	return h.accessLog.Swap(a)
+}
+
+// AccessLog returns the access log serving now (nil: off).
+func (h *Handler) AccessLog() *telemetry.AccessLog { return h.accessLog.Load() }

@@ -108,25 +108,6 @@ func (h *Handler) Swap(t *Table) { h.table.Store(t) }
 // Table returns the table currently serving.
 func (h *Handler) Table() *Table { return h.table.Load() }
 
-// SwapAccessLog makes a (nil: none) the access log of every request that
-// starts from now on and returns the previous one. Requests in flight log
-// to the one they started with (telemetry.AccessLog.Retire forwards their
-// lines once it is retired).
-func (h *Handler) SwapAccessLog(a *telemetry.AccessLog) *telemetry.AccessLog {
-	return h.accessLog.Swap(a)
-}
-
-// AccessLog returns the access log serving now (nil: off).
-func (h *Handler) AccessLog() *telemetry.AccessLog { return h.accessLog.Load() }
-
-// SwapTracer makes t (nil: tracing off) the tracer of every request that
-// starts from now on and returns the previous one; requests in flight end
-// their spans on the one they started with.
-func (h *Handler) SwapTracer(t *tracing.Tracer) *tracing.Tracer { return h.tracer.Swap(t) }
-
-// Tracer returns the tracer serving now (nil: off).
-func (h *Handler) Tracer() *tracing.Tracer { return h.tracer.Load() }
-
 // exchange is what one request accumulates for its metrics and access log.
 type exchange struct {
 	start    time.Time

@@ -42,3 +42,11 @@ func (a *attempt) endAttemptSpan() {
 	tracing.EndAttempt(a.span, tracing.AttemptEnd{Status: a.res.status, Failure: string(a.res.fail), Retried: a.retried})
 	a.span = nil
 }
+
+// SwapTracer makes t (nil: tracing off) the tracer of every request that
+// starts from now on and returns the previous one; requests in flight end
+// their spans on the one they started with.
+func (h *Handler) SwapTracer(t *tracing.Tracer) *tracing.Tracer { return h.tracer.Swap(t) }
+
+// Tracer returns the tracer serving now (nil: off).
+func (h *Handler) Tracer() *tracing.Tracer { return h.tracer.Load() }
