@@ -70,7 +70,7 @@ apps:
 	baseP99 := [2]time.Duration{p99OK(t, "good1 baseline", base[0]), p99OK(t, "good2 baseline", base[1])}
 
 	most := sampleLeveeConns(t, pg.DSN) // levee's connections to the database while the storm runs
-	rssBefore := rssBytes(t)
+	rssBefore := rssBaseline(t)
 	goodLoad := startLoadChild(t, []openLoop{good("good1", storm), good("good2", storm)})
 	stormLoad := startLoadChild(t, []openLoop{{Addr: addr, Path: "/v1/accounts?id=9", Rate: stormRate, Total: stormRate * int(storm/time.Second),
 		Timeout: 5 * time.Second, Workers: 64, Header: []string{"X-Api-Key: " + keys["storm"]}}})
