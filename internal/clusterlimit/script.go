@@ -9,7 +9,9 @@ package clusterlimit
 // Redis runs a script alone, so every node's requests for a key are
 // serialised here. One EVALSHA decides every request a sender took from
 // the queue (batch.go): Redis pays the script call's own cost (about as
-// much as one decision's) once per batch, not once per request.
+// much as one decision's) once per batch, not once per request; and a key
+// several of the batch's requests use is read and written once per batch
+// (load, flush).
 //
 // Time is Redis's (TIME, read once per batch), so the nodes' clocks do not
 // matter. Lua numbers are doubles, exact only below 2^53, and Unix
@@ -52,18 +54,55 @@ end
 
 local function int(x) return string.format('%d', x) end
 
+-- The keys' state for the batch: read from Redis at a key's first use,
+-- then kept here, and written back once, after the last decision (flush):
+-- a key that several requests of the batch share (one app's burst) costs
+-- one HMGET, one HSET and one PEXPIRE per batch, not per request. Each
+-- entry: ts, tn, qe, qc (nil: absent), the fields written since the read
+-- (wr), and the TTL the last decision that recorded on it asked for (ms).
+local state, order = {}, {}
+
+local function load(key)
+  local e = state[key]
+  if not e then
+    local st = redis.call('HMGET', key, 'ts', 'tn', 'qe', 'qc')
+    e = {ts = tonumber(st[1]), tn = tonumber(st[2]), qe = tonumber(st[3]), qc = tonumber(st[4])}
+    state[key] = e
+    order[#order + 1] = key
+  end
+  return e
+end
+
 -- expire keeps a key as long as its state matters (its TAT ahead of now,
 -- its quota window), plus a second: Redis memory stays bounded by the
--- keys in use. now is sec (s), nsn (ns) and nowus (µs).
-local function expire(key, ts, tn, qe, sec, nsn, nowus)
+-- keys in use. now is sec (s), nsn (ns) and nowus (µs). Recorded on the
+-- entry; flush sets it.
+local function expire(e, sec, nsn, nowus)
   local ms = 0
-  if ts then
-    ms = math.max(ms, math.ceil(((ts - sec) * E9 + (tn - nsn)) / 1000000))
+  if e.ts then
+    ms = math.max(ms, math.ceil(((e.ts - sec) * E9 + (e.tn - nsn)) / 1000000))
   end
-  if qe then
-    ms = math.max(ms, math.ceil((qe - nowus) / 1000))
+  if e.qe then
+    ms = math.max(ms, math.ceil((e.qe - nowus) / 1000))
   end
-  redis.call('PEXPIRE', key, int(ms + 1000))
+  e.ms = ms + 1000
+end
+
+-- flush writes back what the batch's decisions recorded, in the order the
+-- keys were first used.
+local function flush()
+  for _, key in ipairs(order) do
+    local e = state[key]
+    if e.wr then
+      local f = {}
+      if e.wr.rate then f[#f + 1] = 'ts'; f[#f + 1] = int(e.ts); f[#f + 1] = 'tn'; f[#f + 1] = int(e.tn) end
+      if e.wr.quota then f[#f + 1] = 'qe'; f[#f + 1] = int(e.qe); f[#f + 1] = 'qc'; f[#f + 1] = int(e.qc) end
+      redis.call('HSET', key, unpack(f))
+    end
+    if e.ms then
+      redis.call('PEXPIRE', key, int(e.ms))
+    end
+  end
 end
 
 -- decide decides the request whose arguments start after ARGV[a] and keys
@@ -93,9 +132,8 @@ local function decide(a, k)
     local b = a + 4 + (i - 1) * 5
     local T, L, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
     local qn, qper = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
-    local key = KEYS[k + i]
-    local st = redis.call('HMGET', key, 'ts', 'tn', 'qe', 'qc')
-    local ts, tn, qe, qc = tonumber(st[1]), tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
+    local e = load(KEYS[k + i])
+    local ts, tn, qe, qc = e.ts, e.tn, e.qe, e.qc
     local dr, dq
     if T > 0 then
       local ahead = 0
@@ -112,7 +150,9 @@ local function decide(a, k)
       local total = nsn + nxt
       local carry = fdiv(total, E9)
       ts, tn = sec + carry, total - carry * E9
-      redis.call('HSET', key, 'ts', int(ts), 'tn', int(tn))
+      e.ts, e.tn = ts, tn
+      e.wr = e.wr or {}
+      e.wr.rate = true
       dr = {0, 1, burst, fdiv(L - nxt, T), nxt, 0, 0}
     end
     if qn > 0 then
@@ -121,15 +161,17 @@ local function decide(a, k)
       if qe ~= wend then count = 0 end
       local reset = (wend - nowus) * 1000
       if count >= qn then
-        if dr then expire(key, ts, tn, qe, sec, nsn, nowus) end
+        if dr then expire(e, sec, nsn, nowus) end
         return {0, 0, qn, 0, reset, reset, 1}
       end
       count = count + 1
       qe = wend
-      redis.call('HSET', key, 'qe', int(qe), 'qc', int(count))
+      e.qe, e.qc = qe, count
+      e.wr = e.wr or {}
+      e.wr.quota = true
       dq = {0, 1, qn, qn - count, reset, 0, 1}
     end
-    expire(key, ts, tn, qe, sec, nsn, nowus)
+    expire(e, sec, nsn, nowus)
     local d = dr or dq
     if dr and dq then
       if dr[4] < dq[4] or (dr[4] == dq[4] and dr[5] > dq[5]) then d = dr else d = dq end
@@ -149,6 +191,7 @@ for j = 1, tonumber(ARGV[1]) do
   if ARGV[a + 3] ~= '' then k = k + 1 end
   a = a + 4 + 5 * n
 end
+flush()
 return out
 `
 

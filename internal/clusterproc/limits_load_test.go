@@ -34,9 +34,9 @@ func load(nodes []*Node, perNode int, d time.Duration) [][]loadgen.Shot {
 	return out
 }
 
-// limitCalls reads INFO commandstats: the decisions Redis took (HMGET
-// calls: the limit script reads the app's key once per decision, and no
-// other script reads a hash outside an outage's reconciliation) and the
+// limitCalls reads INFO commandstats: the reads of limit keys (HMGET
+// calls: the limit script reads a key once per script call that uses it,
+// and no other script reads a hash outside an outage's reconciliation) and the
 // limit script's calls (EVALSHA calls minus ZADD calls, only the heartbeat
 // script makes one, once per beat, and minus SCRIPT LOAD calls, each
 // following the one EVALSHA a node's first use of a script gets refused
@@ -110,16 +110,16 @@ func TestProcsSharedLimitAccuracy(t *testing.T) {
 		fallbacks += metric(t, n, `levee_ratelimit_fallback_total{mode="local"}`)
 	}
 	want := 100 + 100*d.Seconds()
-	t.Logf("offered %d over 3 processes in %v: accepted %d (per node %v; want %.0f ± 10%%), refused %d; Redis decisions %d, limit EVALSHA calls %d (%.3f per request), fallbacks %.0f",
+	t.Logf("offered %d over 3 processes in %v: accepted %d (per node %v; want %.0f ± 10%%), refused %d; Redis key reads %d, limit EVALSHA calls %d (%.3f per request), fallbacks %.0f",
 		total, d, accepted, perNode, want, refused, decisions, calls, float64(calls)/float64(total), fallbacks)
 	if float64(accepted) < 0.9*want || float64(accepted) > 1.1*want {
 		t.Errorf("accepted %d, want %.0f ± 10%%", accepted, want)
 	}
-	if decisions > total || float64(decisions) < float64(total)-fallbacks {
-		t.Errorf("Redis decided %d times for %d requests (%.0f fell back), want once per request decided in Redis", decisions, total, fallbacks)
+	if calls > total || decisions > calls {
+		t.Errorf("Redis ran %d limit script calls reading the app's key %d times for %d requests, want at most one call per request and one read per call", calls, decisions, total)
 	}
-	if calls > decisions {
-		t.Errorf("Redis ran %d limit script calls for %d decisions, want at most one each", calls, decisions)
+	if fallbacks > float64(total)/100 {
+		t.Errorf("%.0f of %d requests fell back to local limits, want Redis to decide (nearly) all", fallbacks, total)
 	}
 }
 
