@@ -11,6 +11,8 @@
 #   fire in a real Prometheus scraping a real levee (internal/testsvc).
 #   Chromium (chromium): the admin web UI is tested in headless Chromium
 #   driven by chromedp (internal/testsvc.ChromiumPath).
+#   NGINX (nginx): the peer the slow-client and HTTP/2 flood tests measure
+#   side by side with levee in the same run (internal/testsvc.NGINX).
 #   zsh and fish: levee completion zsh|fish is syntax-checked with zsh -n
 #   and fish -n (cmd/levee TestCompletionScripts).
 # Safe to run repeatedly; does nothing when everything is present.
@@ -20,6 +22,7 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v redis-server >/dev/null || need+=(redis-server)
 { command -v prometheus >/dev/null && command -v promtool >/dev/null; } || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
+{ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; } || need+=(nginx)
 command -v zsh >/dev/null || need+=(zsh)   # levee completion zsh is checked with zsh -n
 command -v fish >/dev/null || need+=(fish) # and fish with fish -n
 for b in initdb postgres psql; do
