@@ -106,7 +106,9 @@ type Gateway interface {
 	Upstreams() []UpstreamView
 	// Endpoints calls fn with upstream name's endpoints whose address
 	// sorts after after (all of them when after is ""), in address order,
-	// at most limit of them, and stops early when fn returns false. It
+	// at most limit of them, and stops early when fn returns false (a
+	// page that holds every endpoint, after "" and at most limit of them,
+	// may keep the order they are configured or announced in). It
 	// builds the views a few hundred at a time, never the whole list, and
 	// calls fn holding no lock (fn writes to the network). It returns the
 	// upstream's endpoint count and whether endpoints remain after the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // This file serves the upstream reads: GET /api/v1/upstreams,
@@ -165,9 +166,11 @@ func clip(s string) string {
 	return s
 }
 
-// endpointsPath is the path of upstream name's endpoint page after after.
+// endpointsPath is the path of upstream name's endpoint page after after
+// (the colon before a port is left as it is: a query may hold it).
 func endpointsPath(name, after string, limit int) string {
-	return "/api/v1/upstreams/" + url.PathEscape(name) + "/endpoints?after=" + url.QueryEscape(after) + "&limit=" + strconv.Itoa(limit)
+	return "/api/v1/upstreams/" + url.PathEscape(name) + "/endpoints?after=" + strings.ReplaceAll(url.QueryEscape(after), "%3A", ":") +
+		"&limit=" + strconv.Itoa(limit)
 }
 
 // stream writes an answer's JSON to the client as it is made, indented as
@@ -200,12 +203,13 @@ func (s *stream) write(b []byte) {
 	}
 }
 
-// value writes v as indented JSON whose lines after the first begin with
-// prefix.
+// value writes v, a name or a path levee made, as indented JSON whose
+// lines after the first begin with prefix, & left as it is.
 func (s *stream) value(prefix string, v any) {
 	s.buf.Reset()
 	enc := json.NewEncoder(&s.buf)
 	enc.SetIndent(prefix, "  ")
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		if s.err == nil {
 			s.err = err

@@ -21,7 +21,10 @@ import (
 // lock held.
 //
 // ORDER. A Balance's endpoints are in the registry's or the file's order.
-// Keyset paging needs one order that does not depend on the snapshot, so
+// A page that holds them all (no after, at most limit of them: every
+// static upstream at the default limit) lists them in that order, as the
+// API did before paging. Any other page is in address order: keyset
+// paging needs one order that does not depend on the snapshot, so
 // each upstream's Balance gets an index sorted by address, built once per
 // Balance (a health change or a new set swaps the Balance: at most one
 // sort, O(n log n), per swap that a read sees) and kept in endpointOrders,
@@ -62,7 +65,10 @@ func (v adminView) Endpoints(name, after string, limit int, fn func(admin.Endpoi
 	}
 	bal := up.Balance()
 	eps := bal.Endpoints
-	order := v.g.endpointOrder.of(t, name, bal)
+	var order []int32
+	if after != "" || len(eps) > limit {
+		order = v.g.endpointOrder.of(t, name, bal)
+	} // else one page holds them all: in their own order, as before paging
 	at := func(i int) *endpoint.Endpoint {
 		if order == nil {
 			return eps[i]
