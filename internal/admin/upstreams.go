@@ -34,8 +34,11 @@ const (
 	// maxAfterBytes bounds ?after: an endpoint address (host:port, a DNS
 	// name at most 253 bytes) is far shorter.
 	maxAfterBytes = 512
-	// streamBuffer is the bytes buffered before a write to the client.
+	// streamBuffer is the bytes buffered before a write to the client;
+	// endpointRoom the free space an endpoint is appended in (one with
+	// registry-made strings is about 300 bytes).
 	streamBuffer = 32 << 10
+	endpointRoom = 2 << 10
 )
 
 // EndpointsPage is what Gateway.Endpoints says besides the endpoints.
@@ -249,25 +252,27 @@ func (s *stream) upstream(prefix string, u UpstreamView, gw Gateway, q pageReq) 
 }
 
 // endpoints writes a JSON array of a page of upstream name's endpoints,
-// each encoded as the gateway hands it over, and returns the page's
-// figures and the next page's path ("" on the last page).
+// each appended to the buffer as the gateway hands it over (no allocation
+// per endpoint), and returns the page's figures and the next page's path
+// ("" on the last page).
 func (s *stream) endpoints(prefix, name string, gw Gateway, q pageReq) (EndpointsPage, string) {
 	n, last := 0, ""
 	item := prefix + "  "
-	var enc *json.Encoder
 	page, ok := gw.Endpoints(name, q.after, q.limit, func(ev EndpointView) bool {
-		if enc == nil {
-			enc = json.NewEncoder(&s.buf)
-			enc.SetIndent(item, "  ")
-			s.raw("[\n" + item)
+		if n == 0 {
+			s.raw("[\n")
 		} else {
-			s.raw(",\n" + item)
+			s.raw(",\n")
 		}
-		s.buf.Reset()
-		if err := enc.Encode(ev); err != nil && s.err == nil {
-			s.err = err
+		s.raw(item)
+		if s.err == nil && s.w.Available() < endpointRoom {
+			s.err = s.w.Flush()
 		}
-		s.write(bytes.TrimSuffix(s.buf.Bytes(), []byte("\n")))
+		if s.err == nil {
+			// Appended in the buffer's free space, which holds it but
+			// for an endpoint of long strings (then append allocates).
+			s.write(appendEndpoint(s.w.AvailableBuffer(), item, &ev))
+		}
 		n++
 		last = ev.Address
 		return s.err == nil

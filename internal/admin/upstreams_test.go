@@ -210,6 +210,32 @@ func TestUpstreamListsFirstPage(t *testing.T) {
 	if !strings.Contains(raw, `"endpoints": []`) || !strings.Contains(raw, `"endpoints_total": 0`) {
 		t.Errorf("an upstream without endpoints: %s", raw)
 	}
+	// Indented as before paging; the link's & as it is.
+	small := g.addrs["small"]
+	wantRaw := `{
+  "name": "small",
+  "balancer": "round_robin",
+  "panic": false,
+  "panic_total": 0,
+  "endpoints": [
+    {
+      "address": "` + small[0] + `",
+      "weight": 1,
+      "effective_weight": 1,
+      "state": "healthy",
+      "ejections": 0,
+      "inflight": 0,
+      "requests": 0,
+      "failures": 0
+    }
+  ],
+  "endpoints_total": 3,
+  "endpoints_next": "/api/v1/upstreams/small/endpoints?after=` + small[0] + `&limit=1"
+}
+`
+	if _, _, raw := getDoc(t, srv, "/api/v1/upstreams/small?limit=1", nil); raw != wantRaw {
+		t.Errorf("GET /api/v1/upstreams/small?limit=1:\n%s\nwant\n%s", raw, wantRaw)
+	}
 
 	if st, _, b := getDoc(t, srv, "/api/v1/upstreams?limit=2", &doc); st != 200 {
 		t.Fatalf("%d %s", st, b)
