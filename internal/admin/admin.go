@@ -73,8 +73,10 @@ type DiscoveryView struct {
 	Updated     time.Time `json:"updated,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
 	// Quarantined lists the instances of the latest update that were
-	// rejected, with their reason and raw value.
-	Quarantined []QuarantineView `json:"quarantined"`
+	// rejected, with their reason and raw value: the first
+	// MaxQuarantinedShown of them; QuarantinedTotal counts them all.
+	Quarantined      []QuarantineView `json:"quarantined"`
+	QuarantinedTotal int              `json:"quarantined_total"`
 	// Held is the update the delta guard is holding back, if any.
 	Held *HeldView `json:"held,omitempty"`
 }

@@ -34,6 +34,9 @@ const (
 	// maxAfterBytes bounds ?after: an endpoint address (host:port, a DNS
 	// name at most 253 bytes) is far shorter.
 	maxAfterBytes = 512
+	// MaxQuarantinedShown bounds DiscoveryView.Quarantined: an update may
+	// have 100,000 rejected instances, and every upstream read shows them.
+	MaxQuarantinedShown = 100
 	// streamBuffer is the bytes buffered before a write to the client;
 	// endpointRoom the free space an endpoint is appended in (one with
 	// registry-made strings is about 300 bytes).

@@ -152,3 +152,31 @@ func TestEndpointPagesOfPushedUpstream(t *testing.T) {
 		t.Errorf("limit 10001: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestQuarantinedShownBounded: an update whose rejected instances outnumber
+// MaxQuarantinedShown shows that many, and counts them all.
+func TestQuarantinedShownBounded(t *testing.T) {
+	h := start(t, bigUpstreamConfig)
+	var parts []string
+	for i := range 250 {
+		if i%5 < 3 {
+			parts = append(parts, fmt.Sprintf(`{"address": "bad address %d"}`, i))
+		} else {
+			parts = append(parts, fmt.Sprintf(`{"address": "10.1.%d.%d:80"}`, i/200, i%200))
+		}
+	}
+	if st, doc := pushEndpoints(t, h, "pushed", "["+strings.Join(parts, ",")+"]"); st != 200 {
+		t.Fatalf("push: %d %v", st, doc)
+	}
+	var view struct {
+		EndpointsTotal int `json:"endpoints_total"`
+		Discovery      struct {
+			Quarantined      []struct{ Key, Reason string }
+			QuarantinedTotal int `json:"quarantined_total"`
+		}
+	}
+	getJSON(t, h.admin+"/api/v1/upstreams/pushed", &view)
+	if view.EndpointsTotal != 100 || len(view.Discovery.Quarantined) != 100 || view.Discovery.QuarantinedTotal != 150 {
+		t.Errorf("%d endpoints, %d quarantined shown of %d; want 100, 100 of 150", view.EndpointsTotal, len(view.Discovery.Quarantined), view.Discovery.QuarantinedTotal)
+	}
+}

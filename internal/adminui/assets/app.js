@@ -274,7 +274,8 @@
     update();
     card.append(el('p', { class: 'paging' }, shown, more));
     if (d && d.quarantined && d.quarantined.length) {
-      card.append(el('h4', {}, 'Quarantined records of the latest update'), el('table', { class: 'quarantine' },
+      const qt = typeof d.quarantined_total === 'number' ? d.quarantined_total : d.quarantined.length;
+      card.append(el('h4', {}, 'Quarantined records of the latest update' + (qt > d.quarantined.length ? ' (the first ' + num(d.quarantined.length) + ' of ' + num(qt) + ')' : '')), el('table', { class: 'quarantine' },
         el('thead', {}, el('tr', {}, ['key', 'reason', 'field', 'raw', 'message'].map((h) => el('th', {}, h)))),
         el('tbody', {}, d.quarantined.map((q) => el('tr', {}, el('td', {}, q.key), el('td', {}, q.reason), el('td', {}, q.field || ''),
           el('td', {}, el('code', {}, q.raw)), el('td', {}, q.message))))));
