@@ -32,7 +32,7 @@ func TestAppendEndpointMatchesEncodingJSON(t *testing.T) {
 		{Address: "[::1]:8080", Weight: 42949672.95, EffectiveWeight: 0.01, Zone: "eu-1", State: "slow_start", Ejections: 3,
 			LastReason: "check_failed: dial tcp: <refused> & \"gone\"\n\t\\", Since: since, Inflight: -1, Requests: math.MaxUint64, Failures: 7},
 		{Address: "bad\xffutf8\u2028\u2029\x00\x1f\x7f é", Weight: 1e-7, EffectiveWeight: 1e21, State: "ejected", Since: since.UTC()},
-		{Address: "a", Weight: -0.0, EffectiveWeight: 123456789.123, Since: time.Unix(0, 1)},
+		{Address: "a", Weight: math.Copysign(0, -1), EffectiveWeight: 123456789.123, Since: time.Unix(0, 1)},
 	} {
 		checkEndpointJSON(t, ev)
 	}

@@ -64,9 +64,10 @@ func upstreamRoutes(mux *adminMux, gw Gateway) {
 				"after: pages one upstream's endpoints; use GET /api/v1/upstreams/{name}/endpoints?after=...")
 			return
 		}
+		ups := gw.Upstreams()
 		s := newStream(w)
 		s.raw("{\n  \"upstreams\": [")
-		for i, u := range gw.Upstreams() {
+		for i, u := range ups {
 			if i > 0 {
 				s.raw(",")
 			}
@@ -76,7 +77,10 @@ func upstreamRoutes(mux *adminMux, gw Gateway) {
 				return
 			}
 		}
-		s.raw("\n  ]\n}\n")
+		if len(ups) > 0 {
+			s.raw("\n  ")
+		}
+		s.raw("]\n}\n")
 		s.flush()
 	})
 	mux.HandleFunc("GET /api/v1/upstreams/{name}", func(w http.ResponseWriter, r *http.Request) {

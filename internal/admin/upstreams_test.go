@@ -261,6 +261,14 @@ func TestUpstreamListsFirstPage(t *testing.T) {
 	}
 }
 
+// TestNoUpstreams: the list without upstreams is as before paging.
+func TestNoUpstreams(t *testing.T) {
+	srv := pagedServer(t, newPagedGateway(nil))
+	if st, _, b := getDoc(t, srv, "/api/v1/upstreams", nil); st != 200 || b != "{\n  \"upstreams\": []\n}\n" {
+		t.Errorf("no upstreams: %d %q", st, b)
+	}
+}
+
 // TestEndpointPageLimits: limit is 1 to MaxEndpointPage; anything else is
 // 400 naming the parameter and the value, before anything is read.
 func TestEndpointPageLimits(t *testing.T) {
