@@ -48,11 +48,18 @@ type UpstreamView struct {
 	Balancer string `json:"balancer"`
 	// Panic is true while too few endpoints are healthy and requests are
 	// balanced over every non-drained one; PanicTotal counts entries.
-	Panic      bool           `json:"panic"`
-	PanicTotal uint64         `json:"panic_total"`
-	Endpoints  []EndpointView `json:"endpoints"`
+	Panic      bool   `json:"panic"`
+	PanicTotal uint64 `json:"panic_total"`
 	// Discovery is set for upstreams fed by a registry or by pushes.
 	Discovery *DiscoveryView `json:"discovery,omitempty"`
+	// Endpoints is a page of the endpoints in address order, at most
+	// ?limit of them (upstreams.go); EndpointsTotal counts them all and
+	// EndpointsNext is the path of the next page, absent on the last.
+	// The handlers always write endpoints and endpoints_total (the tags
+	// say omitempty for the head they marshal without them).
+	Endpoints      []EndpointView `json:"endpoints,omitempty"`
+	EndpointsTotal int            `json:"endpoints_total,omitempty"`
+	EndpointsNext  string         `json:"endpoints_next,omitempty"`
 }
 
 // DiscoveryView is the state of an upstream's registry feed.
@@ -66,8 +73,10 @@ type DiscoveryView struct {
 	Updated     time.Time `json:"updated,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
 	// Quarantined lists the instances of the latest update that were
-	// rejected, with their reason and raw value.
-	Quarantined []QuarantineView `json:"quarantined"`
+	// rejected, with their reason and raw value: the first
+	// MaxQuarantinedShown of them; QuarantinedTotal counts them all.
+	Quarantined      []QuarantineView `json:"quarantined"`
+	QuarantinedTotal int              `json:"quarantined_total"`
 	// Held is the update the delta guard is holding back, if any.
 	Held *HeldView `json:"held,omitempty"`
 }
@@ -93,8 +102,23 @@ type HeldView struct {
 type Gateway interface {
 	// Ready reports whether the data plane is serving, and if not, why.
 	Ready() (bool, string)
-	// Upstreams returns the serving snapshot's upstreams.
+	// Upstreams returns the serving snapshot's upstreams in the
+	// configuration's order, each without its endpoints (Endpoints nil:
+	// an upstream may have 100,000 of them; Endpoints pages them).
 	Upstreams() []UpstreamView
+	// Endpoints calls fn with upstream name's endpoints whose address
+	// sorts after after (all of them when after is ""), in address order,
+	// at most limit of them, and stops early when fn returns false (a
+	// page that holds every endpoint, after "" and at most limit of them,
+	// may keep the order they are configured or announced in). It
+	// builds the views a few hundred at a time, never the whole list, and
+	// calls fn holding no lock (fn writes to the network). It returns the
+	// upstream's endpoint count and whether endpoints remain after the
+	// last one passed to fn; ok is false (fn never called) for an upstream
+	// not serving. Each call reads one snapshot; pages read in turn may
+	// come from different ones (an endpoint present throughout is listed
+	// exactly once by a walk, by address).
+	Endpoints(name, after string, limit int, fn func(EndpointView) bool) (page EndpointsPage, ok bool)
 	// Notes lists conditions under which levee serves but degraded (for
 	// example an upstream served from its snapshot because its registry
 	// is unreachable); /readyz shows them without failing.
@@ -189,19 +213,7 @@ func newMux(o Options) (*adminMux, error) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 
-	mux.HandleFunc("GET /api/v1/upstreams", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"upstreams": o.Gateway.Upstreams()})
-	})
-	mux.HandleFunc("GET /api/v1/upstreams/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		for _, u := range o.Gateway.Upstreams() {
-			if u.Name == name {
-				writeJSON(w, http.StatusOK, u)
-				return
-			}
-		}
-		writeError(w, http.StatusNotFound, "not_found", "no upstream named "+name)
-	})
+	upstreamRoutes(mux, o.Gateway)
 	mux.HandleFunc("PUT /api/v1/upstreams/{name}/endpoints", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxPushBytes+1))
 		if err != nil {

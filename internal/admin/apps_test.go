@@ -27,6 +27,10 @@ func (fakeGateway) Reload() error                                    { return ni
 func (fakeGateway) PushEndpoints(string, []byte) (PushResult, error) { return PushResult{}, nil }
 func (fakeGateway) ConfirmUpstream(string) (ConfirmResult, error)    { return ConfirmResult{}, nil }
 
+func (fakeGateway) Endpoints(string, string, int, func(EndpointView) bool) (EndpointsPage, bool) {
+	return EndpointsPage{}, false
+}
+
 // server starts the admin handler on a real loopback listener with a real
 // store in a temp dir; tokens are the accepted bearer tokens (nil: none).
 func server(t *testing.T, tokens *atomic.Pointer[[]Token]) (*httptest.Server, *apps.Store) {

@@ -18,16 +18,24 @@ import (
 // requireToken decides them.
 
 // adminMux is the admin ServeMux, recording each pattern in order.
+// The heavy reads (heavyPatterns, heavy.go) are registered behind its
+// heavyGate.
 type adminMux struct {
 	*http.ServeMux
 	patterns []string
+	heavy    *heavyGate
 }
 
-func newAdminMux() *adminMux { return &adminMux{ServeMux: http.NewServeMux()} }
+func newAdminMux() *adminMux {
+	return &adminMux{ServeMux: http.NewServeMux(), heavy: newHeavyGate(MaxHeavyReads)}
+}
 
 // Handle registers h for pattern and records the pattern.
 func (m *adminMux) Handle(pattern string, h http.Handler) {
 	m.patterns = append(m.patterns, pattern)
+	if heavyPatterns[pattern] {
+		h = m.heavy.wrap(h)
+	}
 	m.ServeMux.Handle(pattern, h)
 }
 
@@ -55,16 +63,20 @@ type opDoc struct {
 
 // adminDocs documents every pattern NewHandler may register, by pattern.
 var adminDocs = map[string]opDoc{
-	"GET /healthz":                 {summary: "Liveness: levee's process answers", ok: 200, okBody: `{"status":"ok"}`, open: true},
-	"GET /readyz":                  {summary: "Readiness: the data plane serves; notes list degraded conditions", ok: 200, okBody: `{"status":"ready","notes":[...]}`, errs: []int{503}, open: true},
-	"GET /metrics":                 {summary: "Prometheus metrics (text exposition format)", ok: 200, okBody: "the metrics", text: "text/plain"},
-	"/debug/pprof/":                {summary: "Go runtime profiles (net/http/pprof index and named profiles below it)", ok: 200, okBody: "the index or profile", text: "text/html"},
-	"/debug/pprof/cmdline":         {summary: "The process's command line (pprof)", ok: 200, okBody: "the command line", text: "text/plain"},
-	"/debug/pprof/profile":         {summary: "A CPU profile (pprof; ?seconds=N)", ok: 200, okBody: "the profile", text: "application/octet-stream"},
-	"/debug/pprof/symbol":          {summary: "Symbol lookup (pprof)", ok: 200, okBody: "the symbols", text: "text/plain"},
-	"/debug/pprof/trace":           {summary: "An execution trace (pprof; ?seconds=N)", ok: 200, okBody: "the trace", text: "application/octet-stream"},
-	"GET /api/v1/upstreams":        {summary: "Every upstream with its endpoints, their state and discovery", ok: 200, okBody: `{"upstreams":[UpstreamView]}`},
-	"GET /api/v1/upstreams/{name}": {summary: "One upstream", ok: 200, okBody: "UpstreamView", errs: []int{404}},
+	"GET /healthz":         {summary: "Liveness: levee's process answers", ok: 200, okBody: `{"status":"ok"}`, open: true},
+	"GET /readyz":          {summary: "Readiness: the data plane serves; notes list degraded conditions", ok: 200, okBody: `{"status":"ready","notes":[...]}`, errs: []int{503}, open: true},
+	"GET /metrics":         {summary: "Prometheus metrics (text exposition format)", ok: 200, okBody: "the metrics", text: "text/plain"},
+	"/debug/pprof/":        {summary: "Go runtime profiles (net/http/pprof index and named profiles below it)", ok: 200, okBody: "the index or profile", text: "text/html"},
+	"/debug/pprof/cmdline": {summary: "The process's command line (pprof)", ok: 200, okBody: "the command line", text: "text/plain"},
+	"/debug/pprof/profile": {summary: "A CPU profile (pprof; ?seconds=N)", ok: 200, okBody: "the profile", text: "application/octet-stream"},
+	"/debug/pprof/symbol":  {summary: "Symbol lookup (pprof)", ok: 200, okBody: "the symbols", text: "text/plain"},
+	"/debug/pprof/trace":   {summary: "An execution trace (pprof; ?seconds=N)", ok: 200, okBody: "the trace", text: "application/octet-stream"},
+	"GET /api/v1/upstreams": {summary: "Every upstream with the first page of its endpoints (?limit= per upstream), their state and discovery", ok: 200,
+		okBody: `{"upstreams":[UpstreamView with "endpoints","endpoints_total","endpoints_next"]}`, errs: []int{400}},
+	"GET /api/v1/upstreams/{name}": {summary: "One upstream with a page of its endpoints (?limit=, ?after=)", ok: 200,
+		okBody: `UpstreamView with "endpoints","endpoints_total","endpoints_next"`, errs: []int{400, 404}},
+	"GET /api/v1/upstreams/{name}/endpoints": {summary: "A page of an upstream's endpoints in address order (?limit=, ?after=)", ok: 200,
+		okBody: `{"upstream","endpoints":[EndpointView],"total","next"}`, errs: []int{400, 404}},
 	"PUT /api/v1/upstreams/{name}/endpoints": {summary: "Push an upstream's endpoint list (discovery push)", ok: 200, okBody: "what was applied, held or quarantined",
 		errs: []int{400, 404, 409, 413, 422, 503}, body: "a JSON array of instances"},
 	"POST /api/v1/upstreams/{name}/confirm": {summary: "Apply the update the delta guard holds for an upstream", ok: 200, okBody: "what was applied", errs: []int{404, 409, 503}},
@@ -174,6 +186,9 @@ func operation(method, path string, d opDoc) map[string]any {
 	}
 	responses := map[string]any{strconv.Itoa(d.ok): okResp}
 	errs := slices.Clone(d.errs)
+	if heavyPatterns[method+" "+path] && !slices.Contains(errs, http.StatusServiceUnavailable) {
+		errs = append(errs, http.StatusServiceUnavailable) // admin_busy
+	}
 	if !d.open {
 		errs = append(errs, http.StatusUnauthorized)
 		if scope == "write" {

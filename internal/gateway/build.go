@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 
-	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/config"
@@ -259,42 +258,6 @@ func (v adminView) Notes() []string {
 		notes = append(notes, *dn...)
 	}
 	return append(append(notes, v.g.clusterNotes()...), v.g.etcdNotes()...)
-}
-
-func (v adminView) Upstreams() []admin.UpstreamView {
-	t := v.g.handler.Table()
-	g := v.g
-	g.mu.Lock()
-	cfg := g.cfg
-	g.mu.Unlock()
-	out := make([]admin.UpstreamView, 0, len(t.Upstreams()))
-	for _, up := range t.Upstreams() {
-		eps := up.Balance().Endpoints
-		uv := admin.UpstreamView{Name: up.Name, Endpoints: make([]admin.EndpointView, 0, len(eps))}
-		if uc := cfg.Upstreams[up.Name]; uc != nil {
-			uv.Balancer = uc.Balancer
-		}
-		if f := v.feed(up.Name); f != nil {
-			uv.Discovery = f.view()
-		}
-		hv, _ := g.health.View(up.Name)
-		uv.Panic, uv.PanicTotal = hv.Panic, hv.PanicTotal
-		byAddr := healthByAddress(hv)
-		for _, ep := range eps {
-			ev := admin.EndpointView{
-				Address: ep.Address, Weight: weightUnits(ep.Weight), EffectiveWeight: weightUnits(ep.Weight), Zone: ep.Zone, State: "healthy",
-				Inflight: ep.Stats.Inflight.Load(), Requests: ep.Stats.Requests.Load(), Failures: ep.Stats.Failures.Load(),
-			}
-			if h, ok := byAddr[ep.Address]; ok {
-				ev.Weight, ev.State, ev.Ejections, ev.LastReason, ev.Since = weightUnits(h.Weight), string(h.State), h.Ejections, h.LastReason, h.Since
-			} else if ep.Weight == 0 {
-				ev.State = string(health.Drained)
-			}
-			uv.Endpoints = append(uv.Endpoints, ev)
-		}
-		out = append(out, uv)
-	}
-	return out
 }
 
 // balance returns upstream name's Balance: its picker for the configured

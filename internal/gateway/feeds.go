@@ -144,7 +144,7 @@ func (f *feed) view() *admin.DiscoveryView {
 	s := f.State()
 	v := &admin.DiscoveryView{
 		Source: f.SourceName(), ServingFrom: s.Origin, Updated: s.Updated, LastError: s.LastErr,
-		Quarantined: rejectionViews(s.Rejected),
+		Quarantined: rejectionViews(s.Rejected[:min(len(s.Rejected), admin.MaxQuarantinedShown)]), QuarantinedTotal: len(s.Rejected),
 	}
 	if h := s.Held; h != nil {
 		v.Held = &admin.HeldView{Since: h.Since, DropFraction: h.DropFraction, Instances: len(h.Instances),

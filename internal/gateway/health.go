@@ -45,14 +45,5 @@ func (g *Gateway) onHealthChange(upstreams []string) {
 	g.refresh(upstreams, "a health change")
 }
 
-// healthByAddress indexes an upstream's health view by endpoint address.
-func healthByAddress(v health.UpstreamView) map[string]health.EndpointView {
-	out := make(map[string]health.EndpointView, len(v.Endpoints))
-	for _, e := range v.Endpoints {
-		out[e.Address] = e
-	}
-	return out
-}
-
 // weightUnits turns hundredths into the units the API shows.
 func weightUnits(w uint32) float64 { return float64(w) / endpoint.WeightScale }

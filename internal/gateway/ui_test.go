@@ -27,7 +27,9 @@ import (
 // the overview shows the traffic and a refusal by reason; the upstreams
 // page shows the endpoints and the held update; a read token's Confirm is
 // refused with a visible message and releases nothing; a write token's
-// Confirm releases it (checked through GET /api/v1/upstreams); the apps
+// Confirm releases it (checked through GET /api/v1/upstreams); an
+// upstream of 450 endpoints shows its first page of 200 and the rest,
+// each once, through "More endpoints" (the API's next links); the apps
 // page creates a key (shown once, and it works on the data plane),
 // revokes it (then refused) and suspends the app (checked through the API); the routes, reloads (with a
 // refused reload) and profiles pages load. No page writes a console error
@@ -53,6 +55,7 @@ listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0, token_file: %s, tokens: [{file: %s, scope: read}]}
 upstreams:
   pushed: {discovery: {push: true}}
+  wide: {discovery: {push: true}}
 routes:
   - {name: video, match: {path_prefix: /}, upstream: pushed, auth: api_key}
 `, wf, rf)
@@ -82,6 +85,15 @@ routes:
 	if st, b := adminCall("PUT", "/api/v1/upstreams/pushed/endpoints", instances(backs...)); st != 200 {
 		t.Fatalf("first push: %d %s", st, b)
 	}
+	// More endpoints than the page's 200 per upstream: three pages.
+	const wideN = 450
+	wide := make([]string, wideN)
+	for i := range wide {
+		wide[i] = fmt.Sprintf("10.9.%d.%d:80", i/200, i%200)
+	}
+	if st, b := adminCall("PUT", "/api/v1/upstreams/wide/endpoints", instances(wide...)); st != 200 {
+		t.Fatalf("pushing %d endpoints: %d %s", wideN, st, b)
+	}
 	// Three of four endpoints dropped: the delta guard (max_drop_fraction
 	// 0.5) holds it.
 	if st, b := adminCall("PUT", "/api/v1/upstreams/pushed/endpoints", instances(backs[0])); st != 202 {
@@ -107,8 +119,8 @@ routes:
 				Discovery *struct{ Held *struct{} }
 			}
 		}
-		if st != 200 || json.Unmarshal(b, &doc) != nil || len(doc.Upstreams) != 1 || doc.Upstreams[0].Discovery == nil {
-			t.Fatalf("GET /api/v1/upstreams: %d %s", st, b)
+		if st != 200 || json.Unmarshal(b, &doc) != nil || len(doc.Upstreams) != 2 || doc.Upstreams[0].Name != "pushed" || doc.Upstreams[0].Discovery == nil {
+			t.Fatalf("GET /api/v1/upstreams: %d %.500s", st, b)
 		}
 		u := doc.Upstreams[0]
 		return u.Discovery.Held != nil, len(u.Endpoints)
@@ -232,6 +244,22 @@ routes:
 	}
 	until("the held update", `document.querySelector('#upstream-pushed .held button.confirm') !== null`)
 	shot("upstreams-held")
+
+	// The wide upstream: a page, then the rest through "More endpoints".
+	const wideRows = `document.querySelectorAll('#upstream-wide tr.endpoint').length`
+	until("the first page of the wide upstream", wideRows+` === 200 && document.querySelector('#upstream-wide .shown').textContent.includes('showing 200 of 450')`)
+	for _, want := range []int{400, wideN} {
+		do("loading more endpoints", chromedp.Click(chromedp.CSS(`#upstream-wide button.more-endpoints`)))
+		until(fmt.Sprintf("%d endpoints of the wide upstream", want), fmt.Sprintf(`%s === %d && document.querySelector('#upstream-wide .shown').textContent.includes('showing %d of 450')`, wideRows, want, want))
+	}
+	until("no more to load", `document.querySelector('#upstream-wide button.more-endpoints').hidden`)
+	if n := text(`String(new Set([...document.querySelectorAll('#upstream-wide tr.endpoint code')].map((c) => c.textContent)).size)`); n != fmt.Sprint(wideN) {
+		t.Errorf("the wide upstream's pages show %s distinct endpoints, want %d", n, wideN)
+	}
+	if got := text(`document.querySelector('#upstream-wide tr.endpoint:last-child code').textContent`); got != "10.9.2.9:80" {
+		t.Errorf("the last endpoint shown: %s, want 10.9.2.9:80 (the last by address)", got)
+	}
+	shot("upstreams-more")
 
 	// A read token's Confirm: refused, shown, nothing released.
 	do("confirming with the read token", chromedp.Click(chromedp.CSS(`#upstream-pushed button.confirm`)))

@@ -406,17 +406,7 @@ func (m *Manager) View(name string) (v UpstreamView, ok bool) {
 		v.EjectionsTotal[k] = n
 	}
 	for _, mb := range u.members {
-		eff := uint32(0)
-		if mb.serving() || u.panic && mb.weight > 0 {
-			eff, _ = rampWeight(mb.weight, mb.rampFrom, u.opts.SlowStart, now)
-			if u.panic {
-				eff = mb.weight
-			}
-		}
-		v.Endpoints = append(v.Endpoints, EndpointView{
-			Address: mb.addr, Weight: mb.weight, Effective: eff, State: mb.currentState(u.opts.SlowStart, now),
-			Ejections: mb.ejections, LastReason: mb.reason, Since: mb.since,
-		})
+		v.Endpoints = append(v.Endpoints, u.viewOf(mb, now))
 	}
 	return v, true
 }

@@ -15,6 +15,9 @@
   const TOKEN_KEY = 'levee-admin-token';
   const OVERVIEW_EVERY_MS = 3000; // the overview's refresh period
   const APPS_PAGE = 100; // apps listed per request (the API's page)
+  // Endpoints listed per upstream on opening the page, and per "More"
+  // (the API pages them: an upstream may have 100,000).
+  const ENDPOINTS_PAGE = 200;
 
   let current = 'overview';
   let overviewTimer = 0;
@@ -212,9 +215,10 @@
     $('live').className = 'live';
   }
 
-  // Upstreams: endpoints, discovery, quarantine and the held update.
+  // Upstreams: endpoints (a page each, more on demand), discovery,
+  // quarantine and the held update.
   async function loadUpstreams() {
-    const doc = await api('GET', '/api/v1/upstreams');
+    const doc = await api('GET', '/api/v1/upstreams?limit=' + ENDPOINTS_PAGE);
     const box = clear($('upstreams'));
     if (doc.upstreams.length === 0) box.append(el('p', {}, 'No upstreams.'));
     for (const u of doc.upstreams) box.append(renderUpstream(u));
@@ -234,23 +238,58 @@
           el('button', { type: 'button', class: 'confirm', dataset: { upstream: u.name }, onclick: () => confirmHeld(u.name) }, 'Confirm')));
       }
     }
-    const rows = u.endpoints.map((e) => el('tr', { class: 'endpoint' },
-      el('td', {}, el('code', {}, e.address)), el('td', {}, e.zone || ''),
-      el('td', { class: 'state-' + e.state }, e.state),
-      el('td', { class: 'num' }, num(e.weight)), el('td', { class: 'num' }, num(e.effective_weight)),
-      el('td', { class: 'num' }, num(e.inflight)), el('td', { class: 'num' }, num(e.requests)), el('td', { class: 'num' }, num(e.failures)),
-      el('td', { class: 'num' }, num(e.ejections)), el('td', {}, [e.last_reason, e.since ? 'since ' + when(e.since) : ''].filter(Boolean).join(', '))));
+    const rows = u.endpoints.map(endpointRow);
+    const body = el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: 10 }, 'no endpoints')));
     card.append(el('table', { class: 'endpoints' },
       el('thead', {}, el('tr', {}, ['address', 'zone', 'state', 'weight', 'effective weight', 'in flight', 'requests', 'failures', 'ejections', 'last change']
         .map((h, i) => el('th', { class: i >= 3 && i <= 8 ? 'num' : '' }, h)))),
-      el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: 10 }, 'no endpoints')))));
+      body));
+    // The first page is shown; "More" follows the API's next link.
+    const shown = el('span', { class: 'meta shown' });
+    const more = el('button', { type: 'button', class: 'more-endpoints', dataset: { upstream: u.name } }, 'More endpoints');
+    let next = u.endpoints_next || '';
+    let count = u.endpoints.length;
+    const total = typeof u.endpoints_total === 'number' ? u.endpoints_total : count;
+    const update = () => {
+      shown.textContent = 'showing ' + num(count) + ' of ' + num(total) + ' endpoints' + (next ? ' · ' : '');
+      more.hidden = !next;
+    };
+    more.addEventListener('click', async () => {
+      // Only a path of this API is followed.
+      if (!next.startsWith('/api/v1/upstreams/')) return;
+      more.disabled = true;
+      try {
+        const page = await api('GET', next);
+        for (const e of page.endpoints) body.append(endpointRow(e));
+        count += page.endpoints.length;
+        next = page.next || '';
+        document.body.dataset.loaded = 'upstreams-more'; // tests wait on this
+      } catch (e) {
+        report('Loading more endpoints of ' + u.name, e);
+      } finally {
+        more.disabled = false;
+        update();
+      }
+    });
+    update();
+    card.append(el('p', { class: 'paging' }, shown, more));
     if (d && d.quarantined && d.quarantined.length) {
-      card.append(el('h4', {}, 'Quarantined records of the latest update'), el('table', { class: 'quarantine' },
+      const qt = typeof d.quarantined_total === 'number' ? d.quarantined_total : d.quarantined.length;
+      card.append(el('h4', {}, 'Quarantined records of the latest update' + (qt > d.quarantined.length ? ' (the first ' + num(d.quarantined.length) + ' of ' + num(qt) + ')' : '')), el('table', { class: 'quarantine' },
         el('thead', {}, el('tr', {}, ['key', 'reason', 'field', 'raw', 'message'].map((h) => el('th', {}, h)))),
         el('tbody', {}, d.quarantined.map((q) => el('tr', {}, el('td', {}, q.key), el('td', {}, q.reason), el('td', {}, q.field || ''),
           el('td', {}, el('code', {}, q.raw)), el('td', {}, q.message))))));
     }
     return card;
+  }
+
+  function endpointRow(e) {
+    return el('tr', { class: 'endpoint' },
+      el('td', {}, el('code', {}, e.address)), el('td', {}, e.zone || ''),
+      el('td', { class: 'state-' + e.state }, e.state),
+      el('td', { class: 'num' }, num(e.weight)), el('td', { class: 'num' }, num(e.effective_weight)),
+      el('td', { class: 'num' }, num(e.inflight)), el('td', { class: 'num' }, num(e.requests)), el('td', { class: 'num' }, num(e.failures)),
+      el('td', { class: 'num' }, num(e.ejections)), el('td', {}, [e.last_reason, e.since ? 'since ' + when(e.since) : ''].filter(Boolean).join(', ')));
   }
 
   async function confirmHeld(name) {
