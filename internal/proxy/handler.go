@@ -54,6 +54,9 @@ type Options struct {
 	// Shared, when set, decides consumer limits and signature replays for
 	// a cluster of nodes (SharedLimits); nil: in this process only.
 	Shared SharedLimits
+	// BodyTimeout bounds each wait for the next bytes of a request body
+	// (server.body_timeout; see clientbody.go); 0: none.
+	BodyTimeout time.Duration
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -70,6 +73,8 @@ type Handler struct {
 	// underscores: Options.UnderscoresInHeaders
 	underscores UnderscoreMode
 	tracer      atomic.Pointer[tracing.Tracer]
+	// bodyTimeout: Options.BodyTimeout
+	bodyTimeout time.Duration
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -93,7 +98,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	}
 	cs.shared = o.Shared
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
-		underscores: o.UnderscoresInHeaders}
+		underscores: o.UnderscoresInHeaders, bodyTimeout: o.BodyTimeout}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	h.accessLog.Store(o.AccessLog)
@@ -140,6 +145,14 @@ type exchange struct {
 	// starts (a reload may swap the Handler's meanwhile); nil: off.
 	log    *telemetry.AccessLog
 	tracer *tracing.Tracer
+	// buffered is the request body read whole before admission (nil:
+	// none, or it streams); see bufferBody.
+	buffered []byte
+	// rel is the admission slot while admitted is set: released once,
+	// by releaseAdmission, early when the answer is complete (respond) or
+	// when the request ends.
+	rel      admission.Release
+	admitted bool
 }
 
 // ServeHTTP serves one request.
@@ -193,6 +206,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 		}
 	}
+	x.body = watchClientBody(w, r, h.bodyTimeout) // nil without a body
 	screenUpgrade(r.Header, rt.Upgrades)
 	screenTrailers(r, rt.ForwardTrailers)
 	delete(r.Header, AppHeader) // only levee names the app to an upstream
@@ -226,6 +240,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if x.body != nil && r.Body == x.body && r.ContentLength > 0 && r.ContentLength <= rt.BufferBodyBytes {
+		// Before admission: a body that stalls holds its connection and
+		// its memory, never a slot or an upstream request.
+		if !h.bufferBody(w, r, &x) {
+			return
+		}
+	}
 	if up.Admission != nil {
 		if consumer == "" {
 			consumer = consumerKey(r)
@@ -239,7 +260,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		defer func() { rel.Done(admissionOutcome(&x)) }()
+		x.rel, x.admitted = rel, true
+		defer x.releaseAdmission()
 	}
 	bal := up.Balance()
 	ep, err := pick(bal, r)
@@ -253,7 +275,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.forward(w, r, &x, rt, bal, ep)
 }
 
+// releaseAdmission gives back x's admission slot, once, with how the
+// request went (admissionOutcome): when the request ends, or earlier when
+// the upstream's whole answer is in hand (respond).
+func (x *exchange) releaseAdmission() {
+	if x.admitted {
+		x.admitted = false
+		x.rel.Done(admissionOutcome(x))
+	}
+}
+
 func (h *Handler) finish(x *exchange, r *http.Request) {
+	x.body.end()
 	h.releaseMemory(x)
 	h.metrics.inflight.Dec()
 	d := time.Since(x.start)
@@ -423,13 +456,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	if f.pol != nil && f.pol.Attempts < 2 {
 		f.pol = nil
 	}
-	f.cb = watchClientBody(r)
-	x.body = f.cb
+	f.cb = x.body
 	if x.log != nil {
 		x.timing = getTiming()
 	}
 	f.timing = x.timing
-	if f.pol != nil {
+	if x.buffered != nil {
+		f.replay = x.buffered // read before admission (bufferBody)
+	} else if f.pol != nil {
 		replay, replayable, err := h.replayableBody(r, x, f.pol.ReplayBodyLimit)
 		if err != nil {
 			h.clientBodyFailed(w, x, r, err)
@@ -487,7 +521,8 @@ func (h *Handler) retryable(pol *RetryPolicy, r *http.Request, fail failure, sta
 // clientBodyFailed answers when reading the client's body failed (to
 // buffer it, or while an attempt forwarded it): over the route's limit
 // (413), the client went away (499), the body was malformed or short
-// (400 bad_request), or the memory budget had no room to buffer it
+// (400 bad_request), it stopped arriving for the body timeout (408
+// body_timeout), or the memory budget had no room to buffer it
 // (errNoMemory, a sheddable request: 503). None of these is an
 // endpoint's failure.
 func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
@@ -499,6 +534,8 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 	switch {
 	case errors.As(err, &tooLarge):
 		h.refuse(w, x, ReasonBodyTooLarge)
+	case bodyTimedOut(err):
+		h.refuse(w, x, ReasonBodyTimeout)
 	case clientGone(err):
 		x.status = statusClientClosed
 	default:
@@ -530,11 +567,45 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 	copyResponseHeader(dst, resp.Header)
 	announceTrailers(dst, resp.Trailer)
 	x.status = resp.StatusCode
-	w.WriteHeader(resp.StatusCode)
 
-	n, copyErr := copyBody(w, resp.Body, streaming(resp), x.route.SendTimeout)
-	x.bytesOut = n
-	resp.Body.Close()
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	n, complete, readErr := readAnswer(resp, r.Method == http.MethodHead, buf)
+	if complete {
+		// The whole answer is in hand before any of it goes to the client:
+		// the attempt ends (the endpoint's connection goes back to its
+		// pool) and the admission slot is given back now, so a client that
+		// reads slowly, or never, holds its own connection and this
+		// buffer, not the upstream's capacity.
+		resp.Body.Close()
+		a.end(x)
+		x.releaseAdmission()
+	}
+	s := newSender(w, x.route.SendTimeout, streaming(resp))
+	s.arm() // the head may be written at once (HTTP/2, a flush)
+	w.WriteHeader(resp.StatusCode)
+	var copyErr *copyError
+	if n > 0 {
+		nw, err := s.write(buf[:n])
+		x.bytesOut = int64(nw)
+		if err != nil {
+			copyErr = &copyError{side: sideClient, err: err}
+		}
+	}
+	if copyErr == nil {
+		switch {
+		case readErr != nil:
+			copyErr = &copyError{side: sideUpstream, err: readErr}
+		case !complete:
+			var m int64
+			m, copyErr = copyBody(&s, resp.Body, buf)
+			x.bytesOut += m
+		}
+	}
+	if !complete {
+		resp.Body.Close()
+	}
 	if copyErr != nil {
 		if r.Context().Err() != nil || copyErr.side == sideClient {
 			return
