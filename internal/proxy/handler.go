@@ -54,9 +54,6 @@ type Options struct {
 	// Shared, when set, decides consumer limits and signature replays for
 	// a cluster of nodes (SharedLimits); nil: in this process only.
 	Shared SharedLimits
-	// BodyTimeout bounds each wait for the next bytes of a request body
-	// (server.body_timeout; see clientbody.go); 0: none.
-	BodyTimeout time.Duration
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -73,8 +70,6 @@ type Handler struct {
 	// underscores: Options.UnderscoresInHeaders
 	underscores UnderscoreMode
 	tracer      atomic.Pointer[tracing.Tracer]
-	// bodyTimeout: Options.BodyTimeout
-	bodyTimeout time.Duration
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -98,7 +93,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	}
 	cs.shared = o.Shared
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: o.Memory, consumers: cs,
-		underscores: o.UnderscoresInHeaders, bodyTimeout: o.BodyTimeout}
+		underscores: o.UnderscoresInHeaders}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.table.Store(t)
 	h.accessLog.Store(o.AccessLog)
@@ -206,7 +201,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 		}
 	}
-	x.body = watchClientBody(w, r, h.bodyTimeout) // nil without a body
+	x.body = watchClientBody(w, r, rt.BodyTimeout) // nil without a body
 	screenUpgrade(r.Header, rt.Upgrades)
 	screenTrailers(r, rt.ForwardTrailers)
 	delete(r.Header, AppHeader) // only levee names the app to an upstream

@@ -105,6 +105,10 @@ type Route struct {
 	// the answer for that long has its connection (HTTP/2: its stream)
 	// aborted. 0: none.
 	SendTimeout time.Duration
+	// BodyTimeout, when > 0, bounds each wait for the next bytes of the
+	// request body (server.body_timeout; see clientbody.go): past it the
+	// client gets 408 body_timeout. 0: none.
+	BodyTimeout time.Duration
 	// BufferBodyBytes is the largest request body of known length read
 	// whole before admission (see bufferBody); larger bodies, and bodies of
 	// unknown length, stream to the upstream. 0: every body streams.
