@@ -120,23 +120,14 @@ func (h *harness) endpointFailures() float64 {
 
 func (h *harness) inflight() float64 { return h.metric(`levee_admission_inflight{upstream="b"}`) }
 
-// rawDial opens a TCP connection to levee; with rcvbuf > 0 its receive
-// buffer is set that small before the connection is made (so the TCP
-// window it offers stays small).
-func rawDial(t *testing.T, addr string, rcvbuf int) net.Conn {
+// rawDial opens a TCP connection to levee; with small set its receive
+// buffer is 4 KiB, set before the connection is made (so the TCP window it
+// offers stays small).
+func rawDial(t *testing.T, addr string, small bool) net.Conn {
 	t.Helper()
 	d := net.Dialer{Timeout: 5 * time.Second}
-	if rcvbuf > 0 {
-		d.Control = func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
-			})
-			if err != nil {
-				return err
-			}
-			return serr
-		}
+	if small {
+		d.Control = smallRcvBuf
 	}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -144,6 +135,18 @@ func rawDial(t *testing.T, addr string, rcvbuf int) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// smallRcvBuf is a net.Dialer's Control that sets SO_RCVBUF to 4 KiB.
+func smallRcvBuf(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // expectRawRefusal reads one answer from br and asserts its status and
@@ -178,7 +181,7 @@ func TestStalledBodyBufferedNeverReachesUpstream(t *testing.T) {
 		dial func() (io.ReadWriter, *bufio.Reader)
 	}{
 		{"clear text", plain, func() (io.ReadWriter, *bufio.Reader) {
-			c := rawDial(t, plain.g.Addr().String(), 0)
+			c := rawDial(t, plain.g.Addr().String(), false)
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			return c, bufio.NewReader(c)
 		}},
@@ -212,7 +215,7 @@ func TestStalledBodyBufferedNeverReachesUpstream(t *testing.T) {
 func TestStalledBodyStreamedIsCancelled(t *testing.T) {
 	rec := newRecorder(t)
 	h := start(t, slowConfig(rec, ""))
-	c := rawDial(t, h.g.Addr().String(), 0)
+	c := rawDial(t, h.g.Addr().String(), false)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	start := time.Now()
@@ -237,7 +240,7 @@ func TestStalledBodyStreamedIsCancelled(t *testing.T) {
 func TestTrickledBodyIsAccepted(t *testing.T) {
 	rec := newRecorder(t)
 	h := start(t, slowConfig(rec, ""))
-	c := rawDial(t, h.g.Addr().String(), 0)
+	c := rawDial(t, h.g.Addr().String(), false)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	const body = "0123456789"
@@ -261,7 +264,7 @@ func TestTrickledBodyIsAccepted(t *testing.T) {
 func TestStalledChunkedBodyTimesOut(t *testing.T) {
 	rec := newRecorder(t)
 	h := start(t, slowConfig(rec, ""))
-	c := rawDial(t, h.g.Addr().String(), 0)
+	c := rawDial(t, h.g.Addr().String(), false)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	start := time.Now()
@@ -289,7 +292,7 @@ type h2Client struct {
 
 func dialH2(t *testing.T, addr string, settings ...http2.Setting) *h2Client {
 	t.Helper()
-	c := rawDial(t, addr, 0)
+	c := rawDial(t, addr, false)
 	c.SetDeadline(time.Now().Add(15 * time.Second))
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
@@ -371,7 +374,7 @@ func TestStalledH2BodyTimesOut(t *testing.T) {
 func TestSlowReaderOfLargeAnswerIsCut(t *testing.T) {
 	rec := newRecorder(t)
 	h := start(t, slowConfig(rec, ""))
-	c := rawDial(t, h.g.Addr().String(), 4096)
+	c := rawDial(t, h.g.Addr().String(), true)
 	start := time.Now()
 	fmt.Fprint(c, "GET /big/x HTTP/1.1\r\nHost: a\r\n\r\n")
 	waitFor(t, "the upstream's request to end", func() bool { return len(rec.requests()) == 1 })
