@@ -153,8 +153,8 @@ func runSlowAttack(t *testing.T, addr string, useTLS bool, attack func(ctx conte
 	case <-ctx.Done():
 	}
 	tr := &http.Transport{
-		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 2 * time.Second}).DialContext,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}},
+		DialContext:         (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 2 * time.Second}).DialContext,
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}},
 		MaxIdleConnsPerHost: 4,
 	}
 	defer tr.CloseIdleConnections()

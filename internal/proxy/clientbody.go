@@ -164,3 +164,32 @@ func (b *clientBody) bytesRead() int64 {
 	}
 	return b.n.Load()
 }
+
+// clientBodyFailed answers when reading the client's body failed (to
+// buffer it, or while an attempt forwarded it): over the route's limit
+// (413), the client went away (499), the body was malformed or short
+// (400 bad_request), it stopped arriving for the body timeout (408
+// body_timeout), or the memory budget had no room to buffer it
+// (errNoMemory, a sheddable request: 503). None of these is an
+// endpoint's failure.
+func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
+	if err == errNoMemory {
+		h.shed(w, x, ReasonMemoryPressure, 0)
+		return
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		h.refuse(w, x, ReasonBodyTooLarge)
+	case bodyTimedOut(err):
+		h.refuse(w, x, ReasonBodyTimeout)
+	case clientGone(err):
+		x.status = statusClientClosed
+	default:
+		// Even when the request's context is cancelled (net/http cancels
+		// it on a read error from the connection): a client that only
+		// half-closed still reads, and an unwritten answer would be an
+		// empty 200.
+		h.refuse(w, x, ReasonBadRequest)
+	}
+}

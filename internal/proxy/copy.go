@@ -1,8 +1,11 @@
 package proxy
 
-// Copying an upstream's answer to the client: its headers less hop-by-hop
-// ones, its trailers, and its body in pooled chunks, flushed as it arrives
-// when its length is unknown.
+// Copying an upstream's answer to the client (respond): its headers less
+// hop-by-hop ones, its trailers, and its body in pooled chunks, flushed as
+// it arrives when its length is unknown, each write within the send
+// timeout. An answer that fits the first chunk is read whole before
+// anything is written, and the attempt and the admission slot end then:
+// a client that reads slowly holds only its own connection.
 
 import (
 	"io"
@@ -199,4 +202,77 @@ func readAnswer(resp *http.Response, head bool, buf []byte) (n int, complete boo
 		return n, false, err
 	}
 	return 0, false, nil // larger than buf: streamed
+}
+
+// respond streams an upstream's answer to the client; the deferred end of
+// attempt a reports it to the endpoint.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		a.report() // now: a tunnel is not a request in flight at the endpoint
+		if !switchRequested(r.Header, resp.Header) {
+			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
+			a.res.broken = true
+			h.refuse(w, x, ReasonUpstreamUnavailable)
+			return
+		}
+		x.status = http.StatusSwitchingProtocols
+		h.serveUpgrade(w, r, resp)
+		return
+	}
+
+	dst := w.Header()
+	copyResponseHeader(dst, resp.Header)
+	announceTrailers(dst, resp.Trailer)
+	x.status = resp.StatusCode
+
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	n, complete, readErr := readAnswer(resp, r.Method == http.MethodHead, buf)
+	if complete {
+		// The whole answer is in hand before any of it goes to the client:
+		// the attempt ends (the endpoint's connection goes back to its
+		// pool) and the admission slot is given back now, so a client that
+		// reads slowly, or never, holds its own connection and this
+		// buffer, not the upstream's capacity.
+		resp.Body.Close()
+		a.end(x)
+		x.releaseAdmission()
+	}
+	s := newSender(w, x.route.SendTimeout, streaming(resp))
+	s.arm() // the head may be written at once (HTTP/2, a flush)
+	w.WriteHeader(resp.StatusCode)
+	var copyErr *copyError
+	if n > 0 {
+		nw, err := s.write(buf[:n])
+		x.bytesOut = int64(nw)
+		if err != nil {
+			copyErr = &copyError{side: sideClient, err: err}
+		}
+	}
+	if copyErr == nil {
+		switch {
+		case readErr != nil:
+			copyErr = &copyError{side: sideUpstream, err: readErr}
+		case !complete:
+			var m int64
+			m, copyErr = copyBody(&s, resp.Body, buf)
+			x.bytesOut += m
+		}
+	}
+	if !complete {
+		resp.Body.Close()
+	}
+	if copyErr != nil {
+		if r.Context().Err() != nil || copyErr.side == sideClient {
+			return
+		}
+		// The endpoint broke off mid-body. The status is already sent, so the
+		// only honest signal left is to abort the client's connection (or
+		// stream) so that the truncation cannot pass for a complete answer.
+		a.res.broken = true
+		x.reason = ReasonUpstreamUnavailable
+		panic(http.ErrAbortHandler)
+	}
+	copyTrailers(dst, resp.Trailer)
 }
