@@ -84,11 +84,30 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestProcsBothStores|TestClusterPushPropagation|TestAdminEndpointPagesRSS
+# One name per line (a new load test adds a line).
+LOAD_TEST_NAMES := \
+	TestOverloadGoodputAt10x \
+	TestStormReplayed \
+	TestRetryAmplification \
+	TestMemoryLimitHolds \
+	TestActiveCheckDetectionTime \
+	TestMillionRowsHeap \
+	TestDataStormReplayed \
+	TestAlertsFireInPrometheus \
+	TestProcsSharedLimitAccuracy \
+	TestProcsRedisOutage \
+	TestProcsSharedApps \
+	TestProcsBothStores \
+	TestClusterPushPropagation \
+	TestAdminEndpointPagesRSS \
+	TestSlowClientsBesideNGINX
+empty :=
+space := $(empty) $(empty)
+LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
 # internal/clusterproc (levee nodes as processes) runs after the others,
 # not beside them: go test runs two packages at once on two cores.
 load:
-	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
+	$(GO) test -count=1 -timeout 12m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
 	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
 
 fuzz:

@@ -177,6 +177,24 @@ type Server struct {
 	// (CGI, PHP, Django) read X-Api_Key and X-Api-Key as one name, so a
 	// header levee does not look at could stand in for one it does.
 	UnderscoresInHeaders string
+	// BodyTimeout is the longest a request body may go without a byte
+	// arriving, between two reads of it (`body_timeout`, a duration from
+	// 100ms to 1h; NGINX's client_body_timeout), over HTTP/1.1, TLS and
+	// HTTP/2 alike. Default DefaultBodyTimeout (30s); it cannot be turned
+	// off. Past it the client gets 408 body_timeout (when nothing of the
+	// answer was sent yet), the upstream request, if one was under way,
+	// is cancelled, and the endpoint is not blamed. A body of known length
+	// up to the route's buffer limit is read whole before admission (see
+	// docs/admission.md), so a stalled one never holds a slot.
+	BodyTimeout time.Duration
+	// SendTimeout is the longest the client may take to accept each write
+	// of an answer (`send_timeout`, a duration from 100ms to 1h; NGINX's
+	// send_timeout), HTTP/2 streams stalled by flow control included: past
+	// it the connection (HTTP/2: the stream) is aborted. Default
+	// DefaultSendTimeout (60s). A route's own send_timeout replaces it; a
+	// data route's data.send_timeout (10s by default) applies when the
+	// route sets none.
+	SendTimeout time.Duration
 }
 
 // ServerPaths is the request-path normalisation policy (`server.paths`).
@@ -681,6 +699,11 @@ type Route struct {
 	// per-phase Timeouts and Retry.PerTryTimeout apply. No retry starts
 	// once it has passed.
 	Timeout time.Duration
+	// SendTimeout is the longest the client may take to accept each write
+	// of this route's answers (`send_timeout`, a duration from 100ms to
+	// 1h). Default 0, omitted: server.send_timeout, or on a data route its
+	// data.send_timeout.
+	SendTimeout time.Duration
 	// Retry, when not nil, replaces the upstream's Retry for this route
 	// (`retry`, optional). It replaces the whole block: fields it does not
 	// set take their defaults, not the upstream's values. Its Budget is

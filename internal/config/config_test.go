@@ -631,6 +631,12 @@ func TestParseRejects(t *testing.T) {
 			"server.http2_max_concurrent_streams: must be a number from 1 to 10000, got 0",
 			`server2: unknown field (did you mean "server"?)`,
 		}},
+		{"client timeouts out of bounds", head + "server: {body_timeout: 50ms, send_timeout: 2h}\n" + upstreams + routes + "    send_timeout: 0s\n  - {name: b, match: {path_prefix: /b}, upstream: video, send_timeout: 90m}\n", []string{
+			`server.body_timeout: must be from 100ms to 1h0m0s, got "50ms"`,
+			`server.send_timeout: must be from 100ms to 1h0m0s, got "2h"`,
+			`routes[0].send_timeout: must be greater than 0, got "0s"`,
+			`routes[1].send_timeout: must be from 100ms to 1h0m0s, got "90m"`,
+		}},
 		{"server http2 streams too many", head + "server: {http2_max_concurrent_streams: 10001, max_connections_per_ip: 1.5}\n" + upstreams + routes, []string{
 			"server.http2_max_concurrent_streams: must be a number from 1 to 10000, got 10001",
 			"server.max_connections_per_ip: must be a number from 0 up, got 1.5",
@@ -835,6 +841,8 @@ func TestDefaults(t *testing.T) {
 			HTTP2MaxConcurrentStreams: 250,
 			Paths:                     ServerPaths{EscapedSlashes: "reject"},
 			UnderscoresInHeaders:      "drop",
+			BodyTimeout:               30 * time.Second,
+			SendTimeout:               60 * time.Second,
 		},
 		Log:     Log{Level: "info", Access: true, AccessLog: AccessLog{Output: "stderr", Sample2xx: 1}},
 		Metrics: Metrics{AppLabels: 50, EndpointLabels: 50},

@@ -35,6 +35,10 @@ const (
 	// DefaultUnderscoresInHeaders is Server.UnderscoresInHeaders when
 	// omitted.
 	DefaultUnderscoresInHeaders = UnderscoresDrop
+	// DefaultBodyTimeout is Server.BodyTimeout when omitted.
+	DefaultBodyTimeout = 30 * time.Second
+	// DefaultSendTimeout is Server.SendTimeout when omitted.
+	DefaultSendTimeout = 60 * time.Second
 	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
 	DefaultMemorySoftWatermark = 0.8
 	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
@@ -355,6 +359,8 @@ func defaultConfig() *Config {
 			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
 			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
 			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
+			BodyTimeout:               DefaultBodyTimeout,
+			SendTimeout:               DefaultSendTimeout,
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels, EndpointLabels: DefaultMetricsEndpointLabels},

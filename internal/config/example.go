@@ -57,6 +57,14 @@ server:
   # Request header names with "_": drop (removed before routing, auth and
   # forwarding), allow, or reject (400 bad_header_name).
   underscores_in_headers: drop      # default
+  # Slow clients (NGINX's client_body_timeout and send_timeout), 100ms to
+  # 1h, never off. body_timeout: the longest wait for the next bytes of a
+  # request body (408 body_timeout; the upstream request is cancelled).
+  # send_timeout: the longest wait for the client to take each write of an
+  # answer, HTTP/2 flow control included (the connection or stream is
+  # aborted); a route's own send_timeout replaces it.
+  body_timeout: 30s                 # default
+  send_timeout: 60s                 # default
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
 # limit; above soft_watermark x limit of live heap plus the bodies levee
@@ -256,6 +264,9 @@ routes:
     # Deadline from the request's arrival to the response headers, across
     # every attempt; default none (omit). > 0.
     timeout: 30s
+    # Longest wait for the client to take each write of an answer; default
+    # server.send_timeout (a data route: data.send_timeout). 100ms to 1h.
+    send_timeout: 60s
     # Replaces the upstream's whole retry block for this route: fields not
     # given take the defaults above, not the upstream's values. budget is
     # per upstream and not allowed here. Omit to use the upstream's block;

@@ -160,6 +160,9 @@ const (
 	maxEjectionPercent   = 100
 	minHealthCheckStatus = 100
 	maxHealthCheckStatus = 599
+	// The bounds of server.body_timeout and the send timeouts.
+	minClientTimeout = 100 * time.Millisecond
+	maxClientTimeout = time.Hour
 )
 
 // The blocks of the file, from the leaves up (a block names its sub-blocks).
@@ -220,6 +223,12 @@ var (
 		field{name: "underscores_in_headers", kind: kindEnum, enum: underscoreModes, def: DefaultUnderscoresInHeaders,
 			doc:  "what a request header name with an underscore does: dropped, allowed or refused",
 			bind: at(func(s *Server) *string { return &s.UnderscoresInHeaders })},
+		field{name: "body_timeout", kind: kindDuration, def: DefaultBodyTimeout,
+			doc:   "longest wait for the next bytes of a request body; 408 past it; 100ms to 1h",
+			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(s *Server) *time.Duration { return &s.BodyTimeout })},
+		field{name: "send_timeout", kind: kindDuration, def: DefaultSendTimeout,
+			doc:   "longest wait for the client to accept each write of an answer; the connection or stream is aborted past it; 100ms to 1h",
+			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(s *Server) *time.Duration { return &s.SendTimeout })},
 	)
 
 	memoryBlock = newBlock(
@@ -516,6 +525,8 @@ var (
 			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
 		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
 			bind: at(func(r *Route) *time.Duration { return &r.Timeout })},
+		field{name: "send_timeout", kind: kindDuration, doc: "longest wait for the client to accept each write of an answer; server.send_timeout (a data route: data.send_timeout) when omitted; 100ms to 1h",
+			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(r *Route) *time.Duration { return &r.SendTimeout })},
 		field{name: "retry", kind: kindBlock, sub: retryBlock, omit: []string{"budget"}, doc: "overrides the upstream's retry"},
 		field{name: "priority", kind: kindEnum, enum: priorities, def: DefaultPriority, doc: "which requests are shed first under pressure",
 			bind: at(func(r *Route) *string { return &r.Priority })},

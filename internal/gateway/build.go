@@ -126,11 +126,15 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
 		}
+		rt.BodyTimeout, rt.SendTimeout, rt.BufferBodyBytes = cfg.Server.BodyTimeout, cfg.Server.SendTimeout, bufferBodyBytes(retry)
 		if rc.Data != nil {
 			if rt.Forwarder, err = g.dataRoute(cfg, rc); err != nil {
 				return nil, fmt.Errorf("routes[%s].data: %w", rc.Name, err)
 			}
 			rt.SendTimeout = rc.Data.SendTimeout
+		}
+		if rc.SendTimeout > 0 {
+			rt.SendTimeout = rc.SendTimeout
 		}
 		routes = append(routes, rt)
 	}
@@ -197,6 +201,18 @@ func priority(p string) admission.Priority {
 		return admission.Sheddable
 	}
 	return admission.Normal
+}
+
+// bufferBodyBytes is the largest request body of known length a route
+// reads whole before admission (proxy.Route.BufferBodyBytes): its retry's
+// replay_body_limit when it has a retry block (the same buffer then serves
+// every attempt; 0 there turns buffering off for the route), else the
+// default replay limit (64KiB).
+func bufferBodyBytes(r *config.Retry) int64 {
+	if r == nil {
+		return config.DefaultRetryReplayBodyLimit
+	}
+	return r.ReplayBodyLimit
 }
 
 // retryPolicy turns a validated retry block into the proxy's policy (nil:

@@ -110,6 +110,9 @@ type conn struct {
 	deadlineSet bool
 	// broken: a read failed (client gone); the connection is not reused.
 	broken atomic.Bool
+	// bodyDeadline: the handler set a read deadline for the request body
+	// (response.SetReadDeadline); body reads keep it rather than clear it.
+	bodyDeadline atomic.Bool
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc // the current request's
@@ -483,6 +486,12 @@ func (c *conn) serveRequest(n int) bool {
 	if b != nil {
 		b.finish()
 	}
+	if c.bodyDeadline.Swap(false) {
+		// A body deadline the handler left set must not bound the wait
+		// for the next request (readHead sets its own, or none).
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.deadlineSet = false
+	}
 	if !ok || c.resp.closeAfter || c.broken.Load() || c.srv.inShutdown.Load() {
 		if ok && c.resp.lingerAfter {
 			c.lingerClose()
@@ -508,9 +517,10 @@ func (c *conn) callHandler(r *http.Request) (ok bool) {
 	return true
 }
 
-// clearDeadline removes the read deadline before a body read.
+// clearDeadline removes the read deadline before a body read, unless the
+// handler set one for the body (response.SetReadDeadline).
 func (c *conn) clearDeadline() {
-	if c.deadlineSet {
+	if c.deadlineSet && !c.bodyDeadline.Load() {
 		_ = c.nc.SetReadDeadline(time.Time{})
 		c.deadlineSet = false
 	}

@@ -205,6 +205,18 @@ func (w *response) SetWriteDeadline(t time.Time) error {
 	return w.c.nc.SetWriteDeadline(t)
 }
 
+// SetReadDeadline bounds the request body's reads until t
+// (http.ResponseController calls it; the proxy's body timeout sets one
+// before each read of a body and clears it after). While one is set, the
+// body's reads keep it instead of clearing the head's deadline; t zero
+// clears it. It may be called from the goroutine that reads the body (a
+// transport's), so its state is atomic; the loop clears what is left of it
+// when the response ends.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.bodyDeadline.Store(!t.IsZero())
+	return w.c.nc.SetReadDeadline(t)
+}
+
 // Flush sends what is buffered (committing the head first).
 func (w *response) Flush() { _ = w.FlushError() }
 

@@ -134,6 +134,7 @@ type attempt struct {
 	// the client left).
 	cause    error
 	reported bool
+	ended    bool
 	// span is the attempt's span (a sampled request only; tracing.go),
 	// retried whether the request was sent again after it.
 	span    tracing.Span
@@ -215,9 +216,14 @@ func (a *attempt) report() {
 	}
 }
 
-// end ends the attempt (deferred by try, so exactly once): the endpoint's
-// stats, the per-try timer and context, and the exchange's outcome.
+// end ends the attempt, once (deferred by try; respond ends it earlier
+// when the whole answer is in hand): the endpoint's stats, the per-try
+// timer and context, and the exchange's outcome.
 func (a *attempt) end(x *exchange) {
+	if a.ended {
+		return
+	}
+	a.ended = true
 	a.report()
 	a.release()
 	x.outcome = a.res.outcome()

@@ -13,14 +13,30 @@ package proxy
 // connection is gone), ended as endpoint.Abandoned (no failure run for
 // outlier detection, no latency sample for least_request) and dropped from
 // the adaptive limit's samples.
+//
+// Bodies that stop are the client's too. With a body timeout
+// (server.body_timeout), clientBody sets the client's read deadline before
+// each read through the ResponseWriter (http.ResponseController's
+// SetReadDeadline: levee's HTTP/1.1 loop, net/http's HTTP/1 server for
+// chunked and Expect bodies, and one HTTP/2 stream alike), so the longest
+// gap between two reads of a body is the timeout, however it is framed or
+// carried. A read past it fails with os.ErrDeadlineExceeded: the client is
+// answered 408 body_timeout (when nothing of the answer was sent), the
+// attempt, if one was forwarding the body, fails and its upstream request
+// is cancelled, and the endpoint is not blamed. The deadline is cleared
+// after each read, so that it bounds only the client (not an upstream slow
+// to take the body) and cannot fire in the server's own later reads of the
+// connection (its client-gone watchers cancel a request on a read error).
 
 import (
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // clientBody wraps a request body to remember the first read error (EOF
@@ -33,27 +49,93 @@ type clientBody struct {
 	// n counts the bytes read, for the access log's bytes_in (atomic: the
 	// transport may still be reading when the handler logs).
 	n atomic.Int64
+	// dl sets the client's read deadline, timeout before each read (nil:
+	// no body timeout, or the body ended; only Read, never concurrent
+	// with itself, uses it after watchClientBody). done is set when the handler returns: a transport
+	// still reading the body after that sets no deadline (on levee's loop
+	// the connection may serve the next request by then).
+	dl      readDeadliner
+	timeout time.Duration
+	done    atomic.Bool
+}
+
+// readDeadliner is what sets a request's read deadline: the
+// ResponseWriters of levee's loop, of net/http's HTTP/1 server and of its
+// HTTP/2 streams implement it (http.ResponseController finds it the same
+// way).
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
 }
 
 // watchClientBody wraps r's body, when it has one, in a clientBody and
-// returns it (nil for a bodiless request: no allocation).
-func watchClientBody(r *http.Request) *clientBody {
+// returns it (nil for a bodiless request: no allocation). With timeout >
+// 0 and a ResponseWriter that can set read deadlines, each read of the
+// body must bring a byte within timeout.
+func watchClientBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *clientBody {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
 	b := &clientBody{rc: r.Body}
+	if timeout > 0 {
+		if dl := readDeadlinerOf(w); dl != nil {
+			b.dl, b.timeout = dl, timeout
+		}
+	}
 	r.Body = b
 	return b
 }
 
+// readDeadlinerOf returns w's read-deadline setter, looking through
+// wrappers as http.ResponseController does; nil when it has none.
+func readDeadlinerOf(w http.ResponseWriter) readDeadliner {
+	for range 8 { // bounded: a chain of wrappers this deep is a bug
+		switch t := w.(type) {
+		case readDeadliner:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
 func (b *clientBody) Read(p []byte) (int, error) {
+	armed := b.dl != nil && !b.done.Load()
+	if armed {
+		_ = b.dl.SetReadDeadline(time.Now().Add(b.timeout))
+	}
 	n, err := b.rc.Read(p)
 	b.n.Add(int64(n))
+	if armed && !b.done.Load() {
+		// The deadline bounds the wait in a read, not the time between
+		// reads (an upstream slow to take the body is not the client's
+		// fault; an HTTP/2 stream's deadline fires even with no read
+		// pending), and must not outlive the body.
+		_ = b.dl.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		b.dl = nil // the body is over: a read after its end touches no deadline
+	}
 	if err != nil && err != io.EOF && b.state.CompareAndSwap(0, 1) {
 		b.err = err
 		b.state.Store(2)
 	}
 	return n, err
+}
+
+// end marks the request over (nil-safe): later reads set no deadline.
+func (b *clientBody) end() {
+	if b != nil {
+		b.done.Store(true)
+	}
+}
+
+// bodyTimedOut reports whether err, read from the client's body, is the
+// body timeout (the read deadline clientBody set).
+func bodyTimedOut(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func (b *clientBody) Close() error { return b.rc.Close() }
@@ -81,4 +163,33 @@ func (b *clientBody) bytesRead() int64 {
 		return 0
 	}
 	return b.n.Load()
+}
+
+// clientBodyFailed answers when reading the client's body failed (to
+// buffer it, or while an attempt forwarded it): over the route's limit
+// (413), the client went away (499), the body was malformed or short
+// (400 bad_request), it stopped arriving for the body timeout (408
+// body_timeout), or the memory budget had no room to buffer it
+// (errNoMemory, a sheddable request: 503). None of these is an
+// endpoint's failure.
+func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
+	if err == errNoMemory {
+		h.shed(w, x, ReasonMemoryPressure, 0)
+		return
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		h.refuse(w, x, ReasonBodyTooLarge)
+	case bodyTimedOut(err):
+		h.refuse(w, x, ReasonBodyTimeout)
+	case clientGone(err):
+		x.status = statusClientClosed
+	default:
+		// Even when the request's context is cancelled (net/http cancels
+		// it on a read error from the connection): a client that only
+		// half-closed still reads, and an unwritten answer would be an
+		// empty 200.
+		h.refuse(w, x, ReasonBadRequest)
+	}
 }

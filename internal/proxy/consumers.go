@@ -217,6 +217,9 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		digest, held, ok := hashSignedBody(r)
 		h.unreserve(x, reserved-held)
 		if !ok {
+			if bodyTimedOut(x.body.failure()) {
+				return nil, ReasonBodyTimeout, "" // the body stopped (server.body_timeout)
+			}
 			return nil, ReasonBodyTooLarge, ""
 		}
 		id, err := h.consumers.verifier.Verify(asSent(r, x.sentPath), digest, apps, now)

@@ -1,8 +1,11 @@
 package proxy
 
-// Copying an upstream's answer to the client: its headers less hop-by-hop
-// ones, its trailers, and its body in pooled chunks, flushed as it arrives
-// when its length is unknown.
+// Copying an upstream's answer to the client (respond): its headers less
+// hop-by-hop ones, its trailers, and its body in pooled chunks, flushed as
+// it arrives when its length is unknown, each write within the send
+// timeout. An answer that fits the first chunk is read whole before
+// anything is written, and the attempt and the admission slot end then:
+// a client that reads slowly holds only its own connection.
 
 import (
 	"io"
@@ -67,38 +70,102 @@ const copyBufSize = 32 << 10
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
-// copyBody streams src to w, flushing after each chunk when flush is set.
-// With sendTimeout > 0 each write to the client must finish within it
-// (NGINX's send_timeout): a client that stops reading fails the copy
-// instead of holding what src holds (a data route's database connection)
-// for as long as it likes. It returns the bytes written and, on failure,
-// which side failed.
-func copyBody(w http.ResponseWriter, src io.Reader, flush bool, sendTimeout time.Duration) (int64, *copyError) {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	var n int64
-	var flusher http.Flusher
+// sender writes an answer to the client: each write (and flush) must be
+// taken within timeout (NGINX's send_timeout), set as the client's write
+// deadline before it through the ResponseWriter (levee's HTTP/1.1 loop,
+// net/http's HTTP/1 server and each HTTP/2 stream, whose deadline resets
+// the stream even while it waits for flow-control window). A client that
+// stops reading then fails the write instead of holding what the answer
+// holds (an upstream connection, a data route's database connection) for
+// as long as it likes. The zero timeout sets no deadline. No allocation.
+type sender struct {
+	w       http.ResponseWriter
+	dl      writeDeadliner // nil: no send timeout
+	timeout time.Duration
+	flusher flushErrorer // nil: no flush after each write
+}
+
+// writeDeadliner is what sets a response's write deadline (as
+// http.ResponseController finds it).
+type writeDeadliner interface {
+	SetWriteDeadline(time.Time) error
+}
+
+// flushErrorer is a Flusher that reports the write error (levee's loop,
+// net/http's HTTP/1 and HTTP/2 writers).
+type flushErrorer interface {
+	FlushError() error
+}
+
+// plainFlusher adapts a Flusher without FlushError.
+type plainFlusher struct{ f http.Flusher }
+
+func (p plainFlusher) FlushError() error { p.f.Flush(); return nil }
+
+// newSender returns a sender to w with the send timeout (0: none),
+// flushing after each write when flush is set.
+func newSender(w http.ResponseWriter, timeout time.Duration, flush bool) sender {
+	s := sender{w: w}
+	if timeout > 0 {
+		if dl := writeDeadlinerOf(w); dl != nil {
+			s.dl, s.timeout = dl, timeout
+		}
+	}
 	if flush {
-		flusher, _ = w.(http.Flusher)
+		switch f := w.(type) {
+		case flushErrorer:
+			s.flusher = f
+		case http.Flusher:
+			s.flusher = plainFlusher{f}
+		}
 	}
-	var rc *http.ResponseController
-	if sendTimeout > 0 {
-		rc = http.NewResponseController(w)
+	return s
+}
+
+// writeDeadlinerOf returns w's write-deadline setter, looking through
+// wrappers as http.ResponseController does; nil when it has none.
+func writeDeadlinerOf(w http.ResponseWriter) writeDeadliner {
+	for range 8 { // bounded: a chain of wrappers this deep is a bug
+		switch t := w.(type) {
+		case writeDeadliner:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
 	}
+	return nil
+}
+
+// arm starts the wait for the client's next write.
+func (s *sender) arm() {
+	if s.dl != nil {
+		_ = s.dl.SetWriteDeadline(time.Now().Add(s.timeout))
+	}
+}
+
+// write writes p, within the send timeout, and flushes if asked to.
+func (s *sender) write(p []byte) (int, error) {
+	s.arm()
+	n, err := s.w.Write(p)
+	if err == nil && s.flusher != nil {
+		err = s.flusher.FlushError()
+	}
+	return n, err
+}
+
+// copyBody streams src to the client through s in buf's chunks. It
+// returns the bytes written and, on failure, which side failed.
+func copyBody(s *sender, src io.Reader, buf []byte) (int64, *copyError) {
+	var n int64
 	for {
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
-			if rc != nil {
-				_ = rc.SetWriteDeadline(time.Now().Add(sendTimeout))
-			}
-			nw, werr := w.Write(buf[:nr])
+			nw, werr := s.write(buf[:nr])
 			n += int64(nw)
 			if werr != nil {
 				return n, &copyError{side: sideClient, err: werr}
-			}
-			if flusher != nil {
-				flusher.Flush()
 			}
 		}
 		if rerr == io.EOF {
@@ -108,4 +175,104 @@ func copyBody(w http.ResponseWriter, src io.Reader, flush bool, sendTimeout time
 			return n, &copyError{side: sideUpstream, err: rerr}
 		}
 	}
+}
+
+// readAnswer reads the start of an answer's body into buf, for respond to
+// know whether the whole answer is in hand before anything is written to
+// the client: a body of known length that fits buf is read whole; one of
+// unknown length gets one read (waiting for more could hold back a
+// streamed answer's first event). The answer to a HEAD request has no
+// body, whatever its Content-Length says. complete reports that the body
+// ended within buf[:n]; err is the upstream's read error (never io.EOF).
+func readAnswer(resp *http.Response, head bool, buf []byte) (n int, complete bool, err error) {
+	switch cl := resp.ContentLength; {
+	case cl > 0 && cl <= int64(len(buf)) && !head:
+		n, err = io.ReadFull(resp.Body, buf[:cl])
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the endpoint broke off before the body
+		}
+		return n, err == nil, err
+	case cl <= 0 || head:
+		// One read, which also sees the end of an empty body (so the
+		// connection it came on can go back to its pool).
+		n, err = resp.Body.Read(buf)
+		if err == io.EOF {
+			return n, true, nil
+		}
+		return n, false, err
+	}
+	return 0, false, nil // larger than buf: streamed
+}
+
+// respond streams an upstream's answer to the client; the deferred end of
+// attempt a reports it to the endpoint.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		a.report() // now: a tunnel is not a request in flight at the endpoint
+		if !switchRequested(r.Header, resp.Header) {
+			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
+			a.res.broken = true
+			h.refuse(w, x, ReasonUpstreamUnavailable)
+			return
+		}
+		x.status = http.StatusSwitchingProtocols
+		h.serveUpgrade(w, r, resp)
+		return
+	}
+
+	dst := w.Header()
+	copyResponseHeader(dst, resp.Header)
+	announceTrailers(dst, resp.Trailer)
+	x.status = resp.StatusCode
+
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	n, complete, readErr := readAnswer(resp, r.Method == http.MethodHead, buf)
+	if complete {
+		// The whole answer is in hand before any of it goes to the client:
+		// the attempt ends (the endpoint's connection goes back to its
+		// pool) and the admission slot is given back now, so a client that
+		// reads slowly, or never, holds its own connection and this
+		// buffer, not the upstream's capacity.
+		resp.Body.Close()
+		a.end(x)
+		x.releaseAdmission()
+	}
+	s := newSender(w, x.route.SendTimeout, streaming(resp))
+	s.arm() // the head may be written at once (HTTP/2, a flush)
+	w.WriteHeader(resp.StatusCode)
+	var copyErr *copyError
+	if n > 0 {
+		nw, err := s.write(buf[:n])
+		x.bytesOut = int64(nw)
+		if err != nil {
+			copyErr = &copyError{side: sideClient, err: err}
+		}
+	}
+	if copyErr == nil {
+		switch {
+		case readErr != nil:
+			copyErr = &copyError{side: sideUpstream, err: readErr}
+		case !complete:
+			var m int64
+			m, copyErr = copyBody(&s, resp.Body, buf)
+			x.bytesOut += m
+		}
+	}
+	if !complete {
+		resp.Body.Close()
+	}
+	if copyErr != nil {
+		if r.Context().Err() != nil || copyErr.side == sideClient {
+			return
+		}
+		// The endpoint broke off mid-body. The status is already sent, so the
+		// only honest signal left is to abort the client's connection (or
+		// stream) so that the truncation cannot pass for a complete answer.
+		a.res.broken = true
+		x.reason = ReasonUpstreamUnavailable
+		panic(http.ErrAbortHandler)
+	}
+	copyTrailers(dst, resp.Trailer)
 }

@@ -185,7 +185,7 @@ func TestTriedSetBounded(t *testing.T) {
 func TestClientBodyRemembersReadError(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodPost, "http://x/", io.MultiReader(strings.NewReader("ab"), errReader{io.ErrUnexpectedEOF}))
 	r.ContentLength = -1 // unknown, as a chunked request's
-	cb := watchClientBody(r)
+	cb := watchClientBody(nil, r, 0)
 	if cb == nil || r.Body != cb {
 		t.Fatal("body not wrapped")
 	}
@@ -194,13 +194,13 @@ func TestClientBodyRemembersReadError(t *testing.T) {
 		t.Fatalf("read %v, remembered %v", err, cb.failure())
 	}
 	ok, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader("fine"))
-	cb = watchClientBody(ok)
+	cb = watchClientBody(nil, ok, 0)
 	_, _ = io.ReadAll(ok.Body)
 	if cb.failure() != nil {
 		t.Fatalf("EOF remembered as a failure: %v", cb.failure())
 	}
 	get, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
-	if watchClientBody(get) != nil || (*clientBody)(nil).failure() != nil {
+	if watchClientBody(nil, get, 0) != nil || (*clientBody)(nil).failure() != nil {
 		t.Fatal("a bodiless request was wrapped")
 	}
 	if clientGone(io.ErrUnexpectedEOF) || !clientGone(&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}) {

@@ -140,6 +140,14 @@ type exchange struct {
 	// starts (a reload may swap the Handler's meanwhile); nil: off.
 	log    *telemetry.AccessLog
 	tracer *tracing.Tracer
+	// buffered is the request body read whole before admission (nil:
+	// none, or it streams); see bufferBody.
+	buffered []byte
+	// rel is the admission slot while admitted is set: released once,
+	// by releaseAdmission, early when the answer is complete (respond) or
+	// when the request ends.
+	rel      admission.Release
+	admitted bool
 }
 
 // ServeHTTP serves one request.
@@ -193,6 +201,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
 		}
 	}
+	x.body = watchClientBody(w, r, rt.BodyTimeout) // nil without a body
 	screenUpgrade(r.Header, rt.Upgrades)
 	screenTrailers(r, rt.ForwardTrailers)
 	delete(r.Header, AppHeader) // only levee names the app to an upstream
@@ -226,6 +235,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if x.body != nil && r.Body == x.body && r.ContentLength > 0 && r.ContentLength <= rt.BufferBodyBytes {
+		// Before admission: a body that stalls holds its connection and
+		// its memory, never a slot or an upstream request.
+		if !h.bufferBody(w, r, &x) {
+			return
+		}
+	}
 	if up.Admission != nil {
 		if consumer == "" {
 			consumer = consumerKey(r)
@@ -239,7 +255,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		defer func() { rel.Done(admissionOutcome(&x)) }()
+		x.rel, x.admitted = rel, true
+		defer x.releaseAdmission()
 	}
 	bal := up.Balance()
 	ep, err := pick(bal, r)
@@ -253,7 +270,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.forward(w, r, &x, rt, bal, ep)
 }
 
+// releaseAdmission gives back x's admission slot, once, with how the
+// request went (admissionOutcome): when the request ends, or earlier when
+// the upstream's whole answer is in hand (respond).
+func (x *exchange) releaseAdmission() {
+	if x.admitted {
+		x.admitted = false
+		x.rel.Done(admissionOutcome(x))
+	}
+}
+
 func (h *Handler) finish(x *exchange, r *http.Request) {
+	x.body.end()
 	h.releaseMemory(x)
 	h.metrics.inflight.Dec()
 	d := time.Since(x.start)
@@ -423,13 +451,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *exchange, r
 	if f.pol != nil && f.pol.Attempts < 2 {
 		f.pol = nil
 	}
-	f.cb = watchClientBody(r)
-	x.body = f.cb
+	f.cb = x.body
 	if x.log != nil {
 		x.timing = getTiming()
 	}
 	f.timing = x.timing
-	if f.pol != nil {
+	if x.buffered != nil {
+		f.replay = x.buffered // read before admission (bufferBody)
+	} else if f.pol != nil {
 		replay, replayable, err := h.replayableBody(r, x, f.pol.ReplayBodyLimit)
 		if err != nil {
 			h.clientBodyFailed(w, x, r, err)
@@ -482,71 +511,6 @@ func (h *Handler) retryable(pol *RetryPolicy, r *http.Request, fail failure, sta
 	// The request was sent: only an idempotent request whose body (if any)
 	// was buffered may be sent again.
 	return idempotent(r) && held == nil
-}
-
-// clientBodyFailed answers when reading the client's body failed (to
-// buffer it, or while an attempt forwarded it): over the route's limit
-// (413), the client went away (499), the body was malformed or short
-// (400 bad_request), or the memory budget had no room to buffer it
-// (errNoMemory, a sheddable request: 503). None of these is an
-// endpoint's failure.
-func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
-	if err == errNoMemory {
-		h.shed(w, x, ReasonMemoryPressure, 0)
-		return
-	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		h.refuse(w, x, ReasonBodyTooLarge)
-	case clientGone(err):
-		x.status = statusClientClosed
-	default:
-		// Even when the request's context is cancelled (net/http cancels
-		// it on a read error from the connection): a client that only
-		// half-closed still reads, and an unwritten answer would be an
-		// empty 200.
-		h.refuse(w, x, ReasonBadRequest)
-	}
-}
-
-// respond streams an upstream's answer to the client; the deferred end of
-// attempt a reports it to the endpoint.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		a.report() // now: a tunnel is not a request in flight at the endpoint
-		if !switchRequested(r.Header, resp.Header) {
-			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
-			a.res.broken = true
-			h.refuse(w, x, ReasonUpstreamUnavailable)
-			return
-		}
-		x.status = http.StatusSwitchingProtocols
-		h.serveUpgrade(w, r, resp)
-		return
-	}
-
-	dst := w.Header()
-	copyResponseHeader(dst, resp.Header)
-	announceTrailers(dst, resp.Trailer)
-	x.status = resp.StatusCode
-	w.WriteHeader(resp.StatusCode)
-
-	n, copyErr := copyBody(w, resp.Body, streaming(resp), x.route.SendTimeout)
-	x.bytesOut = n
-	resp.Body.Close()
-	if copyErr != nil {
-		if r.Context().Err() != nil || copyErr.side == sideClient {
-			return
-		}
-		// The endpoint broke off mid-body. The status is already sent, so the
-		// only honest signal left is to abort the client's connection (or
-		// stream) so that the truncation cannot pass for a complete answer.
-		a.res.broken = true
-		x.reason = ReasonUpstreamUnavailable
-		panic(http.ErrAbortHandler)
-	}
-	copyTrailers(dst, resp.Trailer)
 }
 
 func perTry(p *RetryPolicy) time.Duration {

@@ -191,3 +191,36 @@ func readUpTo(src io.Reader, n int64) ([]byte, error) {
 		}
 	}
 }
+
+// bufferBody reads r's body whole before admission (NGINX's request
+// buffering): the body has a known length within the route's
+// BufferBodyBytes, and it is read under the body timeout (clientbody.go),
+// so a client that stalls or trickles its body holds its own connection
+// and its reservation, never an admission slot or an upstream request. The
+// bytes become x.buffered, what every attempt sends (and resends).
+//
+// The reservation is the body's length. Without room a sheddable request
+// is refused 503 memory_pressure; a normal or critical one streams its
+// body as before (it then holds its slot while the body arrives, each gap
+// bounded by the body timeout). It reports false after answering the
+// client (the body failed: 408, 400, 413 or 499; see clientBodyFailed).
+func (h *Handler) bufferBody(w http.ResponseWriter, r *http.Request, x *exchange) bool {
+	if !h.reserve(x, r.ContentLength) {
+		if x.prio == admission.Sheddable {
+			h.shed(w, x, ReasonMemoryPressure, 0)
+			return false
+		}
+		return true
+	}
+	buf := make([]byte, r.ContentLength)
+	n, err := io.ReadFull(r.Body, buf) // a short body is io.ErrUnexpectedEOF
+	if err != nil {
+		if f := x.body.failure(); f != nil {
+			err = f // the client's own error, not ReadFull's summary of it
+		}
+		h.clientBodyFailed(w, x, r, err)
+		return false
+	}
+	x.buffered = buf[:n]
+	return true
+}

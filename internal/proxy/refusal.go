@@ -35,6 +35,10 @@ const (
 	// than announced (bad chunked framing, a Content-Length it did not
 	// fill). The client's fault: never an endpoint's failure.
 	ReasonBadRequest Reason = "bad_request"
+	// ReasonBodyTimeout: the client's request body stopped arriving for
+	// longer than server.body_timeout between two reads. The client's
+	// fault: never an endpoint's failure.
+	ReasonBodyTimeout Reason = "body_timeout"
 	// ReasonConnectionLimit is written by the data listener's connection
 	// cap (package netlimit), not by the handler.
 	ReasonConnectionLimit Reason = "connection_limit"
@@ -167,6 +171,9 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonMethodNotAllowed, Status: http.StatusMethodNotAllowed,
 		Sentence: "the route does not accept this method",
 		When:     "a route matches host and path but not the method (`Allow` lists the methods that would be served)"},
+	{Reason: ReasonBodyTimeout, Status: http.StatusRequestTimeout,
+		Sentence: "the request body stopped arriving before it was complete",
+		When:     "no byte of the request body arrived for `server.body_timeout` (the client's fault; never counted against an endpoint; the upstream request, if any, is cancelled)"},
 	{Reason: ReasonBodyTooLarge, Status: http.StatusRequestEntityTooLarge,
 		Sentence: "the request body is larger than this route accepts",
 		When:     "the body exceeds the route's `max_body_bytes`"},

@@ -101,8 +101,18 @@ type Route struct {
 	Methods    []string
 	Upstream   *Upstream
 	// SendTimeout, when > 0, bounds each write of the answer to the client
-	// (see copyBody); 0: none.
+	// (NGINX's send_timeout; see copyBody): a client that takes no byte of
+	// the answer for that long has its connection (HTTP/2: its stream)
+	// aborted. 0: none.
 	SendTimeout time.Duration
+	// BodyTimeout, when > 0, bounds each wait for the next bytes of the
+	// request body (server.body_timeout; see clientbody.go): past it the
+	// client gets 408 body_timeout. 0: none.
+	BodyTimeout time.Duration
+	// BufferBodyBytes is the largest request body of known length read
+	// whole before admission (see bufferBody); larger bodies, and bodies of
+	// unknown length, stream to the upstream. 0: every body streams.
+	BufferBodyBytes int64
 	// Forwarder, when set, sends the route's attempts instead of the
 	// upstream's Transport: a data route's query (package dataapi), whose
 	// Upstream stands for its data source (admission, endpoint stats).
