@@ -38,6 +38,7 @@ FUZZ_TARGETS := \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
 	./internal/dataquery:FuzzScanSQL:30000 \
+	./internal/dataquery:FuzzStatementCheck:30000 \
 	./internal/dataquery:FuzzBindSQL:30000 \
 	./internal/dataquery:FuzzBindTable:30000 \
 	./internal/dataquery:FuzzDecodeCursor:20000 \
@@ -83,11 +84,11 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestProcsBothStores|TestClusterPushPropagation
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestProcsBothStores|TestClusterPushPropagation|TestStatementCheckLargeInputs
 # internal/clusterproc (levee nodes as processes) runs after the others,
 # not beside them: go test runs two packages at once on two cores.
 load:
-	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
+	$(GO) test -count=1 -timeout 8m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/ ./internal/dataquery/
 	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
 
 fuzz:

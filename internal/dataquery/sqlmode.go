@@ -48,7 +48,10 @@ type piece struct {
 }
 
 // CompileSQL checks a SQL-mode declaration and compiles it. The SQL is one
-// statement with :name placeholders (see the lexer's rules in scan.go);
+// query with :name placeholders (see the lexer's rules in scan.go and the
+// statement check's in statement.go: SELECT, WITH ... SELECT, VALUES or
+// TABLE, at most one ';' at the end, no INSERT, UPDATE, DELETE, MERGE,
+// INTO or COPY outside strings and quoted identifiers);
 // every placeholder must be declared in params and every param used,
 // else the error names both lists. A list param must appear as
 // IN (:name) and binds one placeholder per item. With page, the SQL's
@@ -107,7 +110,7 @@ func CompileSQL(sql string, params []Param, page *Page, d Dialect) (*SQLQuery, e
 	}
 	slices.SortFunc(s.byName, func(a, b int) int { return strings.Compare(s.params[a].name, s.params[b].name) })
 
-	toks, err := lex(sql, d)
+	sql, toks, err := queryTokens(sql, d)
 	if err != nil {
 		return nil, fmt.Errorf("sql: %w", err)
 	}
