@@ -14,9 +14,10 @@ import (
 // else, begins with SELECT, WITH, VALUES or TABLE, and holds none of the
 // refused words outside them.
 func FuzzStatementCheck(f *testing.F) {
-	for _, tc := range append(append([]statementCase{}, refusedStatements...), acceptedStatements...) {
-		f.Add(tc.sql, false)
-		f.Add(tc.sql, true)
+	refused, accepted := statements(f)
+	for _, tc := range append(refused, accepted...) {
+		f.Add(tc.SQL, false)
+		f.Add(tc.SQL, true)
 	}
 	for _, s := range []string{
 		"SELECT 1e'\\';' ;", "SELECT 1.e5x ;", "SELECT $a$$a$;", "SELECT x$a$ ; $a$", "SELECT [a]]; ]", "WITH a AS (SELECT 1) SEARCH",

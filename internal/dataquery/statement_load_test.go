@@ -40,7 +40,7 @@ func TestStatementCheckLargeInputs(t *testing.T) {
 		fill("WITH ", "a AS (SELECT 1) SEARCH DEPTH FIRST BY x ", "SELECT 1"),
 		ctes(),
 	} {
-		for _, d := range bothDialects {
+		for _, d := range []Dialect{Postgres, SQLite} {
 			start := time.Now()
 			_, _, _ = queryTokens(sql, d)
 			took := time.Since(start)
