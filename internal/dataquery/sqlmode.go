@@ -250,6 +250,7 @@ func (s *SQLQuery) build(b *builder, slots []any, paged bool, after []any, limit
 	}
 	for _, p := range s.pieces {
 		b.text(p.text)
+		b.name = s.params[p.param].name
 		if items, ok := slots[p.param].([]any); ok {
 			for i, it := range items {
 				if i > 0 {
@@ -273,12 +274,25 @@ func (s *SQLQuery) build(b *builder, slots []any, paged bool, after []any, limit
 	b.text(" ORDER BY ")
 	b.text(s.page.order)
 	b.text(" LIMIT ")
+	b.name = "limit"
 	b.arg(int64(limit + 1))
 }
 
 // Bind implements Query.Bind. A key must appear once; a missing optional
 // parameter takes its default, or binds NULL.
-func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
+func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) { return s.bind(q, paged, nil) }
+
+// ArgParam implements Query.ArgParam.
+func (s *SQLQuery) ArgParam(q url.Values, paged bool, i int) string {
+	var names []string
+	if _, err := s.bind(q, paged, &names); err != nil || i < 0 || i >= len(names) {
+		return ""
+	}
+	return names[i]
+}
+
+// bind is Bind, naming each argument into names when it is not nil.
+func (s *SQLQuery) bind(q url.Values, paged bool, names *[]string) (Bound, error) {
 	var badKey string
 	var bad *Error
 	for k, vs := range q {
@@ -326,7 +340,7 @@ func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
 		}
 		out.cursor = after != nil
 	}
-	b := builder{d: s.d, args: make([]any, 0, s.argCap)}
+	b := builder{d: s.d, args: make([]any, 0, s.argCap), names: names}
 	if s.hasList {
 		b.sql = make([]byte, 0, s.sqlCap)
 	} else {

@@ -249,6 +249,36 @@ func TestPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusedValueNamesItsArgument", func(t *testing.T) {
+		// issue 22, 6b: the argument the database could not read is known
+		// (by the server's "unnamed portal parameter $N" context, or by
+		// encoding each argument alone), so the answer can name the
+		// request's parameter; a value refused while the statement runs
+		// names none.
+		for _, c := range []struct {
+			sql     string
+			args    []any
+			state   string
+			wantArg int
+		}{
+			{"SELECT id FROM types WHERE t = $1 AND n > $2", []any{"plain", "not a number"}, "22P02", 2},
+			{"SELECT id FROM types WHERE d = $1", []any{"2025-13-45"}, "22008", 1},
+			{"SELECT id FROM types WHERE t = $1 AND i2 = $2", []any{"plain", int64(1 << 40)}, "", 2},
+			{"SELECT 1 / $1::int8", []any{int64(0)}, "22012", 0},
+		} {
+			r, err := src.Query(ctx, Query{SQL: c.sql, Args: c.args})
+			if err == nil {
+				r.Close()
+			}
+			var qe *QueryError
+			if !errors.As(err, &qe) || !qe.ClientFault() || qe.SQLState != c.state || qe.Arg != c.wantArg {
+				t.Errorf("%s %v: %#v, want a client fault with SQLSTATE %q naming argument %d", c.sql, c.args, err, c.state, c.wantArg)
+				continue
+			}
+			t.Logf("%s: SQLSTATE %q, argument %d: %v", c.sql, qe.SQLState, qe.Arg, qe.Err)
+		}
+	})
+
 	t.Run("ReadOnly", func(t *testing.T) {
 		for _, sql := range []string{
 			"INSERT INTO types (id) VALUES (99) RETURNING id",
