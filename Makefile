@@ -39,6 +39,7 @@ FUZZ_TARGETS := \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
 	./internal/dataquery:FuzzScanSQL:30000 \
+	./internal/dataquery:FuzzStatementCheck:30000 \
 	./internal/dataquery:FuzzBindSQL:30000 \
 	./internal/dataquery:FuzzBindTable:30000 \
 	./internal/dataquery:FuzzDecodeCursor:20000 \
@@ -100,14 +101,15 @@ LOAD_TEST_NAMES := \
 	TestProcsBothStores \
 	TestClusterPushPropagation \
 	TestAdminEndpointPagesRSS \
-	TestSlowClientsBesideNGINX
+	TestSlowClientsBesideNGINX \
+	TestStatementCheckLargeInputs
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
 # internal/clusterproc (levee nodes as processes) runs after the others,
 # not beside them: go test runs two packages at once on two cores.
 load:
-	$(GO) test -count=1 -timeout 12m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/
+	$(GO) test -count=1 -timeout 12m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/ ./internal/dataquery/
 	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
 
 fuzz:

@@ -91,6 +91,10 @@ upstreams:
 		{"x", `match: {path_prefix: /x}
 data: {source: nope, table: t, columns: [id]}`, `data.source: unknown data source "nope"`},
 		{"x", `{"match": {"path_prefix": "/x"}, "data": {"source": "local", "sql": "SELECT :a"}}`, "data.sql: "},
+		{"x", `{"match": {"path_prefix": "/x"}, "data": {"source": "sales", "sql": "COPY (SELECT 1) TO PROGRAM 'id'"}}`,
+			"data.sql: COPY is not a query (line 1 column 1)"},
+		{"x", `{"match": {"path_prefix": "/x"}, "data": {"source": "local", "sql": "SELECT 1; DELETE FROM t"}}`,
+			"data.sql: two statements: ';' at offset 8"},
 		{"x", `{"match": {"path_prefix": "x"}, "data": {"source": "local", "table": "t", "columns": ["id"]}}`, "match.path_prefix: "},
 		{"x", `{"match": {"path_prefix": "/x"}, "data": {"source": "local", "table": "t", "columns": ["id"]}, "max_body_bytes": 10}`, "max_body_bytes: does not apply to a data route"},
 		{"x", `{"match": {"path_prefix": "/x"}, "upstream": "web"}`, "upstream: a data API answers from a data source"},

@@ -255,7 +255,8 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 				Min: dp.Min, Max: dp.Max, MaxLen: dp.MaxLen, MaxItems: dp.MaxItems})
 		}
 		if _, err := dataquery.CompileSQL(d.SQL, params, page, dialect); err != nil {
-			p.add(f["sql"], key(path, "sql"), "%v", err)
+			// The path already names sql: "routes[2].data.sql: COPY is not a query ...".
+			p.add(f["sql"], key(path, "sql"), "%s", strings.TrimPrefix(err.Error(), "sql: "))
 		}
 		return
 	}

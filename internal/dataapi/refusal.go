@@ -3,6 +3,8 @@ package dataapi
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/levee-gw/levee/internal/datacache"
@@ -58,10 +60,34 @@ func refusal(ctx context.Context, err error) error {
 	}
 	var dbe *datasource.QueryError
 	if errors.As(err, &dbe) && dbe.ClientFault() {
-		return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter,
-			Detail: "the database refused a value of the request (SQLSTATE " + dbe.SQLState + ")"}
+		return valueRefused("")
 	}
 	return &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
+}
+
+// queryRefusal is refusal for the failure of the statement q bound from
+// vals: a value the database refused names the request's parameter when
+// the database said which bind argument it could not read.
+func queryRefusal(ctx context.Context, err error, q dataquery.Query, vals url.Values, paged bool) error {
+	var dbe *datasource.QueryError
+	if errors.As(err, &dbe) && dbe.ClientFault() && dbe.Arg > 0 && ctx.Err() == nil {
+		return valueRefused(q.ArgParam(vals, paged, dbe.Arg-1))
+	}
+	return refusal(ctx, err)
+}
+
+// valueRefused is the answer to a value the database refused (SQLSTATE
+// class 22, or one the driver could not encode for its placeholder): 400
+// invalid_parameter naming the parameter when known (param ""
+// otherwise). Neither the SQLSTATE nor the database's message is
+// repeated: they are the database's, and the log has them.
+func valueRefused(param string) *upstream.Refusal {
+	if param == "" {
+		return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter,
+			Detail: "the database refused a value of the request"}
+	}
+	return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Param: param,
+		Detail: "the database refused the value of parameter " + strconv.Quote(param)}
 }
 
 // sourceFailed reports whether err is the source failing (down, timing

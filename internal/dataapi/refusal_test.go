@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/levee-gw/levee/internal/datacache"
@@ -46,6 +47,42 @@ func TestRefusalMapping(t *testing.T) {
 		}
 		if ref.Reason != c.reason || ref.Failure != c.failure {
 			t.Errorf("%v: %s (failure %v), want %s (failure %v)", c.err, ref.Reason, ref.Failure, c.reason, c.failure)
+		}
+	}
+}
+
+// TestValueRefusedNamesParameter (issue 22, 6b): a value the database
+// refused is 400 invalid_parameter naming the parameter when the database
+// said which argument it was, and never repeats the SQLSTATE or the
+// database's message.
+func TestValueRefusedNamesParameter(t *testing.T) {
+	q, err := dataquery.CompileSQL("SELECT * FROM t WHERE a = :a AND p > :price",
+		[]dataquery.Param{{Name: "a", Type: dataquery.Int64}, {Name: "price", Type: dataquery.String}}, nil, dataquery.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := url.Values{"a": {"1"}, "price": {"abc"}}
+	dbErr := errors.New(`ERROR: invalid input syntax for type numeric: "abc" (SQLSTATE 22P02)`)
+	for _, c := range []struct {
+		err         error
+		param, says string
+	}{
+		{&datasource.QueryError{SQLState: "22P02", Err: dbErr, Arg: 2}, "price", `the database refused the value of parameter "price"`},
+		{fmt.Errorf("first row: %w", &datasource.QueryError{SQLState: "22003", Err: dbErr, Arg: 1}), "a", `parameter "a"`},
+		{&datasource.QueryError{SQLState: "22012", Err: dbErr}, "", "the database refused a value of the request"},
+		{&datasource.QueryError{SQLState: "22P02", Err: dbErr, Arg: 9}, "", "the database refused a value of the request"},
+	} {
+		var ref *upstream.Refusal
+		if !errors.As(queryRefusal(context.Background(), c.err, q, vals, false), &ref) {
+			t.Fatalf("%v: not a refusal", c.err)
+		}
+		if ref.Reason != dataquery.ReasonInvalidParameter || ref.Param != c.param || ref.Detail != c.says && !strings.Contains(ref.Detail, c.says) || ref.Failure {
+			t.Errorf("%v: %+v, want invalid_parameter naming %q, saying %q", c.err, ref, c.param, c.says)
+		}
+		for _, leak := range []string{"SQLSTATE", "22", "syntax", "numeric", "abc"} {
+			if strings.Contains(ref.Detail, leak) {
+				t.Errorf("%v: detail %q repeats %q", c.err, ref.Detail, leak)
+			}
 		}
 	}
 }

@@ -112,7 +112,8 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	if err != nil {
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the query string is malformed (a bad %-escape or a ';')"}
 	}
-	b, err := q.Bind(vals, format == dataformat.JSON && q.Keyset() != nil)
+	paged := format == dataformat.JSON && q.Keyset() != nil
+	b, err := q.Bind(vals, paged)
 	if err != nil {
 		return nil, refusal(ctx, err)
 	}
@@ -151,7 +152,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 			// out) is counted in the metrics, not logged per request.
 			rt.o.Logger.Warn("data query failed", "route", rt.o.Name, "error", err)
 		}
-		return nil, refusal(ctx, err)
+		return nil, queryRefusal(ctx, err, q, vals, paged)
 	}
 	body, err := rt.newBody(rows, q, b, format, flight, now)
 	if err != nil {
@@ -171,7 +172,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	length := int64(-1)
 	if body.done {
 		if body.failed != nil {
-			return nil, refusal(ctx, body.failed)
+			return nil, queryRefusal(ctx, body.failed, q, vals, paged)
 		}
 		length = int64(body.out.Len())
 		h["Content-Length"] = []string{strconv.FormatInt(length, 10)}

@@ -44,6 +44,13 @@ type Query interface {
 	NextCursor(b Bound, last []any) (string, error)
 	// Keyset returns the keyset columns, nil when the query has no Page.
 	Keyset() []string
+	// ArgParam returns what the i-th (0-based) argument of Bind(q, paged)
+	// is the value of: a parameter's name (SQL mode), a filtered column's
+	// (table mode), "cursor" for a cursor's keyset values, "limit" for
+	// the page size; "" when Bind refuses q or i is out of range. It binds
+	// again, so it is for error paths: naming the parameter whose value
+	// the database refused.
+	ArgParam(q url.Values, paged bool, i int) string
 }
 
 var (

@@ -8,9 +8,12 @@
 //
 // # Modes
 //
-// SQL mode: CompileSQL(sql, params, page, dialect) checks a statement with
-// :name placeholders against its declared Params (the check `levee
-// validate` reports) and returns a *SQLQuery. Table mode:
+// SQL mode: CompileSQL(sql, params, page, dialect) checks that a
+// statement is one query (SELECT, WITH ... SELECT, VALUES or TABLE; no
+// COPY, no data-modifying WITH, no SELECT ... INTO, no second statement:
+// statement.go) and its :name placeholders against its declared Params
+// (the checks `levee validate`, `levee run` and the data-API admin API
+// report) and returns a *SQLQuery. Table mode:
 // CompileTable(spec, page, dialect) compiles an allow-listed table, its
 // columns and PostgREST-style filters (?region=eq.north, see Op) into a
 // *TableQuery. Both are Query values:

@@ -229,6 +229,10 @@ type builder struct {
 	skip bool
 	sql  []byte
 	args []any
+	// names, when not nil, gets name for each argument: what the
+	// argument is the value of (ArgParam; the error path only).
+	names *[]string
+	name  string
 }
 
 func (b *builder) text(s string) {
@@ -239,6 +243,9 @@ func (b *builder) text(s string) {
 
 func (b *builder) arg(v any) {
 	b.args = append(b.args, v)
+	if b.names != nil {
+		*b.names = append(*b.names, b.name)
+	}
 	if !b.skip {
 		b.sql = b.d.appendPlaceholder(b.sql, len(b.args))
 	}
@@ -257,6 +264,7 @@ func (b *builder) arg(v any) {
 // Each occurrence gets its own placeholder, so both dialects bind the same
 // way and the placeholders always number len(Args).
 func (g *pager) predicate(b *builder, vals []any) {
+	b.name = "cursor"
 	mixed := false
 	for _, d := range g.desc[1:] {
 		mixed = mixed || d != g.desc[0]

@@ -78,9 +78,10 @@ func TestScanRefuses(t *testing.T) {
 		d    Dialect
 		want string
 	}{
-		{"semicolon", "SELECT 1; DROP TABLE x", Postgres, "; at line 1 column 9"},
-		{"trailing semicolon", "SELECT 1;", SQLite, "exactly one statement"},
-		{"semicolon in parens", "SELECT (1;)", Postgres, "; at"},
+		{"semicolon", "SELECT 1; DROP TABLE x", Postgres, "two statements: ';' at offset 8 (line 1 column 9)"},
+		{"two trailing semicolons", "SELECT 1;;", SQLite, "two statements: ';' at offset 8"},
+		{"semicolon then a comment then more", "SELECT 1; -- x\n/* y */ 2", Postgres, "two statements: ';' at offset 8"},
+		{"semicolon in parens", "SELECT (1;)", Postgres, "two statements: ';' at offset 9"},
 		{"question mark", "SELECT * FROM t WHERE a = ?", Postgres, "positional placeholder ?"},
 		{"jsonb ?", "SELECT d ? 'k' FROM t", Postgres, "positional placeholder ?"},
 		{"dollar n", "SELECT * FROM t WHERE a = $1", Postgres, "positional placeholder $n"},
@@ -110,6 +111,7 @@ func TestScanRefuses(t *testing.T) {
 		`SELECT ";", "?"`,
 		"SELECT $$;?$1$$",
 		"SELECT '(', ')'",
+		"SELECT 1;", "SELECT 1 ; -- end\n/* end */ \n",
 	} {
 		if _, err := lex(sql, Postgres); err != nil {
 			t.Errorf("%q: %v", sql, err)

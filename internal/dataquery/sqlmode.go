@@ -48,7 +48,10 @@ type piece struct {
 }
 
 // CompileSQL checks a SQL-mode declaration and compiles it. The SQL is one
-// statement with :name placeholders (see the lexer's rules in scan.go);
+// query with :name placeholders (see the lexer's rules in scan.go and the
+// statement check's in statement.go: SELECT, WITH ... SELECT, VALUES or
+// TABLE, at most one ';' at the end, no INSERT, UPDATE, DELETE, MERGE,
+// INTO or COPY outside strings and quoted identifiers);
 // every placeholder must be declared in params and every param used,
 // else the error names both lists. A list param must appear as
 // IN (:name) and binds one placeholder per item. With page, the SQL's
@@ -107,7 +110,7 @@ func CompileSQL(sql string, params []Param, page *Page, d Dialect) (*SQLQuery, e
 	}
 	slices.SortFunc(s.byName, func(a, b int) int { return strings.Compare(s.params[a].name, s.params[b].name) })
 
-	toks, err := lex(sql, d)
+	sql, toks, err := queryTokens(sql, d)
 	if err != nil {
 		return nil, fmt.Errorf("sql: %w", err)
 	}
@@ -247,6 +250,7 @@ func (s *SQLQuery) build(b *builder, slots []any, paged bool, after []any, limit
 	}
 	for _, p := range s.pieces {
 		b.text(p.text)
+		b.name = s.params[p.param].name
 		if items, ok := slots[p.param].([]any); ok {
 			for i, it := range items {
 				if i > 0 {
@@ -270,12 +274,25 @@ func (s *SQLQuery) build(b *builder, slots []any, paged bool, after []any, limit
 	b.text(" ORDER BY ")
 	b.text(s.page.order)
 	b.text(" LIMIT ")
+	b.name = "limit"
 	b.arg(int64(limit + 1))
 }
 
 // Bind implements Query.Bind. A key must appear once; a missing optional
 // parameter takes its default, or binds NULL.
-func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
+func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) { return s.bind(q, paged, nil) }
+
+// ArgParam implements Query.ArgParam.
+func (s *SQLQuery) ArgParam(q url.Values, paged bool, i int) string {
+	var names []string
+	if _, err := s.bind(q, paged, &names); err != nil || i < 0 || i >= len(names) {
+		return ""
+	}
+	return names[i]
+}
+
+// bind is Bind, naming each argument into names when it is not nil.
+func (s *SQLQuery) bind(q url.Values, paged bool, names *[]string) (Bound, error) {
 	var badKey string
 	var bad *Error
 	for k, vs := range q {
@@ -323,7 +340,7 @@ func (s *SQLQuery) Bind(q url.Values, paged bool) (Bound, error) {
 		}
 		out.cursor = after != nil
 	}
-	b := builder{d: s.d, args: make([]any, 0, s.argCap)}
+	b := builder{d: s.d, args: make([]any, 0, s.argCap), names: names}
 	if s.hasList {
 		b.sql = make([]byte, 0, s.sqlCap)
 	} else {

@@ -256,7 +256,19 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 
 // Bind implements Query.Bind. A filterable column's key may repeat up to
 // MaxFiltersPerColumn times; each value is op.value.
-func (t *TableQuery) Bind(q url.Values, paged bool) (Bound, error) {
+func (t *TableQuery) Bind(q url.Values, paged bool) (Bound, error) { return t.bind(q, paged, nil) }
+
+// ArgParam implements Query.ArgParam.
+func (t *TableQuery) ArgParam(q url.Values, paged bool, i int) string {
+	var names []string
+	if _, err := t.bind(q, paged, &names); err != nil || i < 0 || i >= len(names) {
+		return ""
+	}
+	return names[i]
+}
+
+// bind is Bind, naming each argument into names when it is not nil.
+func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, error) {
 	var badKey string
 	var bad *Error
 	for k, vs := range q {
@@ -279,7 +291,7 @@ func (t *TableQuery) Bind(q url.Values, paged bool) (Bound, error) {
 	if bad != nil {
 		return Bound{}, bad
 	}
-	b := builder{d: t.d, sql: make([]byte, 0, len(t.prefix)+len(t.order)+64*len(q)+32), args: make([]any, 0, len(q)+2)}
+	b := builder{d: t.d, sql: make([]byte, 0, len(t.prefix)+len(t.order)+64*len(q)+32), args: make([]any, 0, len(q)+2), names: names}
 	b.text(t.prefix)
 	var canonBuf [256]byte
 	canon := canonBuf[:0]
@@ -312,6 +324,7 @@ func (t *TableQuery) Bind(q url.Values, paged bool) (Bound, error) {
 		}
 		b.text(t.order)
 		b.text(" LIMIT ")
+		b.name = "limit"
 		b.arg(int64(limit + 1))
 	} else {
 		b.text(t.order)
@@ -331,6 +344,7 @@ func (f *tableFilter) bind(b *builder, canon []byte, v string) ([]byte, *Error) 
 	}
 	canon = append(append(canon, opNames[op]...), '.')
 	b.text(f.quoted)
+	b.name = f.name
 	switch op {
 	case OpIs:
 		switch {

@@ -145,6 +145,12 @@ type QueryError struct {
 	SQLState string
 	// Err is the underlying error.
 	Err error
+	// Arg is the 1-based position in Query.Args of the argument the
+	// database (or the driver) refused, when it is known: PostgreSQL says
+	// which bind parameter it could not read ("unnamed portal parameter
+	// $2" in the error's context); a value refused later, while the
+	// statement runs (a division by zero), names none. 0 when not known.
+	Arg int
 
 	clientFault bool // an argument the driver could not bind to its placeholder's type
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -144,7 +145,7 @@ func (s *pgSource) start(ctx, qctx context.Context, conn *pgxpool.Conn, sql stri
 		// The value does not fit the placeholder's type (an int64 past
 		// int2's range): the request's fault.
 		s.finish(conn, qctx, false)
-		return nil, false, &QueryError{Err: err, clientFault: true}
+		return nil, false, &QueryError{Err: err, clientFault: true, Arg: unencodable(pc.TypeMap(), stmt.sd, args)}
 	}
 	pl := pc.PgConn().StartPipeline(qctx)
 	pl.SendQueryParams("BEGIN READ ONLY", nil, nil, nil, nil)
@@ -190,6 +191,20 @@ func (s *pgSource) start(ctx, qctx context.Context, conn *pgxpool.Conn, sql stri
 		return fail(fmt.Errorf("pipeline: unexpected %T", res))
 	}
 	return &pgRows{src: s, conn: conn, pl: pl, rr: rr, stmt: stmt, ctx: ctx, qctx: qctx}, false, nil
+}
+
+// unencodable returns the 1-based position of the first argument the
+// driver cannot encode for its placeholder, encoding each alone (on the
+// error path only); 0 when each alone encodes.
+func unencodable(m *pgtype.Map, sd *pgconn.StatementDescription, args []any) int {
+	for i, a := range args {
+		var eqb pgx.ExtendedQueryBuilder
+		one := &pgconn.StatementDescription{ParamOIDs: sd.ParamOIDs[i : i+1]}
+		if eqb.Build(m, one, []any{a}) != nil {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 func setTimeoutSQL(timeout time.Duration) string {

@@ -29,7 +29,8 @@ import (
 // pipelined in one round trip, the rows streamed as they arrive, and the
 // release (after a ROLLBACK when the statement failed). Sessions also
 // start with default_transaction_read_only on, so nothing outside such a
-// transaction can write either.
+// transaction can write either, and standard_conforming_strings on, so the
+// server reads strings as levee's statement check does.
 type pgSource struct {
 	opts   Options
 	pool   *pgxpool.Pool
@@ -65,11 +66,15 @@ func openPostgres(opts Options) (*pgSource, error) {
 	// setting would both be sent, in map order).
 	for k := range rp {
 		switch strings.ToLower(k) {
-		case "default_transaction_read_only", "datestyle", "intervalstyle", "timezone":
+		case "default_transaction_read_only", "datestyle", "intervalstyle", "timezone", "standard_conforming_strings":
 			delete(rp, k)
 		}
 	}
 	rp["default_transaction_read_only"] = "on"
+	// The server must read '...' strings as levee's statement check does
+	// (internal/dataquery: a backslash is no escape outside E'...'), or
+	// the two could disagree on where a string ends.
+	rp["standard_conforming_strings"] = "on"
 	// Text renderings levee passes through (date, interval, the text of
 	// expressions over timestamps) must not depend on the server's or the
 	// database's settings.
@@ -260,7 +265,7 @@ func classifyPG(ctx, qctx context.Context, err error, broken bool) error {
 		case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", code == "53300", code == "53000":
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return &QueryError{SQLState: pgErr.Code, Err: err}
+		return &QueryError{SQLState: pgErr.Code, Err: err, Arg: bindParam(pgErr.Where)}
 	}
 	if qctx != nil && errors.Is(qctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w: no answer within the client-side deadline: %v", ErrStatementTimeout, err)
@@ -272,6 +277,26 @@ func classifyPG(ctx, qctx context.Context, err error, broken bool) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return &QueryError{Err: err}
+}
+
+// bindParam reads which bind parameter an error's context names: the
+// server adds "unnamed portal parameter $N = '...'" (PostgreSQL 13 and
+// later, in English unless lc_messages says otherwise) to an error raised
+// while it reads the parameters of a Bind. 0 when there is none.
+func bindParam(where string) int {
+	const mark = "parameter $"
+	i := strings.Index(where, mark)
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range []byte(where[i+len(mark):]) {
+		if c < '0' || c > '9' || n > 1<<16 { // bounded: a statement has at most 65535 parameters
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 func (s *pgSource) describe(ctx context.Context, sql string, nargs int) ([]Column, error) {

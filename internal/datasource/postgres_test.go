@@ -249,6 +249,9 @@ func TestPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusedValueNamesItsArgument", func(t *testing.T) { testRefusedValueNamesItsArgument(t, src) })
+	t.Run("ReaderRole", func(t *testing.T) { testReaderRole(t, pg, src) })
+
 	t.Run("ReadOnly", func(t *testing.T) {
 		for _, sql := range []string{
 			"INSERT INTO types (id) VALUES (99) RETURNING id",
