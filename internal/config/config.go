@@ -195,6 +195,17 @@ type Server struct {
 	// data route's data.send_timeout (10s by default) applies when the
 	// route sets none.
 	SendTimeout time.Duration
+	// AnswerBuffer is the largest upstream answer of known length that is
+	// read whole before any of it is written to the client
+	// (`answer_buffer`, a size from 0 to 64MiB; NGINX's proxy_buffering):
+	// the attempt then ends and the admission slot is released at once,
+	// so a client that reads slowly, or never, holds its own connection
+	// and the buffer (reserved from the memory budget; without room the
+	// answer streams), never the upstream's capacity. Answers up to the
+	// 32 KiB copy buffer are always read whole; larger ones, and answers
+	// of unknown length, stream with the slot held. Default
+	// DefaultAnswerBuffer (1MiB); 0: only the copy buffer.
+	AnswerBuffer int64
 }
 
 // ServerPaths is the request-path normalisation policy (`server.paths`).

@@ -843,6 +843,7 @@ func TestDefaults(t *testing.T) {
 			UnderscoresInHeaders:      "drop",
 			BodyTimeout:               30 * time.Second,
 			SendTimeout:               60 * time.Second,
+			AnswerBuffer:              1 << 20,
 		},
 		Log:     Log{Level: "info", Access: true, AccessLog: AccessLog{Output: "stderr", Sample2xx: 1}},
 		Metrics: Metrics{AppLabels: 50, EndpointLabels: 50},

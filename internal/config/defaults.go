@@ -39,6 +39,8 @@ const (
 	DefaultBodyTimeout = 30 * time.Second
 	// DefaultSendTimeout is Server.SendTimeout when omitted.
 	DefaultSendTimeout = 60 * time.Second
+	// DefaultAnswerBuffer is Server.AnswerBuffer when omitted.
+	DefaultAnswerBuffer = 1 << 20
 	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
 	DefaultMemorySoftWatermark = 0.8
 	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
@@ -361,6 +363,7 @@ func defaultConfig() *Config {
 			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
 			BodyTimeout:               DefaultBodyTimeout,
 			SendTimeout:               DefaultSendTimeout,
+			AnswerBuffer:              DefaultAnswerBuffer,
 		},
 		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
 		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels, EndpointLabels: DefaultMetricsEndpointLabels},

@@ -65,6 +65,11 @@ server:
   # aborted); a route's own send_timeout replaces it.
   body_timeout: 30s                 # default
   send_timeout: 60s                 # default
+  # The largest answer of known length read whole from the upstream before
+  # it is written to the client (longer ones are read ahead by as much),
+  # so that its admission slot is released once the upstream is done, not
+  # the client (NGINX's proxy_buffering, in memory; 0 to 64MiB).
+  answer_buffer: 1MiB               # default
 
 # Memory guard (optional; omit for none). Sets the Go runtime's soft memory
 # limit; above soft_watermark x limit of live heap plus the bodies levee

@@ -160,6 +160,10 @@ const (
 	maxEjectionPercent   = 100
 	minHealthCheckStatus = 100
 	maxHealthCheckStatus = 599
+	// maxAnswerBuffer bounds server.answer_buffer: every answer read whole
+	// is reserved from the memory budget, and one this large per slow
+	// client is already a lot.
+	maxAnswerBuffer = 64 << 20
 	// The bounds of server.body_timeout and the send timeouts.
 	minClientTimeout = 100 * time.Millisecond
 	maxClientTimeout = time.Hour
@@ -229,6 +233,9 @@ var (
 		field{name: "send_timeout", kind: kindDuration, def: DefaultSendTimeout,
 			doc:   "longest wait for the client to accept each write of an answer; the connection or stream is aborted past it; 100ms to 1h",
 			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(s *Server) *time.Duration { return &s.SendTimeout })},
+		field{name: "answer_buffer", kind: kindSize, lo: 0, hi: maxAnswerBuffer, def: int64(DefaultAnswerBuffer),
+			doc:  "largest upstream answer of known length read whole before it is written to the client, so its admission slot is released at once; 0: 32 KiB",
+			bind: at(func(s *Server) *int64 { return &s.AnswerBuffer })},
 	)
 
 	memoryBlock = newBlock(

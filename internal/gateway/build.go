@@ -127,6 +127,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			ForwardTrailers: rc.ForwardTrailers,
 		}
 		rt.BodyTimeout, rt.SendTimeout, rt.BufferBodyBytes = cfg.Server.BodyTimeout, cfg.Server.SendTimeout, bufferBodyBytes(retry)
+		rt.BufferAnswerBytes = cfg.Server.AnswerBuffer
 		if rc.Data != nil {
 			if rt.Forwarder, err = g.dataRoute(cfg, rc); err != nil {
 				return nil, fmt.Errorf("routes[%s].data: %w", rc.Name, err)

@@ -55,7 +55,19 @@ func newRecorder(t *testing.T) *recorder {
 		b, err := io.ReadAll(r.Body)
 		s.bodyLen, s.bodyErr = len(b), err
 		if err == nil {
-			if strings.HasPrefix(r.URL.Path, "/big/") {
+			if i := strings.Index(r.URL.Path, "/256k"); i >= 0 {
+				// 256 KiB, over the copy buffer and within answer_buffer:
+				// with Content-Length ("/256k-length"), or chunked.
+				if strings.HasPrefix(r.URL.Path[i:], "/256k-length") {
+					w.Header().Set("Content-Length", strconv.Itoa(256<<10))
+				}
+				for s.wrote < 256<<10 && s.sendErr == nil {
+					var n int
+					n, s.sendErr = w.Write(chunk)
+					s.wrote += int64(n)
+					http.NewResponseController(w).Flush()
+				}
+			} else if strings.HasPrefix(r.URL.Path, "/big/") {
 				w.Header().Set("Content-Length", strconv.Itoa(bigAnswer))
 				for s.wrote < bigAnswer && s.sendErr == nil {
 					var n int
@@ -427,6 +439,43 @@ func TestZeroWindowH2StreamIsReset(t *testing.T) {
 	t.Logf("reset %v after %v", rst.ErrCode, time.Since(start))
 	if f := h.endpointFailures(); f != 0 {
 		t.Errorf("endpoint failures %v, want 0", f)
+	}
+}
+
+// TestZeroWindowH2ReadAhead: a zero-window HTTP/2 client asking for a
+// 256 KiB answer, with Content-Length (read whole, within answer_buffer)
+// or chunked (relayed, read ahead of the client): either way the upstream
+// finishes its answer and the slot is free while the stream still stands,
+// long before the route's 2 s send_timeout resets it.
+func TestZeroWindowH2ReadAhead(t *testing.T) {
+	for _, path := range []string{"/patient/256k-length", "/patient/256k-chunked"} {
+		t.Run(path, func(t *testing.T) {
+			rec := newRecorder(t)
+			h := start(t, slowConfig(rec, ""))
+			c := dialH2(t, h.g.Addr().String(), http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			start := time.Now()
+			c.request(1, "GET", path, true)
+			if mh, ok := c.next(1).(*http2.MetaHeadersFrame); !ok || mh.PseudoValue("status") != "200" {
+				t.Fatalf("first frame on the stream: %v, want HEADERS :status 200", mh)
+			}
+			waitFor(t, "the upstream's answer to end", func() bool { return len(rec.requests()) == 1 })
+			if s := rec.requests()[0]; s.sendErr != nil || s.wrote != 256<<10 {
+				t.Fatalf("the upstream wrote %d bytes (error %v), want all 256 KiB", s.wrote, s.sendErr)
+			}
+			waitFor(t, "the slot to be free", func() bool { return h.inflight() == 0 })
+			if took := time.Since(start); took > 1500*time.Millisecond {
+				t.Fatalf("slot freed only after %v (send_timeout 2s)", took)
+			}
+			if _, ok := c.next(1).(*http2.RSTStreamFrame); !ok {
+				t.Fatal("the stream was not reset after send_timeout")
+			}
+			if took := time.Since(start); took < 2*time.Second {
+				t.Errorf("reset after %v, before the 2s send_timeout: the slot was freed by the reset, not the read-ahead", took)
+			}
+			if f := h.endpointFailures(); f != 0 {
+				t.Errorf("endpoint failures %v, want 0", f)
+			}
+		})
 	}
 }
 

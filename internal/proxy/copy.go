@@ -155,26 +155,21 @@ func (s *sender) write(p []byte) (int, error) {
 	return n, err
 }
 
-// copyBody streams src to the client through s in buf's chunks. It
-// returns the bytes written and, on failure, which side failed.
-func copyBody(s *sender, src io.Reader, buf []byte) (int64, *copyError) {
-	var n int64
-	for {
-		nr, rerr := src.Read(buf)
-		if nr > 0 {
-			nw, werr := s.write(buf[:nr])
-			n += int64(nw)
-			if werr != nil {
-				return n, &copyError{side: sideClient, err: werr}
-			}
+// writeChunks writes p in copy-buffer chunks, each within the send
+// timeout, so that the timeout bounds the gap between two writes the
+// client accepts, whatever the size of an answer read whole.
+func (s *sender) writeChunks(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 { // bounded: len(p)/copyBufSize+1 writes
+		c := min(len(p), copyBufSize)
+		m, err := s.write(p[:c])
+		n += m
+		if err != nil {
+			return n, err
 		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, &copyError{side: sideUpstream, err: rerr}
-		}
+		p = p[c:]
 	}
+	return n, nil
 }
 
 // readAnswer reads the start of an answer's body into buf, for respond to
@@ -228,7 +223,16 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
-	n, complete, readErr := readAnswer(resp, r.Method == http.MethodHead, buf)
+	head := r.Method == http.MethodHead
+	if cl := resp.ContentLength; !head && cl > int64(len(buf)) && cl <= x.route.BufferAnswerBytes && h.reserve(x, cl) {
+		// Larger than the copy buffer but within the route's answer
+		// buffer, and the memory budget has room (held until the request
+		// ends, as the buffer is): read whole too, as NGINX's
+		// proxy_buffering does, so that a slow reader of a 256 KiB answer
+		// holds no slot either. Without room it streams.
+		buf = make([]byte, cl)
+	}
+	n, complete, readErr := readAnswer(resp, head, buf)
 	if complete {
 		// The whole answer is in hand before any of it goes to the client:
 		// the attempt ends (the endpoint's connection goes back to its
@@ -243,25 +247,21 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 	s.arm() // the head may be written at once (HTTP/2, a flush)
 	w.WriteHeader(resp.StatusCode)
 	var copyErr *copyError
-	if n > 0 {
-		nw, err := s.write(buf[:n])
+	switch {
+	case readErr != nil:
+		resp.Body.Close()
+		copyErr = &copyError{side: sideUpstream, err: readErr}
+	case !complete:
+		// The rest streams: read ahead of the client, so that the slot is
+		// released once the upstream's answer ends (relay.go, which
+		// closes the body: levee's pooled one must be closed once).
+		x.bytesOut, copyErr = h.relay(s, resp.Body, x, a, buf[:n])
+	case n > 0:
+		nw, err := s.writeChunks(buf[:n])
 		x.bytesOut = int64(nw)
 		if err != nil {
 			copyErr = &copyError{side: sideClient, err: err}
 		}
-	}
-	if copyErr == nil {
-		switch {
-		case readErr != nil:
-			copyErr = &copyError{side: sideUpstream, err: readErr}
-		case !complete:
-			var m int64
-			m, copyErr = copyBody(&s, resp.Body, buf)
-			x.bytesOut += m
-		}
-	}
-	if !complete {
-		resp.Body.Close()
 	}
 	if copyErr != nil {
 		if r.Context().Err() != nil || copyErr.side == sideClient {

@@ -101,7 +101,7 @@ type Route struct {
 	Methods    []string
 	Upstream   *Upstream
 	// SendTimeout, when > 0, bounds each write of the answer to the client
-	// (NGINX's send_timeout; see copyBody): a client that takes no byte of
+	// (NGINX's send_timeout; see sender in copy.go): a client that takes no byte of
 	// the answer for that long has its connection (HTTP/2: its stream)
 	// aborted. 0: none.
 	SendTimeout time.Duration
@@ -113,6 +113,13 @@ type Route struct {
 	// whole before admission (see bufferBody); larger bodies, and bodies of
 	// unknown length, stream to the upstream. 0: every body streams.
 	BufferBodyBytes int64
+	// BufferAnswerBytes is the largest upstream answer of known length
+	// read whole before it is written to the client, so that the attempt
+	// ends and the admission slot is released first (see respond); the
+	// buffer is reserved from the memory budget, and without room the
+	// answer streams. Answers within the copy buffer (32 KiB) are always
+	// read whole.
+	BufferAnswerBytes int64
 	// Forwarder, when set, sends the route's attempts instead of the
 	// upstream's Transport: a data route's query (package dataapi), whose
 	// Upstream stands for its data source (admission, endpoint stats).
