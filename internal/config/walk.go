@@ -72,8 +72,18 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 		return
 	}
 	s, v := c.Admin.Listen, f["listen"]
-	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) {
+	tv := f["token"]
+	explicitNone := tv != nil && !bad["token"] && c.Admin.Token == AdminTokenNone
+	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) && !explicitNone {
 		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
+	}
+	if tv != nil && !bad["token"] {
+		switch {
+		case f["token_file"] != nil || f["tokens"] != nil:
+			p.add(tv, "admin.token", "applies only without admin.token_file and admin.tokens (they set the tokens), got %s", quote(c.Admin.Token))
+		case explicitNone && !isLoopbackListen(s):
+			p.add(tv, "admin.token", "%s (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen %s; set admin.token_file or admin.tokens instead", quote(AdminTokenNone), quote(s))
+		}
 	}
 	if listenOK && sameBinding(s, c.Listen) {
 		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
