@@ -206,9 +206,14 @@ func isWrite(method string) bool {
 }
 
 // notJSON returns why r's body is not declared JSON, "" when it is (or
-// when there is none and no Content-Type).
+// when there is none and no Content-Type). An empty Content-Type counts
+// as none (Go's http.Post(url, "", nil) sends one); a browser cannot
+// send it across origins without a preflight.
 func notJSON(r *http.Request) string {
 	ct := r.Header.Values("Content-Type")
+	if len(ct) == 1 && strings.TrimSpace(ct[0]) == "" {
+		ct = nil
+	}
 	switch {
 	case len(ct) == 0:
 		if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
