@@ -129,7 +129,7 @@ func readGeneratedToken(path string) (string, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		return "", fmt.Errorf("admin.token: reading the generated admin token: %w", err)
+		return "", fmt.Errorf("admin.token: reading the generated admin token: %w; fix state_dir, or set admin.token_file (or admin.token: none on a loopback admin.listen)", err)
 	}
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("admin.token: the generated admin token %s is not a regular file; remove it to have a new one made, or set admin.token_file", path)
