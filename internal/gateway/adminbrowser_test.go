@@ -94,7 +94,9 @@ const attackJS = `(async () => {
 // browser resolves to the admin listener (its same-origin requests carry
 // its Host: 421). Afterwards, through the admin API: no app created,
 // changed or deleted, no data API, no key, no reload, the pushed
-// upstream unchanged. A name listed in admin.hosts opens the UI.
+// upstream unchanged. A name listed in admin.hosts opens the UI, and the
+// UI works with the generated token (reads open, the first action asks
+// for the token, then goes through).
 func TestAdminRefusesCrossOriginPagesInBrowser(t *testing.T) {
 	chromium := testsvc.ChromiumPath(t)
 	dbPath, _ := sqliteOrders(t)
@@ -232,10 +234,11 @@ apps:
 		if len(list.Apps) != 1 || list.Apps[0].ID != "victim" || list.Apps[0].Status != "active" {
 			t.Errorf("apps after the attacks: %+v, want only victim, active", list.Apps)
 		}
-		var victim struct{ Keys []json.RawMessage }
-		getJSON(t, h.admin+"/api/v1/apps/victim", &victim)
-		if len(victim.Keys) != 0 {
-			t.Errorf("victim has %d keys after the attacks, want 0", len(victim.Keys))
+
+		var keys struct{ Keys []json.RawMessage }
+		getJSON(t, h.admin+"/api/v1/apps/victim", &keys)
+		if len(keys.Keys) != 0 {
+			t.Errorf("victim has %d keys after the attacks, want 0", len(keys.Keys))
 		}
 		var apis struct {
 			DataAPIs []json.RawMessage `json:"data_apis"`
@@ -252,10 +255,44 @@ apps:
 		if len(up.Endpoints) != 1 {
 			t.Errorf("pushed upstream after the attacks: %d endpoints, want 1", len(up.Endpoints))
 		}
-		if resp := h.get("/evil"); resp.StatusCode != 401 { // the video route (auth), not a data API
+		resp := h.get("/evil")
+		resp.Body.Close()
+		if resp.StatusCode != 401 { // the video route (auth), not a data API
 			t.Errorf("GET /evil: %d, want 401 from the video route", resp.StatusCode)
-		} else {
-			resp.Body.Close()
 		}
+	}
+
+	// The operator's own UI works with the generated token: it reads
+	// without one, its first action is answered 401 and it asks for the
+	// token; with it, the action goes through its same-origin JSON write.
+	until := func(what, js string) {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+			page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, page)
+		}
+	}
+	click := func(what, sel string) {
+		t.Helper()
+		if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	navigate(guarded.admin + "/ui/")
+	until("the overview without a token", `document.body.dataset.loaded === 'overview' && document.getElementById('login').hidden`)
+	click("the apps tab", `button[data-tab="apps"]`)
+	until("the victim app", `document.querySelector('#app-victim .status') !== null && document.querySelector('#app-victim .status').textContent === 'active'`)
+	click("suspending without a token", `#app-victim button.set-status`)
+	until("the token prompt", `!document.getElementById('login').hidden`)
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.ID("token"), tok), chromedp.Click(chromedp.ID("token-save"))); err != nil {
+		t.Fatalf("entering the generated token: %v", err)
+	}
+	until("the apps page again", `document.getElementById('login').hidden && document.querySelector('#app-victim button.set-status') !== null`)
+	click("suspending with the token", `#app-victim button.set-status`)
+	until("the suspended app", `document.querySelector('#app-victim .status') !== null && document.querySelector('#app-victim .status').textContent === 'suspended'`)
+	var victim struct{ Status string }
+	getJSON(t, guarded.admin+"/api/v1/apps/victim", &victim)
+	if victim.Status != "suspended" {
+		t.Errorf("after Suspend in the UI with the generated token: status %q, want suspended", victim.Status)
 	}
 }
