@@ -191,3 +191,43 @@ func checkTokenFile(p *parser, path string, n *yaml.Node, ptr any) bool {
 	}
 	return true
 }
+
+// admin reads `admin`, whose listen address is required and must not
+// collide with the data-plane listener (checked when listenOK).
+func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
+	parent := n
+	if parent == nil {
+		parent = root
+	}
+	f, ok := p.block("admin", n, adminBlock)
+	if !ok {
+		return
+	}
+	bad := p.bind(f, parent, "admin", adminBlock, &c.Admin) // listen and token_file
+	// A token_file that is not a string names no file, yet one was
+	// meant: the loopback rule below then says nothing.
+	tokenOK := !bad["token_file"] || isString(f["token_file"])
+	if v := f["tokens"]; v != nil {
+		tokenOK = p.adminTokens(&c.Admin, v) && tokenOK
+	}
+	if bad["listen"] {
+		return
+	}
+	s, v := c.Admin.Listen, f["listen"]
+	tv := f["token"]
+	explicitNone := tv != nil && !bad["token"] && c.Admin.Token == AdminTokenNone
+	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) && !explicitNone {
+		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
+	}
+	if tv != nil && !bad["token"] {
+		switch {
+		case f["token_file"] != nil || f["tokens"] != nil:
+			p.add(tv, "admin.token", "applies only without admin.token_file and admin.tokens (they set the tokens), got %s", quote(c.Admin.Token))
+		case explicitNone && !isLoopbackListen(s):
+			p.add(tv, "admin.token", "%s (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen %s; set admin.token_file or admin.tokens instead", quote(AdminTokenNone), quote(s))
+		}
+	}
+	if listenOK && sameBinding(s, c.Listen) {
+		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
+	}
+}
