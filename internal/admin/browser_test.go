@@ -210,6 +210,7 @@ func TestBrowserRefusalsRawSocket(t *testing.T) {
 		{head("PATCH", "/api/v1/apps/evil", "localhost:"+port, `{"status":"suspended"}`, "Content-Type: application/json", "Origin: http://localhost:"+port), 200},
 		{head("POST", "/api/v1/apps/evil/keys", "127.0.0.1:"+port, ""), 201},
 		{head("POST", "/api/v1/upstreams/x/confirm", "127.0.0.1:"+port, "", "Content-Length: 0"), 200},
+		{head("POST", "/api/v1/upstreams/x/confirm", "127.0.0.1:"+port, "", "Content-Type: "), 200}, // Go's http.Post(url, "", nil)
 		{head("DELETE", "/api/v1/apps/evil", "admin.internal:"+port, ""), 204},
 	} {
 		if status, reason := rawExchange(t, addr, c.req); status != c.status {
