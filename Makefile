@@ -14,6 +14,8 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # slow target such as FuzzZoned). FUZZSCALE multiplies every budget.
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
+	./internal/admin:FuzzDuplicateKey:3000 \
+	./internal/admin:FuzzBrowserHeaders:3000 \
 	./internal/config:FuzzParse:3000 \
 	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/config:FuzzEffectiveRoundTrips:2000 \

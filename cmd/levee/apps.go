@@ -29,11 +29,14 @@ const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow 
   key-create ID                        create a key; its plaintext is printed once
   key-revoke ID KEYID                  revoke a key
 
-Every command takes -admin URL (default http://127.0.0.1:9901) and
+Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token: admin.token_file, or one of
 admin.tokens; list and get need scope read, every other command scope
-write). Output is the API's JSON; a refusal prints its status, reason and
-message and exits 1.
+write) and -config FILE (the levee's configuration: its admin.listen and
+its token, configured or generated under state_dir). Without -token-file
+($LEVEE_ADMIN_TOKEN_FILE) or -config, the token levee generated in
+./levee-state/admin-token is used, else the demo's. Output is the API's
+JSON; a refusal prints its status, reason and message and exits 1.
 `
 
 // maxListPages bounds "list -all": 10000 apps at 1000 a page need 10.
@@ -68,7 +71,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
 	}
-	c, err := newAdminClient(*adminURL, *tokenFile)
+	c, target, err := newAdminClient(*adminURL, flagSet(fs, "admin"), *tokenFile, *f.configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee apps:", err)
 		return 2
@@ -102,7 +105,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		out, err = c.Do(ctx, "DELETE", "/api/v1/apps/"+url.PathEscape(pos[0])+"/keys/"+url.PathEscape(pos[1]), nil)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "levee apps %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "levee apps %s: %v%s\n", sub, err, refusalHint(err, target))
 		return 1
 	}
 	stdout.Write(out)
@@ -119,7 +122,7 @@ func appsFlagSet(sub string) (fs *flag.FlagSet, f *appFlags, adminURL, tokenFile
 	fs = flag.NewFlagSet("levee apps "+sub, flag.ContinueOnError)
 	adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
 	tokenFile = fs.String("token-file", "", "file holding the admin API token")
-	f = &appFlags{}
+	f = &appFlags{configPath: fs.String("config", "", "the configuration of the levee to call: its admin address and token")}
 	switch sub {
 	case "create", "patch":
 		f.register(fs, sub == "create")
@@ -166,6 +169,7 @@ type appFlags struct {
 	limit                  *int
 	after                  *string
 	all                    *bool
+	configPath             *string
 }
 
 func (f *appFlags) register(fs *flag.FlagSet, create bool) {
@@ -188,7 +192,7 @@ func (f *appFlags) body(create bool) ([]byte, error) {
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if set["json"] {
-		if len(set) > 1+boolInt(set["admin"])+boolInt(set["token-file"]) {
+		if len(set) > 1+boolInt(set["admin"])+boolInt(set["token-file"])+boolInt(set["config"]) {
 			return nil, fmt.Errorf("-json replaces every other app flag")
 		}
 		return []byte(*f.rawJSON), nil
@@ -244,4 +248,11 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -78,7 +78,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		{"levee va", []string{"validate"}},
 		{"levee ", []string{"run", "validate", "demo", "apps", "completion", "data-apis", "version"}},
 		{"levee data-apis pu", []string{"publish"}},
-		{"levee data-apis create -", []string{"-admin", "-f", "-token-file"}},
+		{"levee data-apis create -", []string{"-admin", "-config", "-f", "-token-file"}},
 		{"levee run -", []string{"-config"}},
 		{"levee apps key-", []string{"key-create", "key-revoke"}},
 		{"levee apps list -a", []string{"-admin", "-after", "-all"}},

@@ -32,10 +32,14 @@ FILE is one route as the configuration file's routes list writes it
 YAML or JSON; - reads standard input. Its name may be left out; if given,
 it must be NAME.
 
-Every command takes -admin URL (default http://127.0.0.1:9901) and
+Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token; list and get need scope read,
-every other command scope write). Output is the API's JSON; a refusal
-prints its status, reason and message and exits 1.
+every other command scope write) and -config FILE (the levee's
+configuration: its admin.listen and its token, configured or generated
+under state_dir). Without -token-file ($LEVEE_ADMIN_TOKEN_FILE) or
+-config, the token levee generated in ./levee-state/admin-token is used,
+else the demo's. Output is the API's JSON; a refusal prints its status,
+reason and message and exits 1.
 `
 
 // dataAPIsCommands are "levee data-apis"'s commands, in usage's order.
@@ -45,6 +49,7 @@ var dataAPIsCommands = []string{"list", "get", "create", "update", "publish", "r
 // the pointers of flags the command does not take are nil.
 type dataAPIsFlags struct {
 	adminURL, tokenFile, file, after *string
+	configPath                       *string
 	version, limit                   *int
 	all                              *bool
 }
@@ -57,6 +62,7 @@ func dataAPIsFlagSet(sub string) (*flag.FlagSet, dataAPIsFlags) {
 	var f dataAPIsFlags
 	f.adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
 	f.tokenFile = fs.String("token-file", "", "file holding the admin API token")
+	f.configPath = fs.String("config", "", "the configuration of the levee to call: its admin address and token")
 	switch sub {
 	case "create", "update":
 		f.file = fs.String("f", "", "the route definition, YAML or JSON (- for standard input)")
@@ -121,7 +127,7 @@ func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case version != nil && *version > 0:
 		body = fmt.Appendf(nil, `{"version": %d}`, *version)
 	}
-	c, err := newAdminClient(*adminURL, *tokenFile)
+	c, target, err := newAdminClient(*adminURL, flagSet(fs, "admin"), *tokenFile, *f.configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee data-apis:", err)
 		return 2
@@ -151,28 +157,11 @@ func cmdDataAPIs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "levee data-apis %s: %v\n", sub, err)
+		fmt.Fprintf(stderr, "levee data-apis %s: %v%s\n", sub, err, refusalHint(err, target))
 		return 1
 	}
 	stdout.Write(out)
 	return 0
-}
-
-// newAdminClient is the admin API's client at adminURL with the token in
-// tokenFile ("" for none), for levee apps and levee data-apis.
-func newAdminClient(adminURL, tokenFile string) (*adminclient.Client, error) {
-	token := ""
-	if tokenFile != "" {
-		var err error
-		if token, err = config.ReadTokenFile(tokenFile); err != nil {
-			return nil, fmt.Errorf("-token-file: %w", err)
-		}
-	}
-	c, err := adminclient.New(adminURL, token)
-	if err != nil {
-		return nil, fmt.Errorf("-admin: %w", err)
-	}
-	return c, nil
 }
 
 // definitionBody reads the definition at path ("-": stdin), YAML or JSON,

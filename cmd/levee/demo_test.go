@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -181,8 +183,9 @@ func (try *demoTry) curl(args []string, stdin []byte) error {
 }
 
 // shellWords splits a command line into words and the operators | and ;,
-// honouring single and double quotes (no escapes or expansions: the demo
-// prints none).
+// honouring single and double quotes. The one expansion is $(cat FILE),
+// bare or in double quotes, which reads FILE as the shell would (the
+// demo's admin token); no escapes, no other expansion.
 func shellWords(s string) ([]string, error) {
 	var words []string
 	var cur strings.Builder
@@ -202,9 +205,28 @@ func shellWords(s string) ([]string, error) {
 			if end < 0 {
 				return nil, fmt.Errorf("unbalanced quote")
 			}
-			cur.WriteString(s[i+1 : i+1+end])
+			quoted := s[i+1 : i+1+end]
+			if c == '"' {
+				var err error
+				if quoted, err = expandCat(quoted); err != nil {
+					return nil, err
+				}
+			}
+			cur.WriteString(quoted)
 			inWord = true
 			i += end + 1
+		case strings.HasPrefix(s[i:], "$(cat "):
+			end := strings.IndexByte(s[i:], ')')
+			if end < 0 {
+				return nil, fmt.Errorf("unbalanced $(")
+			}
+			x, err := expandCat(s[i : i+end+1])
+			if err != nil {
+				return nil, err
+			}
+			cur.WriteString(x)
+			inWord = true
+			i += end
 		case c == ' ' || c == '\t':
 			flush()
 		case c == '|' || c == ';':
@@ -219,6 +241,30 @@ func shellWords(s string) ([]string, error) {
 	}
 	flush()
 	return words, nil
+}
+
+// expandCat replaces each $(cat FILE) in s with FILE's content, its
+// trailing newline removed as the shell removes it; any other $ is an
+// error.
+func expandCat(s string) (string, error) {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 {
+			return b.String() + s, nil
+		}
+		rest, ok := strings.CutPrefix(s[i:], "$(cat ")
+		end := strings.IndexByte(rest, ')')
+		if !ok || end < 0 {
+			return "", fmt.Errorf("unsupported shell syntax in %q", s)
+		}
+		content, err := os.ReadFile(strings.TrimSpace(rest[:end]))
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s[:i] + strings.TrimRight(string(content), "\n"))
+		s = rest[end+1:]
+	}
 }
 
 func splitPipeline(words []string) [][]string {
@@ -365,13 +411,22 @@ func TestParseDemoLine(t *testing.T) {
 	if err != nil || len(try.first) != 2 || try.first[1] != 500 {
 		t.Errorf("or: %+v, %v", try, err)
 	}
+	tokFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	try, err = parseDemoLine(`curl -s -X POST -H "Authorization: Bearer $(cat ` + tokFile + `)" http://h:1/api/v1/reload   # 200: with the token`)
+	if err != nil || try.method != "POST" || try.header.Get("Authorization") != "Bearer s3cret" {
+		t.Errorf("$(cat FILE): %+v, %v", try, err)
+	}
 	for _, bad := range []string{
-		`curl -s http://h:1/`,                     // no promise
-		`curl -s http://h:1/   # weighted 3:1`,    // no status
-		`curl -k http://h:1/   # 200`,             // unknown flag
-		`curl -s http://h:1/ > out   # 200`,       // redirection
-		`wget http://h:1/   # 200`,                // no curl
-		`curl -s http://h:1/ http://h:2/   # 200`, // two URLs
+		`curl -s -H "A: $(id)" http://h:1/   # 200`, // another expansion
+		`curl -s http://h:1/`,                       // no promise
+		`curl -s http://h:1/   # weighted 3:1`,      // no status
+		`curl -k http://h:1/   # 200`,               // unknown flag
+		`curl -s http://h:1/ > out   # 200`,         // redirection
+		`wget http://h:1/   # 200`,                  // no curl
+		`curl -s http://h:1/ http://h:2/   # 200`,   // two URLs
 	} {
 		if _, err := parseDemoLine(bad); err == nil {
 			t.Errorf("parseDemoLine(%q) accepted it", bad)

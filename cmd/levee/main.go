@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/levee-gw/levee/internal/config"
@@ -213,7 +212,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer backends.Close()
-	stateDir := filepath.Join(os.TempDir(), "levee-demo-state")
+	stateDir := demoStateDir()
 	dbPath, err := demo.CreateDatabase(stateDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee demo:", err)
@@ -226,5 +225,5 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String()) })
+	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) })
 }

@@ -172,18 +172,30 @@ type Options struct {
 	// read token is refused 403 insufficient_scope on anything but a GET
 	// or HEAD.
 	Tokens func() []Token
+	// OpenReads, when it returns true, lets GET and HEAD requests through
+	// without a token although Tokens returns some: the generated write
+	// token's mode (admin.token: generate), where only writes need a
+	// credential. Read per request; nil means false.
+	OpenReads func() bool
+	// Hosts returns the host names (admin.hosts) accepted in a request's
+	// Host besides IP literals and localhost (browser.go), read per
+	// request; nil accepts none.
+	Hosts func() []string
 }
 
-// NewHandler returns the admin API's handler.
+// NewHandler returns the admin API's handler: every request passes the
+// browser checks (browser.go: Host, then Origin and Sec-Fetch-Site), the
+// token check, then the Content-Type check of writes, before its route.
 func NewHandler(o Options) (http.Handler, error) {
 	mux, err := newMux(o)
 	if err != nil {
 		return nil, err
 	}
+	var h http.Handler = requireJSON(mux)
 	if o.Tokens != nil {
-		return requireToken(o.Tokens, mux), nil
+		h = requireToken(o.Tokens, o.OpenReads, h)
 	}
-	return mux, nil
+	return guardBrowser(o.Hosts, h), nil
 }
 
 // newMux registers every admin route o asks for.

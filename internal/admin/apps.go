@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,11 +128,15 @@ func pageLimit(w http.ResponseWriter, r *http.Request, max int) (int, bool) {
 }
 
 // decodeStrict decodes exactly one JSON value of at most maxAppBodyBytes
-// into v, refusing unknown fields and trailing data. On failure it has
+// into v, refusing unknown fields, trailing data and a key twice in one
+// object (strictjson.go; keys compared as encoding/json matches them). On failure it has
 // answered 400 or 413 and returns false.
 func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, maxAppBodyBytes)
-	dec := json.NewDecoder(body)
+	body, ok := readBody(w, r, maxAppBodyBytes)
+	if !ok || refuseDuplicateKey(w, body, true) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
@@ -145,11 +150,8 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err == nil {
 		return true
 	}
-	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the body may be at most %d bytes", maxAppBodyBytes))
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object")
 	case errors.As(err, &typeErr) && typeErr.Field != "":

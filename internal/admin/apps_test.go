@@ -70,6 +70,9 @@ func call(t *testing.T, srv *httptest.Server, method, path, body string, hdr ...
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json") // as the CLI and the UI send it
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

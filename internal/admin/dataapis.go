@@ -122,9 +122,11 @@ func answerDataAPI(w http.ResponseWriter, status int, a *dataapis.API, err error
 
 // readDefinition reads a definition body: one JSON object of at most
 // maxAppBodyBytes. Its fields are package config's to check (through the
-// store), with the file's strictness: unknown fields, duplicate keys and
-// wrong types are refused there (422, with the field's path). On failure
-// it has answered 400 or 413 and returns false.
+// store), with the file's strictness: unknown fields and wrong types are
+// refused there (422, with the field's path). A key twice in one object
+// is refused here (400 duplicate_key naming it; keys compared exactly, as
+// the file's YAML does). On failure it has answered 400 or 413 and
+// returns false.
 func readDefinition(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAppBodyBytes))
 	var tooBig *http.MaxBytesError
@@ -140,6 +142,8 @@ func readDefinition(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	case !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")):
 		writeError(w, http.StatusBadRequest, "bad_request", "the body must be a JSON object (the route definition)")
+		return nil, false
+	case refuseDuplicateKey(w, body, false):
 		return nil, false
 	}
 	return body, true

@@ -149,7 +149,10 @@ func adminDocument(patterns []string) []byte {
 			"version": "v1",
 			"description": "levee's control plane, on its own listener (admin.listen). With admin tokens configured, every path but /healthz, " +
 				"/readyz and the web UI's files under /ui/ needs Authorization: Bearer TOKEN; a token of scope read may make GET and HEAD requests, anything else needs " +
-				"scope write (x-levee-scope on each operation). Refusals are JSON {\"error\", \"reason\"} with a stable reason.",
+				"scope write (x-levee-scope on each operation). Without configured tokens levee generates a write token into state_dir/admin-token; " +
+				"reads then need none. Every request passes the browser checks first: a Host that is not an IP, localhost or a name of admin.hosts is " +
+				"421 host_not_allowed; an Origin or Sec-Fetch-Site of another origin is 403 cross_origin; a write not sent as application/json (or " +
+				"without a body) is 415 unsupported_media_type. Refusals are JSON {\"error\", \"reason\"} with a stable reason.",
 		},
 		"paths": paths,
 		"components": map[string]any{
@@ -191,9 +194,14 @@ func operation(method, path string, d opDoc) map[string]any {
 	}
 	if !d.open {
 		errs = append(errs, http.StatusUnauthorized)
-		if scope == "write" {
-			errs = append(errs, http.StatusForbidden)
-		}
+	}
+	// The browser checks (browser.go) apply to every operation.
+	errs = append(errs, http.StatusForbidden) // cross_origin; insufficient_scope for writes
+	if !probePath(path) {
+		errs = append(errs, http.StatusMisdirectedRequest)
+	}
+	if scope == "write" {
+		errs = append(errs, http.StatusUnsupportedMediaType)
 	}
 	for _, code := range errs {
 		responses[strconv.Itoa(code)] = map[string]any{

@@ -38,10 +38,13 @@ func NewToken(secret string, scope Scope) Token {
 // without stopping at a match, so neither a token's bytes, its length nor
 // which of them matched leak through timing. A read token may make GET and
 // HEAD requests; anything else needs a write token (403 otherwise).
-func requireToken(tokens func() []Token, next http.Handler) http.Handler {
+//
+// With openReads returning true, GET and HEAD requests need no token (the
+// generated token guards writes only).
+func requireToken(tokens func() []Token, openReads func() bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		toks := tokens()
-		if len(toks) == 0 || isOpenPath(r.URL.Path) {
+		if len(toks) == 0 || isOpenPath(r.URL.Path) || (!isWrite(r.Method) && r.Method != http.MethodOptions && openReads != nil && openReads()) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -56,6 +56,9 @@ func api(t *testing.T, n *Node, method, path, body string) (int, map[string]any,
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := httpc.Do(req)
 	if err != nil {
 		t.Fatalf("%s: %s %s: %v", n.Name, method, path, err)

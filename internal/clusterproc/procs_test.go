@@ -68,7 +68,9 @@ func nodeConfig(t *testing.T, i int, c cluster, upstream string) string {
 	t.Helper()
 	dir := t.TempDir()
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nstate_dir: %s\nlog: {access: false}\n",
+	// admin.token none: these tests are about the cluster, not the admin
+	// API's credentials (the admin listener is on loopback).
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0, token: none}\nstate_dir: %s\nlog: {access: false}\n",
 		filepath.Join(dir, "state"))
 	fmt.Fprintf(&b, "cluster:\n  node_id: node-%d\n", i)
 	if c.redis != "" {

@@ -248,3 +248,54 @@ func TestAdminTokens(t *testing.T) {
 		t.Errorf("too many tokens: %q", errs)
 	}
 }
+
+// TestAdminTokenModeAndHosts: admin.token is generate (the default) or
+// none, none only on a loopback listener and neither beside token_file or
+// tokens; admin.hosts lists distinct lower-case host names. Every refusal
+// names the field and the value.
+func TestAdminTokenModeAndHosts(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(tok, []byte("write-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(admin string) (*Config, []string) {
+		c, err := Parse([]byte("listen: \":8080\"\nadmin: " + admin + "\n" + upstreams + routes))
+		if err == nil {
+			return c, nil
+		}
+		return nil, errorLines(t, err)
+	}
+	for admin, want := range map[string]Admin{
+		`{listen: "127.0.0.1:9090"}`:                                         {Listen: "127.0.0.1:9090", Token: AdminTokenGenerate},
+		`{listen: "127.0.0.1:9090", token: none}`:                            {Listen: "127.0.0.1:9090", Token: AdminTokenNone},
+		`{listen: "[::1]:9090", token: none}`:                                {Listen: "[::1]:9090", Token: AdminTokenNone},
+		`{listen: "localhost:9090", token: generate}`:                        {Listen: "localhost:9090", Token: AdminTokenGenerate},
+		`{listen: "127.0.0.1:9090", hosts: [levee-admin, admin.internal]}`:   {Listen: "127.0.0.1:9090", Token: AdminTokenGenerate, Hosts: []string{"levee-admin", "admin.internal"}},
+		`{listen: ":9090", token_file: ` + tok + `, hosts: [a.example.com]}`: {Listen: ":9090", TokenFile: tok, Token: AdminTokenGenerate, Hosts: []string{"a.example.com"}},
+	} {
+		c, errs := parse(admin)
+		if errs != nil {
+			t.Errorf("%s: %v", admin, errs)
+			continue
+		}
+		if c.Admin.Listen != want.Listen || c.Admin.Token != want.Token || c.Admin.TokenFile != want.TokenFile || !slices.Equal(c.Admin.Hosts, want.Hosts) {
+			t.Errorf("%s: %+v, want %+v", admin, c.Admin, want)
+		}
+	}
+	for admin, want := range map[string][]string{
+		`{listen: ":9090", token: none}`:                                                          {`admin.token: "none" (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen ":9090"; set admin.token_file or admin.tokens instead`},
+		`{listen: "10.0.0.1:9090", token: none}`:                                                  {`admin.token: "none" (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen "10.0.0.1:9090"; set admin.token_file or admin.tokens instead`},
+		`{listen: "127.0.0.1:9090", token: off}`:                                                  {`admin.token: must be one of "generate", "none", got "off"`},
+		`{listen: "127.0.0.1:9090", token_file: ` + tok + `, token: none}`:                        {`admin.token: applies only without admin.token_file and admin.tokens (they set the tokens), got "none"`},
+		`{listen: "127.0.0.1:9090", tokens: [{file: ` + tok + `, scope: read}], token: generate}`: {`admin.token: applies only without admin.token_file and admin.tokens (they set the tokens), got "generate"`},
+		`{listen: "127.0.0.1:9090", hosts: [Admin.Example]}`:                                      {`admin.hosts[0]: must be a host name in lower case without port (labels of a-z, 0-9 and inner "-", at most 63 each), got "Admin.Example"`},
+		`{listen: "127.0.0.1:9090", hosts: ["admin:9901"]}`:                                       {`admin.hosts[0]: must be a host name in lower case without port (labels of a-z, 0-9 and inner "-", at most 63 each), got "admin:9901"`},
+		`{listen: "127.0.0.1:9090", hosts: [a.example, a.example]}`:                               {`admin.hosts[1]: duplicate host "a.example"`},
+		`{listen: "127.0.0.1:9090", hosts: [5]}`:                                                  {`admin.hosts[0]: must be a string, got 5`},
+		`{listen: "127.0.0.1:9090", hosts: a.example}`:                                            {`admin.hosts: must be a sequence, got "a.example"`},
+	} {
+		if _, errs := parse(admin); !slices.Equal(errs, want) {
+			t.Errorf("%s:\n got %q\nwant %q", admin, errs, want)
+		}
+	}
+}

@@ -128,6 +128,22 @@ type Admin struct {
 	// TokenFile is; no two files (TokenFile included) may hold the same
 	// token. nil when omitted: only TokenFile, if any.
 	Tokens []AdminToken
+	// Token says what levee does when neither TokenFile nor Tokens is set
+	// (`admin.token`, default AdminTokenGenerate): AdminTokenGenerate
+	// makes a random write token once, in StateDir's AdminTokenFileName
+	// (mode 0600, reused on later starts), and logs its path; reads (GET,
+	// HEAD) stay open, writes need it. AdminTokenNone is the explicit
+	// opt-out, an admin API open to every local caller: allowed only with
+	// a loopback Listen. Refused when set together with TokenFile or
+	// Tokens, which already decide the tokens.
+	Token string
+	// Hosts are host names (`admin.hosts`, at most MaxAdminHosts, lower
+	// case, no port) the admin API accepts in a request's Host header
+	// besides an IP literal and "localhost": a DNS name that points at
+	// the admin listener. Any other Host is refused 421 (a DNS-rebinding
+	// page names its own domain). nil when omitted: IPs and localhost
+	// only.
+	Hosts []string
 }
 
 // Server holds limits for downstream (client-facing) connections

@@ -830,7 +830,7 @@ func TestDefaults(t *testing.T) {
 	}
 	want := &Config{
 		Listen:   ":8080",
-		Admin:    Admin{Listen: "127.0.0.1:9090"},
+		Admin:    Admin{Listen: "127.0.0.1:9090", Token: "generate"},
 		StateDir: "./levee-state",
 		Server: Server{
 			MaxHeaderBytes:    65536,

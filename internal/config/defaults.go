@@ -13,6 +13,8 @@ import (
 const (
 	// DefaultStateDir is Config.StateDir when `state_dir` is omitted.
 	DefaultStateDir = "./levee-state"
+	// DefaultAdminToken is Admin.Token when `admin.token` is omitted.
+	DefaultAdminToken = AdminTokenGenerate
 	// DefaultMaxHeaderBytes is Server.MaxHeaderBytes when omitted: 64KiB.
 	DefaultMaxHeaderBytes int64 = 64 << 10
 	// DefaultReadHeaderTimeout is Server.ReadHeaderTimeout when omitted.
@@ -351,6 +353,7 @@ const (
 func defaultConfig() *Config {
 	return &Config{
 		StateDir: DefaultStateDir,
+		Admin:    Admin{Token: DefaultAdminToken},
 		Server: Server{
 			MaxHeaderBytes:            DefaultMaxHeaderBytes,
 			ReadHeaderTimeout:         DefaultReadHeaderTimeout,

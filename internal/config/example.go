@@ -35,6 +35,14 @@ admin:
   # tokens:
   #   - {file: /etc/levee/metrics-token, scope: read}
   #   - {file: /etc/levee/deploy-token, scope: write}
+  # Without token_file and tokens: generate (the default) writes a random
+  # write token to state_dir/admin-token (mode 0600) on first start and
+  # logs its path; reads stay open, writes need it. none: no token at
+  # all (loopback only).
+  # token: generate
+  # Host names the admin API answers to besides IP addresses and
+  # localhost (any other Host, such as a DNS-rebinding page's, is 421).
+  # hosts: [levee-admin.internal]
 
 # Where levee keeps state on disk, such as last-known-good snapshots.
 state_dir: ./levee-state            # default

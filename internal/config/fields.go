@@ -192,6 +192,12 @@ var (
 			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile }), notSecret: "a path; the token is read from the file"},
 		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
 			doc: "admin tokens with a scope, each in its own file", notSecret: "paths and scopes; each token is read from its file"},
+		field{name: "token", kind: kindEnum, enum: adminTokenModes, def: DefaultAdminToken,
+			doc:       "without token_file and tokens: generate a write token under state_dir, or none (loopback only)",
+			notSecret: "generate or none; never a token", bind: at(func(a *Admin) *string { return &a.Token })},
+		field{name: "hosts", kind: kindList, maxItems: MaxAdminHosts, item: &field{kind: kindString, pattern: hostNamePattern},
+			doc: "host names the admin API accepts in Host besides IPs and localhost", check: checkAdminHosts,
+			bind: at(func(a *Admin) *[]string { return &a.Hosts })},
 	)
 
 	serverPathsBlock = newBlock(

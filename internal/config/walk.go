@@ -50,36 +50,6 @@ func (p *parser) config(root *yaml.Node) *Config {
 	return c
 }
 
-// admin reads `admin`, whose listen address is required and must not
-// collide with the data-plane listener (checked when listenOK).
-func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
-	parent := n
-	if parent == nil {
-		parent = root
-	}
-	f, ok := p.block("admin", n, adminBlock)
-	if !ok {
-		return
-	}
-	bad := p.bind(f, parent, "admin", adminBlock, &c.Admin) // listen and token_file
-	// A token_file that is not a string names no file, yet one was
-	// meant: the loopback rule below then says nothing.
-	tokenOK := !bad["token_file"] || isString(f["token_file"])
-	if v := f["tokens"]; v != nil {
-		tokenOK = p.adminTokens(&c.Admin, v) && tokenOK
-	}
-	if bad["listen"] {
-		return
-	}
-	s, v := c.Admin.Listen, f["listen"]
-	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) {
-		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
-	}
-	if listenOK && sameBinding(s, c.Listen) {
-		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
-	}
-}
-
 // upstreams reads `upstreams` into c. It returns every name declared,
 // valid or not, so that routes are checked against what the file meant;
 // and false when `upstreams` is missing or not a mapping, in which case

@@ -185,8 +185,9 @@ const DemoKeySHA256 = "791bbed31f74d15c78f622d3cd102648a297cde2e492a91ffc7970900
 // "NNN or MMM" (either), or "NNN, then MMM" (repeated, the first answers
 // NNN and a later one MMM). A test in cmd/levee runs every such line
 // against a real `levee demo` and checks that promise, so a line that
-// stops doing what it says fails the build.
-func Intro(w io.Writer, data, adminAddr string) {
+// stops doing what it says fails the build. tokenFile is the admin write
+// token levee generated under the demo's state_dir.
+func Intro(w io.Writer, data, adminAddr, tokenFile string) {
 	fmt.Fprintf(w, `
 levee demo is running.
 
@@ -194,6 +195,7 @@ levee demo is running.
   admin API  http://%[2]s/api/v1/upstreams
   metrics    http://%[2]s/metrics
   health     http://%[2]s/healthz
+  admin token  %[4]s  (admin writes need it; levee apps finds it)
 
 Try (each comment starts with the status the request gets):
   curl -s http://%[1]s/hello                       # 200: weighted 3:1 across fast-a and fast-b
@@ -214,7 +216,9 @@ Try (each comment starts with the status the request gets):
   curl -s http://%[2]s/api/v1/openapi.json | grep -o '"/v1/[a-z]*"'   # 200: the OpenAPI 3.1 document of every route, data APIs with their parameters
   curl -s http://%[2]s/api/v1/upstreams           # 200: endpoints, weights, live counters
   curl -s http://%[2]s/metrics | grep levee_requests_total   # 200: requests by route and status
+  curl -s -X POST http://%[2]s/api/v1/reload      # 401 unauthorized: an admin write needs the token levee generated
+  curl -s -X POST -H "Authorization: Bearer $(cat %[4]s)" http://%[2]s/api/v1/reload   # 200: the same write with the token
 
 Press Ctrl-C to stop (levee drains in-flight requests first).
-`, data, adminAddr, DemoKey)
+`, data, adminAddr, DemoKey, tokenFile)
 }

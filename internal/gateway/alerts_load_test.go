@@ -246,7 +246,7 @@ scrape_configs:
 	}
 	mark("LeveeDiscoveryQuarantine")
 	h.writeConfig("no_such_field: 1\n" + cfg)
-	resp, err := client.Post(h.admin+"/api/v1/reload", "application/json", nil)
+	resp, err := h.client.Post(h.admin+"/api/v1/reload", "application/json", nil) // h.client sends the generated admin token
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,33 +107,6 @@ func (g *Gateway) Apps() apps.Backend {
 	return g.apps
 }
 
-// adminTokens returns the admin API's bearer tokens (none: open).
-func (g *Gateway) adminTokens() []admin.Token {
-	if t := g.token.Load(); t != nil {
-		return *t
-	}
-	return nil
-}
-
-// loadToken reads cfg's admin token files (admin.token_file, scope write,
-// and admin.tokens) as config.Parse does; on error nothing changes.
-func (g *Gateway) loadToken(cfg *config.Config) error {
-	secrets, scopes, errs := config.ReadAdminTokens(cfg.Admin)
-	if len(errs) > 0 {
-		return &errs
-	}
-	toks := make([]admin.Token, len(secrets))
-	for i, s := range secrets {
-		scope := admin.ScopeRead
-		if scopes[i] == config.AdminScopeWrite {
-			scope = admin.ScopeWrite
-		}
-		toks[i] = admin.NewToken(s, scope)
-	}
-	g.token.Store(&toks)
-	return nil
-}
-
 // appStoreView is the admin API's AppStore: the store, with grants
 // checked against the routes serving now.
 type appStoreView struct {

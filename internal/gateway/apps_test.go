@@ -55,8 +55,13 @@ func (in *instance) api(method, path, body string) (int, map[string]any) {
 	if err != nil {
 		in.t.Fatal(err)
 	}
-	if in.token != "" {
-		req.Header.Set("Authorization", "Bearer "+in.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok := in.token; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	} else if tok := generatedToken(in.g); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok) // the token levee made (admin.token: generate)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -84,6 +84,10 @@ func held(t *testing.T, n *instance) bool {
 func pushRaw(t *testing.T, n *instance, body string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, n.admin+"/api/v1/upstreams/pushed/endpoints", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tok := generatedToken(n.g); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -117,8 +117,8 @@ type Gateway struct {
 	apps     apps.Backend
 	dataAPIs // the data-API store, open from Start to Shutdown (dataapis.go)
 	// token holds the admin API's bearer tokens with their scopes (none:
-	// the API is open), replaced on reload.
-	token atomic.Pointer[[]admin.Token]
+	// the API is open) and admin.hosts, replaced on reload (adminauth.go).
+	token atomic.Pointer[adminAuth]
 
 	dataSrv, adminSrv *http.Server
 	// h1 serves the data listener, clear text or TLS (it handshakes);
@@ -307,6 +307,7 @@ func (g *Gateway) Start() (err error) {
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
 		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: dataAPIView{g: g, store: dstore},
 		Reloads:  g.self.history.list, Cluster: g.clusterView,
@@ -368,6 +369,7 @@ func (g *Gateway) Start() (err error) {
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
+	g.logAdminToken()
 	return nil
 }
 

@@ -58,7 +58,7 @@ func start(t *testing.T, yaml string) *harness {
 	h.base = "http://" + g.Addr().String()
 	h.admin = "http://" + g.AdminAddr().String()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
-	h.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	h.client = &http.Client{Transport: adminTokenTransport{g: g, next: tr}, Timeout: 30 * time.Second}
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -220,4 +220,37 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// generatedToken returns the admin token g generated under state_dir
+// (admin.token: generate), "" when it uses configured tokens or none.
+func generatedToken(g *Gateway) string {
+	a := g.token.Load()
+	if a == nil || a.generated == "" {
+		return ""
+	}
+	tok, err := config.ReadTokenFile(a.generated)
+	if err != nil {
+		panic(err) // levee read it at start
+	}
+	return tok
+}
+
+// adminTokenTransport sends the generated admin token on requests to g's
+// admin listener that carry no Authorization, as an operator's CLI
+// does, so that tests written before the token existed keep calling the
+// admin API as they did.
+type adminTokenTransport struct {
+	g    *Gateway
+	next http.RoundTripper
+}
+
+func (t adminTokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host == t.g.AdminAddr().String() && req.Header.Get("Authorization") == "" {
+		if tok := generatedToken(t.g); tok != "" {
+			req = req.Clone(req.Context())
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	return t.next.RoundTrip(req)
 }

@@ -46,6 +46,7 @@ apps:
 		t.Fatalf("at start the key admits %q, want first", got)
 	}
 	req, _ := http.NewRequest(http.MethodPatch, h.admin+"/api/v1/apps/first", strings.NewReader(`{"name":"changed at runtime"}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -481,6 +481,7 @@ routes:
 func pushEndpoints(t *testing.T, h *harness, name, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, h.admin+"/api/v1/upstreams/"+name+"/endpoints", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,9 @@ routes:
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+writeSecret)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := h.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
