@@ -147,7 +147,11 @@ func (p *h2ReadParser) feed(b []byte) h2Verdict {
 		case p.prefaceSeen < len(h2Preface):
 			n := min(len(b), len(h2Preface)-p.prefaceSeen)
 			if string(b[:n]) != h2Preface[p.prefaceSeen:p.prefaceSeen+n] {
-				p.verdict, p.decidedAt = h2BadPreface, p.offset+int64(n)
+				i := 0 // decided at the first byte that differs, however split
+				for b[i] == h2Preface[p.prefaceSeen+i] {
+					i++
+				}
+				p.verdict, p.decidedAt = h2BadPreface, p.offset+int64(i+1)
 			}
 			p.prefaceSeen += n
 			p.offset += int64(n)
