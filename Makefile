@@ -84,7 +84,7 @@ unit:
 # Load tests measure goodput and latency, so they are built without the
 # race detector (their files say //go:build !race) and run in a step of
 # their own, with nothing else competing for the cores.
-LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestProcsBothStores|TestClusterPushPropagation
+LOAD_TESTS := TestOverloadGoodputAt10x|TestStormReplayed|TestRetryAmplification|TestMemoryLimitHolds|TestActiveCheckDetectionTime|TestMillionRowsHeap|TestDataStormReplayed|TestAlertsFireInPrometheus|TestProcsSharedLimitAccuracy|TestProcsRedisOutage|TestProcsSharedApps|TestProcsBothStores|TestClusterPushPropagation|TestH2FloodsAgainstNGINX
 # internal/clusterproc (levee nodes as processes) runs after the others,
 # not beside them: go test runs two packages at once on two cores.
 load:

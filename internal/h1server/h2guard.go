@@ -344,8 +344,8 @@ func (g *h2Guard) stopRead(v h2Verdict) {
 	}
 	g.srv.logger.Debug("h1server: HTTP/2 connection closed", "remote", g.RemoteAddr(),
 		"verdict", v.String(), "frames", g.rp.frames, "continuations", g.rp.conts, "block_bytes", g.rp.blockBytes)
-	if hook := g.srv.testHookH2Stop; hook != nil {
-		hook(v, g.rp.frames, g.rp.conts)
+	if hook := g.srv.testHookH2Stop.Load(); hook != nil {
+		(*hook)(v, g.rp.frames, g.rp.conts)
 	}
 	g.stop()
 }

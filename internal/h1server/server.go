@@ -141,9 +141,9 @@ type Server struct {
 	goAways [numGoAwayReasons]atomic.Uint64
 	// maxH2Block caps an HTTP/2 header block's payload bytes (h2guard.go).
 	maxH2Block int64
-	// testHookH2Stop, when set (by tests, before Serve), is told of
-	// every HTTP/2 connection the guard's read side closes.
-	testHookH2Stop func(v h2Verdict, frames uint64, continuations int)
+	// testHookH2Stop, when set (by tests), is told of every HTTP/2
+	// connection the guard's read side closes.
+	testHookH2Stop atomic.Pointer[func(v h2Verdict, frames uint64, continuations int)]
 
 	inShutdown atomic.Bool
 	mu         struct {
