@@ -11,9 +11,10 @@ var tlsHandshakesDesc = prometheus.NewDesc("levee_tls_handshakes_total",
 var http2GoAwaysDesc = prometheus.NewDesc("levee_http2_goaways_total",
 	"HTTP/2 GOAWAY frames levee's data listener wrote, by error code in snake case (no_error: idle timeout or shutdown; enhance_your_calm: Rapid Reset; protocol_error, ...; unknown: a code RFC 9113 does not name), and HTTP/2 connections it closed without one: continuation_flood (more than 8 CONTINUATION frames in a header block), header_block_too_large (a header block over the server's header cap).", []string{"reason"}, nil)
 
-// NewCollector reports the handoff, TLS handshake and HTTP/2 GOAWAY counters (kept by the server as
-// atomics) of the server that server returns at scrape time; every reason
-// reads 0 while it returns nil (before the listener starts).
+// NewCollector reports the handoff, TLS handshake and HTTP/2 GOAWAY
+// counters (kept by the server as atomics) of the server that server
+// returns at scrape time; every reason reads 0 while it returns nil
+// (before the listener starts).
 func NewCollector(server func() *Server) prometheus.Collector { return collector{server} }
 
 type collector struct{ server func() *Server }
