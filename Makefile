@@ -39,6 +39,7 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
+	./internal/h1server:FuzzH2Parsers:30000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
 	./internal/dataquery:FuzzScanSQL:30000 \
 	./internal/dataquery:FuzzStatementCheck:30000 \
@@ -104,7 +105,8 @@ LOAD_TEST_NAMES := \
 	TestClusterPushPropagation \
 	TestAdminEndpointPagesRSS \
 	TestSlowClientsBesideNGINX \
-	TestStatementCheckLargeInputs
+	TestStatementCheckLargeInputs \
+	TestH2FloodsAgainstNGINX
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

@@ -8,9 +8,13 @@ var handoffDesc = prometheus.NewDesc("levee_h1_handoffs_total",
 var tlsHandshakesDesc = prometheus.NewDesc("levee_tls_handshakes_total",
 	"TLS handshakes on the data listener, by result (success; error: a client that failed or did not finish one within the header timeout). Both 0 on a clear-text listener.", []string{"result"}, nil)
 
-// NewCollector reports the handoff and TLS handshake counters (kept by the server as
-// atomics) of the server that server returns at scrape time; every reason
-// reads 0 while it returns nil (before the listener starts).
+var http2GoAwaysDesc = prometheus.NewDesc("levee_http2_goaways_total",
+	"HTTP/2 GOAWAY frames levee's data listener wrote, by error code in snake case (no_error: idle timeout or shutdown; enhance_your_calm: Rapid Reset; protocol_error, ...; unknown: a code RFC 9113 does not name), and HTTP/2 connections it closed without one: continuation_flood (more than 8 CONTINUATION frames in a header block), header_block_too_large (a header block over the server's header cap).", []string{"reason"}, nil)
+
+// NewCollector reports the handoff, TLS handshake and HTTP/2 GOAWAY
+// counters (kept by the server as atomics) of the server that server
+// returns at scrape time; every reason reads 0 while it returns nil
+// (before the listener starts).
 func NewCollector(server func() *Server) prometheus.Collector { return collector{server} }
 
 type collector struct{ server func() *Server }
@@ -18,6 +22,7 @@ type collector struct{ server func() *Server }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- handoffDesc
 	ch <- tlsHandshakesDesc
+	ch <- http2GoAwaysDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -30,5 +35,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, result := range TLSResults() {
 		ch <- prometheus.MustNewConstMetric(tlsHandshakesDesc, prometheus.CounterValue, float64(st.TLSHandshakes[result]), result)
+	}
+	for _, reason := range HTTP2GoAwayReasons() {
+		ch <- prometheus.MustNewConstMetric(http2GoAwaysDesc, prometheus.CounterValue, float64(st.HTTP2GoAways[reason]), reason)
 	}
 }

@@ -97,6 +97,10 @@ type Stats struct {
 	Handoffs map[string]uint64
 	// TLSHandshakes counts TLS handshakes by result (TLSResults).
 	TLSHandshakes map[string]uint64
+	// HTTP2GoAways counts the GOAWAY frames written on HTTP/2
+	// connections by error code, and the connections the flood guard
+	// closed, by reason (HTTP2GoAwayReasons; h2guard.go).
+	HTTP2GoAways map[string]uint64
 }
 
 // tlsResultNames are the result labels of Stats.TLSHandshakes: success, or
@@ -133,6 +137,13 @@ type Server struct {
 	handoffs [numHandoffReasons]atomic.Uint64
 	// handshakes counts TLS handshakes, indexed like tlsResultNames.
 	handshakes [len(tlsResultNames)]atomic.Uint64
+	// goAways counts GOAWAYs and guard closes, indexed like goAwayNames.
+	goAways [numGoAwayReasons]atomic.Uint64
+	// maxH2Block caps an HTTP/2 header block's payload bytes (h2guard.go).
+	maxH2Block int64
+	// testHookH2Stop, when set (by tests), is told of every HTTP/2
+	// connection the guard's read side closes.
+	testHookH2Stop atomic.Pointer[func(v h2Verdict, frames uint64, continuations int)]
 
 	inShutdown atomic.Bool
 	mu         struct {
@@ -180,6 +191,11 @@ func New(o Options) (*Server, error) {
 	if o.TLSConfig != nil {
 		s.tlsConfig = o.TLSConfig.Clone()
 	}
+	fbMax := o.Fallback.MaxHeaderBytes
+	if fbMax <= 0 {
+		fbMax = http.DefaultMaxHeaderBytes
+	}
+	s.maxH2Block = int64(fbMax) + headerBlockMargin
 	s.mu.conns = map[*conn]struct{}{}
 	inner := o.Fallback.Handler
 	if inner == nil {
@@ -216,12 +232,19 @@ var connectionClose = []string{"close"}
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
-	st := Stats{Handoffs: make(map[string]uint64, numHandoffReasons), TLSHandshakes: make(map[string]uint64, len(tlsResultNames))}
+	st := Stats{
+		Handoffs:      make(map[string]uint64, numHandoffReasons),
+		TLSHandshakes: make(map[string]uint64, len(tlsResultNames)),
+		HTTP2GoAways:  make(map[string]uint64, numGoAwayReasons),
+	}
 	for i := range s.handoffs {
 		st.Handoffs[handoffNames[i]] = s.handoffs[i].Load()
 	}
 	for i := range s.handshakes {
 		st.TLSHandshakes[tlsResultNames[i]] = s.handshakes[i].Load()
+	}
+	for i := range s.goAways {
+		st.HTTP2GoAways[goAwayNames[i]] = s.goAways[i].Load()
 	}
 	return st
 }
@@ -239,6 +262,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.serving = true
 	s.mu.ln = ln
 	fl := newChanListener(ln.Addr())
+	fl.firstAccept = s.guardFallbackH2
 	s.mu.fallbackLn = fl
 	s.mu.Unlock()
 	go func() {
@@ -312,7 +336,12 @@ func (s *Server) handOff(nc net.Conn, pending []byte, reason int) bool {
 		// sets r.TLS from the wrapper's ConnectionState.
 		return fl.deliver(&tlsReplayConn{replayConn: replayConn{Conn: tc, pending: pending}, tc: tc})
 	}
-	return fl.deliver(&replayConn{Conn: nc, pending: pending})
+	rc := &replayConn{Conn: nc, pending: pending}
+	if reason == handoffH2Preface {
+		// h2c: net/http reads the preface (replayed) itself.
+		return fl.deliver(s.newH2Guard(rc, nc, false))
+	}
+	return fl.deliver(rc)
 }
 
 // Shutdown stops the server gracefully: the listener closes at once, idle
@@ -408,6 +437,10 @@ type chanListener struct {
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
+	// firstAccept, if set, runs in the first Accept, before it returns
+	// (net/http's Serve has set up the server by then: guardFallbackH2).
+	firstAccept func()
+	firstOnce   sync.Once
 }
 
 func newChanListener(addr net.Addr) *chanListener {
@@ -415,6 +448,9 @@ func newChanListener(addr net.Addr) *chanListener {
 }
 
 func (l *chanListener) Accept() (net.Conn, error) {
+	if l.firstAccept != nil {
+		l.firstOnce.Do(l.firstAccept)
+	}
 	select {
 	case c := <-l.ch:
 		return c, nil

@@ -18,7 +18,8 @@ import (
 // accepts TCP connections, handshakes them itself, and decides by ALPN:
 // "h2" goes to the Fallback as the *tls.Conn it is (HTTP/2 frames its own
 // requests; net/http's Serve sees a completed handshake and runs its
-// TLSNextProto["h2"]); anything else ("http/1.1", or no ALPN) is the loop's,
+// TLSNextProto["h2"], which guardFallbackH2 made serve it through the
+// HTTP/2 flood guard, h2guard.go); anything else ("http/1.1", or no ALPN) is the loop's,
 // reading and writing through the *tls.Conn (rawsock cannot reach below TLS;
 // rawsock.Wrap returns a *tls.Conn as it is). Its handoffs reach net/http as
 // a tlsReplayConn, whose ConnectionState gives the requests their r.TLS.
