@@ -283,8 +283,12 @@ type h2Guard struct {
 	hide    int
 	stopped atomic.Bool
 
-	rmu sync.Mutex
-	rp  h2ReadParser
+	rmu  sync.Mutex
+	rp   h2ReadParser
+	dp   h2Dropper
+	buf  *[h2LookAhead]byte // the look-ahead buffer (h2drop.go); nil until the first read, and after reads fail
+	r, w int                // buf[r:w]: bytes read for Go and not yet taken
+	rerr error              // the error of the read that filled buf, returned once buf is empty
 
 	wmu        sync.Mutex
 	wp         h2WriteParser
@@ -293,7 +297,7 @@ type h2Guard struct {
 }
 
 func (s *Server) newH2Guard(c, sock net.Conn, hidePreface bool) *h2Guard {
-	g := &h2Guard{Conn: c, sock: sock, srv: s, rp: newH2ReadParser(s.maxH2Block)}
+	g := &h2Guard{Conn: c, sock: sock, srv: s, rp: newH2ReadParser(s.maxH2Block), dp: newH2Dropper(s.maxH2Block)}
 	if hidePreface {
 		g.hide = len(h2Preface)
 	}
@@ -307,27 +311,66 @@ func (g *h2Guard) Read(b []byte) (int, error) {
 	}
 	g.rmu.Lock()
 	defer g.rmu.Unlock()
-	// Repeats only while the preface is being hidden and a read returned
-	// nothing else: at most len(h2Preface) times.
-	for {
-		n, err := g.Conn.Read(b)
+	// Go's server reads a frame header (9 bytes), then its payload: each
+	// read is served from the look-ahead buffer, refilled with one read of
+	// the connection when empty. Repeats only while reads return nothing
+	// for Go (the preface hidden, pairs dropped, a read of 0 bytes): at
+	// most h2EmptyReads times, then 0 bytes are returned.
+	for range h2EmptyReads {
+		if g.r < g.w {
+			n := copy(b, g.buf[g.r:g.w])
+			g.r += n
+			return n, nil
+		}
+		if err := g.rerr; err != nil {
+			// Returned once (a deadline's error is not final); the
+			// buffer goes back to the pool when reads fail.
+			g.rerr = nil
+			g.releaseBuf()
+			return 0, err
+		}
+		if len(b) == 0 {
+			return 0, nil
+		}
+		if g.buf == nil {
+			g.buf = h2ReadBufs.Get().(*[h2LookAhead]byte)
+		}
+		n, err := g.Conn.Read(g.buf[:])
+		g.r, g.w, g.rerr = 0, 0, err
 		if n > 0 {
-			if v := g.rp.feed(b[:n]); v != h2OK {
+			before := g.dp.dropped
+			n = g.dp.scan(g.buf[:n])
+			if d := g.dp.dropped - before; d > 0 {
+				g.srv.h2ResetDropped.Add(d)
+			}
+			if v := g.rp.feed(g.buf[:n]); v != h2OK {
 				g.stopRead(v)
 				return 0, errH2Closed
 			}
 			if g.hide > 0 {
 				k := min(n, g.hide)
-				copy(b, b[k:n])
-				n -= k
+				g.r = k
 				g.hide -= k
-				if n == 0 && err == nil {
-					continue
-				}
 			}
+			g.w = n
 		}
-		return n, err
 	}
+	return 0, nil
+}
+
+// h2EmptyReads bounds the reads of the connection one Read makes while
+// they leave nothing for Go (a read of the whole preface over TLS, a read
+// of dropped pairs only, ...).
+const h2EmptyReads = 64
+
+// releaseBuf gives the look-ahead buffer back to the pool (under rmu, with
+// nothing in it for Go).
+func (g *h2Guard) releaseBuf() {
+	if g.buf != nil {
+		h2ReadBufs.Put(g.buf)
+		g.buf = nil
+	}
+	g.r, g.w = 0, 0
 }
 
 // stopRead closes the connection on the read parser's verdict v.
@@ -347,6 +390,7 @@ func (g *h2Guard) stopRead(v h2Verdict) {
 	if hook := g.srv.testHookH2Stop.Load(); hook != nil {
 		(*hook)(v, g.rp.frames, g.rp.conts)
 	}
+	g.releaseBuf()
 	g.stop()
 }
 
