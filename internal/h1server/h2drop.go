@@ -90,23 +90,34 @@ type h2Dropper struct {
 	maxStream   uint32 // the highest stream ID of a HEADERS seen
 	maxBlock    int64  // the guard's header block cap
 	dropped     uint64 // pairs dropped
+	offset      int64  // bytes scanned before the current read's
+	// testHookDrop, when set (by tests), is told the stream offset of
+	// each pair dropped.
+	testHookDrop func(offset int64)
 }
 
 func newH2Dropper(maxBlock int64) h2Dropper {
 	return h2Dropper{prefaceLeft: len(h2Preface), maxBlock: maxBlock}
 }
 
-// scan takes the pairs to drop out of c, the bytes of one read, in place,
-// and returns the length of what is left (what Go is to read). The bytes
-// are seen once each, in order, however they are split across reads.
-func (d *h2Dropper) scan(c []byte) int {
+// scan takes the pairs to drop out of c in place: c is what the guard has
+// read and not yet scanned (a tail held from the last scan, then the
+// bytes of a read). It returns ready, the length of what Go is to read
+// (moved to c[:ready]), and tail, where the bytes it holds back start
+// (c[tail:], to be scanned again with the next read's bytes before them
+// pass; ready <= tail). It holds back only what may be the start of a
+// pair to drop (see h2Dropper.at), never with final set (the connection's
+// reads have ended: everything passes). The bytes are seen once each
+// (held ones only when they pass or are dropped), in order.
+func (d *h2Dropper) scan(c []byte, final bool) (ready, tail int) {
 	out, i := 0, 0
 	keep := func(n int) {
 		copy(c[out:], c[i:i+n])
 		out += n
 		i += n
 	}
-	// Each pass consumes at least one byte of c: bounded by len(c).
+	// Each pass consumes at least one byte of c or returns: bounded by
+	// len(c).
 	for i < len(c) {
 		switch {
 		case d.prefaceLeft > 0:
@@ -117,7 +128,8 @@ func (d *h2Dropper) scan(c []byte) int {
 			n := int(min(d.remain, uint32(len(c)-i)))
 			d.remain -= uint32(n)
 			keep(n)
-		case d.nhdr > 0 || len(c)-i < h2FrameHeaderLen:
+		case d.nhdr > 0:
+			// A frame header split by the end of the reads (final).
 			n := copy(d.hdr[d.nhdr:], c[i:])
 			d.nhdr += n
 			keep(n)
@@ -126,16 +138,28 @@ func (d *h2Dropper) scan(c []byte) int {
 				d.frame(d.hdr[:])
 			}
 		default:
-			if n := d.pair(c[i:]); n > 0 {
+			n, hold := d.at(c[i:])
+			switch {
+			case hold && !final:
+				d.offset += int64(i)
+				return out, i
+			case n > 0:
 				d.dropped++
+				if d.testHookDrop != nil {
+					d.testHookDrop(d.offset + int64(i))
+				}
 				i += n
-				continue
+			case len(c)-i < h2FrameHeaderLen: // final
+				d.nhdr = copy(d.hdr[:], c[i:])
+				keep(d.nhdr)
+			default:
+				d.frame(c[i : i+h2FrameHeaderLen])
+				keep(h2FrameHeaderLen)
 			}
-			d.frame(c[i : i+h2FrameHeaderLen])
-			keep(h2FrameHeaderLen)
 		}
 	}
-	return out
+	d.offset += int64(i)
+	return out, i
 }
 
 // frame follows a frame header that passes.
@@ -161,29 +185,52 @@ func (d *h2Dropper) frame(h []byte) {
 	}
 }
 
-// pair returns the length of the HEADERS + RST_STREAM pair that b starts
-// with if it is to be dropped (both frames whole in b), and 0 otherwise.
-func (d *h2Dropper) pair(b []byte) int {
+// at looks at b, which starts at a frame boundary. n > 0: b starts with a
+// HEADERS + RST_STREAM pair to drop, n bytes long. hold: b may start with
+// such a pair but ends before it does, so the bytes are to be held until
+// more arrive (the whole pair fits the guard's buffer): a frame header cut
+// short, a HEADERS frame that may open a pair cut short, or such a HEADERS
+// whole followed by a frame cut short that may be its RST_STREAM. Holding
+// delays nothing Go could act on (it acts on whole frames), except in the
+// last case, where the HEADERS waits for the rest of the frame after it
+// (at most 12 bytes). A droppable HEADERS with nothing after it in b
+// passes at once: a pair split there is served by Go.
+func (d *h2Dropper) at(b []byte) (n int, hold bool) {
+	if len(b) < h2FrameHeaderLen {
+		return 0, true
+	}
 	length, typ, flags, stream := h2FrameHead(b)
 	if typ != h2FrameHeaders || flags&h2FlagEndHeaders == 0 || d.inBlock || !d.settings ||
-		stream%2 != 1 || stream <= d.maxStream || int64(length) > d.maxBlock {
-		return 0
+		stream%2 != 1 || stream <= d.maxStream || int64(length) > d.maxBlock ||
+		2*h2FrameHeaderLen+int(length)+4 > h2LookAhead {
+		return 0, false
 	}
 	end := h2FrameHeaderLen + int(length)
-	if len(b) < end+h2FrameHeaderLen+4 {
-		return 0
-	}
-	rl, rt, _, rs := h2FrameHead(b[end:])
-	if rt != h2FrameRSTStream || rl != 4 || rs != stream {
-		return 0
+	if len(b) < end {
+		return 0, true
 	}
 	frag, ok := headersFragment(b[h2FrameHeaderLen:end], flags, stream)
 	if !ok || !hpackStateless(frag) {
-		return 0
+		return 0, false
+	}
+	// The RST_STREAM header expected after it, but for its flags (none
+	// defined: any value), then its 4 bytes of error code.
+	rst := [h2FrameHeaderLen]byte{0, 0, 4, h2FrameRSTStream, 0, byte(stream >> 24), byte(stream >> 16), byte(stream >> 8), byte(stream)}
+	next := b[end:]
+	if len(next) == 0 {
+		return 0, false
+	}
+	for k := range min(len(next), h2FrameHeaderLen) {
+		if k != 4 && next[k] != rst[k] {
+			return 0, false
+		}
+	}
+	if len(next) < h2FrameHeaderLen+4 {
+		return 0, true
 	}
 	d.frames += 2
 	d.maxStream = stream
-	return end + h2FrameHeaderLen + 4
+	return end + h2FrameHeaderLen + 4, false
 }
 
 // h2FrameHead reads a frame header (at least 9 bytes).

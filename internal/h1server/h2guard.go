@@ -283,12 +283,13 @@ type h2Guard struct {
 	hide    int
 	stopped atomic.Bool
 
-	rmu  sync.Mutex
-	rp   h2ReadParser
-	dp   h2Dropper
-	buf  *[h2LookAhead]byte // the look-ahead buffer (h2drop.go); nil until the first read, and after reads fail
-	r, w int                // buf[r:w]: bytes read for Go and not yet taken
-	rerr error              // the error of the read that filled buf, returned once buf is empty
+	rmu    sync.Mutex
+	rp     h2ReadParser
+	dp     h2Dropper
+	buf    *[h2LookAhead]byte // the look-ahead buffer (h2drop.go); nil until the first read, and after reads fail
+	r, w   int                // buf[r:w]: bytes read for Go and not yet taken
+	hs, he int                // buf[hs:he]: bytes held back by the dropper
+	rerr   error              // the error of the last read, returned once buf is empty
 
 	wmu        sync.Mutex
 	wp         h2WriteParser
@@ -323,6 +324,11 @@ func (g *h2Guard) Read(b []byte) (int, error) {
 			return n, nil
 		}
 		if err := g.rerr; err != nil {
+			if g.hs < g.he {
+				// The reads have ended: what was held back passes.
+				g.scan(0, true)
+				continue
+			}
 			// Returned once (a deadline's error is not final); the
 			// buffer goes back to the pool when reads fail.
 			g.rerr = nil
@@ -335,27 +341,43 @@ func (g *h2Guard) Read(b []byte) (int, error) {
 		if g.buf == nil {
 			g.buf = h2ReadBufs.Get().(*[h2LookAhead]byte)
 		}
-		n, err := g.Conn.Read(g.buf[:])
-		g.r, g.w, g.rerr = 0, 0, err
-		if n > 0 {
-			before := g.dp.dropped
-			n = g.dp.scan(g.buf[:n])
-			if d := g.dp.dropped - before; d > 0 {
-				g.srv.h2ResetDropped.Add(d)
-			}
-			if v := g.rp.feed(g.buf[:n]); v != h2OK {
-				g.stopRead(v)
-				return 0, errH2Closed
-			}
-			if g.hide > 0 {
-				k := min(n, g.hide)
-				g.r = k
-				g.hide -= k
-			}
-			g.w = n
+		held := copy(g.buf[:], g.buf[g.hs:g.he]) // less than the buffer (h2Dropper.at)
+		n, err := g.Conn.Read(g.buf[held:])
+		g.rerr = err
+		if n == 0 && held > 0 && err == nil {
+			g.hs, g.he = 0, held
+			continue
+		}
+		if v := g.scan(held+n, err != nil); v != h2OK {
+			g.stopRead(v)
+			return 0, errH2Closed
 		}
 	}
 	return 0, nil
+}
+
+// scan passes buf[:n] (bytes held back, then a read's) through the
+// dropper and the read parser; the bytes for Go are then buf[r:w], and
+// those held back buf[hs:he]. final: the reads have ended.
+func (g *h2Guard) scan(n int, final bool) h2Verdict {
+	if final && g.hs < g.he {
+		n = copy(g.buf[:], g.buf[g.hs:g.he])
+	}
+	before := g.dp.dropped
+	ready, tail := g.dp.scan(g.buf[:n], final)
+	if d := g.dp.dropped - before; d > 0 {
+		g.srv.h2ResetDropped.Add(d)
+	}
+	g.r, g.w, g.hs, g.he = 0, ready, tail, n
+	if v := g.rp.feed(g.buf[:ready]); v != h2OK {
+		return v
+	}
+	if g.hide > 0 {
+		k := min(ready, g.hide)
+		g.r = k
+		g.hide -= k
+	}
+	return h2OK
 }
 
 // h2EmptyReads bounds the reads of the connection one Read makes while
@@ -370,7 +392,7 @@ func (g *h2Guard) releaseBuf() {
 		h2ReadBufs.Put(g.buf)
 		g.buf = nil
 	}
-	g.r, g.w = 0, 0
+	g.r, g.w, g.hs, g.he = 0, 0, 0, 0
 }
 
 // stopRead closes the connection on the read parser's verdict v.
