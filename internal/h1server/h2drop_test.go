@@ -287,3 +287,60 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// TestH2ResetOnlyConnectionIdles: a connection that only opens and
+// cancels streams (all dropped) has no stream open to Go's server, so its
+// idle timeout runs: GOAWAY NO_ERROR, then the close.
+func TestH2ResetOnlyConnectionIdles(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	ch := new(countingHandler)
+	ts := startServer(t, ch, func(o *Options) { o.Fallback.IdleTimeout = idle })
+	h := ts.dialH2(t, false)
+	type result struct {
+		goAways []uint32
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		g, err := h.untilClosed()
+		done <- result{g, err}
+	}()
+	start := time.Now()
+	stream := uint32(1)
+	var res *result
+	// A batch of 10 pairs every 10 ms until the close, at most 1,000
+	// batches (the connection's 10 s deadline ends the reader before).
+	for i := 0; i < 1000 && res == nil; i++ {
+		var frames [][]byte
+		for range 10 {
+			frames = append(frames, h2Frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, stream, hpackGet(false, "h", "/")), h2RST(stream))
+			stream += 2
+		}
+		if h.write(frames...) != nil {
+			break
+		}
+		select {
+		case r := <-done:
+			res = &r
+		case <-time.After(10 * time.Millisecond): // the attacker's pace
+		}
+	}
+	if res == nil {
+		r := <-done // bounded by the connection's 10 s deadline
+		res = &r
+	}
+	took := time.Since(start)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.goAways) != 1 || res.goAways[0] != 0 {
+		t.Fatalf("GOAWAYs %v, want [NO_ERROR]", res.goAways)
+	}
+	if took < idle {
+		t.Fatalf("closed after %v, before the idle timeout", took)
+	}
+	if n := ch.n.Load(); n != 0 {
+		t.Fatalf("handler ran %d times", n)
+	}
+	t.Logf("closed %v after the first of %d pairs (%d dropped)", took.Round(time.Millisecond), stream/2, ts.srv.Stats().HTTP2ResetStreamsDropped)
+}
