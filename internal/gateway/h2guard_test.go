@@ -15,7 +15,8 @@ import (
 
 // TestHTTP2GoAwaysCounted: through a real levee with TLS, a normal HTTP/2
 // client (net/http, ALPN h2) is served through h1server's flood guard;
-// levee_http2_goaways_total has every reason from the start at 0, and the
+// levee_http2_goaways_total has every reason from the start at 0 (and
+// levee_http2_reset_streams_dropped_total is 0), and the
 // GOAWAY NO_ERROR a graceful shutdown sends is counted.
 func TestHTTP2GoAwaysCounted(t *testing.T) {
 	u := newRawUpstream(t, nil)
@@ -25,6 +26,9 @@ func TestHTTP2GoAwaysCounted(t *testing.T) {
 		if line := `levee_http2_goaways_total{reason="` + r + `"} 0`; !strings.Contains(page, line+"\n") {
 			t.Errorf("no %q on /metrics at start", line)
 		}
+	}
+	if line := "levee_http2_reset_streams_dropped_total 0"; !strings.Contains(page, line+"\n") {
+		t.Errorf("no %q on /metrics at start", line)
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()

@@ -11,6 +11,9 @@ var tlsHandshakesDesc = prometheus.NewDesc("levee_tls_handshakes_total",
 var http2GoAwaysDesc = prometheus.NewDesc("levee_http2_goaways_total",
 	"HTTP/2 GOAWAY frames levee's data listener wrote, by error code in snake case (no_error: idle timeout or shutdown; enhance_your_calm: Rapid Reset; protocol_error, ...; unknown: a code RFC 9113 does not name), and HTTP/2 connections it closed without one: continuation_flood (more than 8 CONTINUATION frames in a header block), header_block_too_large (a header block over the server's header cap).", []string{"reason"}, nil)
 
+var http2ResetDroppedDesc = prometheus.NewDesc("levee_http2_reset_streams_dropped_total",
+	"HTTP/2 streams a client opened and reset at once (a HEADERS frame followed by an RST_STREAM for it in the same read: Rapid Reset) that levee's data listener dropped before serving them.", nil, nil)
+
 // NewCollector reports the handoff, TLS handshake and HTTP/2 GOAWAY
 // counters (kept by the server as atomics) of the server that server
 // returns at scrape time; every reason reads 0 while it returns nil
@@ -23,6 +26,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- handoffDesc
 	ch <- tlsHandshakesDesc
 	ch <- http2GoAwaysDesc
+	ch <- http2ResetDroppedDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -39,4 +43,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, reason := range HTTP2GoAwayReasons() {
 		ch <- prometheus.MustNewConstMetric(http2GoAwaysDesc, prometheus.CounterValue, float64(st.HTTP2GoAways[reason]), reason)
 	}
+	ch <- prometheus.MustNewConstMetric(http2ResetDroppedDesc, prometheus.CounterValue, float64(st.HTTP2ResetStreamsDropped))
 }

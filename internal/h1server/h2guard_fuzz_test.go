@@ -2,6 +2,10 @@ package h1server
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"testing"
 )
@@ -40,7 +44,10 @@ func runH2Parsers(stream, cuts []byte, maxBlock int64) h2ParserRun {
 // FuzzH2Parsers: the guard's frame-header parsers take any byte stream
 // split any way without panicking, and decide the same as when fed it
 // whole: the read parser's verdict, where it decided and the frames it
-// counted, the write parser's GOAWAY codes.
+// counted, the write parser's GOAWAY codes. And read through a guard
+// (checkGuardReads), Go gets the stream without the pairs the guard
+// dropped, the same pairs however split but for a pair split exactly
+// between its two frames.
 func FuzzH2Parsers(f *testing.F) {
 	pre := []byte(h2Preface)
 	settings := h2Frame(h2FrameSettings, 0, 0, nil)
@@ -55,6 +62,14 @@ func FuzzH2Parsers(f *testing.F) {
 	f.Add(append(append([]byte(nil), pre...), goAway...), []byte{25, 3, 3, 3})
 	f.Add(append(pre, bytes.Repeat([]byte{0, 0x40, 0, 1, 0, 0, 0, 0, 1}, 3)...), []byte{200})
 	f.Add([]byte("PRI * HTTP/1.1"), []byte{})
+	var pairs []byte
+	for id := uint32(1); id < 40; id += 2 {
+		pairs = append(pairs, h2Frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, id, hpackGet(true, "h", "/"))...)
+		pairs = append(pairs, h2Frame(h2FrameRSTStream, 0, id, []byte{0, 0, 0, 8})...)
+	}
+	rr := append(append(append([]byte(nil), pre...), settings...), pairs...)
+	f.Add(rr, []byte{33, 20, 13, 7, 50, 1, 200})
+	f.Add(append(rr, flood[33:]...), []byte{100, 100})
 	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
 		if len(stream) > 1<<16 || len(cuts) > 1<<10 {
 			return
@@ -71,7 +86,109 @@ func FuzzH2Parsers(f *testing.F) {
 		if whole.verdict != h2OK && (whole.decidedAt <= 0 || whole.decidedAt > int64(len(stream))) {
 			t.Fatalf("decided at %d of %d bytes", whole.decidedAt, len(stream))
 		}
+		checkGuardReads(t, stream, cuts, maxBlock)
 	})
+}
+
+// chunkConn is a connection whose reads return stream in pieces cut where
+// cuts says (each at most what the reader asks for), then io.EOF.
+type chunkConn struct {
+	net.Conn // nil: not used
+	stream   []byte
+	cuts     []byte
+	off      int64
+	ends     map[int64]bool // stream offsets where a read ended
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.stream) == 0 {
+		return 0, io.EOF
+	}
+	n := len(c.stream)
+	if len(c.cuts) > 0 {
+		n = min(n, int(c.cuts[0]))
+		c.cuts = c.cuts[1:]
+	}
+	n = copy(p, c.stream[:n])
+	c.stream = c.stream[n:]
+	c.off += int64(n)
+	c.ends[c.off] = true
+	return n, nil
+}
+
+func (c *chunkConn) Close() error         { return nil }
+func (c *chunkConn) RemoteAddr() net.Addr { return nil }
+
+// guardRun is what Go's server would read through a guard.
+type guardRun struct {
+	out    []byte  // the bytes Go read
+	closed bool    // the guard closed the connection (a read verdict)
+	drops  []int64 // stream offsets of the pairs dropped
+	ends   map[int64]bool
+}
+
+// runGuard reads stream through an h2Guard (cap maxBlock) from a
+// chunkConn, in reads of 9 bytes then of up to 100, as Go's framer does
+// (a header, then a payload), until an error.
+func runGuard(stream, cuts []byte, maxBlock int64, hide bool) guardRun {
+	srv := &Server{maxH2Block: maxBlock, logger: slog.New(slog.DiscardHandler)}
+	cc := &chunkConn{stream: stream, cuts: cuts, ends: map[int64]bool{}}
+	g := srv.newH2Guard(cc, cc, hide)
+	var r guardRun
+	g.dp.testHookDrop = func(at int64) { r.drops = append(r.drops, at) }
+	var p [100]byte
+	// Each read returns a byte or more, or one of at most len(cuts) + 1
+	// empty pieces, or an error: bounded.
+	for i := 0; ; i++ {
+		n, err := g.Read(p[:9+i%2*91])
+		r.out = append(r.out, p[:n]...)
+		if err != nil {
+			r.closed = errors.Is(err, errH2Closed)
+			break
+		}
+	}
+	if srv.Stats().HTTP2ResetStreamsDropped != uint64(len(r.drops)) {
+		panic("dropped pairs counted wrong")
+	}
+	r.ends = cc.ends
+	return r
+}
+
+// checkGuardReads: through the guard, Go reads the stream without the
+// pairs dropped (a prefix of it where the guard closes); a split stream
+// drops the same pairs as one read whole, but for pairs split exactly
+// between their HEADERS and RST_STREAM frames (passed: the guard does not
+// wait after a HEADERS); and closes or not as the whole does.
+func checkGuardReads(t *testing.T, stream, cuts []byte, maxBlock int64) {
+	hide := len(cuts)%2 == 1
+	runs := [2]guardRun{runGuard(stream, nil, maxBlock, hide), runGuard(stream, cuts, maxBlock, hide)}
+	for i, r := range runs {
+		want := withoutPairs(stream, r.drops)
+		if hide {
+			want = want[min(len(h2Preface), len(want)):]
+		}
+		if !r.closed && !bytes.Equal(r.out, want) || r.closed && !bytes.HasPrefix(want, r.out) {
+			t.Fatalf("run %d (closed %v): Go read %q, want %q", i, r.closed, r.out, want)
+		}
+	}
+	whole, split := runs[0], runs[1]
+	if whole.closed != split.closed {
+		t.Fatalf("closed: whole %v, split %v", whole.closed, split.closed)
+	}
+	if whole.closed || len(stream) > h2LookAhead {
+		return // only a stream read whole (one read) drops every pair
+	}
+	for _, d := range split.drops {
+		if !slices.Contains(whole.drops, d) {
+			t.Fatalf("split dropped a pair at %d, whole did not (%v)", d, whole.drops)
+		}
+	}
+	for _, d := range whole.drops {
+		length, _, _, _ := h2FrameHead(stream[d:])
+		if rst := d + h2FrameHeaderLen + int64(length); !slices.Contains(split.drops, d) && !split.ends[rst] {
+			t.Fatalf("the pair at %d passed, split %v, no read ended at its RST_STREAM (%d)", d, cuts, rst)
+		}
+	}
 }
 
 // TestH2ReadParserDecisions: the read parser's verdicts on hand-made

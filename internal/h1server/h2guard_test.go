@@ -33,8 +33,6 @@ func h2Frame(typ, flags byte, stream uint32, payload []byte) []byte {
 // Frame types and flags the tests write besides the guard's own.
 const (
 	h2FrameData          = 0x0
-	h2FrameRSTStream     = 0x3
-	h2FrameSettings      = 0x4
 	h2FlagEndStream      = 0x1
 	h2ErrCodeCancel      = 0x8
 	h2ErrEnhanceYourCalm = 0xb
@@ -354,14 +352,17 @@ func TestH2ContinuationFlood(t *testing.T) {
 			}
 		})
 		t.Run("header list over net/http's limit", func(t *testing.T) {
-			// Fields that decode to more than the limit: net/http's own
-			// refusal (GOAWAY PROTOCOL_ERROR), then the guard's close.
+			// Fields that decode to more than the limit (4096 + 320) in a
+			// block under the guard's cap (8192): net/http's own refusal
+			// (GOAWAY PROTOCOL_ERROR), then the guard's close.
 			h := ts.dialH2(t, https)
 			var extra []string
-			for i := 0; i < 12; i++ {
+			for i := 0; i < 7; i++ {
 				extra = append(extra, fmt.Sprintf("x-%d", i), strings.Repeat("v", 1000))
 			}
-			h.write(splitBlock(1, hpackGet(https, "h", "/big", extra...), 4000, 4000)...)
+			// The HEADERS (5,500 bytes) is over the limit already; net/http
+			// refuses the CONTINUATION that follows.
+			h.write(splitBlock(1, hpackGet(https, "h", "/big", extra...), 5500)...)
 			if goAways := h.expectClosed(); len(goAways) != 1 || goAways[0] != 1 {
 				t.Errorf("GOAWAYs %v, want [PROTOCOL_ERROR]", goAways)
 			}
@@ -373,10 +374,12 @@ func TestH2ContinuationFlood(t *testing.T) {
 	})
 }
 
-// TestH2RapidResetClosedAtGoAway: HEADERS + RST_STREAM pairs with
-// handlers that stay busy make Go's server send GOAWAY ENHANCE_YOUR_CALM;
-// the guard closes the connection as soon as it is written, where Go would
-// read on for a second (its goAwayTimeout). Counted as enhance_your_calm.
+// TestH2RapidResetClosedAtGoAway: HEADERS + RST_STREAM pairs the guard
+// does not drop (each HEADERS adds an HPACK table entry: see h2drop.go)
+// with handlers that stay busy make Go's server send GOAWAY
+// ENHANCE_YOUR_CALM; the guard closes the connection as soon as it is
+// written, where Go would read on for a second (its goAwayTimeout).
+// Counted as enhance_your_calm.
 func TestH2RapidResetClosedAtGoAway(t *testing.T) {
 	var mu sync.Mutex // guards release, closed and renewed after each server
 	release := make(chan struct{})
@@ -421,12 +424,14 @@ func TestH2RapidResetClosedAtGoAway(t *testing.T) {
 		rst := make([]byte, 4)
 		binary.BigEndian.PutUint32(rst, h2ErrCodeCancel)
 		stream := uint32(1)
+		// A literal with incremental indexing (0x40, a new name).
+		indexed := append(hpackGet(https, "h", "/"), append([]byte{0x40}, append(hpackString("x-r"), hpackString("1")...)...)...)
 	attack: // 20 pairs a write, at most 5,000 pairs
 		for i := 0; i < 250; i++ {
 			var batch [][]byte
 			for j := 0; j < 20; j++ {
 				batch = append(batch,
-					h2Frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, stream, hpackGet(https, "h", "/")),
+					h2Frame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, stream, indexed),
 					h2Frame(h2FrameRSTStream, 0, stream, rst))
 				stream += 2
 			}
@@ -456,6 +461,9 @@ func TestH2RapidResetClosedAtGoAway(t *testing.T) {
 		}
 		if s := stops.get(); len(s) != 0 {
 			t.Errorf("read-side closes %v, want none", s)
+		}
+		if n := ts.srv.Stats().HTTP2ResetStreamsDropped; n != 0 {
+			t.Errorf("%d pairs dropped, want none", n)
 		}
 	})
 }

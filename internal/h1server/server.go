@@ -101,6 +101,10 @@ type Stats struct {
 	// connections by error code, and the connections the flood guard
 	// closed, by reason (HTTP2GoAwayReasons; h2guard.go).
 	HTTP2GoAways map[string]uint64
+	// HTTP2ResetStreamsDropped counts the HEADERS + RST_STREAM pairs
+	// (streams a client opened and cancelled at once) the flood guard
+	// took out before net/http read them (h2drop.go).
+	HTTP2ResetStreamsDropped uint64
 }
 
 // tlsResultNames are the result labels of Stats.TLSHandshakes: success, or
@@ -141,6 +145,8 @@ type Server struct {
 	goAways [numGoAwayReasons]atomic.Uint64
 	// maxH2Block caps an HTTP/2 header block's payload bytes (h2guard.go).
 	maxH2Block int64
+	// h2ResetDropped counts the pairs the guard dropped (h2drop.go).
+	h2ResetDropped atomic.Uint64
 	// testHookH2Stop, when set (by tests), is told of every HTTP/2
 	// connection the guard's read side closes.
 	testHookH2Stop atomic.Pointer[func(v h2Verdict, frames uint64, continuations int)]
@@ -236,6 +242,8 @@ func (s *Server) Stats() Stats {
 		Handoffs:      make(map[string]uint64, numHandoffReasons),
 		TLSHandshakes: make(map[string]uint64, len(tlsResultNames)),
 		HTTP2GoAways:  make(map[string]uint64, numGoAwayReasons),
+
+		HTTP2ResetStreamsDropped: s.h2ResetDropped.Load(),
 	}
 	for i := range s.handoffs {
 		st.Handoffs[handoffNames[i]] = s.handoffs[i].Load()
