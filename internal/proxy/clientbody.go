@@ -77,28 +77,12 @@ func watchClientBody(w http.ResponseWriter, r *http.Request, timeout time.Durati
 	}
 	b := &clientBody{rc: r.Body}
 	if timeout > 0 {
-		if dl := readDeadlinerOf(w); dl != nil {
+		if dl := writerAs[readDeadliner](w); dl != nil {
 			b.dl, b.timeout = dl, timeout
 		}
 	}
 	r.Body = b
 	return b
-}
-
-// readDeadlinerOf returns w's read-deadline setter, looking through
-// wrappers as http.ResponseController does; nil when it has none.
-func readDeadlinerOf(w http.ResponseWriter) readDeadliner {
-	for range 8 { // bounded: a chain of wrappers this deep is a bug
-		switch t := w.(type) {
-		case readDeadliner:
-			return t
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = t.Unwrap()
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {

@@ -107,7 +107,7 @@ func (p plainFlusher) FlushError() error { p.f.Flush(); return nil }
 func newSender(w http.ResponseWriter, timeout time.Duration, flush bool) sender {
 	s := sender{w: w}
 	if timeout > 0 {
-		if dl := writeDeadlinerOf(w); dl != nil {
+		if dl := writerAs[writeDeadliner](w); dl != nil {
 			s.dl, s.timeout = dl, timeout
 		}
 	}
@@ -122,20 +122,22 @@ func newSender(w http.ResponseWriter, timeout time.Duration, flush bool) sender 
 	return s
 }
 
-// writeDeadlinerOf returns w's write-deadline setter, looking through
-// wrappers as http.ResponseController does; nil when it has none.
-func writeDeadlinerOf(w http.ResponseWriter) writeDeadliner {
+// writerAs returns the first of w and the ResponseWriters it wraps that
+// implements T (a deadline setter), looking through Unwrap as
+// http.ResponseController does; the zero T when none does.
+func writerAs[T any](w http.ResponseWriter) T {
 	for range 8 { // bounded: a chain of wrappers this deep is a bug
-		switch t := w.(type) {
-		case writeDeadliner:
+		if t, ok := any(w).(T); ok {
 			return t
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = t.Unwrap()
-		default:
-			return nil
 		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
 	}
-	return nil
+	var none T
+	return none
 }
 
 // arm starts the wait for the client's next write.
