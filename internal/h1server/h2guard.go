@@ -351,10 +351,13 @@ func (g *h2Guard) Read(b []byte) (int, error) {
 			g.buf = h2ReadBufs.Get().(*[h2LookAhead]byte)
 		}
 		held := copy(g.buf[:], g.buf[g.hs:g.he]) // less than the buffer (h2Dropper.at)
+		// What was held back is now at the front: say so before the read,
+		// so that scan's final pass (a read that ends the stream) takes it
+		// from there and not from where it was (FuzzH2Parsers found that).
+		g.hs, g.he = 0, held
 		n, err := g.Conn.Read(g.buf[held:])
 		g.rerr = err
 		if n == 0 && held > 0 && err == nil {
-			g.hs, g.he = 0, held
 			continue
 		}
 		if v := g.scan(held+n, err != nil); v != h2OK {
