@@ -272,11 +272,12 @@ apps:
 			t.Fatalf("waiting for %s: %v\npage text:\n%s", what, err, page)
 		}
 	}
+	// click clicks the element sel finds, in one evaluation in the page:
+	// the UI re-renders its lists, so a node chromedp found may be gone by
+	// the time it clicks it ("Could not find node with given id").
 	click := func(what, sel string) {
 		t.Helper()
-		if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+		until(what, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (e === null) return false; e.click(); return true; })()`, sel))
 	}
 	navigate(guarded.admin + "/ui/")
 	until("the overview without a token", `document.body.dataset.loaded === 'overview' && document.getElementById('login').hidden`)
