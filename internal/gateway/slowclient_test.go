@@ -35,7 +35,7 @@ type seenRequest struct {
 	sendErr error // writing the answer failed (levee dropped the connection)
 }
 
-// recorder is an upstream on loopback: /big/ answers 8 MiB, anything else
+// recorder is an upstream on loopback: /big/ answers bigAnswer (64 MiB), anything else
 // a 64-byte answer after reading the body whole.
 type recorder struct {
 	srv  *httptest.Server
@@ -43,7 +43,12 @@ type recorder struct {
 	seen []seenRequest
 }
 
-const bigAnswer = 8 << 20
+// bigAnswer is the /big/ answer: larger than everything between the
+// upstream and a client that does not read can absorb (the kernel's
+// socket buffers on both sides, which autotune to several MiB on
+// loopback, and levee's answer read-ahead, server.answer_buffer), so that
+// the upstream is still writing when send_timeout cuts the client.
+const bigAnswer = 64 << 20
 
 func newRecorder(t *testing.T) *recorder {
 	t.Helper()
@@ -380,7 +385,7 @@ func TestStalledH2BodyTimesOut(t *testing.T) {
 }
 
 // TestSlowReaderOfLargeAnswerIsCut: a client with a small receive window
-// that never reads an 8 MiB answer has its connection cut after
+// that never reads a 64 MiB answer has its connection cut after
 // send_timeout; the upstream's request ends (levee drops its connection),
 // the slot is free, the endpoint is not blamed.
 func TestSlowReaderOfLargeAnswerIsCut(t *testing.T) {
@@ -398,7 +403,7 @@ func TestSlowReaderOfLargeAnswerIsCut(t *testing.T) {
 		t.Errorf("upstream request held %v", held)
 	}
 	waitFor(t, "the slot to be free", func() bool { return h.inflight() == 0 })
-	// The client finds the answer cut: what it reads ends short of 8 MiB.
+	// The client finds the answer cut: what it reads ends short of bigAnswer.
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, _ := io.Copy(io.Discard, c)
 	if n >= bigAnswer {
@@ -479,7 +484,7 @@ func TestZeroWindowH2ReadAhead(t *testing.T) {
 	}
 }
 
-// TestZeroWindowH2LargeAnswerIsReset: the same client asking for 8 MiB:
+// TestZeroWindowH2LargeAnswerIsReset: the same client asking for 64 MiB:
 // the answer streams with the slot held, and send_timeout (300 ms) resets
 // the stream, ends the upstream's request and frees the slot.
 func TestZeroWindowH2LargeAnswerIsReset(t *testing.T) {
