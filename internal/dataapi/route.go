@@ -19,6 +19,7 @@ import (
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/datasource"
 	"github.com/levee-gw/levee/internal/upstream"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // Options build a Route. The gateway fills them from the route's `data`
@@ -322,25 +323,14 @@ func (t *tableQuery) compile(ctx context.Context) (dataquery.Query, error) {
 }
 
 // filterKind is how a filter value on a column of the database's kind is
-// parsed. numeric values are passed as text for the database to read
-// exactly (a value it refuses is the client's 400); bytes and json
-// columns cannot be filtered.
+// parsed: its valuekind row's Filter (numeric values are passed as text
+// for the database to read exactly, a value it refuses is the client's
+// 400); false for a kind that cannot be filtered (bytes, json).
 func filterKind(kind string) (dataquery.Kind, bool) {
-	switch kind {
-	case datasource.KindInt64:
-		return dataquery.Int64, true
-	case datasource.KindFloat64:
-		return dataquery.Float64, true
-	case datasource.KindBool:
-		return dataquery.Bool, true
-	case datasource.KindDate:
-		return dataquery.Date, true
-	case datasource.KindTimestamp:
-		return dataquery.Timestamp, true
-	case datasource.KindUUID:
-		return dataquery.UUID, true
-	case datasource.KindString, datasource.KindNumeric:
-		return dataquery.String, true
+	spec, _ := valuekind.Lookup(kind)
+	k, err := dataquery.ParseKind(spec.Filter)
+	if err != nil {
+		return dataquery.String, false
 	}
-	return dataquery.String, false
+	return k, true
 }

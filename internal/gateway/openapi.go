@@ -18,6 +18,7 @@ import (
 	"github.com/levee-gw/levee/internal/datasource"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // This file serves GET /api/v1/openapi.json: it describes the serving
@@ -274,8 +275,8 @@ func describable(d *config.RouteData, driver string) (string, int, error) {
 			v = p.Max
 		}
 		if v == "" {
-			v = map[string]string{"int64": "0", "float64": "0", "bool": "true", "string": "x", "date": "2000-01-01",
-				"timestamp": "2000-01-01T00:00:00Z", "uuid": "00000000-0000-0000-0000-000000000000"}[p.Type]
+			spec, _ := valuekind.Lookup(p.Type)
+			v = spec.Sample
 		}
 		vals.Set(name, v)
 	}
@@ -308,7 +309,7 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 		p := d.Params[name]
 		op := openapi.Param{Name: name, Kind: p.Type, List: p.List, Required: p.Required, Default: p.Default,
 			Min: p.Min, Max: p.Max, MaxLen: p.MaxLen, MaxItems: p.MaxItems}
-		if op.Kind == openapi.KindString && op.MaxLen == 0 {
+		if op.Kind == valuekind.String && op.MaxLen == 0 {
 			op.MaxLen = dataquery.DefaultMaxLen
 		}
 		if op.List && op.MaxItems == 0 {

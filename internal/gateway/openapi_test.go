@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/dataapi"
-	"github.com/levee-gw/levee/internal/dataquery"
-	"github.com/levee-gw/levee/internal/datasource"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -349,26 +347,9 @@ upstreams:
 	})
 }
 
-// TestOpenAPIKindsAgree holds package openapi's kind names to
-// dataquery's parameter types and datasource's column kinds, and every
-// data reason to a row of the request path's refusal table.
+// TestOpenAPIKindsAgree holds every data reason to a row of the request
+// path's refusal table (the kinds are one table: package valuekind).
 func TestOpenAPIKindsAgree(t *testing.T) {
-	for _, k := range []dataquery.Kind{dataquery.Int64, dataquery.Float64, dataquery.Bool, dataquery.String, dataquery.Date, dataquery.Timestamp, dataquery.UUID} {
-		if !slices.Contains([]string{openapi.KindInt64, openapi.KindFloat64, openapi.KindBool, openapi.KindString, openapi.KindDate, openapi.KindTimestamp, openapi.KindUUID}, k.String()) {
-			t.Errorf("parameter type %s has no openapi kind", k)
-		}
-	}
-	pairs := [][2]string{{datasource.KindInt64, openapi.KindInt64}, {datasource.KindFloat64, openapi.KindFloat64}, {datasource.KindBool, openapi.KindBool},
-		{datasource.KindString, openapi.KindString}, {datasource.KindDate, openapi.KindDate}, {datasource.KindTimestamp, openapi.KindTimestamp},
-		{datasource.KindUUID, openapi.KindUUID}, {datasource.KindNumeric, openapi.KindNumeric}, {datasource.KindBytes, openapi.KindBytes}, {datasource.KindJSON, openapi.KindJSON}}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("datasource kind %q is openapi %q", p[0], p[1])
-		}
-	}
-	if names := datasource.KindNames(); len(names) != len(pairs) {
-		t.Errorf("datasource.KindNames() %v: %d kinds, the pairs above %d", names, len(names), len(pairs))
-	}
 	table := refusalTable()
 	for _, r := range dataapi.Reasons() {
 		if rf, ok := table[proxy.Reason(r)]; !ok || rf.Sentence == "" || rf.Status < 400 {

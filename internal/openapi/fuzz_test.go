@@ -3,6 +3,8 @@ package openapi
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // FuzzRender feeds arbitrary names, prefixes, kinds, bounds and defaults
@@ -19,7 +21,7 @@ func FuzzRender(f *testing.F) {
 			{Name: "d" + name, PathPrefix: prefix, Methods: []string{"GET"}, Data: &Data{
 				Source: col, Formats: []string{MediaJSON, def}, Params: []Param{{Name: param, Kind: kind, Min: min, Max: max, Default: def, List: len(def)%2 == 1, MaxItems: 3}},
 				Filters: []Filter{{Column: col, Kind: kind, Ops: []string{op}}}, ColumnsKnown: true,
-				Columns: []Column{{Name: col, Type: dbType, Kind: kind}, {Name: param, Kind: KindJSON}}, Page: &Page{Keyset: []string{col}, Default: 1, Max: 2}}},
+				Columns: []Column{{Name: col, Type: dbType, Kind: kind}, {Name: param, Kind: valuekind.JSON}}, Page: &Page{Keyset: []string{col}, Default: 1, Max: 2}}},
 		}}
 		doc, err := Render(d)
 		if err != nil {

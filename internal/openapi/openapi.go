@@ -21,23 +21,6 @@ const (
 	AuthHMAC   Auth = "hmac"
 )
 
-// The kinds of parameter, filter and column values. The parameter kinds
-// are dataquery's type names, the column kinds datasource's Kind
-// constants (the gateway's tests hold the three lists together). Any
-// other kind renders as an unconstrained schema.
-const (
-	KindInt64     = "int64"
-	KindFloat64   = "float64"
-	KindBool      = "bool"
-	KindString    = "string"
-	KindDate      = "date"
-	KindTimestamp = "timestamp"
-	KindUUID      = "uuid"
-	KindNumeric   = "numeric"
-	KindBytes     = "bytes"
-	KindJSON      = "json"
-)
-
 // The media types of a data route's formats.
 const (
 	MediaJSON   = "application/json"
@@ -124,7 +107,8 @@ type Data struct {
 	Cached bool
 }
 
-// Param is a SQL-mode parameter, as declared (see dataquery.Param).
+// Param is a SQL-mode parameter, as declared (see dataquery.Param); its
+// Kind is a valuekind name.
 type Param struct {
 	Name     string
 	Kind     string
