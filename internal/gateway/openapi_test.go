@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/dataapi"
+	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -282,21 +283,21 @@ upstreams:
 		expectJSON(t, "gone filter still typed by its operators", dig(params(t, doc, "/v1/gone")["a"], "schema", "items", "pattern"), `"^(eq\\..*|like\\..*)$"`)
 		// The source accepts connections and never answers, and its
 		// connect timeout (5 s) is past the document's deadline: asking it
-		// costs the deadline (2 s). Within columnsRetry of that attempt it
+		// costs the deadline (2 s). Within dataapi.ColumnsRetry of that attempt it
 		// is not asked again (no new connection to it); after it, it is.
 		// Counted in connections, not judged by the time a request took.
 		asked, before := time.Now(), goneAsked()
 		again, quick := fetchOpenAPI(t, h, readTok)
-		if n := goneAsked(); n != before && time.Since(asked) < columnsRetry {
-			t.Errorf("a second document within %v opened %d more connections to the down source: it was asked again", columnsRetry, n-before)
+		if n := goneAsked(); n != before && time.Since(asked) < dataapi.ColumnsRetry {
+			t.Errorf("a second document within %v opened %d more connections to the down source: it was asked again", dataapi.ColumnsRetry, n-before)
 		}
 		expectJSON(t, "gone row again", dig(again, "components", "schemas", "gone.row", "x-levee-columns"), `"unknown"`)
 		expectJSON(t, "orders row kept", dig(again, "components", "schemas", "orders.row", "required"), `["id","customer_id","total","note","created_at"]`)
-		time.Sleep(time.Until(asked.Add(columnsRetry))) // columnsRetry is wall time: let it pass
+		time.Sleep(time.Until(asked.Add(dataapi.ColumnsRetry))) // dataapi.ColumnsRetry is wall time: let it pass
 		before = goneAsked()
 		_, took := fetchOpenAPI(t, h, readTok)
 		if goneAsked() == before {
-			t.Errorf("a document %v later did not ask the down source again", columnsRetry)
+			t.Errorf("a document %v later did not ask the down source again", dataapi.ColumnsRetry)
 		}
 		t.Logf("documents with the source down: %v (not asked again), then %v (asked again)", quick, took)
 	})
@@ -350,10 +351,9 @@ upstreams:
 // TestOpenAPIKindsAgree holds every data reason to a row of the request
 // path's refusal table (the kinds are one table: package valuekind).
 func TestOpenAPIKindsAgree(t *testing.T) {
-	table := refusalTable()
-	for _, r := range dataapi.Reasons() {
-		if rf, ok := table[proxy.Reason(r)]; !ok || rf.Sentence == "" || rf.Status < 400 {
-			t.Errorf("data reason %s: %+v", r, rf)
+	for _, d := range dataquery.Reasons() {
+		if rf, ok := proxy.LookupRefusal(proxy.Reason(d.Reason)); !ok || rf.Sentence == "" || rf.Status < 400 {
+			t.Errorf("data reason %s: %+v", d.Reason, rf)
 		}
 	}
 }
