@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/levee-gw/levee/internal/openapi/openapitest"
 	"github.com/levee-gw/levee/internal/valuekind"
 )
 
@@ -83,7 +84,7 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(doc); err != nil {
+	if err := openapitest.Check(doc); err != nil {
 		t.Fatalf("the rendered document breaks OpenAPI 3.1:\n%v", err)
 	}
 	again, _ := Render(sample())
@@ -294,7 +295,7 @@ func TestRenderRefusesMalformed(t *testing.T) {
 	}
 }
 
-// TestCheckCatches makes sure Check is not a rubber stamp: each mutation
+// TestCheckCatches makes sure openapitest.Check is not a rubber stamp: each mutation
 // of a valid document breaks one rule and must be reported.
 func TestCheckCatches(t *testing.T) {
 	good, err := Render(sample())
@@ -318,12 +319,12 @@ func TestCheckCatches(t *testing.T) {
 			t.Fatalf("%s: %q not in the document", name, c.from)
 		}
 		bad := bytes.Replace(good, []byte(c.from), []byte(c.to), 1)
-		err := Check(bad)
+		err := openapitest.Check(bad)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Check says %v, want an error with %q", name, err, c.want)
 		}
 	}
-	if err := Check([]byte(`{"openapi":"3.1.0"`)); err == nil {
+	if err := openapitest.Check([]byte(`{"openapi":"3.1.0"`)); err == nil {
 		t.Error("truncated JSON passed")
 	}
 }
