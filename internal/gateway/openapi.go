@@ -9,7 +9,6 @@ import (
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/openapi"
 	"github.com/levee-gw/levee/internal/proxy"
-	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // This file serves GET /api/v1/openapi.json: the serving configuration's
@@ -95,18 +94,7 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 	}
 	od := &openapi.Data{Source: d.Source, Table: d.Table, MaxRows: d.MaxRows, MaxBytes: d.MaxBytes,
 		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn}
-	for _, name := range d.ParamOrder {
-		p := d.Params[name]
-		op := openapi.Param{Name: name, Kind: p.Type, List: p.List, Required: p.Required, Default: p.Default,
-			Min: p.Min, Max: p.Max, MaxLen: p.MaxLen, MaxItems: p.MaxItems}
-		if op.Kind == valuekind.String && op.MaxLen == 0 {
-			op.MaxLen = dataquery.DefaultMaxLen
-		}
-		if op.List && op.MaxItems == 0 {
-			op.MaxItems = dataquery.DefaultMaxItems
-		}
-		od.Params = append(od.Params, op)
-	}
+	od.Params = dataParams(d)       // data.go: the one parameter type, dataquery.Param
 	for _, col := range d.Columns { // the allow-list's order, filtered ones only
 		if ops, ok := d.Filters[col]; ok {
 			od.Filters = append(od.Filters, openapi.Filter{Column: col, Ops: ops})

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/valuekind"
 )
 
@@ -36,10 +37,17 @@ func (r *renderer) dataParams(d *Data) []any {
 }
 
 // param is one declared SQL-mode parameter.
-func param(p Param) obj {
-	s := scalarSchema(p.Kind, p.MaxLen)
+func param(p dataquery.Param) obj {
+	kind := p.Type.String()
+	if p.MaxLen == 0 && kind == valuekind.String {
+		p.MaxLen = dataquery.DefaultMaxLen
+	}
+	if p.MaxItems == 0 && p.List {
+		p.MaxItems = dataquery.DefaultMaxItems
+	}
+	s := scalarSchema(kind, p.MaxLen)
 	var desc strings.Builder
-	fmt.Fprintf(&desc, "Type %s", p.Kind)
+	fmt.Fprintf(&desc, "Type %s", kind)
 	if p.Min != "" || p.Max != "" {
 		lo, hi := p.Min, p.Max
 		if lo == "" {
@@ -53,7 +61,7 @@ func param(p Param) obj {
 			if v == "" {
 				return
 			}
-			if (p.Kind == valuekind.Int64 || p.Kind == valuekind.Float64) && jsonNumber(v) {
+			if (kind == valuekind.Int64 || kind == valuekind.Float64) && jsonNumber(v) {
 				s.set(key, number(v))
 			} else { // dates and timestamps: JSON Schema has no bound for strings
 				s.set("x-levee-"+key, v)
@@ -62,7 +70,7 @@ func param(p Param) obj {
 		bound("minimum", p.Min)
 		bound("maximum", p.Max)
 	}
-	if p.Kind == valuekind.String {
+	if kind == valuekind.String {
 		fmt.Fprintf(&desc, " of at most %d bytes (UTF-8, no NUL)", p.MaxLen)
 	}
 	if p.List {
@@ -122,13 +130,13 @@ func schemaVal(v any) any {
 }
 
 // defaultValue is a parameter's default as a JSON value of its type.
-func defaultValue(p Param) any {
+func defaultValue(p dataquery.Param) any {
 	if !p.List {
-		return scalarValue(p.Kind, p.Default)
+		return scalarValue(p.Type.String(), p.Default)
 	}
 	var items []any
 	for _, it := range splitList(p.Default) {
-		items = append(items, scalarValue(p.Kind, it))
+		items = append(items, scalarValue(p.Type.String(), it))
 	}
 	return items
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/openapi/openapitest"
 	"github.com/levee-gw/levee/internal/valuekind"
 )
@@ -16,11 +17,15 @@ func FuzzRender(f *testing.F) {
 	f.Add("orders", "/v1/orders", "GET", "id", "int64", "1", "9", "5", "id", "int8", "eq")
 	f.Add("a\"b", "/\u2028", "PROPFIND", "limit", "x", "", "", `a\,b`, "", "", "in")
 	f.Fuzz(func(t *testing.T, name, prefix, method, param, kind, min, max, def, col, dbType, op string) {
+		k, err := dataquery.ParseKind(kind)
+		if err != nil {
+			k = dataquery.Kind(len(kind)) // valid or not: either renders
+		}
 		d := Document{Routes: []Route{
 			{Name: name, PathPrefix: prefix, Methods: []string{method}, Auth: AuthAPIKey, Upstream: name,
 				Refusals: []Refusal{{Reason: param, Status: 400, Sentence: def}}},
 			{Name: "d" + name, PathPrefix: prefix, Methods: []string{"GET"}, Data: &Data{
-				Source: col, Formats: []string{MediaJSON, def}, Params: []Param{{Name: param, Kind: kind, Min: min, Max: max, Default: def, List: len(def)%2 == 1, MaxItems: 3}},
+				Source: col, Formats: []string{MediaJSON, def}, Params: []dataquery.Param{{Name: param, Type: k, Min: min, Max: max, Default: def, List: len(def)%2 == 1, MaxItems: 3}},
 				Filters: []Filter{{Column: col, Kind: kind, Ops: []string{op}}}, ColumnsKnown: true,
 				Columns: []Column{{Name: col, Type: dbType, Kind: kind}, {Name: param, Kind: valuekind.JSON}}, Page: &Page{Keyset: []string{col}, Default: 1, Max: 2}}},
 		}}

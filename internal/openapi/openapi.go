@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/dataquery"
 )
 
 // Auth is how a route identifies its callers.
@@ -82,8 +84,9 @@ type Data struct {
 	Source string
 	// Table is a table-mode route's table ("" in SQL mode).
 	Table string
-	// Params are a SQL-mode route's declared parameters, in file order.
-	Params []Param
+	// Params are a SQL-mode route's declared parameters, in file order
+	// (MaxLen and MaxItems 0 for dataquery's defaults).
+	Params []dataquery.Param
 	// Filters are a table-mode route's filterable columns.
 	Filters []Filter
 	// MaxFilters is how many filters one column may take in a request
@@ -105,22 +108,6 @@ type Data struct {
 	MaxBytes int64
 	// Cached is true when answers are cached (Levee-Cache, Age).
 	Cached bool
-}
-
-// Param is a SQL-mode parameter, as declared (see dataquery.Param); its
-// Kind is a valuekind name.
-type Param struct {
-	Name     string
-	Kind     string
-	List     bool
-	Required bool
-	// Default, Min and Max as the configuration wrote them ("" none).
-	Default  string
-	Min, Max string
-	// MaxLen is a string's longest value in bytes, MaxItems a list's most
-	// items (the effective values, defaults applied).
-	MaxLen   int
-	MaxItems int
 }
 
 // Filter is a table-mode column a request may filter on.

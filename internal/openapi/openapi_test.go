@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/openapi/openapitest"
 	"github.com/levee-gw/levee/internal/valuekind"
 )
@@ -47,17 +48,17 @@ func sample() Document {
 		{Name: "signed", PathPrefix: "/", Methods: []string{"POST", "GET"}, Auth: AuthHMAC, Upstream: "dav"},
 		{Name: "orders-v1", PathPrefix: "/v1/orders", Methods: []string{"GET", "HEAD"}, Auth: AuthAPIKey, Refusals: data, Data: &Data{
 			Source: "sales", Formats: all, MaxRows: 10000, MaxBytes: 8 << 20, Cached: true,
-			Params: []Param{
-				{Name: "customer_id", Kind: valuekind.Int64, Required: true, Min: "1", MaxItems: 0},
-				{Name: "big", Kind: valuekind.Int64, Default: "9007199254740993", Max: "9223372036854775807"},
-				{Name: "ratio", Kind: valuekind.Float64, Min: "-0.5", Max: "1e3"},
-				{Name: "open", Kind: valuekind.Bool, Default: "true"},
-				{Name: "q", Kind: valuekind.String, MaxLen: 64},
-				{Name: "day", Kind: valuekind.Date, Min: "2020-01-01"},
-				{Name: "since", Kind: valuekind.Timestamp, Max: "2030-01-01T00:00:00Z"},
-				{Name: "id", Kind: valuekind.UUID},
-				{Name: "ids", Kind: valuekind.Int64, List: true, Required: true, MaxItems: 100},
-				{Name: "tags", Kind: valuekind.String, List: true, Default: `a\,b,c`, MaxLen: 1024, MaxItems: 5},
+			Params: []dataquery.Param{
+				{Name: "customer_id", Type: dataquery.Int64, Required: true, Min: "1", MaxItems: 0},
+				{Name: "big", Type: dataquery.Int64, Default: "9007199254740993", Max: "9223372036854775807"},
+				{Name: "ratio", Type: dataquery.Float64, Min: "-0.5", Max: "1e3"},
+				{Name: "open", Type: dataquery.Bool, Default: "true"},
+				{Name: "q", Type: dataquery.String, MaxLen: 64},
+				{Name: "day", Type: dataquery.Date, Min: "2020-01-01"},
+				{Name: "since", Type: dataquery.Timestamp, Max: "2030-01-01T00:00:00Z"},
+				{Name: "id", Type: dataquery.UUID},
+				{Name: "ids", Type: dataquery.Int64, List: true, Required: true, MaxItems: 100},
+				{Name: "tags", Type: dataquery.String, List: true, Default: `a\,b,c`, MaxLen: 1024, MaxItems: 5},
 			},
 			Page:         &Page{Keyset: []string{"created_at", "id"}, Default: 100, Max: 1000},
 			ColumnsKnown: true, ColumnsNote: "from the database (PostgreSQL) at 2025-01-01T00:00:00Z",
