@@ -3,8 +3,9 @@ package proxy
 import "github.com/levee-gw/levee/internal/dataquery"
 
 // This file exports the refusal table for readers outside the request
-// path (the OpenAPI document): each reason's row as Refuse answers it, and
-// the reasons a route of a given shape can give. It also derives the data
+// path (the OpenAPI document): each reason's row as Refuse answers it
+// (LookupRefusal), and the rows of the reasons a route of a given shape
+// can give (RouteRefusals). It also derives the data
 // reasons' rows from package dataquery's declarations.
 
 // RefusalRow is one reason as Refuse answers it.
@@ -54,18 +55,6 @@ func allRows() []reasonSpec {
 // row returns reason's row as Refuse answers it.
 func row(s reasonSpec) RefusalRow {
 	return RefusalRow{Reason: s.Reason, Status: s.Status, Sentence: s.Sentence, RetryAfter: s.RetryAfter != noRetryAfter}
-}
-
-// RefusalRows lists every reason Refuse writes (the listener's excepted),
-// in reasonTable's order.
-func RefusalRows() []RefusalRow {
-	out := make([]RefusalRow, 0, len(reasonTable))
-	for _, s := range allRows() {
-		if !s.Listener {
-			out = append(out, row(s))
-		}
-	}
-	return out
 }
 
 // LookupRefusal returns reason's row; ok is false for a reason Refuse has
