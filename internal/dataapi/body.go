@@ -193,12 +193,12 @@ func (bd *body) finish(t dataformat.Tail) {
 // body's error makes the proxy abort the connection.
 func (bd *body) abort(err error) {
 	bd.done, bd.failed = true, err
-	reason, msg := ReasonQueryFailed, "the query failed"
+	reason, msg := dataquery.ReasonQueryFailed, "the query failed"
 	switch {
 	case errors.Is(err, datasource.ErrStatementTimeout):
-		reason, msg = ReasonStatementTimeout, "the query ran past its statement timeout and was cancelled"
+		reason, msg = dataquery.ReasonStatementTimeout, "the query ran past its statement timeout and was cancelled"
 	case errors.Is(err, datasource.ErrUnavailable):
-		reason, msg = ReasonSourceUnavailable, "the data source went away"
+		reason, msg = dataquery.ReasonSourceUnavailable, "the data source went away"
 	}
 	bd.rt.o.Logger.Warn("data answer cut short", "route", bd.rt.o.Name, "rows", bd.rowsSent, "error", err)
 	_ = bd.w.Abort(reason, msg)

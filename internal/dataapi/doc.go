@@ -21,6 +21,11 @@
 //
 // A request the route refuses (bad parameter, unacceptable format, the
 // source down or past its statement timeout) ends the attempt with an
-// *upstream.Refusal whose reason is in Reasons; proxy's reason table has a
-// row for each.
+// *upstream.Refusal whose reason is one of dataquery.Reasons; proxy's
+// reason table derives a row for each.
+//
+// A table route compiles its query once its database has told the kinds
+// of its columns, and a route's answer columns (for the OpenAPI document,
+// Route.Columns) are learnt the same way: once, by one request at a time,
+// the others waiting only within their own context (columns.go).
 package dataapi

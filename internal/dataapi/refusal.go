@@ -13,27 +13,6 @@ import (
 	"github.com/levee-gw/levee/internal/upstream"
 )
 
-// The refusal reasons of data routes besides dataquery's parameter
-// reasons (which pass through under their own names).
-const (
-	ReasonNotAcceptable     = "not_acceptable"
-	ReasonStatementTimeout  = "statement_timeout"
-	ReasonSourceUnavailable = "data_source_unavailable"
-	ReasonPoolExhausted     = "db_pool_exhausted"
-	ReasonQueryFailed       = "query_failed"
-)
-
-// Reasons lists every reason a Route's refusals carry: the request path's
-// reason table must have a row for each (the gateway's tests check it).
-func Reasons() []string {
-	return []string{
-		dataquery.ReasonMissingParameter, dataquery.ReasonInvalidParameter, dataquery.ReasonUnknownParameter,
-		dataquery.ReasonDuplicateParameter, dataquery.ReasonOperatorNotAllowed, dataquery.ReasonInvalidCursor,
-		dataquery.ReasonInvalidLimit,
-		ReasonNotAcceptable, ReasonStatementTimeout, ReasonSourceUnavailable, ReasonPoolExhausted, ReasonQueryFailed,
-	}
-}
-
 // unavailableRetryAfter is the Retry-After of a source that is down: long
 // enough that a client's retry may find it back, short enough not to
 // strand anyone (the source's own reconnects are on the same scale).
@@ -52,17 +31,17 @@ func refusal(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.Is(err, datasource.ErrStatementTimeout):
-		return &upstream.Refusal{Reason: ReasonStatementTimeout, Failure: true}
+		return &upstream.Refusal{Reason: dataquery.ReasonStatementTimeout, Failure: true}
 	case errors.Is(err, datasource.ErrPoolTimeout):
-		return &upstream.Refusal{Reason: ReasonPoolExhausted, Failure: true}
+		return &upstream.Refusal{Reason: dataquery.ReasonPoolExhausted, Failure: true}
 	case errors.Is(err, datasource.ErrUnavailable), errors.Is(err, datasource.ErrClosed), datacache.IsSourceFailure(err):
-		return &upstream.Refusal{Reason: ReasonSourceUnavailable, RetryAfter: unavailableRetryAfter, Failure: true}
+		return &upstream.Refusal{Reason: dataquery.ReasonSourceUnavailable, RetryAfter: unavailableRetryAfter, Failure: true}
 	}
 	var dbe *datasource.QueryError
 	if errors.As(err, &dbe) && dbe.ClientFault() {
 		return valueRefused("")
 	}
-	return &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
+	return &upstream.Refusal{Reason: dataquery.ReasonQueryFailed, Failure: true}
 }
 
 // queryRefusal is refusal for the failure of the statement q bound from

@@ -29,12 +29,12 @@ func TestRefusalMapping(t *testing.T) {
 		failure bool
 	}{
 		{live, &dataquery.Error{Param: "id", Reason: dataquery.ReasonInvalidParameter, Message: "bad"}, "invalid_parameter", false},
-		{live, fmt.Errorf("wrapped: %w", datasource.ErrStatementTimeout), ReasonStatementTimeout, true},
-		{live, datasource.ErrPoolTimeout, ReasonPoolExhausted, true},
-		{live, datasource.ErrUnavailable, ReasonSourceUnavailable, true},
-		{live, datacache.SourceFailure(errors.New("leader's query failed")), ReasonSourceUnavailable, true},
+		{live, fmt.Errorf("wrapped: %w", datasource.ErrStatementTimeout), dataquery.ReasonStatementTimeout, true},
+		{live, datasource.ErrPoolTimeout, dataquery.ReasonPoolExhausted, true},
+		{live, datasource.ErrUnavailable, dataquery.ReasonSourceUnavailable, true},
+		{live, datacache.SourceFailure(errors.New("leader's query failed")), dataquery.ReasonSourceUnavailable, true},
 		{live, &datasource.QueryError{SQLState: "22P02", Err: errors.New("invalid input")}, "invalid_parameter", false},
-		{live, &datasource.QueryError{SQLState: "42703", Err: errors.New("no such column")}, ReasonQueryFailed, true},
+		{live, &datasource.QueryError{SQLState: "42703", Err: errors.New("no such column")}, dataquery.ReasonQueryFailed, true},
 		{gone, context.Canceled, "", false},
 	} {
 		got := refusal(c.ctx, c.err)

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,10 +33,16 @@ type Options struct {
 	// nil and sets Table instead.
 	Query dataquery.Query
 	// Table is a table-mode route, compiled on first use with the column
-	// kinds the database reports (see tableQuery).
+	// kinds the database reports (see columns.go).
 	Table *TableOptions
-	// Source runs the statements.
-	Source *datasource.Source
+	// Params are a SQL-mode route's declared parameters: Columns binds a
+	// sample value of each to have the statement described.
+	Params []dataquery.Param
+	// Source runs the statements; SourceName and Driver name it (in the
+	// notes of Columns).
+	Source     *datasource.Source
+	SourceName string
+	Driver     string
 	// Formats are the answer formats offered, the first the default
 	// (Accept absent or */*). Required.
 	Formats []dataformat.Format
@@ -51,7 +56,8 @@ type Options struct {
 	CachePolicy datacache.Policy
 	Metrics     *Metrics
 	Logger      *slog.Logger
-	// Now is the clock (time.Now when nil): cache freshness is judged on it.
+	// Now is the clock (time.Now when nil): cache freshness and the
+	// spacing of the attempts to learn the columns are judged on it.
 	Now func() time.Time
 }
 
@@ -70,7 +76,8 @@ type TableOptions struct {
 type Route struct {
 	o       Options
 	metrics *routeMetrics
-	table   *tableQuery
+	logger  *slog.Logger
+	learnt  *columnCache
 	cols    atomic.Pointer[dataformat.Columns]
 }
 
@@ -88,10 +95,8 @@ func New(o Options) (*Route, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	rt := &Route{o: o, metrics: o.Metrics.route(o.Name)}
-	if o.Table != nil {
-		rt.table = &tableQuery{opts: *o.Table, source: o.Source, logger: o.Logger.With("route", o.Name)}
-	}
+	rt := &Route{o: o, metrics: o.Metrics.route(o.Name), logger: o.Logger.With("route", o.Name)}
+	rt.learnt = newColumnCache(o.Now, rt.ask)
 	return rt, nil
 }
 
@@ -102,7 +107,7 @@ var _ upstream.Forwarder = (*Route)(nil)
 func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbound) (*http.Response, error) {
 	format, ok := dataformat.Negotiate(r.Header.Get("Accept"), rt.o.Formats)
 	if !ok {
-		return nil, &upstream.Refusal{Reason: ReasonNotAcceptable, Detail: "this route answers " + formatList(rt.o.Formats)}
+		return nil, &upstream.Refusal{Reason: dataquery.ReasonNotAcceptable, Detail: "this route answers " + formatList(rt.o.Formats)}
 	}
 	q, err := rt.query(ctx)
 	if err != nil {
@@ -161,7 +166,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 			flight.Abandon(err)
 		}
 		rt.o.Logger.Error("data route cannot encode its columns", "route", rt.o.Name, "error", err)
-		return nil, &upstream.Refusal{Reason: ReasonQueryFailed, Failure: true}
+		return nil, &upstream.Refusal{Reason: dataquery.ReasonQueryFailed, Failure: true}
 	}
 	h := http.Header{"Content-Type": {format.ContentType()}, "Vary": {"Accept"}}
 	body.trailer = http.Header{truncatedTrailer: nil}
@@ -198,8 +203,8 @@ func (rt *Route) cached() bool { return rt.o.Cache != nil && rt.o.CachePolicy.TT
 
 // query returns the route's compiled statement.
 func (rt *Route) query(ctx context.Context) (dataquery.Query, error) {
-	if rt.table != nil {
-		return rt.table.get(ctx, rt.o.Now())
+	if rt.o.Table != nil {
+		return rt.tableQuery(ctx)
 	}
 	return rt.o.Query, nil
 }
@@ -244,103 +249,36 @@ func formatList(fs []dataformat.Format) string {
 	return strings.Join(names, ", ")
 }
 
-// tableQuery compiles a table-mode route once the database has told the
-// kinds of its columns: at the first request, and again at most once per
-// tableRetry while that fails (the source down at start), so a route
-// whose source comes up later starts serving by itself.
-type tableQuery struct {
-	opts   TableOptions
-	source *datasource.Source
-	logger *slog.Logger
-	mu     sync.Mutex
-	q      dataquery.Query
-	tried  time.Time
-	err    error
-}
-
-// tableRetry spaces the attempts to learn a table's columns.
-const tableRetry = time.Second
-
-func (t *tableQuery) get(ctx context.Context, now time.Time) (dataquery.Query, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.q != nil {
-		return t.q, nil
+// tableQuery is a table-mode route's query, compiled once the database
+// has told the kinds of its columns (columns.go): the failure to learn
+// them as the request path answers it.
+func (rt *Route) tableQuery(ctx context.Context) (dataquery.Query, error) {
+	v, err := rt.learnt.get(ctx)
+	if err == nil {
+		return v.q, nil
 	}
-	if !t.tried.IsZero() && now.Sub(t.tried) < tableRetry {
-		return nil, t.err
-	}
-	t.tried = now
-	q, err := t.compile(ctx)
-	if err != nil {
-		t.err = err
+	if errors.Is(err, datasource.ErrUnavailable) || ctx.Err() != nil {
 		return nil, err
 	}
-	t.q = q
-	return q, nil
+	return nil, &datasource.QueryError{Err: err} // query_failed
 }
 
-// compile asks the database for the table's columns and compiles the
-// route with their kinds. A declaration the table does not satisfy (a
-// column it lacks, a filter on a column that cannot be filtered) is a
-// configuration mistake: logged, and answered query_failed.
-func (t *tableQuery) compile(ctx context.Context) (dataquery.Query, error) {
-	cols, err := t.source.TableColumns(ctx, t.opts.Table)
-	if err != nil {
-		if errors.Is(err, datasource.ErrUnavailable) {
-			return nil, err
-		}
-		t.logger.Error("data route: cannot read the table's columns", "table", t.opts.Table, "error", err)
-		return nil, &datasource.QueryError{Err: err}
+// ask is the route's columnCache's question to the database. A failure
+// other than the source down or the asker leaving is logged, once per
+// attempt: a table that does not match the declaration is a
+// configuration mistake.
+func (rt *Route) ask(ctx context.Context) (learnt, error) {
+	if rt.o.Table == nil {
+		return askStatement(ctx, rt.o.Source, rt.o.Query, rt.o.Params)
 	}
-	kinds := make(map[string]string, len(cols))
-	for _, c := range cols {
-		kinds[c.Name] = c.Kind
+	v, err := askTable(ctx, rt.o.Source, rt.o.Table)
+	var mm *mismatchError
+	switch {
+	case err == nil, errors.Is(err, datasource.ErrUnavailable), ctx.Err() != nil:
+	case errors.As(err, &mm):
+		rt.logger.Error("data route: configuration does not match the table", "table", rt.o.Table.Table, "error", err)
+	default:
+		rt.logger.Error("data route: cannot read the table's columns", "table", rt.o.Table.Table, "error", err)
 	}
-	spec := dataquery.TableSpec{Table: t.opts.Table, Filters: t.opts.Filters, Order: t.opts.Order}
-	for _, name := range t.opts.Columns {
-		kind, ok := kinds[name]
-		if !ok {
-			err := errors.New("table " + strconv.Quote(t.opts.Table) + " has no column " + strconv.Quote(name))
-			t.logger.Error("data route: configuration does not match the table", "error", err)
-			return nil, &datasource.QueryError{Err: err}
-		}
-		k, filterable := filterKind(kind)
-		if _, filtered := t.opts.Filters[name]; filtered && !filterable {
-			err := errors.New("column " + strconv.Quote(name) + " is " + kind + ", which cannot be filtered")
-			t.logger.Error("data route: configuration does not match the table", "error", err)
-			return nil, &datasource.QueryError{Err: err}
-		}
-		spec.Columns = append(spec.Columns, dataquery.Column{Name: name, Kind: k})
-	}
-	q, err := dataquery.CompileTable(spec, t.opts.Page, t.opts.Dialect)
-	if err != nil {
-		t.logger.Error("data route: cannot compile the table query", "error", err)
-		return nil, &datasource.QueryError{Err: err}
-	}
-	return q, nil
-}
-
-// filterKind is how a filter value on a column of the database's kind is
-// parsed. numeric values are passed as text for the database to read
-// exactly (a value it refuses is the client's 400); bytes and json
-// columns cannot be filtered.
-func filterKind(kind string) (dataquery.Kind, bool) {
-	switch kind {
-	case datasource.KindInt64:
-		return dataquery.Int64, true
-	case datasource.KindFloat64:
-		return dataquery.Float64, true
-	case datasource.KindBool:
-		return dataquery.Bool, true
-	case datasource.KindDate:
-		return dataquery.Date, true
-	case datasource.KindTimestamp:
-		return dataquery.Timestamp, true
-	case datasource.KindUUID:
-		return dataquery.UUID, true
-	case datasource.KindString, datasource.KindNumeric:
-		return dataquery.String, true
-	}
-	return dataquery.String, false
+	return v, err
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // The reasons a request's query string is refused. Every one is the
-// client's fault (HTTP 400); the caller maps them to its refusal reasons.
+// client's fault (HTTP 400). With the data routes' other reasons they are
+// declared in reasons.go, from which the request path's refusal table
+// derives its rows.
 // Compile-time problems (configuration) are plain errors, never *Error.
 const (
 	// ReasonMissingParameter: a required parameter was not given.

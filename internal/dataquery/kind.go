@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // Kind is the type of a parameter or column value. It decides how a
@@ -33,7 +35,10 @@ const (
 	UUID
 )
 
-var kindNames = [...]string{"", "int64", "float64", "bool", "string", "date", "timestamp", "uuid"}
+// kindNames are the Kinds' names by Kind: package valuekind's parameter
+// kinds, in its order (TestKindsAreValuekinds holds the constants above
+// to it).
+var kindNames = append([]string{""}, valuekind.ParamNames()...)
 
 // String returns the kind's configuration name ("int64", ...).
 func (k Kind) String() string {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 var injections = []string{
@@ -323,5 +325,34 @@ func TestParseKindAndOp(t *testing.T) {
 	}
 	if _, err := ParseOp("ilike"); err == nil {
 		t.Error("ParseOp(ilike) accepted")
+	}
+}
+
+// TestKindsAreValuekinds holds the Kind constants to package valuekind's
+// parameter kinds: one Kind per kind, each named as its row, and a
+// filter's parse form a Kind.
+func TestKindsAreValuekinds(t *testing.T) {
+	kinds := []Kind{Int64, Float64, Bool, String, Date, Timestamp, UUID}
+	names := valuekind.ParamNames()
+	if len(names) != len(kinds) {
+		t.Fatalf("valuekind has %d parameter kinds %v, dataquery %d Kinds", len(names), names, len(kinds))
+	}
+	for i, k := range kinds {
+		if k.String() != names[i] {
+			t.Errorf("Kind %d is %q, valuekind's row %q", k, k.String(), names[i])
+		}
+		if pk, err := ParseKind(names[i]); err != nil || pk != k {
+			t.Errorf("ParseKind(%q) = %v, %v", names[i], pk, err)
+		}
+	}
+	for _, s := range valuekind.All() {
+		if _, err := ParseKind(s.Name); (err == nil) != s.Param {
+			t.Errorf("kind %q: Param %v, ParseKind error %v", s.Name, s.Param, err)
+		}
+		if s.Filter != "" {
+			if _, err := ParseKind(s.Filter); err != nil {
+				t.Errorf("kind %q filters as %q: %v", s.Name, s.Filter, err)
+			}
+		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // Defaults applied by Open to the zero values of Options.
@@ -77,30 +79,15 @@ type Column struct {
 	// (int4, numeric, timestamptz, ...), SQLite's declared type in upper
 	// case ("" for an expression).
 	Type string
-	// Kind is what the column's values are, one of the Kind constants: the
+	// Kind is what the column's values are, one of package valuekind's kinds: the
 	// OpenAPI schema and table-mode filter parsing follow it.
 	Kind string
 }
 
-// The kinds a Column may have, and the Go type of its non-NULL values:
-const (
-	KindInt64     = "int64"     // int64
-	KindFloat64   = "float64"   // float64
-	KindBool      = "bool"      // bool
-	KindString    = "string"    // string (text, time, interval, enums, any type without a closer kind)
-	KindDate      = "date"      // string "YYYY-MM-DD" (PostgreSQL: "infinity" and BC dates as it renders them)
-	KindTimestamp = "timestamp" // time.Time in UTC
-	KindUUID      = "uuid"      // string, canonical lower-case form
-	KindNumeric   = "numeric"   // string, exact decimal text ("NaN", "Infinity" as PostgreSQL renders them)
-	KindBytes     = "bytes"     // []byte
-	KindJSON      = "json"      // json.RawMessage
-)
-
-// KindNames are the Kind constants, the vocabulary a route's declared
-// column_types are checked against.
-func KindNames() []string {
-	return []string{KindInt64, KindFloat64, KindBool, KindString, KindDate, KindTimestamp, KindUUID, KindNumeric, KindBytes, KindJSON}
-}
+// KindNames are the kinds a Column may have (package valuekind's, whose
+// Value says the Go type of each kind's non-NULL values), the vocabulary
+// a route's declared column_types are checked against.
+func KindNames() []string { return valuekind.Names() }
 
 // PoolStats is a snapshot of a source's connections, for the metric
 // levee_data_pool_connections{source,state}.

@@ -11,30 +11,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // builtinTypes are the PostgreSQL types with a kind other than string, and
 // the text types, by OID (fixed for built-in types), with pg_type's names.
 var builtinTypes = map[uint32]struct{ name, kind string }{
-	pgtype.Int2OID:        {"int2", KindInt64},
-	pgtype.Int4OID:        {"int4", KindInt64},
-	pgtype.Int8OID:        {"int8", KindInt64},
-	pgtype.OIDOID:         {"oid", KindInt64},
-	pgtype.Float4OID:      {"float4", KindFloat64},
-	pgtype.Float8OID:      {"float8", KindFloat64},
-	pgtype.BoolOID:        {"bool", KindBool},
-	pgtype.NumericOID:     {"numeric", KindNumeric},
-	pgtype.TextOID:        {"text", KindString},
-	pgtype.VarcharOID:     {"varchar", KindString},
-	pgtype.BPCharOID:      {"bpchar", KindString},
-	pgtype.NameOID:        {"name", KindString},
-	pgtype.DateOID:        {"date", KindDate},
-	pgtype.TimestampOID:   {"timestamp", KindTimestamp},
-	pgtype.TimestamptzOID: {"timestamptz", KindTimestamp},
-	pgtype.UUIDOID:        {"uuid", KindUUID},
-	pgtype.ByteaOID:       {"bytea", KindBytes},
-	pgtype.JSONOID:        {"json", KindJSON},
-	pgtype.JSONBOID:       {"jsonb", KindJSON},
+	pgtype.Int2OID:        {"int2", valuekind.Int64},
+	pgtype.Int4OID:        {"int4", valuekind.Int64},
+	pgtype.Int8OID:        {"int8", valuekind.Int64},
+	pgtype.OIDOID:         {"oid", valuekind.Int64},
+	pgtype.Float4OID:      {"float4", valuekind.Float64},
+	pgtype.Float8OID:      {"float8", valuekind.Float64},
+	pgtype.BoolOID:        {"bool", valuekind.Bool},
+	pgtype.NumericOID:     {"numeric", valuekind.Numeric},
+	pgtype.TextOID:        {"text", valuekind.String},
+	pgtype.VarcharOID:     {"varchar", valuekind.String},
+	pgtype.BPCharOID:      {"bpchar", valuekind.String},
+	pgtype.NameOID:        {"name", valuekind.String},
+	pgtype.DateOID:        {"date", valuekind.Date},
+	pgtype.TimestampOID:   {"timestamp", valuekind.Timestamp},
+	pgtype.TimestamptzOID: {"timestamptz", valuekind.Timestamp},
+	pgtype.UUIDOID:        {"uuid", valuekind.UUID},
+	pgtype.ByteaOID:       {"bytea", valuekind.Bytes},
+	pgtype.JSONOID:        {"json", valuekind.JSON},
+	pgtype.JSONBOID:       {"jsonb", valuekind.JSON},
 }
 
 // typeOf names a result column's type and picks its decoder for the format
@@ -53,7 +55,7 @@ func (s *pgSource) typeOf(tm *pgtype.Map, oid uint32, format int16) (name, kind 
 				name = "oid:" + strconv.FormatUint(uint64(oid), 10)
 			}
 		}
-		kind = KindString
+		kind = valuekind.String
 	}
 	if format == pgtype.TextFormatCode {
 		switch oid {

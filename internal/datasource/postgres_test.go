@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/levee-gw/levee/internal/testsvc"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // typesSetup is a table with a column of every type levee maps, rows of
@@ -426,7 +427,7 @@ func TestPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after ALTER TABLE: %v", err)
 		}
-		if c := r.Columns()[1]; c.Type != "text" || c.Kind != KindString {
+		if c := r.Columns()[1]; c.Type != "text" || c.Kind != valuekind.String {
 			t.Fatalf("column after ALTER TABLE = %+v", c)
 		}
 		if rows := collect(t, r); rows[0][1] != "2" {
@@ -452,7 +453,7 @@ func TestPostgres(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cols) != 21 || cols[0].Name != "id" || cols[12].Kind != KindTimestamp || cols[19].Type != "mood" {
+			if len(cols) != 21 || cols[0].Name != "id" || cols[12].Kind != valuekind.Timestamp || cols[19].Type != "mood" {
 				t.Fatalf("TableColumns(%s) = %v", table, cols)
 			}
 		}

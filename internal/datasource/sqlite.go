@@ -14,6 +14,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // sqliteSource is a SQLite file opened read-only twice over: mode=ro (the
@@ -109,26 +111,26 @@ func sqliteColumn(name, decl string) Column {
 	if i := strings.IndexByte(base, '('); i >= 0 {
 		base = strings.TrimSpace(base[:i])
 	}
-	kind := KindString
+	kind := valuekind.String
 	switch base {
 	case "INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "MEDIUMINT", "INT2", "INT4", "INT8", "UNSIGNED BIG INT":
-		kind = KindInt64
+		kind = valuekind.Int64
 	case "REAL", "DOUBLE", "DOUBLE PRECISION", "FLOAT":
-		kind = KindFloat64
+		kind = valuekind.Float64
 	case "BOOLEAN", "BOOL":
-		kind = KindBool
+		kind = valuekind.Bool
 	case "NUMERIC", "DECIMAL":
-		kind = KindNumeric
+		kind = valuekind.Numeric
 	case "DATE":
-		kind = KindDate
+		kind = valuekind.Date
 	case "DATETIME", "TIMESTAMP", "TIMESTAMPTZ":
-		kind = KindTimestamp
+		kind = valuekind.Timestamp
 	case "UUID":
-		kind = KindUUID
+		kind = valuekind.UUID
 	case "BLOB", "BYTEA":
-		kind = KindBytes
+		kind = valuekind.Bytes
 	case "JSON", "JSONB":
-		kind = KindJSON
+		kind = valuekind.JSON
 	}
 	return Column{Name: name, Type: t, Kind: kind}
 }
@@ -179,30 +181,30 @@ func (p *sqliteRows) next(vals []any) bool {
 // the vocabulary's types.
 func sqliteValue(kind string, v any) (any, error) {
 	switch kind {
-	case KindBool:
+	case valuekind.Bool:
 		if n, ok := v.(int64); ok {
 			return n != 0, nil
 		}
-	case KindNumeric:
+	case valuekind.Numeric:
 		switch n := v.(type) {
 		case int64:
 			return strconv.FormatInt(n, 10), nil
 		case float64:
 			return strconv.FormatFloat(n, 'f', -1, 64), nil
 		}
-	case KindDate:
+	case valuekind.Date:
 		if t, ok := v.(time.Time); ok {
 			return t.UTC().Format(time.DateOnly), nil
 		}
-	case KindTimestamp:
+	case valuekind.Timestamp:
 		if t, ok := v.(time.Time); ok && t.Location() != time.UTC {
 			return t.UTC(), nil
 		}
-	case KindUUID:
+	case valuekind.UUID:
 		if b, ok := v.([]byte); ok && len(b) == 16 {
 			return uuidText(b), nil
 		}
-	case KindJSON:
+	case valuekind.JSON:
 		switch j := v.(type) {
 		case string:
 			if !json.Valid([]byte(j)) {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 const sqliteSetup = `
@@ -229,7 +231,7 @@ func TestSQLite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cols) != 13 || cols[8].Kind != KindTimestamp {
+			if len(cols) != 13 || cols[8].Kind != valuekind.Timestamp {
 				t.Fatalf("TableColumns(%s) = %v", table, cols)
 			}
 		}

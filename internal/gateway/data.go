@@ -175,7 +175,8 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		page = &dataquery.Page{Keyset: p.Keyset, Default: p.Default, Max: p.Max, Key: g.cursorKey, Scope: rc.Name + "@" + version}
 	}
 	o := dataapi.Options{
-		Name: rc.Name, Version: version, Source: src, Metrics: g.dataMetrics, Logger: g.logger,
+		Name: rc.Name, Version: version, Source: src, SourceName: d.Source, Driver: cfg.DataSources[d.Source].Driver,
+		Metrics: g.dataMetrics, Logger: g.logger,
 		Limits:           dataformat.Limits{MaxRows: d.MaxRows, MaxBytes: d.MaxBytes},
 		StatementTimeout: d.StatementTimeout,
 	}
@@ -197,7 +198,8 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		o.CachePolicy = datacache.Policy{TTL: c.TTL, StaleIfError: c.StaleIfError, MaxWait: wait}
 	}
 	if d.SQL != "" {
-		q, err := dataquery.CompileSQL(d.SQL, dataParams(d), page, dialect)
+		o.Params = dataParams(d)
+		q, err := dataquery.CompileSQL(d.SQL, o.Params, page, dialect)
 		if err != nil {
 			return nil, err
 		}

@@ -77,8 +77,6 @@ type Gateway struct {
 	dataMetrics *dataapi.Metrics
 	dataCache   *datacache.Cache
 	cursorKey   []byte
-	// docs keeps data routes' columns for the OpenAPI document (openapi.go).
-	docs docsState
 	// appsMu serialises publishing app snapshots to the handler (apps.go).
 	// It is taken under reloadMu (a seed at reload), under mu (the seed at
 	// Start) or alone (an admin API write); nothing is locked under it.

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // dataParams are a data route's query parameters: its declared
@@ -34,10 +37,17 @@ func (r *renderer) dataParams(d *Data) []any {
 }
 
 // param is one declared SQL-mode parameter.
-func param(p Param) obj {
-	s := scalarSchema(p.Kind, p.MaxLen)
+func param(p dataquery.Param) obj {
+	kind := p.Type.String()
+	if p.MaxLen == 0 && kind == valuekind.String {
+		p.MaxLen = dataquery.DefaultMaxLen
+	}
+	if p.MaxItems == 0 && p.List {
+		p.MaxItems = dataquery.DefaultMaxItems
+	}
+	s := scalarSchema(kind, p.MaxLen)
 	var desc strings.Builder
-	fmt.Fprintf(&desc, "Type %s", p.Kind)
+	fmt.Fprintf(&desc, "Type %s", kind)
 	if p.Min != "" || p.Max != "" {
 		lo, hi := p.Min, p.Max
 		if lo == "" {
@@ -51,7 +61,7 @@ func param(p Param) obj {
 			if v == "" {
 				return
 			}
-			if (p.Kind == KindInt64 || p.Kind == KindFloat64) && jsonNumber(v) {
+			if (kind == valuekind.Int64 || kind == valuekind.Float64) && jsonNumber(v) {
 				s.set(key, number(v))
 			} else { // dates and timestamps: JSON Schema has no bound for strings
 				s.set("x-levee-"+key, v)
@@ -60,7 +70,7 @@ func param(p Param) obj {
 		bound("minimum", p.Min)
 		bound("maximum", p.Max)
 	}
-	if p.Kind == KindString {
+	if kind == valuekind.String {
 		fmt.Fprintf(&desc, " of at most %d bytes (UTF-8, no NUL)", p.MaxLen)
 	}
 	if p.List {
@@ -83,39 +93,50 @@ func param(p Param) obj {
 }
 
 // scalarSchema is the schema of one value of kind (a parameter's or a
-// filter's).
+// filter's): its valuekind row's, a plain string for a kind without one.
 func scalarSchema(kind string, maxLen int) obj {
-	switch kind {
-	case KindInt64:
-		return obj{{"type", "integer"}, {"format", "int64"}}
-	case KindFloat64:
-		return obj{{"type", "number"}, {"format", "double"}}
-	case KindBool:
-		return obj{{"type", "boolean"}}
-	case KindString:
-		s := obj{{"type", "string"}}
-		if maxLen > 0 {
-			s.set("maxLength", maxLen)
-		}
-		return s
-	case KindDate:
-		return obj{{"type", "string"}, {"format", "date"}}
-	case KindTimestamp:
-		return obj{{"type", "string"}, {"format", "date-time"}, {"description", "RFC 3339 with a zone (Z or ±hh:mm)"}}
-	case KindUUID:
-		return obj{{"type", "string"}, {"format", "uuid"}, {"pattern", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}}
+	spec, _ := valuekind.Lookup(kind)
+	if len(spec.ParamSchema) == 0 {
+		return obj{{"type", "string"}}
 	}
-	return obj{{"type", "string"}}
+	s := schemaObj(spec.ParamSchema)
+	if kind == valuekind.String && maxLen > 0 {
+		s.set("maxLength", maxLen)
+	}
+	return s
+}
+
+// schemaObj is a valuekind schema as a new obj (nested objects too).
+func schemaObj(ms []valuekind.Member) obj {
+	o := make(obj, 0, len(ms))
+	for _, m := range ms {
+		o = append(o, member{m.Key, schemaVal(m.Val)})
+	}
+	return o
+}
+
+func schemaVal(v any) any {
+	switch x := v.(type) {
+	case []valuekind.Member:
+		return schemaObj(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = schemaVal(e)
+		}
+		return out
+	}
+	return v
 }
 
 // defaultValue is a parameter's default as a JSON value of its type.
-func defaultValue(p Param) any {
+func defaultValue(p dataquery.Param) any {
 	if !p.List {
-		return scalarValue(p.Kind, p.Default)
+		return scalarValue(p.Type.String(), p.Default)
 	}
 	var items []any
 	for _, it := range splitList(p.Default) {
-		items = append(items, scalarValue(p.Kind, it))
+		items = append(items, scalarValue(p.Type.String(), it))
 	}
 	return items
 }
@@ -124,11 +145,11 @@ func defaultValue(p Param) any {
 // JSON value: a number or boolean when it reads as one, else a string.
 func scalarValue(kind, v string) any {
 	switch kind {
-	case KindInt64, KindFloat64:
+	case valuekind.Int64, valuekind.Float64:
 		if jsonNumber(v) {
 			return number(v)
 		}
-	case KindBool:
+	case valuekind.Bool:
 		if b, err := strconv.ParseBool(v); err == nil && (v == "true" || v == "false") {
 			return b
 		}
@@ -307,39 +328,11 @@ func rowSchema(d *Data) obj {
 }
 
 // columnSchema is the schema of a column's values as levee writes them
-// in JSON (docs/data-formats.md, "Values").
+// in JSON (docs/data-formats.md, "Values"): its valuekind row's.
 func columnSchema(c Column) obj {
-	s := obj{}
-	note := ""
-	switch c.Kind {
-	case KindInt64:
-		s = obj{{"type", []string{"integer", "string", "null"}}, {"format", "int64"}, {"pattern", "^-?[0-9]+$"}}
-		note = "a JSON number within ±2^53, a decimal string beyond"
-	case KindFloat64:
-		s = obj{{"anyOf", []any{obj{{"type", []string{"number", "null"}}, {"format", "double"}}, obj{{"enum", []string{"NaN", "Infinity", "-Infinity"}}}}}}
-		note = "a number; NaN and the infinities as strings"
-	case KindBool:
-		s = obj{{"type", []string{"boolean", "null"}}}
-	case KindString:
-		s = obj{{"type", []string{"string", "null"}}}
-	case KindDate:
-		s = obj{{"type", []string{"string", "null"}}, {"format", "date"}}
-		note = "YYYY-MM-DD (PostgreSQL's infinity and BC dates as it writes them)"
-	case KindTimestamp:
-		s = obj{{"type", []string{"string", "null"}}, {"format", "date-time"}}
-		note = "RFC 3339 in UTC"
-	case KindUUID:
-		s = obj{{"type", []string{"string", "null"}}, {"format", "uuid"}}
-	case KindNumeric:
-		s = obj{{"type", []string{"string", "null"}}}
-		note = "the exact decimal text"
-	case KindBytes:
-		s = obj{{"type", []string{"string", "null"}}, {"contentEncoding", "base64"}}
-		note = "standard base64"
-	case KindJSON:
-		note = "the JSON value itself"
-	default:
-		note = "kind " + strconv.Quote(c.Kind) + ": any value"
+	s, note := obj{}, "kind "+strconv.Quote(c.Kind)+": any value"
+	if spec, ok := valuekind.Lookup(c.Kind); ok {
+		s, note = schemaObj(spec.ColumnSchema), spec.ColumnNote
 	}
 	desc := c.Kind
 	if c.Type != "" {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/dataquery"
 )
 
 // Auth is how a route identifies its callers.
@@ -19,23 +21,6 @@ const (
 	AuthNone   Auth = ""
 	AuthAPIKey Auth = "api_key"
 	AuthHMAC   Auth = "hmac"
-)
-
-// The kinds of parameter, filter and column values. The parameter kinds
-// are dataquery's type names, the column kinds datasource's Kind
-// constants (the gateway's tests hold the three lists together). Any
-// other kind renders as an unconstrained schema.
-const (
-	KindInt64     = "int64"
-	KindFloat64   = "float64"
-	KindBool      = "bool"
-	KindString    = "string"
-	KindDate      = "date"
-	KindTimestamp = "timestamp"
-	KindUUID      = "uuid"
-	KindNumeric   = "numeric"
-	KindBytes     = "bytes"
-	KindJSON      = "json"
 )
 
 // The media types of a data route's formats.
@@ -99,8 +84,9 @@ type Data struct {
 	Source string
 	// Table is a table-mode route's table ("" in SQL mode).
 	Table string
-	// Params are a SQL-mode route's declared parameters, in file order.
-	Params []Param
+	// Params are a SQL-mode route's declared parameters, in file order
+	// (MaxLen and MaxItems 0 for dataquery's defaults).
+	Params []dataquery.Param
 	// Filters are a table-mode route's filterable columns.
 	Filters []Filter
 	// MaxFilters is how many filters one column may take in a request
@@ -122,21 +108,6 @@ type Data struct {
 	MaxBytes int64
 	// Cached is true when answers are cached (Levee-Cache, Age).
 	Cached bool
-}
-
-// Param is a SQL-mode parameter, as declared (see dataquery.Param).
-type Param struct {
-	Name     string
-	Kind     string
-	List     bool
-	Required bool
-	// Default, Min and Max as the configuration wrote them ("" none).
-	Default  string
-	Min, Max string
-	// MaxLen is a string's longest value in bytes, MaxItems a list's most
-	// items (the effective values, defaults applied).
-	MaxLen   int
-	MaxItems int
 }
 
 // Filter is a table-mode column a request may filter on.

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/dataquery"
+	"github.com/levee-gw/levee/internal/openapi/openapitest"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -44,29 +48,29 @@ func sample() Document {
 		{Name: "signed", PathPrefix: "/", Methods: []string{"POST", "GET"}, Auth: AuthHMAC, Upstream: "dav"},
 		{Name: "orders-v1", PathPrefix: "/v1/orders", Methods: []string{"GET", "HEAD"}, Auth: AuthAPIKey, Refusals: data, Data: &Data{
 			Source: "sales", Formats: all, MaxRows: 10000, MaxBytes: 8 << 20, Cached: true,
-			Params: []Param{
-				{Name: "customer_id", Kind: KindInt64, Required: true, Min: "1", MaxItems: 0},
-				{Name: "big", Kind: KindInt64, Default: "9007199254740993", Max: "9223372036854775807"},
-				{Name: "ratio", Kind: KindFloat64, Min: "-0.5", Max: "1e3"},
-				{Name: "open", Kind: KindBool, Default: "true"},
-				{Name: "q", Kind: KindString, MaxLen: 64},
-				{Name: "day", Kind: KindDate, Min: "2020-01-01"},
-				{Name: "since", Kind: KindTimestamp, Max: "2030-01-01T00:00:00Z"},
-				{Name: "id", Kind: KindUUID},
-				{Name: "ids", Kind: KindInt64, List: true, Required: true, MaxItems: 100},
-				{Name: "tags", Kind: KindString, List: true, Default: `a\,b,c`, MaxLen: 1024, MaxItems: 5},
+			Params: []dataquery.Param{
+				{Name: "customer_id", Type: dataquery.Int64, Required: true, Min: "1", MaxItems: 0},
+				{Name: "big", Type: dataquery.Int64, Default: "9007199254740993", Max: "9223372036854775807"},
+				{Name: "ratio", Type: dataquery.Float64, Min: "-0.5", Max: "1e3"},
+				{Name: "open", Type: dataquery.Bool, Default: "true"},
+				{Name: "q", Type: dataquery.String, MaxLen: 64},
+				{Name: "day", Type: dataquery.Date, Min: "2020-01-01"},
+				{Name: "since", Type: dataquery.Timestamp, Max: "2030-01-01T00:00:00Z"},
+				{Name: "id", Type: dataquery.UUID},
+				{Name: "ids", Type: dataquery.Int64, List: true, Required: true, MaxItems: 100},
+				{Name: "tags", Type: dataquery.String, List: true, Default: `a\,b,c`, MaxLen: 1024, MaxItems: 5},
 			},
 			Page:         &Page{Keyset: []string{"created_at", "id"}, Default: 100, Max: 1000},
 			ColumnsKnown: true, ColumnsNote: "from the database (PostgreSQL) at 2025-01-01T00:00:00Z",
-			Columns: []Column{{"id", "int8", KindInt64}, {"total", "numeric", KindNumeric}, {"created_at", "timestamptz", KindTimestamp}},
+			Columns: []Column{{"id", "int8", valuekind.Int64}, {"total", "numeric", valuekind.Numeric}, {"created_at", "timestamptz", valuekind.Timestamp}},
 		}},
 		{Name: "customers-v1", PathPrefix: "/v1/customers", Methods: []string{"GET"}, Refusals: data, Data: &Data{
 			Source: "sales", Table: "customers", Formats: []string{MediaCSV, MediaJSON}, MaxRows: 5, MaxBytes: 1024, MaxFilters: 8,
-			Filters:      []Filter{{Column: "region", Kind: KindString, Ops: []string{"eq", "in"}}, {Column: "created_at", Kind: KindTimestamp, Ops: []string{"gte", "lt", "is"}}},
+			Filters:      []Filter{{Column: "region", Kind: valuekind.String, Ops: []string{"eq", "in"}}, {Column: "created_at", Kind: valuekind.Timestamp, Ops: []string{"gte", "lt", "is"}}},
 			ColumnsKnown: true,
-			Columns: []Column{{"id", "INTEGER", KindInt64}, {"score", "REAL", KindFloat64}, {"vip", "BOOLEAN", KindBool}, {"name", "TEXT", KindString},
-				{"born", "DATE", KindDate}, {"created_at", "TIMESTAMP", KindTimestamp}, {"uid", "UUID", KindUUID}, {"price", "NUMERIC", KindNumeric},
-				{"photo", "BLOB", KindBytes}, {"attrs", "JSON", KindJSON}, {"odd", "", "other"}},
+			Columns: []Column{{"id", "INTEGER", valuekind.Int64}, {"score", "REAL", valuekind.Float64}, {"vip", "BOOLEAN", valuekind.Bool}, {"name", "TEXT", valuekind.String},
+				{"born", "DATE", valuekind.Date}, {"created_at", "TIMESTAMP", valuekind.Timestamp}, {"uid", "UUID", valuekind.UUID}, {"price", "NUMERIC", valuekind.Numeric},
+				{"photo", "BLOB", valuekind.Bytes}, {"attrs", "JSON", valuekind.JSON}, {"odd", "", "other"}},
 		}},
 		{Name: "down-v1", PathPrefix: "/v1/down", Methods: []string{"GET"}, Data: &Data{
 			Source: "gone", Table: "t", Formats: []string{MediaNDJSON}, MaxRows: 1, MaxBytes: 1,
@@ -81,7 +85,7 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(doc); err != nil {
+	if err := openapitest.Check(doc); err != nil {
 		t.Fatalf("the rendered document breaks OpenAPI 3.1:\n%v", err)
 	}
 	again, _ := Render(sample())
@@ -292,7 +296,7 @@ func TestRenderRefusesMalformed(t *testing.T) {
 	}
 }
 
-// TestCheckCatches makes sure Check is not a rubber stamp: each mutation
+// TestCheckCatches makes sure openapitest.Check is not a rubber stamp: each mutation
 // of a valid document breaks one rule and must be reported.
 func TestCheckCatches(t *testing.T) {
 	good, err := Render(sample())
@@ -316,12 +320,12 @@ func TestCheckCatches(t *testing.T) {
 			t.Fatalf("%s: %q not in the document", name, c.from)
 		}
 		bad := bytes.Replace(good, []byte(c.from), []byte(c.to), 1)
-		err := Check(bad)
+		err := openapitest.Check(bad)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Check says %v, want an error with %q", name, err, c.want)
 		}
 	}
-	if err := Check([]byte(`{"openapi":"3.1.0"`)); err == nil {
+	if err := openapitest.Check([]byte(`{"openapi":"3.1.0"`)); err == nil {
 		t.Error("truncated JSON passed")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/telemetry"
 )
 
@@ -52,20 +53,20 @@ const (
 	ReasonConsumerLimit    Reason = Reason(admission.ReasonConsumerLimit)
 	ReasonMemoryPressure   Reason = "memory_pressure"
 
-	// Data-API refusals (package dataapi, whose reasons these are: the
-	// gateway's TestOpenAPIKindsAgree holds the two lists together).
-	ReasonMissingParameter   Reason = "missing_parameter"
-	ReasonInvalidParameter   Reason = "invalid_parameter"
-	ReasonUnknownParameter   Reason = "unknown_parameter"
-	ReasonDuplicateParameter Reason = "duplicate_parameter"
-	ReasonOperatorNotAllowed Reason = "operator_not_allowed"
-	ReasonInvalidCursor      Reason = "invalid_cursor"
-	ReasonInvalidLimit       Reason = "invalid_limit"
-	ReasonNotAcceptable      Reason = "not_acceptable"
-	ReasonStatementTimeout   Reason = "statement_timeout"
-	ReasonDataSourceDown     Reason = "data_source_unavailable"
-	ReasonDBPoolExhausted    Reason = "db_pool_exhausted"
-	ReasonQueryFailed        Reason = "query_failed"
+	// Data-API refusals: package dataquery declares them (dataquery.Reasons)
+	// and their rows below derive from its declarations (dataRow).
+	ReasonMissingParameter   Reason = dataquery.ReasonMissingParameter
+	ReasonInvalidParameter   Reason = dataquery.ReasonInvalidParameter
+	ReasonUnknownParameter   Reason = dataquery.ReasonUnknownParameter
+	ReasonDuplicateParameter Reason = dataquery.ReasonDuplicateParameter
+	ReasonOperatorNotAllowed Reason = dataquery.ReasonOperatorNotAllowed
+	ReasonInvalidCursor      Reason = dataquery.ReasonInvalidCursor
+	ReasonInvalidLimit       Reason = dataquery.ReasonInvalidLimit
+	ReasonNotAcceptable      Reason = dataquery.ReasonNotAcceptable
+	ReasonStatementTimeout   Reason = dataquery.ReasonStatementTimeout
+	ReasonDataSourceDown     Reason = dataquery.ReasonSourceUnavailable
+	ReasonDBPoolExhausted    Reason = dataquery.ReasonPoolExhausted
+	ReasonQueryFailed        Reason = dataquery.ReasonQueryFailed
 
 	// reasonInternal answers a bug: a reason without a row (Refuse).
 	reasonInternal Reason = "internal"
@@ -124,7 +125,10 @@ type reasonSpec struct {
 // answers, the metrics' cached label sets and levee_shed_total's help, the
 // refusal tests and the refusal tables in README.md and
 // docs/configuration.md (TestRefusalTablesInDocs) all derive from it.
-// Order is the documentation's. Add a reason here and nowhere else by hand.
+// Order is the documentation's. Add a reason here and nowhere else by hand
+// (a data reason: in dataquery's list, and its dataRow here; one left
+// out is still answered, see renderRefusals, but TestEveryDataReasonHasRefusal
+// fails until it has its place).
 var reasonTable = [...]reasonSpec{
 	{Reason: ReasonBadPath, Status: http.StatusBadRequest,
 		Sentence: "the request path is malformed or ambiguous (dot segments with parameters, escaped slashes, invalid escapes or UTF-8, NUL, backslash)",
@@ -135,30 +139,14 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonBadHeaderName, Status: http.StatusBadRequest,
 		Sentence: `a request header name contains "_", which levee does not accept`,
 		When:     "a request header name holds `_` and `server.underscores_in_headers` is `reject`"},
-	{Reason: ReasonMissingParameter, Status: http.StatusBadRequest,
-		Sentence: "a required query parameter is missing",
-		When:     "a data route's required parameter is not in the query string (`parameter` names it)"},
-	{Reason: ReasonInvalidParameter, Status: http.StatusBadRequest,
-		Sentence: "a query parameter's value is malformed or out of bounds",
-		When:     "a data route's parameter or filter value does not parse as its type or is outside its bounds (`parameter`, `detail`)"},
-	{Reason: ReasonUnknownParameter, Status: http.StatusBadRequest,
-		Sentence: "the query string has a parameter this route does not declare",
-		When:     "a query key of a data route is neither a declared parameter, an allowed filter, nor `limit` or `cursor`"},
-	{Reason: ReasonDuplicateParameter, Status: http.StatusBadRequest,
-		Sentence: "a query parameter is given more than once",
-		When:     "a data route's parameter that takes one value appears twice"},
-	{Reason: ReasonOperatorNotAllowed, Status: http.StatusBadRequest,
-		Sentence: "this filter operator is not allowed on this column",
-		When:     "a table-mode filter uses an operator its column's `filters` entry does not list"},
-	{Reason: ReasonInvalidCursor, Status: http.StatusBadRequest,
-		Sentence: "the page cursor is malformed, tampered with, or from another route or query",
-		When:     "`cursor=` is not one levee issued for this route, its version and these parameters"},
-	{Reason: ReasonInvalidLimit, Status: http.StatusBadRequest,
-		Sentence: "the page limit is not a whole number within the route's maximum",
-		When:     "`limit=` is not an integer from 1 to the route's `page.max`"},
-	{Reason: ReasonNotAcceptable, Status: http.StatusNotAcceptable,
-		Sentence: "this route cannot answer in any format the request accepts",
-		When:     "the request's `Accept` names none of the data route's `formats`"},
+	dataRow(ReasonMissingParameter),
+	dataRow(ReasonInvalidParameter),
+	dataRow(ReasonUnknownParameter),
+	dataRow(ReasonDuplicateParameter),
+	dataRow(ReasonOperatorNotAllowed),
+	dataRow(ReasonInvalidCursor),
+	dataRow(ReasonInvalidLimit),
+	dataRow(ReasonNotAcceptable),
 	{Reason: ReasonUnauthenticated, Status: http.StatusUnauthorized,
 		Sentence: "the request does not carry valid credentials of an active app",
 		When:     "a route with `auth` and no valid credentials (`WWW-Authenticate`, a `detail`)"},
@@ -186,18 +174,10 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonUpstreamTimeout, Status: http.StatusGatewayTimeout,
 		Sentence: "the upstream endpoint did not answer in time",
 		When:     "connect or response-header timeout"},
-	{Reason: ReasonQueryFailed, Status: http.StatusBadGateway,
-		Sentence: "the data source failed to run the query",
-		When:     "the database refused or failed a data route's query for another reason than a timeout or a lost connection (logged with its SQLSTATE)"},
-	{Reason: ReasonStatementTimeout, Status: http.StatusGatewayTimeout,
-		Sentence: "the query did not finish within its statement timeout and was cancelled",
-		When:     "a data route's query ran past `statement_timeout`; it was cancelled in the database"},
-	{Reason: ReasonDataSourceDown, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
-		Sentence: "the data source is unavailable and nothing fresh enough is cached; retry later",
-		When:     "the database cannot be reached (within its connect timeout) and the route has no answer within `cache.stale_if_error`"},
-	{Reason: ReasonDBPoolExhausted, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
-		Sentence: "the data source has no free connection; retry later",
-		When:     "admission let the query in but none of the source's `max_conns` connections came free within its statement timeout (admission keeps queries within `max_conns`, so this takes connections held outside it)"},
+	dataRow(ReasonQueryFailed),
+	dataRow(ReasonStatementTimeout),
+	dataRow(ReasonDataSourceDown),
+	dataRow(ReasonDBPoolExhausted),
 	{Reason: ReasonNoAvailableEndpoint, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
 		Sentence: "the upstream has no endpoint available to take this request",
 		When:     "every endpoint of the upstream is drained"},
@@ -245,10 +225,10 @@ type refusal struct {
 var refusals = renderRefusals()
 
 // renderRefusals renders every row of reasonTable that Refuse writes (all
-// but the listener's).
+// but the listener's), and the row of any data reason not placed in it.
 func renderRefusals() map[Reason]*refusal {
 	refusals := make(map[Reason]*refusal, len(reasonTable))
-	for _, s := range reasonTable {
+	for _, s := range allRows() {
 		if s.Listener {
 			continue
 		}

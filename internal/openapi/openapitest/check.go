@@ -1,10 +1,15 @@
-package openapi
+// Package openapitest is a test oracle for OpenAPI documents: Check holds
+// a document to the structural rules of OpenAPI 3.1.0. Tests only: no
+// package of levee's may import it (the architecture table lists it in
+// no row's imports, and archtest's TestOraclesOnlyInTests says so).
+package openapitest
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -385,3 +390,9 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// componentKey is the rule OpenAPI 3.1.0 gives components' keys (written
+// from the specification, apart from the renderer's own check).
+var componentKey = regexp.MustCompile(`^[a-zA-Z0-9.\-_]+$`)
+
+func componentName(s string) bool { return componentKey.MatchString(s) }
