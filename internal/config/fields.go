@@ -117,6 +117,10 @@ type field struct {
 	// secret is not one (TestSecretFieldsMarked wants one or the other).
 	secret    bool
 	notSecret string
+	// reload is what a reload does with a change to the field: apply it
+	// (reloadApplied, the zero value) or refuse it, a restart needed
+	// (reload.go). ReloadRefusals and docs/configuration.md read it.
+	reload reloadRule
 }
 
 // block is the description of one mapping of the file.
@@ -186,7 +190,7 @@ var (
 	)
 
 	adminBlock = newBlock(
-		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port",
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port", reload: restart,
 			check: checkListen, bind: at(func(a *Admin) *string { return &a.Listen })},
 		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
 			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile }), notSecret: "a path; the token is read from the file"},
@@ -230,7 +234,7 @@ var (
 			bind: at(func(s *Server) *int { return &s.HTTP2MaxConcurrentStreams })},
 		field{name: "paths", kind: kindBlock, sub: serverPathsBlock, doc: "how request paths are normalised",
 			bind: at(func(s *Server) *ServerPaths { return &s.Paths })},
-		field{name: "underscores_in_headers", kind: kindEnum, enum: underscoreModes, def: DefaultUnderscoresInHeaders,
+		field{name: "underscores_in_headers", kind: kindEnum, enum: underscoreModes, def: DefaultUnderscoresInHeaders, reload: restart,
 			doc:  "what a request header name with an underscore does: dropped, allowed or refused",
 			bind: at(func(s *Server) *string { return &s.UnderscoresInHeaders })},
 		field{name: "body_timeout", kind: kindDuration, def: DefaultBodyTimeout,
@@ -551,9 +555,9 @@ var (
 	)
 
 	rootBlock = newBlock(
-		field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener",
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener", reload: restart,
 			check: checkListen, bind: at(func(c *Config) *string { return &c.Listen })},
-		field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted",
+		field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", reload: restartOnOff,
 			bind: opt(func(c *Config) **TLS { return &c.TLS }, func() *TLS { return &TLS{} })},
 		field{name: "admin", kind: kindBlock, sub: adminBlock, required: true, doc: "the admin API"},
 		field{name: "state_dir", kind: kindString, nonEmpty: true, def: DefaultStateDir, doc: "directory of the app store and snapshots",
@@ -561,8 +565,8 @@ var (
 			bind:  at(func(c *Config) *string { return &c.StateDir })},
 		field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
 			bind: at(func(c *Config) *Server { return &c.Server })},
-		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted"},
-		field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted",
+		field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted", reload: restart},
+		field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted", reload: restart,
 			bind: opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
 		field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging"},
 		field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
