@@ -37,7 +37,7 @@ const MaxRedactQuery = 64
 const maxRedactKey = 128
 
 func defaultAccessLog() AccessLog {
-	return AccessLog{Output: DefaultAccessLogOutput, Sample2xx: DefaultAccessLogSample2xx}
+	return *withDefaults(accessLogBlock, &AccessLog{})
 }
 
 var accessLogBlock = newBlock(

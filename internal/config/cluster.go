@@ -79,13 +79,7 @@ const (
 )
 
 func defaultClusterRedis() *ClusterRedis {
-	return &ClusterRedis{
-		Timeout:         DefaultClusterRedisTimeout,
-		OnFailure:       DefaultClusterOnFailure,
-		Prefix:          DefaultClusterRedisPrefix,
-		BreakerFailures: DefaultClusterBreakerFailure,
-		NodeTTL:         DefaultClusterNodeTTL,
-	}
+	return withDefaults(clusterRedisBlock, &ClusterRedis{})
 }
 
 var (

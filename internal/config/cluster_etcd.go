@@ -42,8 +42,7 @@ const (
 )
 
 func defaultClusterEtcd() *ClusterEtcd {
-	return &ClusterEtcd{Prefix: DefaultClusterEtcdPrefix, LeaseTTL: DefaultClusterEtcdLeaseTTL,
-		DialTimeout: DefaultClusterEtcdDialTimeout, OpTimeout: DefaultClusterEtcdOpTimeout}
+	return withDefaults(clusterEtcdBlock, &ClusterEtcd{})
 }
 
 var clusterEtcdBlock = newBlock(

@@ -259,13 +259,11 @@ func (d *RouteData) Version() string {
 }
 
 func defaultDataSource(name string) *DataSource {
-	return &DataSource{Name: name, MaxConns: DefaultDataMaxConns, StatementTimeout: DefaultDataStatementTimeout,
-		ConnectTimeout: DefaultDataConnectTimeout}
+	return withDefaults(dataSourceBlock, &DataSource{Name: name})
 }
 
 func defaultRouteData() *RouteData {
-	return &RouteData{MaxRows: DefaultDataMaxRows, MaxBytes: DefaultDataMaxBytes, Formats: DefaultDataFormats(),
-		SendTimeout: DefaultDataSendTimeout}
+	return withDefaults(dataLimitsBlock, withDefaults(dataBlock, &RouteData{Formats: DefaultDataFormats()})) // limits binds fields of RouteData itself
 }
 
 // DefaultDataFormats is RouteData.Formats when omitted. A new slice each

@@ -7,9 +7,11 @@ import (
 	"github.com/levee-gw/levee/internal/limits"
 )
 
-// Defaults applied to omitted or null fields. This block and the default*
-// constructors below are the only places a default value is written; the
-// parser starts from those constructors and overwrites what the file sets.
+// Defaults applied to omitted or null fields. Each is named by its field's
+// table entry (def); the default* constructors below take the table's
+// values (withDefaults) and set by hand only what is not one field's
+// default (lists, limits that depend on max_concurrency). The parser
+// starts from those constructors and overwrites what the file sets.
 const (
 	// DefaultStateDir is Config.StateDir when `state_dir` is omitted.
 	DefaultStateDir = "./levee-state"
@@ -177,32 +179,17 @@ const (
 // DefaultHealthCheckExpect returns HTTPCheck.Expect when omitted: [200].
 func DefaultHealthCheckExpect() []int { return []int{200} }
 
-func defaultHealthCheck() *HealthCheck {
-	return &HealthCheck{
-		Interval:       DefaultHealthCheckInterval,
-		Timeout:        DefaultHealthCheckTimeout,
-		HealthyAfter:   DefaultHealthyAfter,
-		UnhealthyAfter: DefaultUnhealthyAfter,
-	}
-}
+func defaultHealthCheck() *HealthCheck { return withDefaults(healthCheckBlock, &HealthCheck{}) }
 
 func defaultHTTPCheck() *HTTPCheck {
-	return &HTTPCheck{Path: DefaultHealthCheckPath, Expect: DefaultHealthCheckExpect()}
+	return withDefaults(httpCheckBlock, &HTTPCheck{Expect: DefaultHealthCheckExpect()})
 }
 
 func defaultOutlierDetection() *OutlierDetection {
-	return &OutlierDetection{
-		ConsecutiveGatewayFailures: DefaultConsecutiveGatewayFailures,
-		Consecutive5xx:             DefaultConsecutive5xx,
-		BaseEjectionTime:           DefaultBaseEjectionTime,
-		MaxEjectionTime:            DefaultMaxEjectionTime,
-		MaxEjectionPercent:         DefaultMaxEjectionPercent,
-	}
+	return withDefaults(outlierDetectionBlock, &OutlierDetection{})
 }
 
-func defaultZones() *Zones {
-	return &Zones{Overprovisioning: DefaultOverprovisioning}
-}
+func defaultZones() *Zones { return withDefaults(zonesBlock, &Zones{}) }
 
 // DefaultRetryOn returns RetryOn when `on` is omitted: connect_failure,
 // refused_stream, reset_before_response, 502, 503 and 504. Each call
@@ -351,94 +338,48 @@ const (
 )
 
 func defaultConfig() *Config {
-	return &Config{
-		StateDir: DefaultStateDir,
-		Admin:    Admin{Token: DefaultAdminToken},
-		Server: Server{
-			MaxHeaderBytes:            DefaultMaxHeaderBytes,
-			ReadHeaderTimeout:         DefaultReadHeaderTimeout,
-			IdleTimeout:               DefaultIdleTimeout,
-			ShutdownTimeout:           DefaultShutdownTimeout,
-			MaxConnections:            DefaultMaxConnections,
-			MaxConnectionsPerIP:       DefaultMaxConnectionsPerIP,
-			HTTP2MaxConcurrentStreams: DefaultHTTP2MaxConcurrentStreams,
-			Paths:                     ServerPaths{EscapedSlashes: DefaultEscapedSlashes},
-			UnderscoresInHeaders:      DefaultUnderscoresInHeaders,
-			BodyTimeout:               DefaultBodyTimeout,
-			SendTimeout:               DefaultSendTimeout,
-			AnswerBuffer:              DefaultAnswerBuffer,
-		},
-		Log:     Log{Level: DefaultLogLevel, Access: DefaultLogAccess, AccessLog: defaultAccessLog()},
-		Metrics: Metrics{AppLabels: DefaultMetricsAppLabels, EndpointLabels: DefaultMetricsEndpointLabels},
-		Profiles: Profiles{Enabled: DefaultProfilesEnabled, CPUThreshold: DefaultProfilesCPUThreshold, Sustain: DefaultProfilesSustain,
-			OnShedding: DefaultProfilesOnShedding, Interval: DefaultProfilesInterval, Duration: DefaultProfilesDuration,
-			Keep: DefaultProfilesKeep, MaxBytes: DefaultProfilesMaxBytes},
-	}
+	c := withDefaults(rootBlock, &Config{})
+	withDefaults(adminBlock, &c.Admin)
+	withDefaults(serverBlock, &c.Server)
+	withDefaults(serverPathsBlock, &c.Server.Paths)
+	withDefaults(logBlock, &c.Log)
+	c.Log.Access, c.Log.AccessLog = DefaultLogAccess, defaultAccessLog() // access is true, false or a block: no bind
+	withDefaults(metricsBlock, &c.Metrics)
+	withDefaults(profilesBlock, &c.Profiles)
+	return c
 }
 
 func defaultUpstream(name string) *Upstream {
-	return &Upstream{
-		Name:     name,
-		Balancer: DefaultBalancer,
-		Timeouts: Timeouts{
-			Connect:        DefaultConnectTimeout,
-			ResponseHeader: DefaultResponseHeaderTimeout,
-			Idle:           DefaultUpstreamIdleTimeout,
-		},
-		MaxIdleConnsPerEndpoint: DefaultMaxIdleConnsPerEndpoint,
-		PanicThreshold:          DefaultPanicThreshold,
-	}
+	u := withDefaults(upstreamBlock, &Upstream{Name: name})
+	withDefaults(timeoutsBlock, &u.Timeouts)
+	return u
 }
 
-func defaultLeastRequest() *LeastRequest {
-	return &LeastRequest{EWMA: DefaultLeastRequestEWMA, Tau: DefaultLeastRequestTau}
-}
+func defaultLeastRequest() *LeastRequest { return withDefaults(leastRequestBlock, &LeastRequest{}) }
 
-func defaultDiscovery() *Discovery {
-	return &Discovery{
-		MaxDropFraction: DefaultDiscoveryMaxDropFraction,
-		ConfirmAfter:    DefaultDiscoveryConfirmAfter,
-		MaxWeight:       DefaultDiscoveryMaxWeight,
-	}
-}
+func defaultDiscovery() *Discovery { return withDefaults(discoveryBlock, &Discovery{}) }
 
-func defaultEtcdDiscovery() *EtcdDiscovery {
-	return &EtcdDiscovery{DialTimeout: DefaultEtcdDialTimeout}
-}
+func defaultEtcdDiscovery() *EtcdDiscovery { return withDefaults(etcdBlock, &EtcdDiscovery{}) }
 
-func defaultEndpoint() Endpoint {
-	return Endpoint{Weight: DefaultWeight}
-}
+func defaultEndpoint() Endpoint { return *withDefaults(endpointBlock, &Endpoint{}) }
 
 func defaultRoute() Route {
-	return Route{
-		Match:        Match{PathPrefix: DefaultPathPrefix},
-		MaxBodyBytes: DefaultMaxBodyBytes,
-		Timeout:      DefaultRouteTimeout,
-		Priority:     DefaultPriority,
-		Auth:         DefaultRouteAuth,
-		Upgrades:     DefaultUpgrades(),
-	}
+	r := withDefaults(routeBlock, &Route{Timeout: DefaultRouteTimeout, Upgrades: DefaultUpgrades()})
+	withDefaults(matchBlock, &r.Match)
+	return *r
 }
 
 // DefaultUpgrades is Route.Upgrades when omitted: WebSocket only. A new
 // slice each call.
 func DefaultUpgrades() []string { return []string{"websocket"} }
 
-func defaultMemory() *Memory {
-	return &Memory{SoftWatermark: DefaultMemorySoftWatermark, HardWatermark: DefaultMemoryHardWatermark}
-}
+func defaultMemory() *Memory { return withDefaults(memoryBlock, &Memory{}) }
 
 // defaultLimits returns the Limits of a `limits` block that sets nothing
 // but max_concurrency: a static limit of n, or an adaptive one when
 // adaptive.
 func defaultLimits(n int, adaptive bool) *Limits {
-	l := &Limits{
-		MaxConcurrency: n,
-		MaxQueue:       2 * n,
-		QueueTimeout:   DefaultLimitsQueueTimeout,
-		MaxPerConsumer: DefaultLimitsMaxPerConsumer,
-	}
+	l := withDefaults(limitsBlock, &Limits{MaxConcurrency: n, MaxQueue: 2 * n})
 	if adaptive {
 		l.MaxConcurrency = 0
 		l.Adaptive = true
@@ -451,19 +392,12 @@ func defaultLimits(n int, adaptive bool) *Limits {
 // defaultRetry returns the Retry of a `retry` block that sets nothing. A
 // route's Retry leaves Budget zero.
 func defaultRetry(route bool) *Retry {
-	r := &Retry{
-		Attempts:        DefaultRetryAttempts,
-		On:              DefaultRetryOn(),
-		PerTryTimeout:   DefaultRetryPerTryTimeout,
-		Backoff:         Backoff{Base: DefaultRetryBackoffBase, Max: DefaultRetryBackoffMax},
-		ReplayBodyLimit: DefaultRetryReplayBodyLimit,
-	}
+	r := withDefaults(retryBlock, &Retry{On: DefaultRetryOn(), PerTryTimeout: DefaultRetryPerTryTimeout})
+	withDefaults(backoffBlock, &r.Backoff)
 	if !route {
 		r.Budget = defaultRetryBudget()
 	}
 	return r
 }
 
-func defaultRetryBudget() RetryBudget {
-	return RetryBudget{Ratio: DefaultRetryBudgetRatio, MinPerSecond: DefaultRetryBudgetMinPerSecond}
-}
+func defaultRetryBudget() RetryBudget { return *withDefaults(retryBudgetBlock, &RetryBudget{}) }

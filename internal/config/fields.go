@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strconv"
 	"time"
 
@@ -15,9 +16,13 @@ import (
 // every field that has a bind generically (bind.go: kind, bounds, whether
 // it is required or may be empty and the messages then, and its own
 // check), and the JSON Schema in deploy/levee.schema.json is generated
-// from the same tables (schema.go). Defaults are the Default* constants of
-// defaults.go, named here; TestFieldDefaults checks that the default*
-// constructors agree with the table, so that the two cannot drift.
+// from the same tables (schema.go). A field's default is its entry's def
+// (the exported Default* constant it names): the default* constructors
+// that the reader starts from take it from the table (withDefaults), so
+// that the two cannot drift (TestFieldDefaults, and
+// TestFieldTableDrivesDefaultsReloadAndDocs against Parse). So does
+// whether a reload applies a change to the field (reload, reload.go) and
+// docs/configuration.md's field reference (reference.go).
 // Cross-field rules run in the block's reader once p.bind has read it,
 // consulting the set of fields p.bind found missing or invalid.
 //
@@ -583,3 +588,21 @@ var (
 			doc: "API consumers, their keys, grants and limits"},
 	)
 )
+
+// withDefaults sets each field of v that block b binds and gives a
+// default (def) to that default, and returns v: the default* constructors
+// take their values from the tables this way, so a default is written
+// once, in its field's entry. Sub-blocks are not entered (a bind may
+// allocate an optional one); their constructors call withDefaults in
+// turn. Values that are not one table default (lists such as retry's on,
+// limits that depend on max_concurrency) are set by the constructor.
+func withDefaults[T any](b *block, v *T) *T {
+	for i := range b.fields {
+		f := &b.fields[i]
+		if f.bind == nil || f.def == nil || f.kind == kindBlock || f.kind == kindMap {
+			continue
+		}
+		reflect.ValueOf(f.bind(v)).Elem().Set(reflect.ValueOf(f.def))
+	}
+	return v
+}

@@ -37,8 +37,7 @@ type Tracing struct {
 const MaxTracingQueue = 1 << 20
 
 func defaultTracing() *Tracing {
-	return &Tracing{Sampling: DefaultTracingSampling, ServiceName: DefaultTracingServiceName,
-		Timeout: DefaultTracingTimeout, MaxQueue: DefaultTracingMaxQueue}
+	return withDefaults(tracingBlock, &Tracing{})
 }
 
 var tracingBlock = newBlock(
