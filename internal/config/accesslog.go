@@ -81,26 +81,6 @@ var checkLogOutput = problemOf(func(s string) string {
 	return ""
 })
 
-// log reads `log`: level, and access as true, false or a block.
-func (p *parser) log(l *Log, n *yaml.Node) {
-	f, ok := p.block("log", n, logBlock)
-	if !ok {
-		return
-	}
-	p.bind(f, n, "log", logBlock, l) // level
-	v := f["access"]
-	switch {
-	case v == nil, v.Kind == yaml.AliasNode:
-	case v.Kind == yaml.MappingNode:
-		l.Access = true
-		p.accessLog(&l.AccessLog, v)
-	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
-		l.Access, _ = p.boolean("log.access", v)
-	default:
-		p.add(v, "log.access", "must be true, false or a mapping (output, sample_2xx, redact_query), got %s", describe(v))
-	}
-}
-
 // accessLog reads `log.access` written as a block.
 func (p *parser) accessLog(a *AccessLog, n *yaml.Node) {
 	const path = "log.access"
@@ -145,3 +125,10 @@ func containsFold(list []string, s string) bool {
 	}
 	return false
 }
+
+const (
+	// DefaultAccessLogOutput is AccessLog.Output when omitted.
+	DefaultAccessLogOutput = "stderr"
+	// DefaultAccessLogSample2xx is AccessLog.Sample2xx when omitted.
+	DefaultAccessLogSample2xx = 1.0
+)

@@ -231,3 +231,75 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
 	}
 }
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	adminTokenBlock = newBlock(
+		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens",
+			bind: at(func(t *AdminToken) *string { return &t.File })},
+		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do",
+			bind: at(func(t *AdminToken) *string { return &t.Scope })},
+	)
+	adminBlock = newBlock(
+		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port", reload: restart,
+			check: checkListen, bind: at(func(a *Admin) *string { return &a.Listen })},
+		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
+			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile }), notSecret: "a path; the token is read from the file"},
+		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
+			doc: "admin tokens with a scope, each in its own file", notSecret: "paths and scopes; each token is read from its file"},
+		field{name: "token", kind: kindEnum, enum: adminTokenModes, def: DefaultAdminToken,
+			doc:       "without token_file and tokens: generate a write token under state_dir, or none (loopback only)",
+			notSecret: "generate or none; never a token", bind: at(func(a *Admin) *string { return &a.Token })},
+		field{name: "hosts", kind: kindList, maxItems: MaxAdminHosts, item: &field{kind: kindString, pattern: hostNamePattern},
+			doc: "host names the admin API accepts in Host besides IPs and localhost", check: checkAdminHosts,
+			bind: at(func(a *Admin) *[]string { return &a.Hosts })},
+	)
+)
+
+// Admin configures the admin listener, which serves health, metrics and
+// the admin API apart from the data plane (`admin`).
+type Admin struct {
+	// Listen is the admin address, "host:port" (`admin.listen`, required).
+	// An empty host listens on all interfaces; port 0 asks the OS for a
+	// free port. It must not bind the same non-zero port as Config.Listen
+	// on an overlapping host.
+	Listen string
+	// TokenFile is a file holding the admin API's bearer token
+	// (`admin.token_file`, optional): one line of at least 16 printable
+	// characters, surrounding white space ignored, at most 4KiB. When set,
+	// every admin path but /healthz and /readyz needs
+	// "Authorization: Bearer TOKEN". Required when Listen's host is not
+	// loopback (127.0.0.0/8, ::1, localhost) and Tokens is empty; an
+	// empty host counts as not loopback. The file is read at start and on
+	// every reload. Its token has scope write. Empty when omitted: no
+	// token.
+	TokenFile string
+	// Tokens are more bearer tokens, each with a scope (`admin.tokens`,
+	// optional, at most MaxAdminTokens): a read token for a metrics
+	// scraper or a dashboard cannot change levee. Each file is read as
+	// TokenFile is; no two files (TokenFile included) may hold the same
+	// token. nil when omitted: only TokenFile, if any.
+	Tokens []AdminToken
+	// Token says what levee does when neither TokenFile nor Tokens is set
+	// (`admin.token`, default AdminTokenGenerate): AdminTokenGenerate
+	// makes a random write token once, in StateDir's AdminTokenFileName
+	// (mode 0600, reused on later starts), and logs its path; reads (GET,
+	// HEAD) stay open, writes need it. AdminTokenNone is the explicit
+	// opt-out, an admin API open to every local caller: allowed only with
+	// a loopback Listen. Refused when set together with TokenFile or
+	// Tokens, which already decide the tokens.
+	Token string
+	// Hosts are host names (`admin.hosts`, at most MaxAdminHosts, lower
+	// case, no port) the admin API accepts in a request's Host header
+	// besides an IP literal and "localhost": a DNS name that points at
+	// the admin listener. Any other Host is refused 421 (a DNS-rebinding
+	// page names its own domain). nil when omitted: IPs and localhost
+	// only.
+	Hosts []string
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultAdminToken is Admin.Token when `admin.token` is omitted.
+	DefaultAdminToken = AdminTokenGenerate
+)

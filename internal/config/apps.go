@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/levee-gw/levee/internal/limits"
+	"gopkg.in/yaml.v3"
 )
 
 // This file reads the consumer apps (`apps`), a route's `auth` and
@@ -409,3 +408,70 @@ func ReadTokenFile(path string) (string, error) {
 	}
 	return tok, nil
 }
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	quotaBlock = newBlock(
+		field{name: "requests", kind: kindInt, lo: 1, hi: maxQuotaRequests, required: true, doc: "requests allowed per period",
+			bind: at(func(q *Quota) *int64 { return &q.Requests })},
+		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h",
+			check: checkQuotaPer, bind: at(func(q *Quota) *time.Duration { return &q.Per })},
+	)
+	anonymousLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(a *AnonymousLimits) *float64 { return &a.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted",
+			bind: at(func(a *AnonymousLimits) *int { return &a.Burst })},
+	)
+	routeLimitBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(l *RouteLimit) *float64 { return &l.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
+			bind: at(func(l *RouteLimit) *int { return &l.Burst })},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
+			bind: opt(func(l *RouteLimit) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+	)
+	appLimitsBlock = newBlock(
+		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
+			check: checkRate, bind: at(func(l *AppLimits) *float64 { return &l.Rate })},
+		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
+			bind: at(func(l *AppLimits) *int { return &l.Burst })},
+		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
+			bind: opt(func(l *AppLimits) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+		field{name: "max_concurrency", kind: kindInt, lo: 1, hi: maxAppConcurrency, doc: "requests in flight at once",
+			bind: at(func(l *AppLimits) *int { return &l.MaxConcurrency })},
+	)
+	appBlock = newBlock(
+		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique",
+			check: checkName, bind: at(func(a *App) *string { return &a.ID })},
+		field{name: "name", kind: kindString, doc: "display name; the id when omitted",
+			check: problemOf(checkAppName), bind: at(func(a *App) *string { return &a.Name })},
+		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
+			bind: at(func(a *App) *string { return &a.Status })},
+		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
+			doc: "SHA-256 of each API key, as hex; unique across apps", secret: true},
+		field{name: "grants", kind: kindList, maxItems: maxAppGrants, item: &field{kind: kindString, pattern: namePattern}, doc: "the routes the app may call"},
+		field{name: "limits", kind: kindBlock, sub: appLimitsBlock, doc: "the app's limits across its routes"},
+		field{name: "route_limits", kind: kindMap, sub: routeLimitBlock, doc: "per route overrides; each key one of grants"},
+	)
+)
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultAppStatus is App.Status when omitted.
+	DefaultAppStatus = AppStatusActive
+)
+
+const (
+	// An app's bounds are package limits', which the store and the rate
+	// limiter apply too, so that validate refuses what run would.
+	maxApps           = limits.MaxApps
+	maxAppKeys        = limits.MaxKeys
+	maxAppGrants      = limits.MaxGrants
+	maxAppConcurrency = limits.MaxConcurrency
+	maxRate           = limits.MaxRate
+	maxBurst          = limits.MaxBurst
+	maxQuotaRequests  = limits.MaxQuotaRequests
+	minQuotaPer       = limits.MinQuotaPer
+	maxQuotaPer       = limits.MaxQuotaPer
+)

@@ -2,11 +2,12 @@ package config
 
 import (
 	"slices"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
 
-// This file reads an upstream's health blocks: `health_check`,
+// An upstream's health blocks: `health_check` (and its `http`),
 // `outlier_detection` and `zones`, and an endpoint's `zone`.
 
 // Bounds of the health fields.
@@ -182,3 +183,185 @@ func (p *parser) zone(path string, n *yaml.Node, s string) bool {
 func zoneProblem(s string) string {
 	return "zone " + nameRule + ", got " + quoteMax(s, 64)
 }
+
+// Bounds of this file's fields, used by their table entries and readers.
+const (
+	maxEjectionPercent   = 100
+	minHealthCheckStatus = 100
+	maxHealthCheckStatus = 599
+)
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	httpCheckBlock = newBlock(
+		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes",
+			check: problemOf(checkHealthPath), bind: at(func(h *HTTPCheck) *string { return &h.Path })},
+		field{name: "expect", kind: kindList, minItems: 1, maxItems: maxExpectStatuses,
+			item: &field{kind: kindInt, lo: minHealthCheckStatus, hi: maxHealthCheckStatus}, doc: "statuses that count as healthy (1 to 16)"},
+	)
+	healthCheckBlock = newBlock(
+		field{name: "http", kind: kindBlock, sub: httpCheckBlock, doc: "probe with an HTTP GET"},
+		field{name: "tcp", kind: kindBool, doc: "probe by opening a connection",
+			bind: at(func(h *HealthCheck) *bool { return &h.TCP })},
+		field{name: "interval", kind: kindDuration, def: DefaultHealthCheckInterval, doc: "time between probes; at least timeout",
+			bind: at(func(h *HealthCheck) *time.Duration { return &h.Interval })},
+		field{name: "timeout", kind: kindDuration, def: DefaultHealthCheckTimeout, doc: "deadline of a probe",
+			bind: at(func(h *HealthCheck) *time.Duration { return &h.Timeout })},
+		field{name: "healthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultHealthyAfter, doc: "passing probes in a row that make an endpoint healthy",
+			bind: at(func(h *HealthCheck) *int { return &h.HealthyAfter })},
+		field{name: "unhealthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultUnhealthyAfter, doc: "failing probes in a row that make it unhealthy",
+			bind: at(func(h *HealthCheck) *int { return &h.UnhealthyAfter })},
+	)
+	outlierDetectionBlock = newBlock(
+		field{name: "consecutive_gateway_failures", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutiveGatewayFailures,
+			doc:  "gateway failures in a row that eject an endpoint; 0 is off",
+			bind: at(func(o *OutlierDetection) *int { return &o.ConsecutiveGatewayFailures })},
+		field{name: "consecutive_5xx", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutive5xx,
+			doc:  "5xx responses in a row that eject an endpoint; 0 is off",
+			bind: at(func(o *OutlierDetection) *int { return &o.Consecutive5xx })},
+		field{name: "base_ejection_time", kind: kindDuration, def: DefaultBaseEjectionTime, doc: "first ejection's length",
+			bind: at(func(o *OutlierDetection) *time.Duration { return &o.BaseEjectionTime })},
+		field{name: "max_ejection_time", kind: kindDuration, def: DefaultMaxEjectionTime, doc: "longest ejection; at least base_ejection_time",
+			bind: at(func(o *OutlierDetection) *time.Duration { return &o.MaxEjectionTime })},
+		field{name: "max_ejection_percent", kind: kindInt, lo: 0, hi: maxEjectionPercent, def: DefaultMaxEjectionPercent,
+			doc:  "most of the endpoints ejected at once, in percent",
+			bind: at(func(o *OutlierDetection) *int { return &o.MaxEjectionPercent })},
+	)
+	zonesBlock = newBlock(
+		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in",
+			missing: "required, the zone this levee runs in", empty: zoneProblem(""),
+			check: checkZone, bind: at(func(z *Zones) *string { return &z.Local })},
+		field{name: "failover", kind: kindList, maxItems: maxFailoverZones, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
+		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
+			doc:  "factor on a zone's healthy share before traffic spills over",
+			bind: at(func(z *Zones) *float64 { return &z.Overprovisioning })},
+	)
+)
+
+// HealthCheck is an upstream's active health check (`health_check`):
+// exactly one of HTTP or TCP.
+type HealthCheck struct {
+	// HTTP, when not nil, makes each check an HTTP GET (`http`).
+	HTTP *HTTPCheck
+	// TCP, when true, makes each check a TCP connect (`tcp`, true or
+	// false). Exactly one of http and tcp: true is required.
+	TCP bool
+	// Interval is the time between two checks of one endpoint
+	// (`interval`, a duration greater than 0), shortened by up to 10 %
+	// of random jitter. Default DefaultHealthCheckInterval (5s).
+	Interval time.Duration
+	// Timeout bounds one check (`timeout`, a duration greater than 0 and
+	// at most interval). Default DefaultHealthCheckTimeout (1s).
+	Timeout time.Duration
+	// HealthyAfter is the passes in a row that return an unhealthy (or
+	// ejected) endpoint to service (`healthy_after`, 1 to 100). Default
+	// DefaultHealthyAfter (2).
+	HealthyAfter int
+	// UnhealthyAfter is the failures in a row that take a healthy
+	// endpoint out (`unhealthy_after`, 1 to 100). Default
+	// DefaultUnhealthyAfter (3).
+	UnhealthyAfter int
+}
+
+// HTTPCheck is an HTTP health check (`health_check.http`).
+type HTTPCheck struct {
+	// Path is requested with GET (`path`, starts with "/", at most 1024
+	// bytes, no "?", "#", spaces or control characters). Default
+	// DefaultHealthCheckPath ("/healthz").
+	Path string
+	// Expect lists the statuses that pass (`expect`, 1 to 16 distinct
+	// whole numbers from 100 to 599), sorted. Default [200].
+	Expect []int
+}
+
+// OutlierDetection is passive ejection of failing endpoints
+// (`outlier_detection`), with Envoy's names and meaning. See
+// docs/health.md.
+type OutlierDetection struct {
+	// ConsecutiveGatewayFailures ejects an endpoint after this many
+	// gateway failures in a row: connect errors, resets, timeouts and
+	// answers 502, 503 and 504 (`consecutive_gateway_failures`, 0 to
+	// 1000). Default DefaultConsecutiveGatewayFailures (5); 0 turns this
+	// rule off.
+	ConsecutiveGatewayFailures int
+	// Consecutive5xx ejects after this many 5xx answers (or gateway
+	// failures) in a row (`consecutive_5xx`, 0 to 1000). Default
+	// DefaultConsecutive5xx (0), off.
+	Consecutive5xx int
+	// BaseEjectionTime is how long a first ejection lasts; the n-th
+	// lasts n times as long (`base_ejection_time`, a duration greater
+	// than 0). Default DefaultBaseEjectionTime (30s).
+	BaseEjectionTime time.Duration
+	// MaxEjectionTime caps an ejection (`max_ejection_time`, a duration
+	// at least base_ejection_time). Default DefaultMaxEjectionTime (300s).
+	MaxEjectionTime time.Duration
+	// MaxEjectionPercent caps the share of the upstream's non-drained
+	// endpoints ejected at once (`max_ejection_percent`, 0 to 100): an
+	// ejection happens only if afterwards at most ⌊percent × n / 100⌋ are
+	// ejected. Default DefaultMaxEjectionPercent (50).
+	MaxEjectionPercent int
+}
+
+// Zones is zone-aware routing (`zones`). Tiers are Local, then each of
+// Failover in order, then every zone not listed (and endpoints without a
+// zone) as one last tier. See docs/health.md for the shares.
+type Zones struct {
+	// Local is the zone this levee runs in (`local`, required; 1 to 64 of
+	// a-z, 0-9, "_", "." and "-").
+	Local string
+	// Failover lists the zones to spill to, in order (`failover`, at most
+	// 16 distinct zone names, not Local). Default none.
+	Failover []string
+	// Overprovisioning is the factor by which a zone's healthy share is
+	// multiplied before it counts as short of capacity
+	// (`overprovisioning`, a number from 1 to 10). Default
+	// DefaultOverprovisioning (1.4): a zone keeps all its traffic while at
+	// least 1/1.4 ≈ 71 % of its weight is healthy.
+	Overprovisioning float64
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultHealthCheckInterval is HealthCheck.Interval when omitted.
+	DefaultHealthCheckInterval = 5 * time.Second
+	// DefaultHealthCheckTimeout is HealthCheck.Timeout when omitted.
+	DefaultHealthCheckTimeout = 1 * time.Second
+	// DefaultHealthyAfter is HealthCheck.HealthyAfter when omitted.
+	DefaultHealthyAfter = 2
+	// DefaultUnhealthyAfter is HealthCheck.UnhealthyAfter when omitted.
+	DefaultUnhealthyAfter = 3
+	// DefaultHealthCheckPath is HTTPCheck.Path when omitted.
+	DefaultHealthCheckPath = "/healthz"
+	// DefaultConsecutiveGatewayFailures is
+	// OutlierDetection.ConsecutiveGatewayFailures when omitted.
+	DefaultConsecutiveGatewayFailures = 5
+	// DefaultConsecutive5xx is OutlierDetection.Consecutive5xx when
+	// omitted: 0, off.
+	DefaultConsecutive5xx = 0
+	// DefaultBaseEjectionTime is OutlierDetection.BaseEjectionTime when
+	// omitted.
+	DefaultBaseEjectionTime = 30 * time.Second
+	// DefaultMaxEjectionTime is OutlierDetection.MaxEjectionTime when
+	// omitted.
+	DefaultMaxEjectionTime = 300 * time.Second
+	// DefaultMaxEjectionPercent is OutlierDetection.MaxEjectionPercent
+	// when omitted.
+	DefaultMaxEjectionPercent = 50
+	// DefaultOverprovisioning is Zones.Overprovisioning when omitted.
+	DefaultOverprovisioning = 1.4
+)
+
+// DefaultHealthCheckExpect returns HTTPCheck.Expect when omitted: [200].
+func DefaultHealthCheckExpect() []int { return []int{200} }
+
+func defaultHealthCheck() *HealthCheck { return withDefaults(healthCheckBlock, &HealthCheck{}) }
+
+func defaultHTTPCheck() *HTTPCheck {
+	return withDefaults(httpCheckBlock, &HTTPCheck{Expect: DefaultHealthCheckExpect()})
+}
+
+func defaultOutlierDetection() *OutlierDetection {
+	return withDefaults(outlierDetectionBlock, &OutlierDetection{})
+}
+
+func defaultZones() *Zones { return withDefaults(zonesBlock, &Zones{}) }

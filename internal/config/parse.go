@@ -435,3 +435,11 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+const (
+	// maxFileBytes, maxDepth and maxErrors bound the work Parse does on
+	// hostile input.
+	maxFileBytes = 4 << 20
+	maxDepth     = 64
+	maxErrors    = 1000
+)

@@ -62,3 +62,10 @@ var checkTracingEndpoint = problemOf(func(s string) string {
 	}
 	return ""
 })
+
+const (
+	DefaultTracingSampling    = 0.01
+	DefaultTracingServiceName = "levee"
+	DefaultTracingTimeout     = 10 * time.Second
+	DefaultTracingMaxQueue    = 2048
+)

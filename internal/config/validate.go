@@ -13,6 +13,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/limits"
+	"gopkg.in/yaml.v3"
 )
 
 // This file holds the checks on single values. Each returns a problem
@@ -263,3 +264,15 @@ func pathErrCause(err error) error {
 	}
 	return err
 }
+
+// address reports whether s is a valid host:port for a listener or an
+// endpoint (see checkAddress), reporting it if not.
+func (p *parser) address(path string, n *yaml.Node, s string, listener bool) bool {
+	if problem := checkAddress(s, listener); problem != "" {
+		p.add(n, path, "invalid address %s: %s", quote(s), problem)
+		return false
+	}
+	return true
+}
+
+const maxNameLen = limits.MaxIDLen

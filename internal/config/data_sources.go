@@ -1,0 +1,247 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/levee-gw/levee/internal/datasource"
+	"gopkg.in/yaml.v3"
+)
+
+// The data_sources block (`data_sources`): each database data routes
+// query, its connection pool and the limits in front of it.
+
+var dataSourceBlock = newBlock(
+	field{name: "driver", kind: kindEnum, enum: dataDrivers, required: true, doc: "the database: postgres or sqlite",
+		bind: at(func(d *DataSource) *string { return &d.Driver })},
+	field{name: "dsn", kind: kindString, nonEmpty: true, doc: "postgres: a libpq URL or key=value DSN (or dsn_file)", secret: true,
+		bind: at(func(d *DataSource) *string { return &d.DSN })},
+	field{name: "dsn_file", kind: kindString, nonEmpty: true, doc: "postgres: a file whose first line is the DSN",
+		check: checkReadable, bind: at(func(d *DataSource) *string { return &d.DSNFile }), notSecret: "a path; the DSN it holds shows as dsn, redacted"},
+	field{name: "path", kind: kindString, nonEmpty: true, doc: "sqlite: the database file, opened read-only",
+		check: checkReadable, bind: at(func(d *DataSource) *string { return &d.Path })},
+	field{name: "max_conns", kind: kindInt, lo: 1, hi: maxDataConns, def: DefaultDataMaxConns, doc: "hard cap on connections to the source",
+		bind: at(func(d *DataSource) *int { return &d.MaxConns })},
+	field{name: "statement_timeout", kind: kindDuration, def: DefaultDataStatementTimeout, doc: "each statement's timeout, enforced in the database",
+		bind: at(func(d *DataSource) *time.Duration { return &d.StatementTimeout })},
+	field{name: "connect_timeout", kind: kindDuration, def: DefaultDataConnectTimeout, doc: "opening one connection; past it: 503 data_source_unavailable",
+		bind: at(func(d *DataSource) *time.Duration { return &d.ConnectTimeout })},
+	field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "admission in front of the pool; adaptive up to max_conns when omitted; queue_timeout defaults to 500ms here"},
+)
+
+// dataSources reads `data_sources` into c and returns the names declared.
+func (p *parser) dataSources(c *Config, n *yaml.Node) map[string]bool {
+	const path = "data_sources"
+	if n.Kind == yaml.AliasNode {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping of data source names to data sources, got %s", describe(n))
+		return nil
+	}
+	declared := map[string]bool{}
+	c.DataSources = map[string]*DataSource{}
+	for _, e := range p.pairs(path, n) {
+		sp := key(path, e.key)
+		declared[e.key] = true
+		if !validName(e.key) {
+			p.add(e.k, sp, "name %s, got %s", nameRule, quote(e.key))
+		}
+		if _, clash := c.Upstreams[e.key]; clash {
+			p.add(e.k, sp, "%s is also an upstream's name; a data source is an upstream to metrics and the admin API, so the names must differ", quote(e.key))
+		}
+		c.DataSources[e.key] = p.dataSource(sp, e.key, e.v)
+		c.DataSourceOrder = append(c.DataSourceOrder, e.key)
+	}
+	return declared
+}
+
+// dataSource reads one `data_sources.<name>`.
+func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
+	d := defaultDataSource(name)
+	f, ok := p.block(path, n, dataSourceBlock)
+	if !ok {
+		d.Limits = dataSourceLimits(d.MaxConns, nil, false)
+		return d
+	}
+	bad := p.bind(f, n, path, dataSourceBlock, d)
+	switch {
+	case bad["driver"]:
+	case d.Driver == DriverPostgres:
+		for _, k := range []string{"path"} {
+			if f[k] != nil {
+				p.add(f[k], key(path, k), "only applies to driver sqlite (postgres takes dsn or dsn_file)")
+			}
+		}
+		switch {
+		case f["dsn"] != nil && f["dsn_file"] != nil:
+			p.add(f["dsn_file"], key(path, "dsn_file"), "give dsn or dsn_file, not both")
+		case f["dsn"] == nil && f["dsn_file"] == nil:
+			p.add(n, key(path, "dsn"), "required for driver postgres (or dsn_file)")
+		case f["dsn_file"] != nil && !bad["dsn_file"]:
+			if dsn, err := readDSNFile(d.DSNFile); err != nil {
+				p.add(f["dsn_file"], key(path, "dsn_file"), "%v", err)
+			} else {
+				d.DSN = dsn
+			}
+		}
+	case d.Driver == DriverSQLite:
+		for _, k := range []string{"dsn", "dsn_file"} {
+			if f[k] != nil {
+				p.add(f[k], key(path, k), "only applies to driver postgres (sqlite takes path)")
+			}
+		}
+		if f["path"] == nil {
+			p.add(n, key(path, "path"), "required for driver sqlite: the database file")
+		}
+	}
+	if f["driver"] != nil && !bad["driver"] && d.Target() != "" {
+		if err := datasource.Check(d.Driver, d.Target()); err != nil {
+			field := "path"
+			if d.Driver == DriverPostgres {
+				field = "dsn"
+				if d.DSNFile != "" {
+					field = "dsn_file"
+				}
+			}
+			p.add(f[field], key(path, field), "%v", err)
+		}
+	}
+	var l *Limits
+	explicitMax := false
+	if v := f["limits"]; v != nil {
+		l = p.limits(key(path, "limits"), v)
+		explicitMax = firstKey(v, "max") != nil
+		if firstKey(v, "queue_timeout") == nil {
+			l.QueueTimeout = DefaultDataQueueTimeout
+		}
+		lp := key(path, "limits")
+		switch {
+		case !l.Adaptive && l.MaxConcurrency > d.MaxConns:
+			p.add(firstKey(v, "max_concurrency"), key(lp, "max_concurrency"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.MaxConcurrency)
+		case l.Adaptive && explicitMax && l.Max > d.MaxConns:
+			p.add(firstKey(v, "max"), key(lp, "max"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.Max)
+		}
+	}
+	d.Limits = dataSourceLimits(d.MaxConns, l, explicitMax)
+	return d
+}
+
+// dataSourceLimits is a data source's admission limit: l as read (nil
+// when the block is omitted: adaptive from min(4, max_conns) to
+// max_conns, queue 4 x max_conns, queue_timeout DefaultDataQueueTimeout),
+// its adaptive max brought down to max_conns when it was not given.
+func dataSourceLimits(maxConns int, l *Limits, explicitMax bool) *Limits {
+	if l == nil {
+		l = defaultLimits(1, true)
+		l.MaxQueue = DefaultDataQueuePerConn * maxConns
+		l.QueueTimeout = DefaultDataQueueTimeout
+	}
+	if l.Adaptive && !explicitMax && l.Max > maxConns {
+		l.Max = maxConns
+	}
+	if l.Adaptive && l.Min > l.Max {
+		l.Min = l.Max
+	}
+	return l
+}
+
+// readDSNFile reads a DSN: the file's first line, trimmed.
+func readDSNFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxDSNBytes {
+		return "", fmt.Errorf("%s is %d bytes; a DSN file holds one line of at most %d", path, len(b), maxDSNBytes)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return "", fmt.Errorf("%s holds no DSN on its first line", path)
+	}
+	return line, nil
+}
+
+// The data source drivers.
+const (
+	DriverPostgres = "postgres"
+	DriverSQLite   = "sqlite"
+)
+
+var dataDrivers = []string{DriverPostgres, DriverSQLite}
+
+// DataSource is one `data_sources.<name>` entry: a database levee queries
+// for data routes through one pool.
+type DataSource struct {
+	// Name is the source's key in data_sources; data routes name it in
+	// data.source. It shares the upstreams' namespace (it is the upstream
+	// label of the source's metrics), so no upstream may have it.
+	Name string
+	// Driver is `postgres` or `sqlite` (required).
+	Driver string
+	// DSN is PostgreSQL's libpq URL or key=value DSN: `dsn` as written,
+	// or the first line of `dsn_file` (read when the file is loaded, so
+	// `levee validate` reads it too). Exactly one of the two for
+	// postgres; neither for sqlite.
+	DSN string
+	// DSNFile is `dsn_file` as written ("" when dsn is inline).
+	DSNFile string
+	// Path is the SQLite database file (`path`, required for sqlite; it
+	// must exist and be readable: levee opens it read-only).
+	Path string
+	// MaxConns is the hard cap on connections levee opens to the source
+	// (`max_conns`, 1 to 1000). Default DefaultDataMaxConns (8).
+	MaxConns int
+	// StatementTimeout bounds each statement, enforced in the database
+	// (SET LOCAL statement_timeout) and by a client-side deadline
+	// (`statement_timeout`). Default DefaultDataStatementTimeout (2s); a
+	// route's data.statement_timeout overrides it.
+	StatementTimeout time.Duration
+	// ConnectTimeout bounds opening one connection (`connect_timeout`):
+	// a database that is down is answered 503 data_source_unavailable
+	// within it. Default DefaultDataConnectTimeout (2s).
+	ConnectTimeout time.Duration
+	// Limits is the admission block in front of the pool (`limits`, as an
+	// upstream's). Never nil: without the block, an adaptive limit from
+	// min(4, max_conns) to max_conns with a queue of 4 x max_conns. The
+	// limit never exceeds max_conns, so a query admitted finds a
+	// connection and the refusals come before any wait for one.
+	Limits *Limits
+}
+
+// Target is what the source connects to: the DSN for postgres, the file
+// for sqlite.
+func (d *DataSource) Target() string {
+	if d.Driver == DriverSQLite {
+		return d.Path
+	}
+	return d.DSN
+}
+
+func defaultDataSource(name string) *DataSource {
+	return withDefaults(dataSourceBlock, &DataSource{Name: name})
+}
+
+const (
+	// DefaultDataMaxConns is DataSource.MaxConns when omitted.
+	DefaultDataMaxConns = 8
+	// DefaultDataStatementTimeout is DataSource.StatementTimeout when omitted.
+	DefaultDataStatementTimeout = 2 * time.Second
+	// DefaultDataConnectTimeout is DataSource.ConnectTimeout when omitted.
+	DefaultDataConnectTimeout = 2 * time.Second
+	// DefaultDataQueuePerConn times max_conns is a data source's queue
+	// without a limits block: a few rounds of the pool, past which a
+	// refusal now is worth more than a long wait.
+	DefaultDataQueuePerConn = 4
+	// DefaultDataQueueTimeout is a data source's limits.queue_timeout when
+	// omitted (an upstream's is DefaultLimitsQueueTimeout, 50ms). A slot
+	// frees only when a query ends, and queries hold a connection for tens
+	// to hundreds of milliseconds: a consumer whose turn is next would
+	// otherwise be refused while it waits for the slot it is owed. A
+	// consumer that floods the queue waits only the short wait of
+	// controlled delay (1ms), so the longer timeout is the well-behaved
+	// consumers' alone.
+	DefaultDataQueueTimeout = 500 * time.Millisecond
+)

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"gopkg.in/yaml.v3"
+)
+
+// The memory block (`memory`): the process's memory budget and the
+// watermarks above which requests are shed.
+
+var memoryBlock = newBlock(
+	field{name: "limit", kind: kindSize, lo: minMemoryLimit, hi: maxMemoryLimit, required: true,
+		missing: `required when memory is set, a size such as "2GiB"`,
+		doc:     "the process's memory budget",
+		bind:    at(func(m *Memory) *int64 { return &m.Limit })},
+	field{name: "soft_watermark", kind: kindFraction, def: DefaultMemorySoftWatermark,
+		doc:  "share of limit above which sheddable requests are refused; below hard_watermark",
+		bind: at(func(m *Memory) *float64 { return &m.SoftWatermark })},
+	field{name: "hard_watermark", kind: kindFraction, def: DefaultMemoryHardWatermark,
+		doc:  "share of limit above which all but critical requests are refused",
+		bind: at(func(m *Memory) *float64 { return &m.HardWatermark })},
+)
+
+// memory reads `memory`, whose limit is required; the soft watermark must
+// be below the hard one, whichever of them the file sets.
+func (p *parser) memory(path string, n *yaml.Node) *Memory {
+	m := defaultMemory()
+	f, ok := p.block(path, n, memoryBlock)
+	if !ok {
+		return m
+	}
+	bad := p.bind(f, n, path, memoryBlock, m)
+	if bad["soft_watermark"] || bad["hard_watermark"] || m.SoftWatermark < m.HardWatermark {
+		return m
+	}
+	soft, hard := f["soft_watermark"], f["hard_watermark"]
+	switch {
+	case hard == nil:
+		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s, the default), got %s",
+			formatNumber(m.HardWatermark), describe(soft))
+	case soft == nil:
+		p.add(hard, key(path, "hard_watermark"), "must be greater than soft_watermark (%s, the default), got %s",
+			formatNumber(m.SoftWatermark), describe(hard))
+	default:
+		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s), got %s",
+			formatNumber(m.HardWatermark), describe(soft))
+	}
+	return m
+}
+
+// Memory guards the process against running out of memory (`memory`).
+// The watermarks are fractions of Limit compared with the live heap as
+// runtime/metrics reports it (/gc/heap/live:bytes) plus the bytes that
+// admitted requests have reserved to buffer bodies; SoftWatermark <
+// HardWatermark <= 1.
+type Memory struct {
+	// Limit is the Go runtime's soft memory limit, in bytes, as
+	// debug.SetMemoryLimit takes it (`limit`, a size, required when the
+	// block is present): 64MiB to 1TiB. There is no default.
+	Limit int64
+	// SoftWatermark is the share of Limit above which sheddable requests
+	// are refused, 503 memory_pressure (`soft_watermark`, a number greater
+	// than 0 and at most 1, less than HardWatermark). Default
+	// DefaultMemorySoftWatermark (0.8).
+	SoftWatermark float64
+	// HardWatermark is the share of Limit above which every request but
+	// a critical one is refused, 503 memory_pressure (`hard_watermark`, a
+	// number greater than 0 and at most 1, greater than SoftWatermark).
+	// Default DefaultMemoryHardWatermark (0.9).
+	HardWatermark float64
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultMemorySoftWatermark is Memory.SoftWatermark when omitted.
+	DefaultMemorySoftWatermark = 0.8
+	// DefaultMemoryHardWatermark is Memory.HardWatermark when omitted.
+	DefaultMemoryHardWatermark = 0.9
+)
+
+// Bounds of this file's fields, used by their table entries and readers.
+const (
+	minMemoryLimit = 64 << 20
+	maxMemoryLimit = 1 << 40
+)
+
+func defaultMemory() *Memory { return withDefaults(memoryBlock, &Memory{}) }

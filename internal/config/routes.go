@@ -1,0 +1,416 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The routes block (`routes`): each route, its `match`, and the checks
+// across routes (names, overlaps). A route's `retry` is retry.go's, its
+// `data` data_routes.go's, its auth and `anonymous_limits` apps.go's and
+// its trailers and upgrades framing.go's.
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	matchBlock = newBlock(
+		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
+			check: checkMatchHost, bind: at(func(m *Match) *string { return &m.Host })},
+		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries",
+			check: problemOf(checkPathPrefix), bind: at(func(m *Match) *string { return &m.PathPrefix })},
+		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString, pattern: tokenPattern}, doc: "methods matched; any when omitted"},
+		field{name: "raw_path", kind: kindBool, doc: "match the path as sent rather than normalised",
+			bind: at(func(m *Match) *bool { return &m.RawPath })},
+	)
+	routeBlock = newBlock(
+		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique",
+			check: checkName, bind: at(func(r *Route) *string { return &r.Name })},
+		field{name: "match", kind: kindBlock, sub: matchBlock, doc: "the requests the route takes; every request when omitted"},
+		field{name: "upstream", kind: kindString, pattern: namePattern, doc: "the upstream requests go to; required unless data is set",
+			bind: at(func(r *Route) *string { return &r.Upstream })},
+		field{name: "data", kind: kindBlock, sub: dataBlock, doc: "answer from a data source (a SQL query or a table) instead of an upstream"},
+		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: maxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
+			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
+		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
+			bind: at(func(r *Route) *time.Duration { return &r.Timeout })},
+		field{name: "send_timeout", kind: kindDuration, doc: "longest wait for the client to accept each write of an answer; server.send_timeout (a data route: data.send_timeout) when omitted; 100ms to 1h",
+			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(r *Route) *time.Duration { return &r.SendTimeout })},
+		field{name: "retry", kind: kindBlock, sub: retryBlock, omit: []string{"budget"}, doc: "overrides the upstream's retry"},
+		field{name: "priority", kind: kindEnum, enum: priorities, def: DefaultPriority, doc: "which requests are shed first under pressure",
+			bind: at(func(r *Route) *string { return &r.Priority })},
+		field{name: "auth", kind: kindEnum, enum: authModes, def: DefaultRouteAuth, doc: "how callers are identified",
+			bind: at(func(r *Route) *string { return &r.Auth })},
+		field{name: "anonymous_limits", kind: kindBlock, sub: anonymousLimitsBlock, doc: "rate limit per client address, with auth: none"},
+		field{name: "forward_trailers", kind: kindList, item: &field{kind: kindString}, doc: "trailers passed through"},
+		field{name: "upgrades", kind: kindList, item: &field{kind: kindString}, doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+	)
+)
+
+// routeSeen is what the cross-route checks need to know about one route.
+type routeSeen struct {
+	node    *yaml.Node // the match node, or the route's own if match is unset
+	matchOK bool       // host, path_prefix and methods all valid
+}
+
+// routes reads `routes` into c, then checks names are unique, upstreams
+// are declared (when upstreamsOK) and no two routes match the same
+// requests.
+func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool, upstreamsOK bool) {
+	const path = "routes"
+	if isNull(n) {
+		p.add(root, path, "required")
+		return
+	}
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		p.add(n, path, "at least one route is required")
+		return
+	}
+	var names []string
+	if len(declared) <= maxSuggest {
+		for name := range declared {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	byName := make(map[string]int, len(items))
+	seen := make([]routeSeen, len(items))
+	c.Routes = make([]Route, len(items))
+	for i, item := range items {
+		rp := index(path, i)
+		r, s, nameNode, upNode := p.route(c, rp, item)
+		c.Routes[i], seen[i] = r, s
+		if nameNode != nil {
+			if j, dup := byName[r.Name]; dup {
+				p.add(nameNode, key(rp, "name"), "duplicate route name %s (first at routes[%d])", quote(r.Name), j)
+			} else {
+				byName[r.Name] = i
+			}
+		}
+		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
+			p.add(upNode, key(rp, "upstream"), "unknown upstream %s%s", quote(r.Upstream), suggest(r.Upstream, names))
+		}
+	}
+	p.overlaps(c.Routes, seen)
+}
+
+// overlaps reports each route whose host and path prefix equal an earlier
+// route's while the method sets overlap (or both are empty, meaning any
+// method). A route with methods does not overlap one without: the more
+// specific route is a deliberate exception. Linear in the total number of
+// methods.
+func (p *parser) overlaps(routes []Route, seen []routeSeen) {
+	overlapsBy(routes, seen, func(i, j int, method string) {
+		path := key(index("routes", i), "match")
+		if method == "" {
+			p.add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
+		} else {
+			p.add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, quote(method))
+		}
+	})
+}
+
+// overlapsBy finds the overlaps that overlaps reports and calls report
+// with route i, the earlier route j it duplicates, and the method they
+// share ("" when neither lists methods).
+func overlapsBy(routes []Route, seen []routeSeen, report func(i, j int, method string)) {
+	type target struct{ host, prefix string }
+	type group struct {
+		any      int            // index of the first route without methods, or -1
+		byMethod map[string]int // method -> first route listing it
+	}
+	groups := make(map[target]*group)
+	for i, r := range routes {
+		if !seen[i].matchOK {
+			continue
+		}
+		t := target{r.Match.Host, r.Match.PathPrefix}
+		g := groups[t]
+		if g == nil {
+			g = &group{any: -1, byMethod: map[string]int{}}
+			groups[t] = g
+		}
+		if len(r.Match.Methods) == 0 {
+			if g.any >= 0 {
+				report(i, g.any, "")
+			} else {
+				g.any = i
+			}
+			continue
+		}
+		dup, dupMethod := -1, ""
+		for _, m := range r.Match.Methods {
+			if j, ok := g.byMethod[m]; ok && (dup < 0 || j < dup) {
+				dup, dupMethod = j, m
+			}
+		}
+		if dup >= 0 {
+			report(i, dup, dupMethod)
+			continue
+		}
+		for _, m := range r.Match.Methods {
+			g.byMethod[m] = i
+		}
+	}
+}
+
+// route reads one item of `routes`. It returns the nodes of the name and
+// upstream when they are valid, for the cross-route checks.
+func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSeen, nameNode, upNode *yaml.Node) {
+	r = defaultRoute()
+	s.node = n
+	if n.Kind == yaml.AliasNode {
+		return r, s, nil, nil
+	}
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
+		return r, s, nil, nil
+	}
+	f, ok := p.block(path, n, routeBlock)
+	if !ok {
+		return r, s, nil, nil
+	}
+	// name, upstream, max_body_bytes, timeout, priority and auth.
+	bad := p.bind(f, n, path, routeBlock, &r)
+	if !bad["name"] {
+		nameNode = f["name"]
+	}
+	if !bad["upstream"] {
+		upNode = f["upstream"]
+	}
+	if m := f["match"]; m != nil {
+		s.node = m
+		s.matchOK = p.match(&r.Match, key(path, "match"), m)
+	} else {
+		s.matchOK = true
+	}
+	if v := f["retry"]; v != nil {
+		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
+	}
+	if v := f["anonymous_limits"]; v != nil {
+		if !bad["auth"] && r.Auth != AuthNone {
+			p.add(v, key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", quote(r.Auth))
+		} else {
+			r.AnonymousLimits = p.anonymousLimits(key(path, "anonymous_limits"), v)
+		}
+	}
+	if v := f["forward_trailers"]; v != nil {
+		r.ForwardTrailers = p.forwardTrailers(key(path, "forward_trailers"), v)
+	}
+	if v := f["upgrades"]; v != nil {
+		r.Upgrades = p.upgrades(key(path, "upgrades"), v)
+	}
+	switch v := f["data"]; {
+	case v != nil && f["upstream"] != nil:
+		p.add(v, key(path, "data"), "a route has upstream or data, not both")
+	case v != nil:
+		r.Data = p.routeData(c, key(path, "data"), v)
+		p.dataRouteRules(&r, path, f)
+		p.keepDefinition(c, path, n, r.Name)
+	case f["upstream"] == nil:
+		p.add(n, key(path, "upstream"), "required")
+	}
+	return r, s, nameNode, upNode
+}
+
+// match reads a route's `match` and reports whether it was all valid.
+func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
+	f, ok := p.block(path, n, matchBlock)
+	if !ok {
+		return false
+	}
+	ok = p.bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
+	if v := f["methods"]; v != nil {
+		ok = p.methods(m, key(path, "methods"), v) && ok
+	}
+	return ok
+}
+
+// methods reads `methods`: a non-empty list of distinct method tokens.
+func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return false
+	}
+	if len(items) == 0 {
+		p.add(n, path, "must list at least one method; omit it to match any method")
+		return false
+	}
+	first := make(map[string]int, len(items))
+	for i, item := range items {
+		ip := index(path, i)
+		s, sok := p.str(ip, item)
+		if !sok {
+			ok = false
+			continue
+		}
+		if !validToken(s) {
+			p.add(item, ip, "must be an HTTP method such as \"GET\", got %s", quote(s))
+			ok = false
+			continue
+		}
+		up := strings.ToUpper(s)
+		if j, dup := first[up]; dup {
+			p.add(item, ip, "duplicate method %s (first at methods[%d])", quote(up), j)
+			ok = false
+			continue
+		}
+		first[up] = i
+		m.Methods = append(m.Methods, up)
+	}
+	return ok
+}
+
+// checkMatchHost normalises a route's `match.host` (normalizeMatchHost).
+var checkMatchHost = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+	host, problem := normalizeMatchHost(*s)
+	if problem != "" {
+		p.add(n, path, "%s, got %s", problem, quote(*s))
+	}
+	*s = host
+	return problem == ""
+})
+
+// Route sends the requests it matches to an upstream (`routes[i]`).
+type Route struct {
+	// Name identifies the route in logs, metrics and the admin API
+	// (`name`, required, unique): 1 to 64 characters from a-z, 0-9, "_",
+	// "." and "-".
+	Name string
+	// Match selects the requests this route takes (`match`). Omitted, it
+	// matches every request.
+	Match Match
+	// Upstream is the name of the upstream that serves this route
+	// (`upstream`, required unless Data is set); it is a key of
+	// Config.Upstreams.
+	Upstream string
+	// Data, when set, makes this a data route (`data`): it answers from a
+	// data source instead of an upstream. Exactly one of Upstream and Data.
+	// Its methods are GET and HEAD (the default when match.methods is
+	// omitted).
+	Data *RouteData
+	// MaxBodyBytes caps the request body, in bytes (`max_body_bytes`, a
+	// size). Default DefaultMaxBodyBytes (0), which means no limit:
+	// bodies are streamed.
+	MaxBodyBytes int64
+	// Timeout is the overall deadline of a request on this route, from
+	// its arrival to the upstream's response headers, across every
+	// attempt and backoff (`timeout`, a duration greater than 0). Default
+	// DefaultRouteTimeout (0), which means none: only the upstream's
+	// per-phase Timeouts and Retry.PerTryTimeout apply. No retry starts
+	// once it has passed.
+	Timeout time.Duration
+	// SendTimeout is the longest the client may take to accept each write
+	// of this route's answers (`send_timeout`, a duration from 100ms to
+	// 1h). Default 0, omitted: server.send_timeout, or on a data route its
+	// data.send_timeout.
+	SendTimeout time.Duration
+	// Retry, when not nil, replaces the upstream's Retry for this route
+	// (`retry`, optional). It replaces the whole block: fields it does not
+	// set take their defaults, not the upstream's values. Its Budget is
+	// always zero, because the budget is per upstream (see
+	// Upstream.RetryBudget); `budget` here is an error. nil, the default,
+	// means the upstream's Retry applies; `retry: {attempts: 1}` turns
+	// retries off for this route only.
+	Retry *Retry
+	// Priority is how important this route's requests are when levee
+	// must refuse some (`priority`): PriorityCritical ("critical"),
+	// PriorityNormal ("normal", the default, DefaultPriority) or
+	// PrioritySheddable ("sheddable"). Under pressure sheddable requests
+	// are refused first and critical ones last. A request whose
+	// Levee-Attempt header is above 1 (a client's retry) counts as
+	// sheddable whatever the route says.
+	Priority string
+	// Auth is how callers of this route are identified (`auth`):
+	// AuthNone ("none", the default, DefaultRouteAuth: anyone),
+	// AuthAPIKey ("api_key") or AuthHMAC ("hmac"). With api_key or hmac
+	// only apps whose grants name this route are admitted.
+	Auth string
+	// AnonymousLimits, when not nil, limits this route's requests per
+	// client IP address (`anonymous_limits`, optional, only with auth
+	// none: with api_key or hmac every caller is an app and is limited
+	// by its own limits). nil, the default, means no per-IP limit.
+	AnonymousLimits *AnonymousLimits
+	// ForwardTrailers names the request trailer fields forwarded upstream
+	// after a chunked body (`forward_trailers`, a list of field names,
+	// stored canonical, no duplicates); every other request trailer is
+	// dropped. nil or empty, the default, forwards none. Names that frame,
+	// route, authenticate or identify a request (ForbiddenTrailer) are
+	// errors: RFC 9110 section 6.5.1 lets such fields be sent as trailers,
+	// where levee's checks on headers would not see them. Response
+	// trailers always pass (gRPC needs them).
+	ForwardTrailers []string
+	// Upgrades lists the protocols a client may switch this route's
+	// connections to with Upgrade (`upgrades`, a list of protocol names,
+	// stored lower-case, no duplicates). Default DefaultUpgrades
+	// (["websocket"]); an explicit [] allows none. Tokens not listed are
+	// removed from the request's Upgrade before it is forwarded (RFC 9110
+	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
+	// never hands an upstream a connection that would bypass its routing.
+	Upgrades []string
+}
+
+// The accepted values of Route.Priority, most important first.
+const (
+	PriorityCritical  = "critical"
+	PriorityNormal    = "normal"
+	PrioritySheddable = "sheddable"
+)
+
+// Match is the condition under which a route takes a request (`match`).
+// All given conditions must hold.
+type Match struct {
+	// Host is the request host to match, without a port (`host`): an
+	// exact name ("api.example.com") or a name whose whole leftmost label
+	// is the wildcard ("*.example.com"); "*" appears nowhere else. Stored
+	// lower-case. Empty, the default, matches any host.
+	Host string
+	// PathPrefix is the prefix the request path must start with
+	// (`path_prefix`). It starts with "/". Default DefaultPathPrefix ("/"),
+	// which matches every path.
+	PathPrefix string
+	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
+	// token stored upper-case, no duplicates. nil, the default, matches any
+	// method but CONNECT, which is refused (405) unless the route lists it
+	// here. An explicit empty list is an error.
+	Methods []string
+	// RawPath forwards the request target's path bytes as received
+	// instead of their normal form (`raw_path`, a boolean). Default
+	// false. The route is still matched (so its auth is decided) on the
+	// normal form; the backend gets the bytes as sent, so it must resolve
+	// them as levee does: a risk, see "Request paths" in
+	// docs/configuration.md.
+	RawPath bool
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultPathPrefix is Match.PathPrefix when omitted: every path.
+	DefaultPathPrefix = "/"
+	// DefaultMaxBodyBytes is Route.MaxBodyBytes when omitted: 0, no limit.
+	DefaultMaxBodyBytes int64 = 0
+	// DefaultRouteTimeout is Route.Timeout when omitted: 0, no deadline.
+	DefaultRouteTimeout time.Duration = 0
+	// DefaultPriority is Route.Priority when omitted.
+	DefaultPriority = PriorityNormal
+	// DefaultRouteAuth is Route.Auth when omitted: anyone may call.
+	DefaultRouteAuth = AuthNone
+)
+
+// priorities are the accepted values of Route.Priority.
+var priorities = []string{PriorityCritical, PriorityNormal, PrioritySheddable}
+
+func defaultRoute() Route {
+	r := withDefaults(routeBlock, &Route{Timeout: DefaultRouteTimeout, Upgrades: DefaultUpgrades()})
+	withDefaults(matchBlock, &r.Match)
+	return *r
+}
+
+// DefaultUpgrades is Route.Upgrades when omitted: WebSocket only. A new
+// slice each call.
+func DefaultUpgrades() []string { return []string{"websocket"} }

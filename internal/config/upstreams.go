@@ -1,0 +1,345 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/levee-gw/levee/internal/endpoint"
+	"gopkg.in/yaml.v3"
+)
+
+// The upstreams block (`upstreams`): each upstream, its endpoints and
+// connection timeouts. Its balancer options are balancers.go's, its
+// discovery discovery.go's, retry retry.go's, limits limits.go's and
+// health checks, outlier detection and zones health.go's.
+
+const maxPanicThreshold = 100
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	endpointBlock = newBlock(
+		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint",
+			check: checkEndpoint, bind: at(func(e *Endpoint) *string { return &e.Address })},
+		field{name: "weight", kind: kindInt, lo: 0, hi: maxWeight, def: DefaultWeight, doc: "share of requests; 0 drains the endpoint",
+			bind: at(func(e *Endpoint) *uint32 { return &e.Weight })},
+		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in",
+			check: checkZone, bind: at(func(e *Endpoint) *string { return &e.Zone })},
+	)
+	timeoutsBlock = newBlock(
+		field{name: "connect", kind: kindDuration, def: DefaultConnectTimeout, doc: "time to open a connection to an endpoint",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.Connect })},
+		field{name: "response_header", kind: kindDuration, def: DefaultResponseHeaderTimeout, doc: "time from the request sent to the response head",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.ResponseHeader })},
+		field{name: "idle", kind: kindDuration, def: DefaultUpstreamIdleTimeout, doc: "how long an idle upstream connection is kept",
+			bind: at(func(t *Timeouts) *time.Duration { return &t.Idle })},
+	)
+	upstreamBlock = newBlock(
+		field{name: "balancer", kind: kindEnum, enum: balancers, def: DefaultBalancer, doc: "how an endpoint is picked",
+			bind: at(func(u *Upstream) *string { return &u.Balancer })},
+		field{name: "least_request", kind: kindBlock, sub: leastRequestBlock, doc: "options of balancer least_request"},
+		field{name: "consistent_hash", kind: kindBlock, sub: consistentHashBlock, doc: "options of balancer consistent_hash; required with it"},
+		field{name: "discovery", kind: kindBlock, sub: discoveryBlock, doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
+		field{name: "endpoints", kind: kindList, minItems: 1, item: &field{kind: kindBlock, sub: endpointBlock},
+			doc: "the endpoints; required unless discovery is set"},
+		field{name: "timeouts", kind: kindBlock, sub: timeoutsBlock, doc: "upstream connection timeouts",
+			bind: at(func(u *Upstream) *Timeouts { return &u.Timeouts })},
+		field{name: "max_idle_conns_per_endpoint", kind: kindInt, lo: 1, hi: maxIdleConnsPerEndpointCap, def: DefaultMaxIdleConnsPerEndpoint,
+			doc:  "idle connections kept per endpoint",
+			bind: at(func(u *Upstream) *int { return &u.MaxIdleConnsPerEndpoint })},
+		field{name: "retry", kind: kindBlock, sub: retryBlock, doc: "retries; none when omitted"},
+		field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "concurrency limit and queue; none when omitted"},
+		field{name: "health_check", kind: kindBlock, sub: healthCheckBlock, doc: "active health checks; none when omitted"},
+		field{name: "outlier_detection", kind: kindBlock, sub: outlierDetectionBlock, doc: "passive ejection of failing endpoints; off when omitted"},
+		field{name: "panic_threshold", kind: kindNumber, flo: 0, fhi: maxPanicThreshold, def: DefaultPanicThreshold,
+			doc:  "percent of healthy endpoints below which all are used",
+			bind: at(func(u *Upstream) *float64 { return &u.PanicThreshold })},
+		field{name: "slow_start", kind: kindDuration, doc: "ramp of a new endpoint's share; none when omitted",
+			bind: at(func(u *Upstream) *time.Duration { return &u.SlowStart })},
+		field{name: "zones", kind: kindBlock, sub: zonesBlock, doc: "zone-aware routing; off when omitted"},
+	)
+)
+
+// upstreams reads `upstreams` into c. It returns every name declared,
+// valid or not, so that routes are checked against what the file meant;
+// and false when `upstreams` is missing or not a mapping, in which case
+// routes' upstream names cannot be checked.
+func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool) {
+	const path = "upstreams"
+	if isNull(n) {
+		p.add(root, path, "required")
+		return nil, false
+	}
+	if n.Kind == yaml.AliasNode {
+		return nil, false
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping of upstream names to upstreams, got %s", describe(n))
+		return nil, false
+	}
+	entries := p.pairs(path, n)
+	if len(entries) == 0 {
+		p.add(n, path, "at least one upstream is required")
+		return nil, false
+	}
+	declared := make(map[string]bool, len(entries))
+	c.Upstreams = make(map[string]*Upstream, len(entries))
+	for _, e := range entries {
+		up := key(path, e.key)
+		declared[e.key] = true
+		if !validName(e.key) {
+			p.add(e.k, up, "name %s, got %s", nameRule, quote(e.key))
+		}
+		c.Upstreams[e.key] = p.upstream(up, e.key, e.v)
+		c.UpstreamOrder = append(c.UpstreamOrder, e.key)
+	}
+	return declared, true
+}
+
+// upstream reads one `upstreams.<name>`; null reads as an empty mapping.
+func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
+	u := defaultUpstream(name)
+	f, ok := p.block(path, n, upstreamBlock)
+	if !ok {
+		return u
+	}
+	// balancer, timeouts, max_idle_conns_per_endpoint, panic_threshold
+	// and slow_start.
+	bad := p.bind(f, n, path, upstreamBlock, u)
+	p.balancerOptions(u, path, n, f, !bad["balancer"])
+	if v := f["discovery"]; v != nil {
+		u.Discovery = p.discovery(key(path, "discovery"), v)
+	}
+	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n, f["discovery"] != nil)
+	if v := f["retry"]; v != nil {
+		u.Retry = p.retry(key(path, "retry"), v, false, "")
+	}
+	if v := f["limits"]; v != nil {
+		u.Limits = p.limits(key(path, "limits"), v)
+	}
+	if v := f["health_check"]; v != nil {
+		u.HealthCheck = p.healthCheck(key(path, "health_check"), v)
+	}
+	if v := f["outlier_detection"]; v != nil {
+		u.OutlierDetection = p.outlierDetection(key(path, "outlier_detection"), v)
+	}
+	if v := f["zones"]; v != nil {
+		u.Zones = p.zones(key(path, "zones"), v)
+	}
+	return u
+}
+
+// endpoints reads an upstream's `endpoints`: at least one, addresses
+// unique (compared case-insensitively). All of them may be drained
+// (weight 0): the upstream then refuses requests, which is how an
+// operator takes a whole upstream out of service. With discovery
+// (withDiscovery) the list may be omitted, but an empty one is still an
+// error.
+func (p *parser) endpoints(path string, n, parent *yaml.Node, withDiscovery bool) []Endpoint {
+	if isNull(n) {
+		if !withDiscovery {
+			p.add(parent, path, "required unless discovery is set")
+		}
+		return nil
+	}
+	items, ok := p.sequence(path, n)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		if withDiscovery {
+			p.add(n, path, "at least one endpoint is required; omit endpoints to start from discovery alone")
+		} else {
+			p.add(n, path, "at least one endpoint is required")
+		}
+		return nil
+	}
+	out := make([]Endpoint, 0, len(items))
+	first := make(map[string]int, len(items))
+	for i, item := range items {
+		ip := index(path, i)
+		e, addrNode, ok := p.endpoint(ip, item)
+		if !ok {
+			continue
+		}
+		norm := strings.ToLower(e.Address)
+		if j, dup := first[norm]; dup {
+			p.add(addrNode, key(ip, "address"), "duplicate endpoint %s (first at endpoints[%d])", quote(e.Address), j)
+			continue
+		}
+		first[norm] = i
+		out = append(out, e)
+	}
+	return out
+}
+
+// endpoint reads one `{address, weight}` item. It returns the address
+// node for later reports, and false if anything was wrong.
+func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool) {
+	e := defaultEndpoint()
+	if n.Kind == yaml.AliasNode {
+		return e, nil, false
+	}
+	if isNull(n) || n.Kind != yaml.MappingNode {
+		p.add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", describe(n))
+		return e, nil, false
+	}
+	f, ok := p.block(path, n, endpointBlock)
+	if !ok {
+		return e, nil, false
+	}
+	ok = p.bind(f, n, path, endpointBlock, &e) == nil // address, weight and zone
+	return e, f["address"], ok
+}
+
+// Upstream is a named group of endpoints that routes send requests to
+// (`upstreams.<name>`).
+type Upstream struct {
+	// Name is the upstream's key in `upstreams`: 1 to 64 characters from
+	// a-z, 0-9, "_", "." and "-".
+	Name string
+	// Balancer is the endpoint-picking algorithm (`balancer`): one of
+	// BalancerWeightedRoundRobin ("weighted_round_robin", the default,
+	// DefaultBalancer), BalancerLeastRequest ("least_request") or
+	// BalancerConsistentHash ("consistent_hash").
+	Balancer string
+	// LeastRequest tunes the least_request balancer (`least_request`,
+	// allowed only with balancer least_request; an error with any other).
+	// It is non-nil exactly when Balancer is BalancerLeastRequest; an
+	// omitted or null block gives every default.
+	LeastRequest *LeastRequest
+	// ConsistentHash configures the consistent_hash balancer
+	// (`consistent_hash`, required with balancer consistent_hash and an
+	// error with any other). It is non-nil exactly when Balancer is
+	// BalancerConsistentHash.
+	ConsistentHash *ConsistentHash
+	// Discovery, when not nil, takes this upstream's endpoints from a
+	// registry (`discovery`, optional). nil, the default, means the
+	// static Endpoints are the only ones.
+	Discovery *Discovery
+	// Limits, when not nil, is this upstream's admission control: a
+	// concurrency limit with a fair, bounded queue (`limits`, optional).
+	// nil, the default (no `limits` block, or `limits: ~`), means no
+	// concurrency limit.
+	Limits *Limits
+	// Endpoints are the static servers of this upstream in file order
+	// (`endpoints`). Required, with at least one item, unless Discovery
+	// is set; with Discovery it is optional and, when given, is the
+	// initial set used until the source's first good update and whenever
+	// no snapshot under Config.StateDir exists to fall back on. nil only
+	// when omitted with Discovery. An explicit empty list is an error.
+	// Addresses are unique within the upstream (compared
+	// case-insensitively). Every endpoint may have weight 0: the upstream
+	// is then drained and its routes are refused.
+	Endpoints []Endpoint
+	// Timeouts bound each phase of a request to an endpoint (`timeouts`).
+	Timeouts Timeouts
+	// MaxIdleConnsPerEndpoint caps the idle keep-alive connections pooled
+	// per endpoint (`max_idle_conns_per_endpoint`, a whole number).
+	// Default DefaultMaxIdleConnsPerEndpoint (256); allowed 1 to 100000.
+	MaxIdleConnsPerEndpoint int
+	// Retry is the retry policy of this upstream's routes (`retry`,
+	// optional). nil, the default (no `retry` block, or `retry: ~`),
+	// means no retries; `retry: {}` turns retries on with every default.
+	// A route may replace it with its own Route.Retry. Its Budget caps
+	// the retries of every route sending to this upstream.
+	Retry *Retry
+	// HealthCheck, when not nil, probes every endpoint on an interval and
+	// takes failing ones out of service (`health_check`, optional). nil,
+	// the default, means no active checks. See docs/health.md.
+	HealthCheck *HealthCheck
+	// OutlierDetection, when not nil, ejects endpoints that fail live
+	// traffic (`outlier_detection`, optional). nil, the default, means no
+	// passive ejection; `outlier_detection: {}` turns it on with every
+	// default.
+	OutlierDetection *OutlierDetection
+	// PanicThreshold is a percentage of the non-drained weight
+	// (`panic_threshold`, a number from 0 to 100). When the healthy share
+	// falls below it, requests are balanced over every non-drained
+	// endpoint, healthy or not. Default DefaultPanicThreshold (50); 0
+	// disables panic mode.
+	PanicThreshold float64
+	// SlowStart is the window over which a joining or returning
+	// endpoint's weight ramps from 10 % to 100 % (`slow_start`, a
+	// duration greater than 0). Default 0, which means none (omit the
+	// field).
+	SlowStart time.Duration
+	// Zones, when not nil, keeps traffic in the local zone while it has
+	// enough healthy capacity and spills to the failover zones in order
+	// (`zones`, optional). nil, the default, ignores zones.
+	Zones *Zones
+}
+
+// RetryBudget returns the budget that caps retries to this upstream: its
+// Retry.Budget, or the default budget (DefaultRetryBudgetRatio,
+// DefaultRetryBudgetMinPerSecond) when Retry is nil and only routes turn
+// retries on with their own Route.Retry.
+func (u *Upstream) RetryBudget() RetryBudget {
+	if u.Retry != nil {
+		return u.Retry.Budget
+	}
+	return defaultRetryBudget()
+}
+
+// Endpoint is one server of an upstream (`{address: host:port, weight: N}`).
+type Endpoint struct {
+	// Address is "host:port" (`address`, required). The host is an IP
+	// address (IPv6 in brackets: "[::1]:80") or a DNS name; it may not be
+	// empty. The port is 1 to 65535.
+	Address string
+	// Weight is the endpoint's relative share of requests (`weight`, a
+	// whole number 0 to 10000, endpoint.MaxWeight). Default
+	// DefaultWeight (1). 0 means drained: the endpoint gets no new
+	// requests.
+	Weight uint32
+	// Zone is the failure domain the endpoint lives in (`zone`, 1 to 64
+	// of a-z, 0-9, "_", "." and "-"). Default "", no zone. Used by an
+	// upstream's Zones.
+	Zone string
+}
+
+// Timeouts bound the phases of a request to an upstream endpoint
+// (`timeouts`). Every field is a duration, optional, and greater than 0.
+type Timeouts struct {
+	// Connect bounds establishing a connection to an endpoint
+	// (`connect`). Default DefaultConnectTimeout (1s).
+	Connect time.Duration
+	// ResponseHeader bounds the wait for the response headers after the
+	// request has been written (`response_header`). Default
+	// DefaultResponseHeaderTimeout (10s).
+	ResponseHeader time.Duration
+	// Idle is how long an idle pooled connection to an endpoint is kept
+	// (`idle`). Default DefaultUpstreamIdleTimeout (90s).
+	Idle time.Duration
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultMaxIdleConnsPerEndpoint is Upstream.MaxIdleConnsPerEndpoint
+	// when omitted.
+	DefaultMaxIdleConnsPerEndpoint = 256
+	// DefaultWeight is Endpoint.Weight when omitted.
+	DefaultWeight uint32 = 1
+	// DefaultConnectTimeout is Timeouts.Connect when omitted.
+	DefaultConnectTimeout = 1 * time.Second
+	// DefaultResponseHeaderTimeout is Timeouts.ResponseHeader when omitted.
+	DefaultResponseHeaderTimeout = 10 * time.Second
+	// DefaultUpstreamIdleTimeout is Timeouts.Idle when omitted.
+	DefaultUpstreamIdleTimeout = 90 * time.Second
+	// DefaultPanicThreshold is Upstream.PanicThreshold when omitted, in
+	// percent.
+	DefaultPanicThreshold = 50.0
+)
+
+// Bounds of this file's fields, used by their table entries and readers.
+const (
+	maxWeight                  = endpoint.MaxWeight
+	maxIdleConnsPerEndpointCap = 100000
+)
+
+func defaultUpstream(name string) *Upstream {
+	u := withDefaults(upstreamBlock, &Upstream{Name: name})
+	withDefaults(timeoutsBlock, &u.Timeouts)
+	return u
+}
+
+func defaultEndpoint() Endpoint { return *withDefaults(endpointBlock, &Endpoint{}) }
