@@ -37,7 +37,7 @@ const tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 var namePattern = fmt.Sprintf(`^[a-z0-9_.-]{1,%d}$`, maxNameLen)
 
 // JSONSchema returns a JSON Schema (draft 2020-12) of the config file,
-// generated from the field tables (fields.go), indented and ending in a
+// generated from the field tables (one per block; fields.go), indented and ending in a
 // newline. Editors use it to complete and check a file as it is written.
 // It states each field's kind, bounds, allowed values and default, and
 // refuses unknown keys of every described block; it is looser than Parse
@@ -50,7 +50,7 @@ func JSONSchema() []byte {
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["$id"] = SchemaID
 	s["title"] = "levee configuration"
-	s["description"] = "The levee config file (docs/configuration.md). Generated from internal/config/fields.go by `go generate ./internal/config`; do not edit."
+	s["description"] = "The levee config file (docs/configuration.md). Generated from the field tables of internal/config by `go generate ./internal/config`; do not edit."
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic("config: cannot marshal the schema: " + err.Error()) // only maps, slices, strings and numbers
