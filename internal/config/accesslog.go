@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -62,7 +63,7 @@ var checkLogOutput = problemOf(func(s string) string {
 	}
 	dir := filepath.Dir(s)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return `must be "stdout", "stderr" or a file in an existing directory; ` + quote(dir) + " is not a directory"
+		return `must be "stdout", "stderr" or a file in an existing directory; ` + engine.Quote(dir) + " is not a directory"
 	}
 	st, err := os.Stat(s)
 	switch {
@@ -93,24 +94,24 @@ func (p *parser) accessLog(a *AccessLog, n *yaml.Node) {
 	if v == nil {
 		return
 	}
-	rp := key(path, "redact_query")
+	rp := engine.Key(path, "redact_query")
 	items, ok := p.sequence(rp, v)
 	if !ok {
 		return
 	}
 	if len(items) > MaxRedactQuery {
-		p.add(v, rp, "at most %d keys, got %d", MaxRedactQuery, len(items))
+		p.Add(v, rp, "at most %d keys, got %d", MaxRedactQuery, len(items))
 		return
 	}
 	for i, item := range items {
-		ip := index(rp, i)
+		ip := engine.Index(rp, i)
 		s, ok := p.str(ip, item)
 		switch {
 		case !ok:
 		case s == "" || len(s) > maxRedactKey:
-			p.add(item, ip, "must be a query key of 1 to %d bytes, got %s", maxRedactKey, describe(item))
+			p.Add(item, ip, "must be a query key of 1 to %d bytes, got %s", maxRedactKey, engine.Describe(item))
 		case containsFold(a.RedactQuery, s):
-			p.add(item, ip, "duplicate key %s", quote(s))
+			p.Add(item, ip, "duplicate key %s", engine.Quote(s))
 		default:
 			a.RedactQuery = append(a.RedactQuery, s)
 		}

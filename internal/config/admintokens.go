@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -69,21 +70,21 @@ func checkAdminHosts(p *parser, path string, n *yaml.Node, ptr any) bool {
 		return false
 	}
 	if len(items) > MaxAdminHosts {
-		p.add(n, path, "at most %d host names, got %d", MaxAdminHosts, len(items))
+		p.Add(n, path, "at most %d host names, got %d", MaxAdminHosts, len(items))
 		return false
 	}
 	var hosts []string
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, sok := p.str(ip, item)
 		switch {
 		case !sok:
 			ok = false
 		case !hostNameRE.MatchString(s):
-			p.add(item, ip, "must be a host name in lower case without port (labels of a-z, 0-9 and inner \"-\", at most 63 each), got %s", quote(s))
+			p.Add(item, ip, "must be a host name in lower case without port (labels of a-z, 0-9 and inner \"-\", at most 63 each), got %s", engine.Quote(s))
 			ok = false
 		case slices.Contains(hosts, s):
-			p.add(item, ip, "duplicate host %s", quote(s))
+			p.Add(item, ip, "duplicate host %s", engine.Quote(s))
 			ok = false
 		default:
 			hosts = append(hosts, s)
@@ -134,20 +135,20 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 		return false
 	}
 	if len(items) > MaxAdminTokens {
-		p.add(n, path, "at most %d tokens, got %d", MaxAdminTokens, len(items))
+		p.Add(n, path, "at most %d tokens, got %d", MaxAdminTokens, len(items))
 		return false
 	}
 	ok = true
 	files := map[string]int{}
 	var fileNodes []*yaml.Node
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		if item.Kind == yaml.AliasNode {
 			ok = false
 			continue
 		}
-		if isNull(item) || item.Kind != yaml.MappingNode {
-			p.add(item, ip, "must be a mapping {file, scope}, got %s", describe(item))
+		if engine.IsNull(item) || item.Kind != yaml.MappingNode {
+			p.Add(item, ip, "must be a mapping {file, scope}, got %s", engine.Describe(item))
 			ok = false
 			continue
 		}
@@ -163,7 +164,7 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 		}
 		fv := f["file"]
 		if j, dup := files[t.File]; dup {
-			p.add(fv, key(ip, "file"), "duplicate file %s (first at admin.tokens[%d])", quote(t.File), j)
+			p.Add(fv, engine.Key(ip, "file"), "duplicate file %s (first at admin.tokens[%d])", engine.Quote(t.File), j)
 			ok = false
 			continue
 		}
@@ -177,7 +178,7 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 		if _, err := fmt.Sscanf(e.Path, "admin.tokens[%d].file", &i); err != nil || i >= len(fileNodes) {
 			continue // admin.token_file: reported where it is read
 		}
-		p.add(fileNodes[i], e.Path, "%s", e.Message)
+		p.Add(fileNodes[i], e.Path, "%s", e.Message)
 	}
 	return ok
 }
@@ -186,7 +187,7 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 // gateway will read it (ReadTokenFile).
 func checkTokenFile(p *parser, path string, n *yaml.Node, ptr any) bool {
 	if _, err := ReadTokenFile(*ptr.(*string)); err != nil {
-		p.add(n, path, "%v", err)
+		p.Add(n, path, "%v", err)
 		return false
 	}
 	return true
@@ -217,18 +218,18 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	tv := f["token"]
 	explicitNone := tv != nil && !bad["token"] && c.Admin.Token == AdminTokenNone
 	if c.Admin.TokenFile == "" && len(c.Admin.Tokens) == 0 && tokenOK && !isLoopbackListen(s) && !explicitNone {
-		p.add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", quote(s))
+		p.Add(v, "admin.token_file", "required when admin.listen is not a loopback address (127.0.0.0/8, ::1, localhost), got admin.listen %s", engine.Quote(s))
 	}
 	if tv != nil && !bad["token"] {
 		switch {
 		case f["token_file"] != nil || f["tokens"] != nil:
-			p.add(tv, "admin.token", "applies only without admin.token_file and admin.tokens (they set the tokens), got %s", quote(c.Admin.Token))
+			p.Add(tv, "admin.token", "applies only without admin.token_file and admin.tokens (they set the tokens), got %s", engine.Quote(c.Admin.Token))
 		case explicitNone && !isLoopbackListen(s):
-			p.add(tv, "admin.token", "%s (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen %s; set admin.token_file or admin.tokens instead", quote(AdminTokenNone), quote(s))
+			p.Add(tv, "admin.token", "%s (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen %s; set admin.token_file or admin.tokens instead", engine.Quote(AdminTokenNone), engine.Quote(s))
 		}
 	}
 	if listenOK && sameBinding(s, c.Listen) {
-		p.add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
+		p.Add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
 	}
 }
 

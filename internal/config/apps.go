@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/limits"
 	"gopkg.in/yaml.v3"
 )
@@ -134,7 +135,7 @@ func defaultBurst(rate float64) int {
 // refill (limits.CheckBurst), and takes defaultBurst when omitted.
 func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *block, dst any, rate *float64, burst *int) {
 	if v := f["burst"]; v != nil && f["rate"] == nil && !b.field("rate").required {
-		p.add(v, key(path, "burst"), "needs rate")
+		p.Add(v, engine.Key(path, "burst"), "needs rate")
 		delete(f, "burst")
 	}
 	bad := p.bind(f, n, path, b, dst)
@@ -144,7 +145,7 @@ func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b
 		*burst = defaultBurst(*rate)
 	case v != nil && !bad["burst"]:
 		if problem := limits.CheckBurst(*rate, int64(*burst)); problem != "" {
-			p.add(v, key(path, "burst"), "%s", problem) // burst × interval too long
+			p.Add(v, engine.Key(path, "burst"), "%s", problem) // burst × interval too long
 		}
 	}
 }
@@ -157,7 +158,7 @@ func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
 		problem = "must be greater than 0, got 0 (omit it for no rate limit)"
 	}
 	if problem != "" {
-		p.add(n, path, "%s", problem)
+		p.Add(n, path, "%s", problem)
 	}
 	return problem == ""
 }
@@ -165,7 +166,7 @@ func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
 // checkQuotaPer bounds a quota's period.
 func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
 	if d := *ptr.(*time.Duration); d < minQuotaPer || d > maxQuotaPer {
-		p.add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, describe(n))
+		p.Add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, engine.Describe(n))
 		return false
 	}
 	return true
@@ -207,13 +208,13 @@ func (p *parser) apps(c *Config, n *yaml.Node, routeNames []string, routesOK boo
 		return
 	}
 	if len(items) > maxApps {
-		p.add(n, path, "at most %d apps, got %d", maxApps, len(items))
+		p.Add(n, path, "at most %d apps, got %d", maxApps, len(items))
 		return
 	}
 	seen := appsSeen{ids: map[string]int{}, keys: map[string]string{}}
 	c.Apps = make([]App, 0, len(items))
 	for i, item := range items {
-		c.Apps = append(c.Apps, p.app(index(path, i), i, item, &seen, routeNames, routesOK))
+		c.Apps = append(c.Apps, p.app(engine.Index(path, i), i, item, &seen, routeNames, routesOK))
 	}
 }
 
@@ -223,8 +224,8 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 	if n.Kind == yaml.AliasNode {
 		return a
 	}
-	if isNull(n) || n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping with id and grants, got %s", describe(n))
+	if engine.IsNull(n) || n.Kind != yaml.MappingNode {
+		p.Add(n, path, "must be a mapping with id and grants, got %s", engine.Describe(n))
 		return a
 	}
 	f, ok := p.block(path, n, appBlock)
@@ -234,7 +235,7 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 	bad := p.bind(f, n, path, appBlock, &a) // id, name and status
 	if !bad["id"] {
 		if j, dup := seen.ids[a.ID]; dup {
-			p.add(f["id"], key(path, "id"), "duplicate app id %s (first at apps[%d])", quote(a.ID), j)
+			p.Add(f["id"], engine.Key(path, "id"), "duplicate app id %s (first at apps[%d])", engine.Quote(a.ID), j)
 		} else {
 			seen.ids[a.ID] = i
 		}
@@ -243,16 +244,16 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 		a.Name = a.ID
 	}
 	if v := f["api_key_sha256"]; v != nil {
-		a.APIKeySHA256 = p.keyHashes(key(path, "api_key_sha256"), v, seen)
+		a.APIKeySHA256 = p.keyHashes(engine.Key(path, "api_key_sha256"), v, seen)
 	}
 	if v := f["grants"]; v != nil {
-		a.Grants = p.grants(key(path, "grants"), v, routeNames, routesOK)
+		a.Grants = p.grants(engine.Key(path, "grants"), v, routeNames, routesOK)
 	}
 	if v := f["limits"]; v != nil {
-		p.appLimits(&a.Limits, key(path, "limits"), v)
+		p.appLimits(&a.Limits, engine.Key(path, "limits"), v)
 	}
 	if v := f["route_limits"]; v != nil {
-		a.RouteLimits = p.routeLimits(key(path, "route_limits"), v, a.Grants)
+		a.RouteLimits = p.routeLimits(engine.Key(path, "route_limits"), v, a.Grants)
 	}
 	return a
 }
@@ -268,23 +269,23 @@ func (p *parser) keyHashes(path string, n *yaml.Node, seen *appsSeen) []string {
 		return nil
 	}
 	if len(items) > maxAppKeys {
-		p.add(n, path, "at most %d keys, got %d", maxAppKeys, len(items))
+		p.Add(n, path, "at most %d keys, got %d", maxAppKeys, len(items))
 		return nil
 	}
 	var out []string
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, ok := p.str(ip, item)
 		if !ok {
 			continue
 		}
 		h := strings.ToLower(s)
 		if !isHexSHA256(h) {
-			p.add(item, ip, "must be a SHA-256 as 64 hex digits (the file holds hashes, never keys), got %s", quote(s))
+			p.Add(item, ip, "must be a SHA-256 as 64 hex digits (the file holds hashes, never keys), got %s", engine.Quote(s))
 			continue
 		}
 		if first, dup := seen.keys[h]; dup {
-			p.add(item, ip, "duplicate key hash (first at %s)", first)
+			p.Add(item, ip, "duplicate key hash (first at %s)", first)
 			continue
 		}
 		seen.keys[h] = ip
@@ -304,23 +305,23 @@ func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK
 		return nil
 	}
 	if len(items) > maxAppGrants {
-		p.add(n, path, "at most %d routes, got %d", maxAppGrants, len(items))
+		p.Add(n, path, "at most %d routes, got %d", maxAppGrants, len(items))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	first := map[string]int{}
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, ok := p.str(ip, item)
 		if !ok {
 			continue
 		}
 		switch j, dup := first[s]; {
 		case dup:
-			p.add(item, ip, "duplicate route %s (first at grants[%d])", quote(s), j)
+			p.Add(item, ip, "duplicate route %s (first at grants[%d])", engine.Quote(s), j)
 			continue
 		case routesOK && !slices.Contains(routeNames, s):
-			p.add(item, ip, "unknown route %s%s", quote(s), suggest(s, routeNames))
+			p.Add(item, ip, "unknown route %s%s", engine.Quote(s), engine.Suggest(s, routeNames))
 			continue
 		}
 		first[s] = i
@@ -335,14 +336,14 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of route names to {rate, burst, quota}, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of route names to {rate, burst, quota}, got %s", engine.Describe(n))
 		return nil
 	}
 	out := map[string]RouteLimit{}
 	for _, e := range p.pairs(path, n) {
-		rp := key(path, e.key)
+		rp := engine.Key(path, e.key)
 		if !slices.Contains(grants, e.key) {
-			p.add(e.k, rp, "route %s is not in this app's grants", quote(e.key))
+			p.Add(e.k, rp, "route %s is not in this app's grants", engine.Quote(e.key))
 			continue
 		}
 		var rl RouteLimit
@@ -387,24 +388,24 @@ func ReadTokenFile(path string) (string, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+		return "", fmt.Errorf("cannot read %s: %v", engine.QuoteMax(path, maxPathShown), pathErrCause(err))
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
 	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+		return "", fmt.Errorf("cannot read %s: %v", engine.QuoteMax(path, maxPathShown), pathErrCause(err))
 	}
 	if len(b) > maxTokenFileBytes {
-		return "", fmt.Errorf("token file %s is larger than %s", quoteMax(path, maxPathShown), formatSize(maxTokenFileBytes))
+		return "", fmt.Errorf("token file %s is larger than %s", engine.QuoteMax(path, maxPathShown), engine.FormatSize(maxTokenFileBytes))
 	}
 	tok := strings.TrimSpace(string(b))
 	switch {
 	case tok == "":
-		return "", fmt.Errorf("token file %s is empty", quoteMax(path, maxPathShown))
+		return "", fmt.Errorf("token file %s is empty", engine.QuoteMax(path, maxPathShown))
 	case len(tok) < minTokenLen:
-		return "", fmt.Errorf("token in %s is shorter than %d characters", quoteMax(path, maxPathShown), minTokenLen)
+		return "", fmt.Errorf("token in %s is shorter than %d characters", engine.QuoteMax(path, maxPathShown), minTokenLen)
 	case strings.ContainsFunc(tok, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return "", fmt.Errorf("token in %s must be one line of printable text", quoteMax(path, maxPathShown))
+		return "", fmt.Errorf("token in %s must be one line of printable text", engine.QuoteMax(path, maxPathShown))
 	}
 	return tok, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -70,14 +71,14 @@ func (c ConsistentHash) Key() (kind, name string) {
 // then not checked, since the balancer meant is unknown.
 func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[string]*yaml.Node, balancerOK bool) {
 	mismatch := func(field, balancer string) {
-		was := quote(u.Balancer)
+		was := engine.Quote(u.Balancer)
 		if f["balancer"] == nil {
 			was += " (the default)"
 		}
-		p.add(firstKey(n, field), key(path, field), "only allowed with balancer %s; balancer is %s", balancer, was)
+		p.Add(firstKey(n, field), engine.Key(path, field), "only allowed with balancer %s; balancer is %s", balancer, was)
 	}
 	if v := f["least_request"]; v != nil {
-		lr := p.leastRequest(key(path, "least_request"), v)
+		lr := p.leastRequest(engine.Key(path, "least_request"), v)
 		if u.Balancer == BalancerLeastRequest {
 			u.LeastRequest = lr
 		} else if balancerOK {
@@ -87,14 +88,14 @@ func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[s
 		u.LeastRequest = defaultLeastRequest()
 	}
 	if v := f["consistent_hash"]; v != nil {
-		ch := p.consistentHash(key(path, "consistent_hash"), v)
+		ch := p.consistentHash(engine.Key(path, "consistent_hash"), v)
 		if u.Balancer == BalancerConsistentHash {
 			u.ConsistentHash = ch
 		} else if balancerOK {
 			mismatch("consistent_hash", BalancerConsistentHash)
 		}
 	} else if u.Balancer == BalancerConsistentHash {
-		p.add(f["balancer"], key(path, "consistent_hash"), `required with balancer %s, as in {hash_on: "header:X-User"}`, BalancerConsistentHash)
+		p.Add(f["balancer"], engine.Key(path, "consistent_hash"), `required with balancer %s, as in {hash_on: "header:X-User"}`, BalancerConsistentHash)
 	}
 }
 
@@ -124,7 +125,7 @@ func (p *parser) consistentHash(path string, n *yaml.Node) *ConsistentHash {
 var checkHashOn = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 	norm, problem := normalizeHashOn(*s)
 	if problem != "" {
-		p.add(n, path, "%s, got %s", problem, quote(*s))
+		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
 		return false
 	}
 	*s = norm
@@ -142,13 +143,13 @@ func normalizeHashOn(s string) (string, string) {
 	switch kind {
 	case HashOnHeader, HashOnCookie, HashOnQuery:
 	case HashOnClientIP, HashOnPath:
-		return s, quote(kind) + " takes no name"
+		return s, engine.Quote(kind) + " takes no name"
 	default:
 		return s, "must be " + hashOnForms
 	}
 	switch {
 	case !found || name == "":
-		return s, "needs a name after " + quote(kind+":")
+		return s, "needs a name after " + engine.Quote(kind+":")
 	case len(name) > maxHashOnNameLen:
 		return s, kind + " name must be at most 128 bytes"
 	case kind == HashOnHeader && !validToken(name):

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -23,7 +24,7 @@ func checkStr(rule func(p *parser, path string, n *yaml.Node, s *string) bool) f
 func problemOf(problem func(string) string) func(*parser, string, *yaml.Node, any) bool {
 	return checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 		if pr := problem(*s); pr != "" {
-			p.add(n, path, "%s, got %s", pr, quote(*s))
+			p.Add(n, path, "%s, got %s", pr, engine.Quote(*s))
 			return false
 		}
 		return true
@@ -44,7 +45,7 @@ var (
 	// checkReadable refuses a file levee cannot read (checkReadableFile).
 	checkReadable = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 		if problem := checkReadableFile(*s); problem != "" {
-			p.add(n, path, "%s", problem)
+			p.Add(n, path, "%s", problem)
 			return false
 		}
 		return true
@@ -55,7 +56,7 @@ var (
 func checkDurationWithin(lo, hi time.Duration) func(*parser, string, *yaml.Node, any) bool {
 	return func(p *parser, path string, n *yaml.Node, ptr any) bool {
 		if d := *ptr.(*time.Duration); d < lo || d > hi {
-			p.add(n, path, "must be from %v to %v, got %s", lo, hi, describe(n))
+			p.Add(n, path, "must be from %v to %v, got %s", lo, hi, engine.Describe(n))
 			return false
 		}
 		return true
@@ -93,12 +94,12 @@ func (p *parser) bind(f map[string]*yaml.Node, n *yaml.Node, path string, b *blo
 		if fd.bind == nil {
 			continue
 		}
-		fp, v, ok := key(path, fd.name), f[fd.name], true
+		fp, v, ok := engine.Key(path, fd.name), f[fd.name], true
 		switch {
 		case v != nil:
 			ok = p.bindOne(fp, v, fd, fd.bind(dst))
 		case fd.required:
-			p.add(n, fp, "%s", cmp.Or(fd.missing, "required"))
+			p.Add(n, fp, "%s", cmp.Or(fd.missing, "required"))
 			ok = false
 		}
 		if !ok {
@@ -134,10 +135,10 @@ func (p *parser) read(path string, v *yaml.Node, fd *field, ptr any) bool {
 			if fd.required {
 				msg = "required"
 			}
-			p.add(v, path, "%s", cmp.Or(fd.empty, msg))
+			p.Add(v, path, "%s", cmp.Or(fd.empty, msg))
 			return false
 		case fd.kind == kindEnum && !slices.Contains(fd.enum, s):
-			p.add(v, path, "must be one of %s, got %s", quotedList(fd.enum), describe(v))
+			p.Add(v, path, "must be one of %s, got %s", engine.QuotedList(fd.enum), engine.Describe(v))
 			return false
 		}
 		*ptr.(*string) = s

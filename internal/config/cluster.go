@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -131,11 +132,11 @@ func ReadPasswordFile(name string) (string, error) {
 		return "", err
 	}
 	if len(b) > maxPasswordFileBytes {
-		return "", fmt.Errorf("%s is %d bytes; a password file holds one line of at most %d", quote(name), len(b), maxPasswordFileBytes)
+		return "", fmt.Errorf("%s is %d bytes; a password file holds one line of at most %d", engine.Quote(name), len(b), maxPasswordFileBytes)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	if line = strings.TrimSuffix(line, "\r"); line == "" {
-		return "", fmt.Errorf("%s holds no password on its first line", quote(name))
+		return "", fmt.Errorf("%s holds no password on its first line", engine.Quote(name))
 	}
 	return line, nil
 }
@@ -143,7 +144,7 @@ func ReadPasswordFile(name string) (string, error) {
 // checkPasswordFile refuses a password_file ReadPasswordFile refuses.
 func checkPasswordFile(p *parser, path string, n *yaml.Node, ptr any) bool {
 	if _, err := ReadPasswordFile(*ptr.(*string)); err != nil {
-		p.add(n, path, "%v", err)
+		p.Add(n, path, "%v", err)
 		return false
 	}
 	return true
@@ -153,7 +154,7 @@ func checkPasswordFile(p *parser, path string, n *yaml.Node, ptr any) bool {
 func checkDurationIn(lo, hi time.Duration) func(*parser, string, *yaml.Node, any) bool {
 	return func(p *parser, path string, n *yaml.Node, ptr any) bool {
 		if d := *ptr.(*time.Duration); d < lo || d > hi {
-			p.add(n, path, "must be from %v to %v, got %s", lo, hi, describe(n))
+			p.Add(n, path, "must be from %v to %v, got %s", lo, hi, engine.Describe(n))
 			return false
 		}
 		return true

@@ -63,7 +63,7 @@ var clusterEtcdBlock = newBlock(
 // checkEtcdEndpoints reads a list of etcd members as
 // discovery.etcd.endpoints is read (p.etcdEndpoints).
 func checkEtcdEndpoints(p *parser, path string, n *yaml.Node, ptr any) bool {
-	before := len(p.errs)
+	before := p.Count()
 	*ptr.(*[]string) = p.etcdEndpoints(path, n, n)
-	return len(p.errs) == before
+	return p.Count() == before
 }

@@ -21,6 +21,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -114,7 +115,7 @@ const (
 func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fileError(fmt.Sprintf("reading config: %v", err))
+		return nil, engine.FileError(fmt.Sprintf("reading config: %v", err))
 	}
 	defer f.Close()
 	return Read(f)
@@ -127,7 +128,7 @@ func Load(path string) (*Config, error) {
 func Read(r io.Reader) (*Config, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
 	if err != nil {
-		return nil, fileError(fmt.Sprintf("reading config: %v", err))
+		return nil, engine.FileError(fmt.Sprintf("reading config: %v", err))
 	}
 	return Parse(data)
 }
@@ -144,18 +145,18 @@ func Read(r io.Reader) (*Config, error) {
 // concurrently.
 func Parse(data []byte) (*Config, error) {
 	if len(data) > maxFileBytes {
-		return nil, fileError(fmt.Sprintf("file is larger than the %s limit", formatSize(maxFileBytes)))
+		return nil, engine.FileError(fmt.Sprintf("file is larger than the %s limit", engine.FormatSize(maxFileBytes)))
 	}
-	root, err := decode(data)
+	root, err := engine.Decode(data)
 	if err != nil {
 		return nil, err
 	}
 	p := &parser{}
-	if !p.scan(root, "", 0) {
-		return nil, p.result() // scan only fails after adding an error
+	if !p.Scan(root, "", 0) {
+		return nil, p.Result() // scan only fails after adding an error
 	}
 	cfg := p.config(root)
-	if errs := p.result(); errs != nil {
+	if errs := p.Result(); errs != nil {
 		return nil, errs
 	}
 	return cfg, nil

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // Over 600 lines: the parser's table tests, one table per block of the
@@ -1049,12 +1051,12 @@ w: [*c,*c,*c,*c,*c,*c,*c,*c,*c]
 	t.Run("error count is capped", func(t *testing.T) {
 		var b strings.Builder
 		b.WriteString(head + upstreams + routes)
-		for i := range maxErrors + 5 {
+		for i := range engine.MaxErrors + 5 {
 			b.WriteString("unknown" + strconv.Itoa(i) + ": 1\n")
 		}
 		_, err := Parse([]byte(b.String()))
 		got := errorLines(t, err)
-		if len(got) != maxErrors+1 || got[maxErrors] != "(file): too many errors: 5 more not shown" {
+		if len(got) != engine.MaxErrors+1 || got[engine.MaxErrors] != "(file): too many errors: 5 more not shown" {
 			t.Errorf("got %d errors, last %q", len(got), got[len(got)-1])
 		}
 	})
@@ -1136,7 +1138,7 @@ func TestParseSize(t *testing.T) {
 		{"10 parsecs", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := parseSize(tt.in)
+		got, ok := engine.ParseSize(tt.in)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("parseSize(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
@@ -1236,19 +1238,8 @@ func TestNormalizeMatchHost(t *testing.T) {
 
 func TestFormatSize(t *testing.T) {
 	for n, want := range map[int64]string{0: "0B", 1: "1B", 1000: "1000B", 1024: "1KiB", 1536: "1536B", 16 << 20: "16MiB", 4 << 30: "4GiB", 1 << 40: "1TiB"} {
-		if got := formatSize(n); got != want {
+		if got := engine.FormatSize(n); got != want {
 			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"conect", "connect", 1}, {"lsiten", "listen", 2}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

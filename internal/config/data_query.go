@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/dataquery"
 	"gopkg.in/yaml.v3"
 )
@@ -43,7 +44,7 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 		}
 		if _, err := dataquery.CompileSQL(d.SQL, params, page, dialect); err != nil {
 			// The path already names sql: "routes[2].data.sql: COPY is not a query ...".
-			p.add(f["sql"], key(path, "sql"), "%s", strings.TrimPrefix(err.Error(), "sql: "))
+			p.Add(f["sql"], engine.Key(path, "sql"), "%s", strings.TrimPrefix(err.Error(), "sql: "))
 		}
 		return
 	}
@@ -63,7 +64,7 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 		}
 	}
 	if _, err := dataquery.CompileTable(spec, page, dialect); err != nil {
-		p.add(f["table"], key(path, "table"), "%v", err)
+		p.Add(f["table"], engine.Key(path, "table"), "%v", err)
 	}
 }
 
@@ -74,15 +75,15 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 		return nil, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of parameter names to their declarations, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of parameter names to their declarations, got %s", engine.Describe(n))
 		return nil, nil
 	}
 	out := map[string]*DataParam{}
 	var order []string
 	for _, e := range p.pairs(path, n) {
-		pp := key(path, e.key)
+		pp := engine.Key(path, e.key)
 		if len(order) == dataquery.MaxParams {
-			p.add(e.k, pp, "at most %d parameters", dataquery.MaxParams)
+			p.Add(e.k, pp, "at most %d parameters", dataquery.MaxParams)
 			break
 		}
 		dp := &DataParam{}
@@ -90,7 +91,7 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 			p.bind(fs, e.v, pp, dataParamBlock, dp)
 			for _, k := range []string{"default", "min", "max"} {
 				if v := fs[k]; v != nil {
-					s, ok := p.scalarText(key(pp, k), v)
+					s, ok := p.scalarText(engine.Key(pp, k), v)
 					if !ok {
 						continue
 					}
@@ -127,7 +128,7 @@ func (p *parser) scalarText(path string, n *yaml.Node) (string, bool) {
 			return n.Value, true
 		}
 	}
-	p.add(n, path, "must be a number, a boolean or a string, got %s", describe(n))
+	p.Add(n, path, "must be a number, a boolean or a string, got %s", engine.Describe(n))
 	return "", false
 }
 
@@ -137,33 +138,33 @@ func (p *parser) dataFilters(path string, n *yaml.Node) map[string][]string {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of columns to lists of operators, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of columns to lists of operators, got %s", engine.Describe(n))
 		return nil
 	}
 	out := map[string][]string{}
 	for _, e := range p.pairs(path, n) {
-		fp := key(path, e.key)
+		fp := engine.Key(path, e.key)
 		items, ok := p.sequence(fp, e.v)
 		if !ok {
 			continue
 		}
 		if len(items) == 0 {
-			p.add(e.v, fp, "must list at least one operator (%s); leave the column out to refuse filtering it", strings.Join(dataOps, ", "))
+			p.Add(e.v, fp, "must list at least one operator (%s); leave the column out to refuse filtering it", strings.Join(dataOps, ", "))
 			continue
 		}
 		seen := map[string]int{}
 		for i, item := range items {
-			ip := index(fp, i)
+			ip := engine.Index(fp, i)
 			s, ok := p.str(ip, item)
 			if !ok {
 				continue
 			}
 			if !slices.Contains(dataOps, s) {
-				p.add(item, ip, "must be one of %s, got %s", strings.Join(dataOps, ", "), quote(s))
+				p.Add(item, ip, "must be one of %s, got %s", strings.Join(dataOps, ", "), engine.Quote(s))
 				continue
 			}
 			if j, dup := seen[s]; dup {
-				p.add(item, ip, "duplicate operator %s (first at [%d])", quote(s), j)
+				p.Add(item, ip, "duplicate operator %s (first at [%d])", engine.Quote(s), j)
 				continue
 			}
 			seen[s] = i
@@ -180,15 +181,15 @@ func (p *parser) dataColumnTypes(path string, n *yaml.Node) (map[string]string, 
 		return nil, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of columns to kinds (%s), got %s", strings.Join(dataColumnKinds, ", "), describe(n))
+		p.Add(n, path, "must be a mapping of columns to kinds (%s), got %s", strings.Join(dataColumnKinds, ", "), engine.Describe(n))
 		return nil, nil
 	}
 	out := map[string]string{}
 	var order []string
 	for _, e := range p.pairs(path, n) {
-		fp := key(path, e.key)
+		fp := engine.Key(path, e.key)
 		if len(order) == dataquery.MaxColumns {
-			p.add(e.k, fp, "at most %d columns", dataquery.MaxColumns)
+			p.Add(e.k, fp, "at most %d columns", dataquery.MaxColumns)
 			break
 		}
 		s, ok := p.str(fp, e.v)
@@ -196,7 +197,7 @@ func (p *parser) dataColumnTypes(path string, n *yaml.Node) (map[string]string, 
 			continue
 		}
 		if !slices.Contains(dataColumnKinds, s) {
-			p.add(e.v, fp, "must be one of %s, got %s", strings.Join(dataColumnKinds, ", "), quote(s))
+			p.Add(e.v, fp, "must be one of %s, got %s", strings.Join(dataColumnKinds, ", "), engine.Quote(s))
 			continue
 		}
 		out[e.key] = s

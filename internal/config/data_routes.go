@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/dataquery"
 	"gopkg.in/yaml.v3"
 )
@@ -30,61 +31,61 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	var src *DataSource
 	if !bad["source"] {
 		if src = c.DataSources[d.Source]; src == nil {
-			p.add(f["source"], key(path, "source"), "unknown data source %s%s", quote(d.Source), suggest(d.Source, c.DataSourceOrder))
+			p.Add(f["source"], engine.Key(path, "source"), "unknown data source %s%s", engine.Quote(d.Source), engine.Suggest(d.Source, c.DataSourceOrder))
 		}
 	}
 	if v := f["params"]; v != nil {
-		d.Params, d.ParamOrder = p.dataParams(key(path, "params"), v)
+		d.Params, d.ParamOrder = p.dataParams(engine.Key(path, "params"), v)
 	}
 	if v := f["columns"]; v != nil {
-		d.Columns = p.identList(key(path, "columns"), v, dataquery.MaxColumns)
+		d.Columns = p.identList(engine.Key(path, "columns"), v, dataquery.MaxColumns)
 	}
 	if v := f["order"]; v != nil {
-		d.Order = p.stringList(key(path, "order"), v, dataquery.MaxColumns)
+		d.Order = p.stringList(engine.Key(path, "order"), v, dataquery.MaxColumns)
 	}
 	if v := f["filters"]; v != nil {
-		d.Filters = p.dataFilters(key(path, "filters"), v)
+		d.Filters = p.dataFilters(engine.Key(path, "filters"), v)
 	}
 	if v := f["page"]; v != nil {
-		d.Page = p.dataPage(key(path, "page"), v)
+		d.Page = p.dataPage(engine.Key(path, "page"), v)
 	}
 	if v := f["column_types"]; v != nil {
-		d.ColumnTypes, d.ColumnTypeOrder = p.dataColumnTypes(key(path, "column_types"), v)
+		d.ColumnTypes, d.ColumnTypeOrder = p.dataColumnTypes(engine.Key(path, "column_types"), v)
 	}
 	if v := f["formats"]; v != nil {
-		d.Formats = p.dataFormatList(key(path, "formats"), v)
+		d.Formats = p.dataFormatList(engine.Key(path, "formats"), v)
 	}
 	sqlMode, tableMode := f["sql"] != nil, f["table"] != nil
 	switch {
 	case sqlMode && tableMode:
-		p.add(f["table"], key(path, "table"), "give sql or table, not both")
+		p.Add(f["table"], engine.Key(path, "table"), "give sql or table, not both")
 		return d
 	case !sqlMode && !tableMode:
-		p.add(n, key(path, "sql"), "required (or table, for a table-mode route)")
+		p.Add(n, engine.Key(path, "sql"), "required (or table, for a table-mode route)")
 		return d
 	case sqlMode:
 		for _, k := range []string{"columns", "filters", "order"} {
 			if f[k] != nil {
-				p.add(f[k], key(path, k), "only applies to a table-mode route (with table); a SQL-mode route selects its own columns")
+				p.Add(f[k], engine.Key(path, k), "only applies to a table-mode route (with table); a SQL-mode route selects its own columns")
 			}
 		}
 	case tableMode:
 		if f["params"] != nil {
-			p.add(f["params"], key(path, "params"), "only applies to a SQL-mode route (with sql); a table-mode route is filtered with filters")
+			p.Add(f["params"], engine.Key(path, "params"), "only applies to a SQL-mode route (with sql); a table-mode route is filtered with filters")
 		}
 		if f["columns"] == nil {
-			p.add(n, key(path, "columns"), "required with table: the columns the route answers with")
+			p.Add(n, engine.Key(path, "columns"), "required with table: the columns the route answers with")
 		}
 		if d.ColumnTypes != nil {
-			ctp := key(path, "column_types")
+			ctp := engine.Key(path, "column_types")
 			for _, c := range d.ColumnTypeOrder {
 				if !slices.Contains(d.Columns, c) {
-					p.add(f["column_types"], key(ctp, c), "declares a column the route does not answer with (columns: %s)", strings.Join(d.Columns, ", "))
+					p.Add(f["column_types"], engine.Key(ctp, c), "declares a column the route does not answer with (columns: %s)", strings.Join(d.Columns, ", "))
 				}
 			}
 			for _, c := range d.Columns {
 				if _, ok := d.ColumnTypes[c]; !ok {
-					p.add(f["column_types"], ctp, "must declare every column the route answers with, %s is missing", quote(c))
+					p.Add(f["column_types"], ctp, "must declare every column the route answers with, %s is missing", engine.Quote(c))
 				}
 			}
 		}
@@ -105,12 +106,12 @@ func (p *parser) dataPage(path string, n *yaml.Node) *DataPage {
 	}
 	bad := p.bind(f, n, path, dataPageBlock, pg)
 	if v := f["keyset"]; v != nil {
-		pg.Keyset = p.identList(key(path, "keyset"), v, dataquery.MaxKeyset)
+		pg.Keyset = p.identList(engine.Key(path, "keyset"), v, dataquery.MaxKeyset)
 	} else {
-		p.add(n, key(path, "keyset"), "required: the columns that order the rows and make each row's place unique")
+		p.Add(n, engine.Key(path, "keyset"), "required: the columns that order the rows and make each row's place unique")
 	}
 	if !bad["default"] && !bad["max"] && pg.Default > pg.Max {
-		p.add(f["default"], key(path, "default"), "must be at most max (%d), got %d", pg.Max, pg.Default)
+		p.Add(f["default"], engine.Key(path, "default"), "must be at most max (%d), got %d", pg.Max, pg.Default)
 	}
 	return pg
 }
@@ -123,21 +124,21 @@ func (p *parser) dataFormatList(path string, n *yaml.Node) []string {
 		return DefaultDataFormats()
 	}
 	if len(items) == 0 {
-		p.add(n, path, "must list at least one of %s; omit it for all three", strings.Join(dataFormats, ", "))
+		p.Add(n, path, "must list at least one of %s; omit it for all three", strings.Join(dataFormats, ", "))
 		return DefaultDataFormats()
 	}
 	var out []string
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, ok := p.str(ip, item)
 		if !ok {
 			continue
 		}
 		switch {
 		case !slices.Contains(dataFormats, s):
-			p.add(item, ip, "must be one of %s, got %s", strings.Join(dataFormats, ", "), quote(s))
+			p.Add(item, ip, "must be one of %s, got %s", strings.Join(dataFormats, ", "), engine.Quote(s))
 		case slices.Contains(out, s):
-			p.add(item, ip, "duplicate format %s", quote(s))
+			p.Add(item, ip, "duplicate format %s", engine.Quote(s))
 		default:
 			out = append(out, s)
 		}
@@ -150,7 +151,7 @@ func (p *parser) identList(path string, n *yaml.Node, max int) []string {
 	out := p.stringList(path, n, max)
 	for i, s := range out {
 		if j := slices.Index(out, s); j < i {
-			p.add(n, index(path, i), "duplicate column %s (first at [%d])", quote(s), j)
+			p.Add(n, engine.Index(path, i), "duplicate column %s (first at [%d])", engine.Quote(s), j)
 		}
 	}
 	return out
@@ -163,22 +164,22 @@ func (p *parser) stringList(path string, n *yaml.Node, max int) []string {
 		return nil
 	}
 	if len(items) == 0 {
-		p.add(n, path, "must not be empty")
+		p.Add(n, path, "must not be empty")
 		return nil
 	}
 	if len(items) > max {
-		p.add(n, path, "at most %d items, got %d", max, len(items))
+		p.Add(n, path, "at most %d items, got %d", max, len(items))
 		return nil
 	}
 	var out []string
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, ok := p.str(ip, item)
 		if !ok {
 			continue
 		}
 		if s == "" {
-			p.add(item, ip, "must not be empty")
+			p.Add(item, ip, "must not be empty")
 			continue
 		}
 		out = append(out, s)
@@ -195,7 +196,7 @@ var dataRouteOmits = []string{"max_body_bytes", "forward_trailers", "upgrades"}
 func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) {
 	for _, k := range dataRouteOmits {
 		if f[k] != nil {
-			p.add(f[k], key(path, k), "does not apply to a data route (it reads no request body and upgrades nothing)")
+			p.Add(f[k], engine.Key(path, k), "does not apply to a data route (it reads no request body and upgrades nothing)")
 		}
 	}
 	r.Upgrades = nil
@@ -205,7 +206,7 @@ func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) 
 	}
 	for i, m := range r.Match.Methods {
 		if m != "GET" && m != "HEAD" {
-			p.add(f["match"], index(key(key(path, "match"), "methods"), i), "a data route answers GET and HEAD only, got %s", quote(m))
+			p.Add(f["match"], engine.Index(engine.Key(engine.Key(path, "match"), "methods"), i), "a data route answers GET and HEAD only, got %s", engine.Quote(m))
 		}
 	}
 }

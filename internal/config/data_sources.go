@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/datasource"
 	"gopkg.in/yaml.v3"
 )
@@ -38,19 +39,19 @@ func (p *parser) dataSources(c *Config, n *yaml.Node) map[string]bool {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of data source names to data sources, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of data source names to data sources, got %s", engine.Describe(n))
 		return nil
 	}
 	declared := map[string]bool{}
 	c.DataSources = map[string]*DataSource{}
 	for _, e := range p.pairs(path, n) {
-		sp := key(path, e.key)
+		sp := engine.Key(path, e.key)
 		declared[e.key] = true
 		if !validName(e.key) {
-			p.add(e.k, sp, "name %s, got %s", nameRule, quote(e.key))
+			p.Add(e.k, sp, "name %s, got %s", nameRule, engine.Quote(e.key))
 		}
 		if _, clash := c.Upstreams[e.key]; clash {
-			p.add(e.k, sp, "%s is also an upstream's name; a data source is an upstream to metrics and the admin API, so the names must differ", quote(e.key))
+			p.Add(e.k, sp, "%s is also an upstream's name; a data source is an upstream to metrics and the admin API, so the names must differ", engine.Quote(e.key))
 		}
 		c.DataSources[e.key] = p.dataSource(sp, e.key, e.v)
 		c.DataSourceOrder = append(c.DataSourceOrder, e.key)
@@ -72,17 +73,17 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 	case d.Driver == DriverPostgres:
 		for _, k := range []string{"path"} {
 			if f[k] != nil {
-				p.add(f[k], key(path, k), "only applies to driver sqlite (postgres takes dsn or dsn_file)")
+				p.Add(f[k], engine.Key(path, k), "only applies to driver sqlite (postgres takes dsn or dsn_file)")
 			}
 		}
 		switch {
 		case f["dsn"] != nil && f["dsn_file"] != nil:
-			p.add(f["dsn_file"], key(path, "dsn_file"), "give dsn or dsn_file, not both")
+			p.Add(f["dsn_file"], engine.Key(path, "dsn_file"), "give dsn or dsn_file, not both")
 		case f["dsn"] == nil && f["dsn_file"] == nil:
-			p.add(n, key(path, "dsn"), "required for driver postgres (or dsn_file)")
+			p.Add(n, engine.Key(path, "dsn"), "required for driver postgres (or dsn_file)")
 		case f["dsn_file"] != nil && !bad["dsn_file"]:
 			if dsn, err := readDSNFile(d.DSNFile); err != nil {
-				p.add(f["dsn_file"], key(path, "dsn_file"), "%v", err)
+				p.Add(f["dsn_file"], engine.Key(path, "dsn_file"), "%v", err)
 			} else {
 				d.DSN = dsn
 			}
@@ -90,11 +91,11 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 	case d.Driver == DriverSQLite:
 		for _, k := range []string{"dsn", "dsn_file"} {
 			if f[k] != nil {
-				p.add(f[k], key(path, k), "only applies to driver postgres (sqlite takes path)")
+				p.Add(f[k], engine.Key(path, k), "only applies to driver postgres (sqlite takes path)")
 			}
 		}
 		if f["path"] == nil {
-			p.add(n, key(path, "path"), "required for driver sqlite: the database file")
+			p.Add(n, engine.Key(path, "path"), "required for driver sqlite: the database file")
 		}
 	}
 	if f["driver"] != nil && !bad["driver"] && d.Target() != "" {
@@ -106,23 +107,23 @@ func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 					field = "dsn_file"
 				}
 			}
-			p.add(f[field], key(path, field), "%v", err)
+			p.Add(f[field], engine.Key(path, field), "%v", err)
 		}
 	}
 	var l *Limits
 	explicitMax := false
 	if v := f["limits"]; v != nil {
-		l = p.limits(key(path, "limits"), v)
+		l = p.limits(engine.Key(path, "limits"), v)
 		explicitMax = firstKey(v, "max") != nil
 		if firstKey(v, "queue_timeout") == nil {
 			l.QueueTimeout = DefaultDataQueueTimeout
 		}
-		lp := key(path, "limits")
+		lp := engine.Key(path, "limits")
 		switch {
 		case !l.Adaptive && l.MaxConcurrency > d.MaxConns:
-			p.add(firstKey(v, "max_concurrency"), key(lp, "max_concurrency"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.MaxConcurrency)
+			p.Add(firstKey(v, "max_concurrency"), engine.Key(lp, "max_concurrency"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.MaxConcurrency)
 		case l.Adaptive && explicitMax && l.Max > d.MaxConns:
-			p.add(firstKey(v, "max"), key(lp, "max"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.Max)
+			p.Add(firstKey(v, "max"), engine.Key(lp, "max"), "must be at most max_conns (%d): a query admitted must find a connection, got %d", d.MaxConns, l.Max)
 		}
 	}
 	d.Limits = dataSourceLimits(d.MaxConns, l, explicitMax)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"gopkg.in/yaml.v3"
 )
@@ -28,7 +29,7 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	}
 	if v := f["etcd"]; v != nil {
 		sources++
-		d.Etcd = p.etcd(key(path, "etcd"), v)
+		d.Etcd = p.etcd(engine.Key(path, "etcd"), v)
 	}
 	// A push that is not a boolean still names the source meant, so that
 	// it is not also reported as missing.
@@ -36,7 +37,7 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 		sources++
 	}
 	if sources != 1 {
-		p.add(n, path, "exactly one of file, etcd or push is required")
+		p.Add(n, path, "exactly one of file, etcd or push is required")
 	}
 	return d
 }
@@ -50,7 +51,7 @@ func (p *parser) fraction(path string, n *yaml.Node) (float64, bool) {
 	tag := n.ShortTag()
 	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil ||
 		math.IsNaN(v) || v <= 0 || v > maxDropFraction {
-		p.add(n, path, "must be a number greater than 0 and at most 1, got %s", describe(n))
+		p.Add(n, path, "must be a number greater than 0 and at most 1, got %s", engine.Describe(n))
 		return 0, false
 	}
 	return v, true
@@ -63,7 +64,7 @@ func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 	if !ok {
 		return e
 	}
-	e.Endpoints = p.etcdEndpoints(key(path, "endpoints"), f["endpoints"], n)
+	e.Endpoints = p.etcdEndpoints(engine.Key(path, "endpoints"), f["endpoints"], n)
 	p.bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
 	return e
 }
@@ -71,7 +72,7 @@ func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 // checkEtcdPrefix checks an etcd key prefix.
 var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 	if !strings.HasPrefix(*s, "/") || !strings.HasSuffix(*s, "/") {
-		p.add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, quote(*s))
+		p.Add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, engine.Quote(*s))
 		return false
 	}
 	return true
@@ -80,7 +81,7 @@ var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *str
 // checkNoNUL refuses a file name holding a NUL byte.
 var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 	if strings.IndexByte(*s, 0) >= 0 {
-		p.add(n, path, "must not contain a NUL byte, got %s", quoteMax(*s, maxPathShown))
+		p.Add(n, path, "must not contain a NUL byte, got %s", engine.QuoteMax(*s, maxPathShown))
 		return false
 	}
 	return true
@@ -89,7 +90,7 @@ var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) 
 // etcdEndpoints reads `etcd.endpoints`: 1 to 16 distinct addresses.
 func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {
 	if n == nil {
-		p.add(parent, path, "required")
+		p.Add(parent, path, "required")
 		return nil
 	}
 	items, ok := p.sequence(path, n)
@@ -97,24 +98,24 @@ func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {
 		return nil
 	}
 	if len(items) == 0 || len(items) > maxEtcdEndpoints {
-		p.add(n, path, "must list 1 to %d etcd endpoints, got %d", maxEtcdEndpoints, len(items))
+		p.Add(n, path, "must list 1 to %d etcd endpoints, got %d", maxEtcdEndpoints, len(items))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, ok := p.str(ip, item)
 		if !ok {
 			continue
 		}
 		if problem := checkEtcdEndpoint(s); problem != "" {
-			p.add(item, ip, "invalid etcd endpoint %s: %s", quote(s), problem)
+			p.Add(item, ip, "invalid etcd endpoint %s: %s", engine.Quote(s), problem)
 			continue
 		}
 		norm := strings.ToLower(s)
 		if j, dup := first[norm]; dup {
-			p.add(item, ip, "duplicate etcd endpoint %s (first at endpoints[%d])", quote(s), j)
+			p.Add(item, ip, "duplicate etcd endpoint %s (first at endpoints[%d])", engine.Quote(s), j)
 			continue
 		}
 		first[norm] = i

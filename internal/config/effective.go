@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // This file renders a parsed Config back as the file it means: every field
@@ -95,7 +97,7 @@ func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
 		if slices.Contains(omit, f.name) {
 			continue
 		}
-		fp := key(path, f.name)
+		fp := engine.Key(path, f.name)
 		v, ok, err := fieldValue(f, sv, fp)
 		if err != nil {
 			return nil, err
@@ -276,7 +278,7 @@ func renderValue(f *field, v reflect.Value, path string) (out any, keep bool, er
 		for i := range v.Len() {
 			iv := v.Index(i)
 			if f.item.kind == kindBlock {
-				r, err := renderBlock(f.item.sub, iv, index(path, i))
+				r, err := renderBlock(f.item.sub, iv, engine.Index(path, i))
 				if err != nil {
 					return nil, false, err
 				}
@@ -331,7 +333,7 @@ func renderMap(f *field, v reflect.Value, order []string, path string) (any, boo
 			}
 			ev = ev.Elem()
 		}
-		ep := key(path, name)
+		ep := engine.Key(path, name)
 		var r any
 		var err error
 		switch {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // effectiveInputs are the parsed configurations the effective tests
@@ -244,9 +246,9 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, e := range v {
-				p := key(path, k)
+				p := engine.Key(path, k)
 				if k == "x" {
-					p = key(path, "*")
+					p = engine.Key(path, "*")
 				}
 				rendered[p] = true
 				collect(e, p)
@@ -262,7 +264,7 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 	var walk func(b *block, path string)
 	walk = func(b *block, path string) {
 		for _, f := range b.fields {
-			fp := key(path, f.name)
+			fp := engine.Key(path, f.name)
 			if !rendered[fp] {
 				missing = append(missing, fp)
 				continue
@@ -271,7 +273,7 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 			case f.kind == kindBlock:
 				walk(f.sub, fp)
 			case f.kind == kindMap && f.sub != nil:
-				walk(f.sub, key(fp, "*"))
+				walk(f.sub, engine.Key(fp, "*"))
 			case f.kind == kindList && f.item.kind == kindBlock:
 				walk(f.item.sub, fp+"[]")
 			case f.kind == kindEither:
@@ -327,7 +329,7 @@ func TestSecretFieldsMarked(t *testing.T) {
 		}
 		seen[b] = true
 		for i := range b.fields {
-			walkField(&b.fields[i], key(path, b.fields[i].name))
+			walkField(&b.fields[i], engine.Key(path, b.fields[i].name))
 		}
 	}
 	walk(rootBlock, "")

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -29,27 +30,27 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 		return hc
 	}
 	if v := f["http"]; v != nil {
-		hc.HTTP = p.httpCheck(key(path, "http"), v)
+		hc.HTTP = p.httpCheck(engine.Key(path, "http"), v)
 	}
 	// tcp, interval, timeout, healthy_after and unhealthy_after.
 	bad := p.bind(f, n, path, healthCheckBlock, hc)
 	switch {
 	case bad["tcp"]:
 	case hc.HTTP != nil && hc.TCP:
-		p.add(firstKey(n, "tcp"), key(path, "tcp"), "http and tcp: true exclude each other; set one")
+		p.Add(firstKey(n, "tcp"), engine.Key(path, "tcp"), "http and tcp: true exclude each other; set one")
 	case hc.HTTP == nil && !hc.TCP:
-		p.add(n, path, "needs exactly one of http (such as {path: /healthz}) or tcp: true")
+		p.Add(n, path, "needs exactly one of http (such as {path: /healthz}) or tcp: true")
 	}
 	if !bad["interval"] && !bad["timeout"] && hc.Timeout > hc.Interval {
-		at, where := f["timeout"], key(path, "timeout")
+		at, where := f["timeout"], engine.Key(path, "timeout")
 		if at == nil {
-			p.add(f["interval"], key(path, "interval"), "must be at least timeout (%s, the default), got %s", hc.Timeout, describe(f["interval"]))
+			p.Add(f["interval"], engine.Key(path, "interval"), "must be at least timeout (%s, the default), got %s", hc.Timeout, engine.Describe(f["interval"]))
 		} else {
 			was := hc.Interval.String()
 			if f["interval"] == nil {
 				was += ", the default"
 			}
-			p.add(at, where, "must be at most interval (%s), got %s", was, describe(at))
+			p.Add(at, where, "must be at most interval (%s), got %s", was, engine.Describe(at))
 		}
 	}
 	return hc
@@ -64,7 +65,7 @@ func (p *parser) httpCheck(path string, n *yaml.Node) *HTTPCheck {
 	}
 	p.bind(f, n, path, httpCheckBlock, hc) // path
 	if v := f["expect"]; v != nil {
-		hc.Expect = p.expect(key(path, "expect"), v)
+		hc.Expect = p.expect(engine.Key(path, "expect"), v)
 	}
 	return hc
 }
@@ -85,17 +86,17 @@ func (p *parser) expect(path string, n *yaml.Node) []int {
 		return DefaultHealthCheckExpect()
 	}
 	if len(items) == 0 || len(items) > maxExpectStatuses {
-		p.add(n, path, "must list 1 to %d statuses, got %d", maxExpectStatuses, len(items))
+		p.Add(n, path, "must list 1 to %d statuses, got %d", maxExpectStatuses, len(items))
 		return DefaultHealthCheckExpect()
 	}
 	var out []int
 	for i, item := range items {
-		s, ok := p.integer(index(path, i), item, minHealthCheckStatus, maxHealthCheckStatus)
+		s, ok := p.integer(engine.Index(path, i), item, minHealthCheckStatus, maxHealthCheckStatus)
 		if !ok {
 			continue
 		}
 		if slices.Contains(out, int(s)) {
-			p.add(item, index(path, i), "duplicate status %d", s)
+			p.Add(item, engine.Index(path, i), "duplicate status %d", s)
 			continue
 		}
 		out = append(out, int(s))
@@ -119,10 +120,10 @@ func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 			if f["base_ejection_time"] == nil {
 				was += ", the default"
 			}
-			p.add(v, key(path, "max_ejection_time"), "must be at least base_ejection_time (%s), got %s", was, describe(v))
+			p.Add(v, engine.Key(path, "max_ejection_time"), "must be at least base_ejection_time (%s), got %s", was, engine.Describe(v))
 		} else {
 			v := f["base_ejection_time"]
-			p.add(v, key(path, "base_ejection_time"), "must be at most max_ejection_time (%s, the default), got %s", od.MaxEjectionTime, describe(v))
+			p.Add(v, engine.Key(path, "base_ejection_time"), "must be at most max_ejection_time (%s, the default), got %s", od.MaxEjectionTime, engine.Describe(v))
 		}
 	}
 	return od
@@ -137,21 +138,21 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 		return z
 	}
 	p.bind(f, n, path, zonesBlock, z) // local and overprovisioning
-	if v := f["failover"]; v != nil && !isNull(v) {
-		items, ok := p.sequence(key(path, "failover"), v)
+	if v := f["failover"]; v != nil && !engine.IsNull(v) {
+		items, ok := p.sequence(engine.Key(path, "failover"), v)
 		if ok && len(items) > maxFailoverZones {
-			p.add(v, key(path, "failover"), "must list at most %d zones, got %d", maxFailoverZones, len(items))
+			p.Add(v, engine.Key(path, "failover"), "must list at most %d zones, got %d", maxFailoverZones, len(items))
 			items = nil
 		}
 		for i, item := range items {
-			ip := index(key(path, "failover"), i)
+			ip := engine.Index(engine.Key(path, "failover"), i)
 			name, ok := p.zoneName(ip, item)
 			switch {
 			case !ok:
 			case name == z.Local:
-				p.add(item, ip, "%s is the local zone; list only other zones", quote(name))
+				p.Add(item, ip, "%s is the local zone; list only other zones", engine.Quote(name))
 			case slices.Contains(z.Failover, name):
-				p.add(item, ip, "duplicate zone %s", quote(name))
+				p.Add(item, ip, "duplicate zone %s", engine.Quote(name))
 			default:
 				z.Failover = append(z.Failover, name)
 			}
@@ -173,7 +174,7 @@ func (p *parser) zoneName(path string, n *yaml.Node) (string, bool) {
 // zone reports whether s is a valid zone name, reporting it if not.
 func (p *parser) zone(path string, n *yaml.Node, s string) bool {
 	if !validName(s) {
-		p.add(n, path, "%s", zoneProblem(s))
+		p.Add(n, path, "%s", zoneProblem(s))
 		return false
 	}
 	return true
@@ -181,7 +182,7 @@ func (p *parser) zone(path string, n *yaml.Node, s string) bool {
 
 // zoneProblem is the message of an invalid zone name s.
 func zoneProblem(s string) string {
-	return "zone " + nameRule + ", got " + quoteMax(s, 64)
+	return "zone " + nameRule + ", got " + engine.QuoteMax(s, 64)
 }
 
 // Bounds of this file's fields, used by their table entries and readers.

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -23,17 +24,17 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 	// kindOK is false when max_concurrency is missing or invalid: min and
 	// max are then range-checked but not paired with the limit's kind.
 	n0, adaptive, kindOK := 1, false, false
-	mcp := key(path, "max_concurrency")
+	mcp := engine.Key(path, "max_concurrency")
 	switch v := f["max_concurrency"]; {
 	case v == nil:
-		p.add(n, mcp, "required, %s", limitRule)
+		p.Add(n, mcp, "required, %s", limitRule)
 	case v.Kind == yaml.AliasNode:
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" && v.Value == adaptiveLimit:
 		adaptive, kindOK = true, true
 	default:
 		var i int64
 		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || v.Decode(&i) != nil || i < 1 || i > maxConcurrencyCap {
-			p.add(v, mcp, "must be %s, got %s", limitRule, describe(v))
+			p.Add(v, mcp, "must be %s, got %s", limitRule, engine.Describe(v))
 			break
 		}
 		n0, kindOK = int(i), true
@@ -46,7 +47,7 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 	if kindOK && !adaptive {
 		for _, name := range []string{"min", "max"} {
 			if f[name] != nil {
-				p.add(firstKey(n, name), key(path, name), "only applies with max_concurrency: %s; max_concurrency is %d", adaptiveLimit, n0)
+				p.Add(firstKey(n, name), engine.Key(path, name), "only applies with max_concurrency: %s; max_concurrency is %d", adaptiveLimit, n0)
 				delete(f, name)
 			}
 		}
@@ -57,11 +58,11 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 	if minNode, maxNode := f["min"], f["max"]; adaptive && !bad["min"] && !bad["max"] && l.Min > l.Max {
 		switch {
 		case maxNode == nil:
-			p.add(minNode, key(path, "min"), "must be at most max (%d, the default), got %s", l.Max, describe(minNode))
+			p.Add(minNode, engine.Key(path, "min"), "must be at most max (%d, the default), got %s", l.Max, engine.Describe(minNode))
 		case minNode == nil:
-			p.add(maxNode, key(path, "max"), "must be at least min (%d, the default), got %s", l.Min, describe(maxNode))
+			p.Add(maxNode, engine.Key(path, "max"), "must be at least min (%d, the default), got %s", l.Min, engine.Describe(maxNode))
 		default:
-			p.add(maxNode, key(path, "max"), "must be at least min (%d), got %s", l.Min, describe(maxNode))
+			p.Add(maxNode, engine.Key(path, "max"), "must be at least min (%d), got %s", l.Min, engine.Describe(maxNode))
 		}
 	}
 	return l

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -63,7 +64,7 @@ func (p *parser) log(l *Log, n *yaml.Node) {
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
 		l.Access, _ = p.boolean("log.access", v)
 	default:
-		p.add(v, "log.access", "must be true, false or a mapping (output, sample_2xx, redact_query), got %s", describe(v))
+		p.Add(v, "log.access", "must be true, false or a mapping (output, sample_2xx, redact_query), got %s", engine.Describe(v))
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -35,14 +36,14 @@ func (p *parser) memory(path string, n *yaml.Node) *Memory {
 	soft, hard := f["soft_watermark"], f["hard_watermark"]
 	switch {
 	case hard == nil:
-		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s, the default), got %s",
-			formatNumber(m.HardWatermark), describe(soft))
+		p.Add(soft, engine.Key(path, "soft_watermark"), "must be less than hard_watermark (%s, the default), got %s",
+			engine.FormatNumber(m.HardWatermark), engine.Describe(soft))
 	case soft == nil:
-		p.add(hard, key(path, "hard_watermark"), "must be greater than soft_watermark (%s, the default), got %s",
-			formatNumber(m.SoftWatermark), describe(hard))
+		p.Add(hard, engine.Key(path, "hard_watermark"), "must be greater than soft_watermark (%s, the default), got %s",
+			engine.FormatNumber(m.SoftWatermark), engine.Describe(hard))
 	default:
-		p.add(soft, key(path, "soft_watermark"), "must be less than hard_watermark (%s), got %s",
-			formatNumber(m.HardWatermark), describe(soft))
+		p.Add(soft, engine.Key(path, "soft_watermark"), "must be less than hard_watermark (%s), got %s",
+			engine.FormatNumber(m.HardWatermark), engine.Describe(soft))
 	}
 	return m
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // docs/configuration.md's "Field reference" section is FieldReference's
@@ -37,7 +39,7 @@ func walkTables(fn func(path string, b *block, f *field) bool) {
 			if containsString(omit, f.name) {
 				continue
 			}
-			p := key(path, f.name)
+			p := engine.Key(path, f.name)
 			if !fn(p, b, f) {
 				continue
 			}
@@ -130,7 +132,7 @@ func kindName(f *field) string {
 	case kindInt:
 		return fmt.Sprintf("integer %d to %d", f.lo, f.hi)
 	case kindNumber:
-		return fmt.Sprintf("number %s to %s", formatNumber(f.flo), formatNumber(f.fhi))
+		return fmt.Sprintf("number %s to %s", engine.FormatNumber(f.flo), engine.FormatNumber(f.fhi))
 	case kindFraction:
 		return "number > 0, at most 1"
 	case kindBool:
@@ -138,7 +140,7 @@ func kindName(f *field) string {
 	case kindDuration:
 		return "duration > 0"
 	case kindSize:
-		return fmt.Sprintf("size %s to %s", formatSize(f.lo), formatSize(f.hi))
+		return fmt.Sprintf("size %s to %s", engine.FormatSize(f.lo), engine.FormatSize(f.hi))
 	case kindBlock:
 		return "block"
 	case kindMap:
@@ -172,10 +174,10 @@ func defaultCell(f *field) string {
 		return "`" + formatDuration(v) + "`"
 	case int64:
 		if f.kind == kindSize {
-			return "`" + formatSize(v) + "`"
+			return "`" + engine.FormatSize(v) + "`"
 		}
 	case float64:
-		return "`" + formatNumber(v) + "`"
+		return "`" + engine.FormatNumber(v) + "`"
 	}
 	return fmt.Sprintf("`%v`", f.def)
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"reflect"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // reloadRule is what a reload does with a change to one field. Each
@@ -62,7 +64,7 @@ func ReloadRefusals(old, next *Config) Errors {
 func reloadWalk(b *block, a, b2 reflect.Value, path string, errs *Errors) {
 	for i := range b.fields {
 		f := &b.fields[i]
-		p := key(path, f.name)
+		p := engine.Key(path, f.name)
 		va, oka, erra := fieldValue(f, a, p)
 		vb, okb, errb := fieldValue(f, b2, p)
 		if erra != nil || errb != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -58,7 +59,7 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 			if !validName(upstream) {
 				upstream = "NAME"
 			}
-			p.add(k, key(path, "budget"), "budget is per upstream; set it under upstreams.%s.retry", upstream)
+			p.Add(k, engine.Key(path, "budget"), "budget is per upstream; set it under upstreams.%s.retry", upstream)
 		}
 	}
 	f, ok := p.block(path, n, retryBlock)
@@ -71,12 +72,12 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 	// attempts, per_try_timeout, budget and replay_body_limit.
 	p.bind(f, n, path, retryBlock, r)
 	if v := f["on"]; v != nil {
-		if on, ok := p.retryOn(key(path, "on"), v, forRoute); ok {
+		if on, ok := p.retryOn(engine.Key(path, "on"), v, forRoute); ok {
 			r.On = on
 		}
 	}
 	if v := f["backoff"]; v != nil {
-		p.backoff(&r.Backoff, key(path, "backoff"), v)
+		p.backoff(&r.Backoff, engine.Key(path, "backoff"), v)
 	}
 	return r
 }
@@ -105,16 +106,16 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 	}
 	if len(items) == 0 {
 		if forRoute {
-			p.add(n, path, "must list at least one condition; set attempts: 1 to disable retries on this route")
+			p.Add(n, path, "must list at least one condition; set attempts: 1 to disable retries on this route")
 		} else {
-			p.add(n, path, "must list at least one condition; omit retry to disable retries")
+			p.Add(n, path, "must list at least one condition; omit retry to disable retries")
 		}
 		return on, false
 	}
 	firstCond := make(map[string]int, len(items))
 	firstStatus := make(map[int]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		if item.Kind == yaml.AliasNode {
 			ok = false
 			continue
@@ -124,12 +125,12 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 		case item.Kind == yaml.ScalarNode && tag == "!!int":
 			var v int64
 			if item.Decode(&v) != nil || v < minRetryStatus || v > maxRetryStatus {
-				p.add(item, ip, "must be a status code from %d to %d, got %s", minRetryStatus, maxRetryStatus, describe(item))
+				p.Add(item, ip, "must be a status code from %d to %d, got %s", minRetryStatus, maxRetryStatus, engine.Describe(item))
 				ok = false
 				continue
 			}
 			if j, dup := firstStatus[int(v)]; dup {
-				p.add(item, ip, "duplicate status %d (first at on[%d])", v, j)
+				p.Add(item, ip, "duplicate status %d (first at on[%d])", v, j)
 				ok = false
 				continue
 			}
@@ -140,18 +141,18 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 			if !slices.Contains(retryConditions, s) {
 				switch {
 				case s != "" && strings.Trim(s, "0123456789") == "":
-					p.add(item, ip, "status codes must be unquoted numbers, got %s", quote(s))
-				case suggest(s, retryConditions) != "":
-					p.add(item, ip, "unknown condition %s%s", quote(s), suggest(s, retryConditions))
+					p.Add(item, ip, "status codes must be unquoted numbers, got %s", engine.Quote(s))
+				case engine.Suggest(s, retryConditions) != "":
+					p.Add(item, ip, "unknown condition %s%s", engine.Quote(s), engine.Suggest(s, retryConditions))
 				default:
-					p.add(item, ip, "unknown condition %s; must be one of %s or a status code from %d to %d",
-						quote(s), quotedList(retryConditions), minRetryStatus, maxRetryStatus)
+					p.Add(item, ip, "unknown condition %s; must be one of %s or a status code from %d to %d",
+						engine.Quote(s), engine.QuotedList(retryConditions), minRetryStatus, maxRetryStatus)
 				}
 				ok = false
 				continue
 			}
 			if j, dup := firstCond[s]; dup {
-				p.add(item, ip, "duplicate condition %s (first at on[%d])", quote(s), j)
+				p.Add(item, ip, "duplicate condition %s (first at on[%d])", engine.Quote(s), j)
 				ok = false
 				continue
 			}
@@ -165,8 +166,8 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 				on.ResetBeforeResponse = true
 			}
 		default:
-			p.add(item, ip, "must be a condition such as %q or a status code from %d to %d, got %s",
-				condConnectFailure, minRetryStatus, maxRetryStatus, describe(item))
+			p.Add(item, ip, "must be a condition such as %q or a status code from %d to %d, got %s",
+				condConnectFailure, minRetryStatus, maxRetryStatus, engine.Describe(item))
 			ok = false
 		}
 	}
@@ -186,11 +187,11 @@ func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
 	}
 	switch {
 	case f["max"] == nil:
-		p.add(f["base"], key(path, "base"), "must be at most max (%s, the default), got %s", b.Max, describe(f["base"]))
+		p.Add(f["base"], engine.Key(path, "base"), "must be at most max (%s, the default), got %s", b.Max, engine.Describe(f["base"]))
 	case f["base"] == nil:
-		p.add(f["max"], key(path, "max"), "must be at least base (%s, the default), got %s", b.Base, describe(f["max"]))
+		p.Add(f["max"], engine.Key(path, "max"), "must be at least base (%s, the default), got %s", b.Base, engine.Describe(f["max"]))
 	default:
-		p.add(f["max"], key(path, "max"), "must be at least base (%s), got %s", b.Base, describe(f["max"]))
+		p.Add(f["max"], engine.Key(path, "max"), "must be at least base (%s), got %s", b.Base, engine.Describe(f["max"]))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -31,7 +32,7 @@ var (
 		field{name: "upstream", kind: kindString, pattern: namePattern, doc: "the upstream requests go to; required unless data is set",
 			bind: at(func(r *Route) *string { return &r.Upstream })},
 		field{name: "data", kind: kindBlock, sub: dataBlock, doc: "answer from a data source (a SQL query or a table) instead of an upstream"},
-		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: maxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
+		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: engine.MaxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
 			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
 		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
 			bind: at(func(r *Route) *time.Duration { return &r.Timeout })},
@@ -59,8 +60,8 @@ type routeSeen struct {
 // requests.
 func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool, upstreamsOK bool) {
 	const path = "routes"
-	if isNull(n) {
-		p.add(root, path, "required")
+	if engine.IsNull(n) {
+		p.Add(root, path, "required")
 		return
 	}
 	items, ok := p.sequence(path, n)
@@ -68,11 +69,11 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 		return
 	}
 	if len(items) == 0 {
-		p.add(n, path, "at least one route is required")
+		p.Add(n, path, "at least one route is required")
 		return
 	}
 	var names []string
-	if len(declared) <= maxSuggest {
+	if len(declared) <= engine.MaxSuggest {
 		for name := range declared {
 			names = append(names, name)
 		}
@@ -82,18 +83,18 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 	seen := make([]routeSeen, len(items))
 	c.Routes = make([]Route, len(items))
 	for i, item := range items {
-		rp := index(path, i)
+		rp := engine.Index(path, i)
 		r, s, nameNode, upNode := p.route(c, rp, item)
 		c.Routes[i], seen[i] = r, s
 		if nameNode != nil {
 			if j, dup := byName[r.Name]; dup {
-				p.add(nameNode, key(rp, "name"), "duplicate route name %s (first at routes[%d])", quote(r.Name), j)
+				p.Add(nameNode, engine.Key(rp, "name"), "duplicate route name %s (first at routes[%d])", engine.Quote(r.Name), j)
 			} else {
 				byName[r.Name] = i
 			}
 		}
 		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
-			p.add(upNode, key(rp, "upstream"), "unknown upstream %s%s", quote(r.Upstream), suggest(r.Upstream, names))
+			p.Add(upNode, engine.Key(rp, "upstream"), "unknown upstream %s%s", engine.Quote(r.Upstream), engine.Suggest(r.Upstream, names))
 		}
 	}
 	p.overlaps(c.Routes, seen)
@@ -106,11 +107,11 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 // methods.
 func (p *parser) overlaps(routes []Route, seen []routeSeen) {
 	overlapsBy(routes, seen, func(i, j int, method string) {
-		path := key(index("routes", i), "match")
+		path := engine.Key(engine.Index("routes", i), "match")
 		if method == "" {
-			p.add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
+			p.Add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
 		} else {
-			p.add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, quote(method))
+			p.Add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, engine.Quote(method))
 		}
 	})
 }
@@ -167,8 +168,8 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if n.Kind == yaml.AliasNode {
 		return r, s, nil, nil
 	}
-	if isNull(n) || n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping with name, match and upstream, got %s", describe(n))
+	if engine.IsNull(n) || n.Kind != yaml.MappingNode {
+		p.Add(n, path, "must be a mapping with name, match and upstream, got %s", engine.Describe(n))
 		return r, s, nil, nil
 	}
 	f, ok := p.block(path, n, routeBlock)
@@ -185,35 +186,35 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	}
 	if m := f["match"]; m != nil {
 		s.node = m
-		s.matchOK = p.match(&r.Match, key(path, "match"), m)
+		s.matchOK = p.match(&r.Match, engine.Key(path, "match"), m)
 	} else {
 		s.matchOK = true
 	}
 	if v := f["retry"]; v != nil {
-		r.Retry = p.retry(key(path, "retry"), v, true, r.Upstream)
+		r.Retry = p.retry(engine.Key(path, "retry"), v, true, r.Upstream)
 	}
 	if v := f["anonymous_limits"]; v != nil {
 		if !bad["auth"] && r.Auth != AuthNone {
-			p.add(v, key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", quote(r.Auth))
+			p.Add(v, engine.Key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", engine.Quote(r.Auth))
 		} else {
-			r.AnonymousLimits = p.anonymousLimits(key(path, "anonymous_limits"), v)
+			r.AnonymousLimits = p.anonymousLimits(engine.Key(path, "anonymous_limits"), v)
 		}
 	}
 	if v := f["forward_trailers"]; v != nil {
-		r.ForwardTrailers = p.forwardTrailers(key(path, "forward_trailers"), v)
+		r.ForwardTrailers = p.forwardTrailers(engine.Key(path, "forward_trailers"), v)
 	}
 	if v := f["upgrades"]; v != nil {
-		r.Upgrades = p.upgrades(key(path, "upgrades"), v)
+		r.Upgrades = p.upgrades(engine.Key(path, "upgrades"), v)
 	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
-		p.add(v, key(path, "data"), "a route has upstream or data, not both")
+		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
 	case v != nil:
-		r.Data = p.routeData(c, key(path, "data"), v)
+		r.Data = p.routeData(c, engine.Key(path, "data"), v)
 		p.dataRouteRules(&r, path, f)
 		p.keepDefinition(c, path, n, r.Name)
 	case f["upstream"] == nil:
-		p.add(n, key(path, "upstream"), "required")
+		p.Add(n, engine.Key(path, "upstream"), "required")
 	}
 	return r, s, nameNode, upNode
 }
@@ -226,7 +227,7 @@ func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 	}
 	ok = p.bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
 	if v := f["methods"]; v != nil {
-		ok = p.methods(m, key(path, "methods"), v) && ok
+		ok = p.methods(m, engine.Key(path, "methods"), v) && ok
 	}
 	return ok
 }
@@ -238,25 +239,25 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 		return false
 	}
 	if len(items) == 0 {
-		p.add(n, path, "must list at least one method; omit it to match any method")
+		p.Add(n, path, "must list at least one method; omit it to match any method")
 		return false
 	}
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		s, sok := p.str(ip, item)
 		if !sok {
 			ok = false
 			continue
 		}
 		if !validToken(s) {
-			p.add(item, ip, "must be an HTTP method such as \"GET\", got %s", quote(s))
+			p.Add(item, ip, "must be an HTTP method such as \"GET\", got %s", engine.Quote(s))
 			ok = false
 			continue
 		}
 		up := strings.ToUpper(s)
 		if j, dup := first[up]; dup {
-			p.add(item, ip, "duplicate method %s (first at methods[%d])", quote(up), j)
+			p.Add(item, ip, "duplicate method %s (first at methods[%d])", engine.Quote(up), j)
 			ok = false
 			continue
 		}
@@ -270,7 +271,7 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 var checkMatchHost = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
 	host, problem := normalizeMatchHost(*s)
 	if problem != "" {
-		p.add(n, path, "%s, got %s", problem, quote(*s))
+		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
 	}
 	*s = host
 	return problem == ""

@@ -3,10 +3,10 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // deploy/levee.schema.json is JSONSchema's output; TestSchemaFresh fails
@@ -15,20 +15,6 @@ import (
 
 // SchemaID is the $id of the generated schema.
 const SchemaID = "https://github.com/levee-gw/levee/deploy/levee.schema.json"
-
-// durationPattern matches what time.ParseDuration accepts without a minus
-// sign (a duration must be greater than 0, which a pattern cannot say in
-// full).
-const durationPattern = `^[+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
-
-// sizePattern matches what parseSize accepts as a string.
-var sizePattern = func() string {
-	names := make([]string, len(sizeUnits))
-	for i, u := range sizeUnits {
-		names[i] = regexp.QuoteMeta(u.name)
-	}
-	return `^[0-9]+ *(` + strings.Join(names, "|") + `)$`
-}()
 
 // tokenPattern matches an HTTP token (validToken), such as a method.
 const tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
@@ -105,13 +91,13 @@ func fieldSchema(f *field) map[string]any {
 	case kindBool:
 		s = map[string]any{"type": "boolean"}
 	case kindDuration:
-		s = map[string]any{"type": "string", "pattern": durationPattern}
+		s = map[string]any{"type": "string", "pattern": engine.DurationPattern}
 	case kindSize:
 		n := map[string]any{"type": "integer", "minimum": f.lo}
-		if f.hi != maxSize {
+		if f.hi != engine.MaxSize {
 			n["maximum"] = f.hi
 		}
-		s = map[string]any{"anyOf": []any{n, map[string]any{"type": "string", "pattern": sizePattern}}}
+		s = map[string]any{"anyOf": []any{n, map[string]any{"type": "string", "pattern": engine.SizePattern}}}
 	case kindBlock:
 		s = blockSchema(f.sub, f.omit)
 	case kindMap:

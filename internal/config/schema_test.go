@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 const schemaFile = "../../deploy/levee.schema.json"
@@ -276,7 +278,7 @@ func TestFieldTable(t *testing.T) {
 		seen[b] = true
 		names := map[string]bool{}
 		for _, f := range b.fields {
-			fp := key(name, f.name)
+			fp := engine.Key(name, f.name)
 			if names[f.name] {
 				t.Errorf("%s: listed twice", fp)
 			}
@@ -396,7 +398,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			kp := key(path, k)
+			kp := engine.Key(path, k)
 			if ps, ok := props[k].(map[string]any); ok {
 				errs = append(errs, validate(ps, m[k], kp)...)
 				continue
@@ -438,7 +440,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		}
 		if is, ok := schema["items"].(map[string]any); ok {
 			for i, x := range a {
-				errs = append(errs, validate(is, x, index(path, i))...)
+				errs = append(errs, validate(is, x, engine.Index(path, i))...)
 			}
 		}
 	}

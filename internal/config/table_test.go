@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // tableSamples returns every valid sample file (testdata/valid and
@@ -77,6 +79,14 @@ var loaderDefaultExceptions = map[string]string{
 	"data_sources.*.limits.queue_timeout": "500ms in front of a data source",
 }
 
+// TestEngineBoundsAreConfigs: the engine's bounds that stand for one of
+// config's are equal to it (the engine imports no levee package).
+func TestEngineBoundsAreConfigs(t *testing.T) {
+	if engine.MaxSuggestKeyLen != maxNameLen {
+		t.Errorf("engine.MaxSuggestKeyLen is %d, the longest name (limits.MaxIDLen) %d", engine.MaxSuggestKeyLen, maxNameLen)
+	}
+}
+
 // tableField is one field of one block, as the tables describe it.
 type tableField struct {
 	b *block
@@ -105,7 +115,7 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		root, _ := decode(data)
+		root, _ := engine.Decode(data)
 		checkDefaults(t, name, rootBlock, reflect.ValueOf(cfg).Elem(), root, "", "", nil, checked)
 	}
 	var missing []string
@@ -176,13 +186,13 @@ func checkDefaults(t *testing.T, sample string, b *block, sv reflect.Value, n *y
 		if containsString(omit, f.name) {
 			continue // this use of the block has no such field
 		}
-		p, dp := key(path, f.name), key(docPath, f.name)
+		p, dp := engine.Key(path, f.name), engine.Key(docPath, f.name)
 		v, ok, err := fieldValue(f, sv, p)
 		if err != nil || !ok || !v.IsValid() {
 			continue
 		}
 		node := yamlKeyValue(n, f.name)
-		if isNull(node) && f.def != nil && loaderDefaultExceptions[dp] == "" && f.kind != kindBlock {
+		if engine.IsNull(node) && f.def != nil && loaderDefaultExceptions[dp] == "" && f.kind != kindBlock {
 			got := v.Interface()
 			if bv, isBlock := got.(blockValue); isBlock {
 				got = bv.v.Interface()
@@ -211,7 +221,7 @@ func checkDefaults(t *testing.T, sample string, b *block, sv reflect.Value, n *y
 				for e.Kind() == reflect.Pointer {
 					e = e.Elem()
 				}
-				checkDefaults(t, sample, f.sub, e, yamlKeyValue(node, k.String()), key(p, k.String()), dp+".*", f.omit, checked)
+				checkDefaults(t, sample, f.sub, e, yamlKeyValue(node, k.String()), engine.Key(p, k.String()), dp+".*", f.omit, checked)
 			}
 		case f.kind == kindList && f.item != nil && f.item.kind == kindBlock && v.Kind() == reflect.Slice:
 			for j := range v.Len() {
@@ -223,7 +233,7 @@ func checkDefaults(t *testing.T, sample string, b *block, sv reflect.Value, n *y
 				for e.Kind() == reflect.Pointer {
 					e = e.Elem()
 				}
-				checkDefaults(t, sample, f.item.sub, e, itemNode, index(p, j), dp+"[]", f.item.omit, checked)
+				checkDefaults(t, sample, f.item.sub, e, itemNode, engine.Index(p, j), dp+"[]", f.item.omit, checked)
 			}
 		}
 	}
@@ -249,7 +259,7 @@ func checkReloadRule(t *testing.T, sample string, data []byte) int {
 	visit = func(b *block, steps []string, path, mark string) {
 		for i := range b.fields {
 			f := &b.fields[i]
-			p := key(path, f.name)
+			p := engine.Key(path, f.name)
 			next, err := Parse(data)
 			if err != nil {
 				t.Fatal(err)

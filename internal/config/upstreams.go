@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"gopkg.in/yaml.v3"
 )
@@ -65,29 +66,29 @@ var (
 // routes' upstream names cannot be checked.
 func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool) {
 	const path = "upstreams"
-	if isNull(n) {
-		p.add(root, path, "required")
+	if engine.IsNull(n) {
+		p.Add(root, path, "required")
 		return nil, false
 	}
 	if n.Kind == yaml.AliasNode {
 		return nil, false
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of upstream names to upstreams, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of upstream names to upstreams, got %s", engine.Describe(n))
 		return nil, false
 	}
 	entries := p.pairs(path, n)
 	if len(entries) == 0 {
-		p.add(n, path, "at least one upstream is required")
+		p.Add(n, path, "at least one upstream is required")
 		return nil, false
 	}
 	declared := make(map[string]bool, len(entries))
 	c.Upstreams = make(map[string]*Upstream, len(entries))
 	for _, e := range entries {
-		up := key(path, e.key)
+		up := engine.Key(path, e.key)
 		declared[e.key] = true
 		if !validName(e.key) {
-			p.add(e.k, up, "name %s, got %s", nameRule, quote(e.key))
+			p.Add(e.k, up, "name %s, got %s", nameRule, engine.Quote(e.key))
 		}
 		c.Upstreams[e.key] = p.upstream(up, e.key, e.v)
 		c.UpstreamOrder = append(c.UpstreamOrder, e.key)
@@ -107,23 +108,23 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	bad := p.bind(f, n, path, upstreamBlock, u)
 	p.balancerOptions(u, path, n, f, !bad["balancer"])
 	if v := f["discovery"]; v != nil {
-		u.Discovery = p.discovery(key(path, "discovery"), v)
+		u.Discovery = p.discovery(engine.Key(path, "discovery"), v)
 	}
-	u.Endpoints = p.endpoints(key(path, "endpoints"), f["endpoints"], n, f["discovery"] != nil)
+	u.Endpoints = p.endpoints(engine.Key(path, "endpoints"), f["endpoints"], n, f["discovery"] != nil)
 	if v := f["retry"]; v != nil {
-		u.Retry = p.retry(key(path, "retry"), v, false, "")
+		u.Retry = p.retry(engine.Key(path, "retry"), v, false, "")
 	}
 	if v := f["limits"]; v != nil {
-		u.Limits = p.limits(key(path, "limits"), v)
+		u.Limits = p.limits(engine.Key(path, "limits"), v)
 	}
 	if v := f["health_check"]; v != nil {
-		u.HealthCheck = p.healthCheck(key(path, "health_check"), v)
+		u.HealthCheck = p.healthCheck(engine.Key(path, "health_check"), v)
 	}
 	if v := f["outlier_detection"]; v != nil {
-		u.OutlierDetection = p.outlierDetection(key(path, "outlier_detection"), v)
+		u.OutlierDetection = p.outlierDetection(engine.Key(path, "outlier_detection"), v)
 	}
 	if v := f["zones"]; v != nil {
-		u.Zones = p.zones(key(path, "zones"), v)
+		u.Zones = p.zones(engine.Key(path, "zones"), v)
 	}
 	return u
 }
@@ -135,9 +136,9 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 // (withDiscovery) the list may be omitted, but an empty one is still an
 // error.
 func (p *parser) endpoints(path string, n, parent *yaml.Node, withDiscovery bool) []Endpoint {
-	if isNull(n) {
+	if engine.IsNull(n) {
 		if !withDiscovery {
-			p.add(parent, path, "required unless discovery is set")
+			p.Add(parent, path, "required unless discovery is set")
 		}
 		return nil
 	}
@@ -147,23 +148,23 @@ func (p *parser) endpoints(path string, n, parent *yaml.Node, withDiscovery bool
 	}
 	if len(items) == 0 {
 		if withDiscovery {
-			p.add(n, path, "at least one endpoint is required; omit endpoints to start from discovery alone")
+			p.Add(n, path, "at least one endpoint is required; omit endpoints to start from discovery alone")
 		} else {
-			p.add(n, path, "at least one endpoint is required")
+			p.Add(n, path, "at least one endpoint is required")
 		}
 		return nil
 	}
 	out := make([]Endpoint, 0, len(items))
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
+		ip := engine.Index(path, i)
 		e, addrNode, ok := p.endpoint(ip, item)
 		if !ok {
 			continue
 		}
 		norm := strings.ToLower(e.Address)
 		if j, dup := first[norm]; dup {
-			p.add(addrNode, key(ip, "address"), "duplicate endpoint %s (first at endpoints[%d])", quote(e.Address), j)
+			p.Add(addrNode, engine.Key(ip, "address"), "duplicate endpoint %s (first at endpoints[%d])", engine.Quote(e.Address), j)
 			continue
 		}
 		first[norm] = i
@@ -179,8 +180,8 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 	if n.Kind == yaml.AliasNode {
 		return e, nil, false
 	}
-	if isNull(n) || n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", describe(n))
+	if engine.IsNull(n) || n.Kind != yaml.MappingNode {
+		p.Add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", engine.Describe(n))
 		return e, nil, false
 	}
 	f, ok := p.block(path, n, endpointBlock)

@@ -1,4 +1,12 @@
-package config
+// Package engine is the generic part of reading levee's configuration
+// file, which package config's blocks use: decoding one YAML document
+// with bounded depth and no aliases (Decode, Problems.Scan), collecting
+// every problem with its field path and position (Problems, FieldError,
+// Errors), writing paths and values in messages (Key, Index, Quote,
+// Describe), "did you mean" suggestions (Suggest), and the size and
+// duration forms (ParseSize, FormatSize, SizePattern, DurationPattern).
+// It knows nothing of levee's blocks; it imports no levee package.
+package engine
 
 import (
 	"cmp"
@@ -11,7 +19,7 @@ import (
 // concerns and what is wrong with it.
 type FieldError struct {
 	// Path locates the field: mapping keys joined with "." and sequence
-	// items as "[i]", as in "routes[2].match.methods[0]". A key that is not
+	// items as "[i]", as in "routes[2].match.methods[0]". A Key that is not
 	// made of letters, digits, "_", "." and "-" is written quoted in
 	// brackets: `upstreams["my video"]`. Path is empty for a problem with
 	// the file as a whole, such as a YAML syntax error.
@@ -48,10 +56,21 @@ func (e *Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// fileError returns an *Errors holding one problem with the whole file.
-func fileError(msg string) *Errors {
+// FileError returns an *Errors holding one problem with the whole file.
+func FileError(msg string) *Errors {
 	return &Errors{{Message: msg}}
 }
+
+// Problems collects every problem found while reading one file, each
+// with its path and position, instead of stopping at the first. The zero
+// value is ready to use; a Problems is used for one Parse call.
+type Problems struct {
+	errs []posError
+}
+
+// Count returns how many problems were added so far (a reader compares
+// it before and after a step to learn whether the step found any).
+func (p *Problems) Count() int { return len(p.errs) }
 
 // posError is a FieldError with the position used to sort it.
 type posError struct {
@@ -59,16 +78,16 @@ type posError struct {
 	FieldError
 }
 
-// result returns the collected problems sorted by position, or nil if
-// there are none. Beyond maxErrors, the rest are summarised in one line.
-func (p *parser) result() *Errors {
+// Result returns the collected problems sorted by position, or nil if
+// there are none. Beyond MaxErrors, the rest are summarised in one line.
+func (p *Problems) Result() *Errors {
 	if len(p.errs) == 0 {
 		return nil
 	}
 	slices.SortStableFunc(p.errs, func(a, b posError) int {
 		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
 	})
-	n := min(len(p.errs), maxErrors)
+	n := min(len(p.errs), MaxErrors)
 	out := make(Errors, 0, n+1)
 	for _, pe := range p.errs[:n] {
 		out = append(out, pe.FieldError)
