@@ -38,18 +38,18 @@ const MaxRedactQuery = 64
 const maxRedactKey = 128
 
 func defaultAccessLog() AccessLog {
-	return *withDefaults(accessLogBlock, &AccessLog{})
+	return *engine.WithDefaults(accessLogBlock, &AccessLog{})
 }
 
-var accessLogBlock = newBlock(
-	field{name: "output", kind: kindString, nonEmpty: true, def: DefaultAccessLogOutput,
-		doc:   `"stderr", "stdout", or a file (appended to; reopened on SIGUSR1)`,
-		check: checkLogOutput, bind: at(func(a *AccessLog) *string { return &a.Output })},
-	field{name: "sample_2xx", kind: kindNumber, flo: 0, fhi: 1, def: DefaultAccessLogSample2xx,
-		doc:  "share of 2xx answers logged, 0 to 1; other statuses are always logged",
-		bind: at(func(a *AccessLog) *float64 { return &a.Sample2xx })},
-	field{name: "redact_query", kind: kindList, maxItems: MaxRedactQuery, item: &field{kind: kindString},
-		doc: "query keys whose values are logged as REDACTED"},
+var accessLogBlock = engine.NewBlock(
+	engine.Field{Name: "output", Kind: engine.KindString, NonEmpty: true, Def: DefaultAccessLogOutput,
+		Doc:   `"stderr", "stdout", or a file (appended to; reopened on SIGUSR1)`,
+		Check: checkLogOutput, Bind: engine.At(func(a *AccessLog) *string { return &a.Output })},
+	engine.Field{Name: "sample_2xx", Kind: engine.KindNumber, Flo: 0, Fhi: 1, Def: DefaultAccessLogSample2xx,
+		Doc:  "share of 2xx answers logged, 0 to 1; other statuses are always logged",
+		Bind: engine.At(func(a *AccessLog) *float64 { return &a.Sample2xx })},
+	engine.Field{Name: "redact_query", Kind: engine.KindList, MaxItems: MaxRedactQuery, Item: &engine.Field{Kind: engine.KindString},
+		Doc: "query keys whose values are logged as REDACTED"},
 )
 
 // checkLogOutput accepts "stdout", "stderr", or a file path whose
@@ -57,7 +57,7 @@ var accessLogBlock = newBlock(
 // open for writing (so that `levee validate` refuses what `levee run`
 // could not open; it creates nothing). A missing file's directory is not
 // checked for write permission (no portable way without creating one).
-var checkLogOutput = problemOf(func(s string) string {
+var checkLogOutput = engine.ProblemOf(func(s string) string {
 	if s == "stdout" || s == "stderr" {
 		return ""
 	}
@@ -85,17 +85,17 @@ var checkLogOutput = problemOf(func(s string) string {
 // accessLog reads `log.access` written as a block.
 func (p *parser) accessLog(a *AccessLog, n *yaml.Node) {
 	const path = "log.access"
-	f, ok := p.block(path, n, accessLogBlock)
+	f, ok := p.Block(path, n, accessLogBlock)
 	if !ok {
 		return
 	}
-	p.bind(f, n, path, accessLogBlock, a) // output and sample_2xx
+	p.Bind(f, n, path, accessLogBlock, a) // output and sample_2xx
 	v := f["redact_query"]
 	if v == nil {
 		return
 	}
 	rp := engine.Key(path, "redact_query")
-	items, ok := p.sequence(rp, v)
+	items, ok := p.Sequence(rp, v)
 	if !ok {
 		return
 	}
@@ -105,7 +105,7 @@ func (p *parser) accessLog(a *AccessLog, n *yaml.Node) {
 	}
 	for i, item := range items {
 		ip := engine.Index(rp, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		switch {
 		case !ok:
 		case s == "" || len(s) > maxRedactKey:

@@ -64,8 +64,8 @@ const hostNamePattern = `^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-
 var hostNameRE = regexp.MustCompile(hostNamePattern)
 
 // checkAdminHosts reads admin.hosts: distinct lower-case host names.
-func checkAdminHosts(p *parser, path string, n *yaml.Node, ptr any) bool {
-	items, ok := p.sequence(path, n)
+func checkAdminHosts(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return false
 	}
@@ -76,7 +76,7 @@ func checkAdminHosts(p *parser, path string, n *yaml.Node, ptr any) bool {
 	var hosts []string
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, sok := p.str(ip, item)
+		s, sok := p.Str(ip, item)
 		switch {
 		case !sok:
 			ok = false
@@ -130,7 +130,7 @@ func ReadAdminTokens(a Admin) (tokens []string, scopes []string, errs Errors) {
 // be read.
 func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 	const path = "admin.tokens"
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return false
 	}
@@ -152,13 +152,13 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 			ok = false
 			continue
 		}
-		f, fok := p.block(ip, item, adminTokenBlock)
+		f, fok := p.Block(ip, item, adminTokenBlock)
 		if !fok {
 			ok = false
 			continue
 		}
 		var t AdminToken
-		if p.bind(f, item, ip, adminTokenBlock, &t) != nil { // file and scope
+		if p.Bind(f, item, ip, adminTokenBlock, &t) != nil { // file and scope
 			ok = false
 			continue
 		}
@@ -185,7 +185,7 @@ func (p *parser) adminTokens(a *Admin, n *yaml.Node) bool {
 
 // checkTokenFile refuses an admin token file that cannot be read as the
 // gateway will read it (ReadTokenFile).
-func checkTokenFile(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkTokenFile(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	if _, err := ReadTokenFile(*ptr.(*string)); err != nil {
 		p.Add(n, path, "%v", err)
 		return false
@@ -200,14 +200,14 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 	if parent == nil {
 		parent = root
 	}
-	f, ok := p.block("admin", n, adminBlock)
+	f, ok := p.Block("admin", n, adminBlock)
 	if !ok {
 		return
 	}
-	bad := p.bind(f, parent, "admin", adminBlock, &c.Admin) // listen and token_file
+	bad := p.Bind(f, parent, "admin", adminBlock, &c.Admin) // listen and token_file
 	// A token_file that is not a string names no file, yet one was
 	// meant: the loopback rule below then says nothing.
-	tokenOK := !bad["token_file"] || isString(f["token_file"])
+	tokenOK := !bad["token_file"] || engine.IsString(f["token_file"])
 	if v := f["tokens"]; v != nil {
 		tokenOK = p.adminTokens(&c.Admin, v) && tokenOK
 	}
@@ -235,25 +235,25 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	adminTokenBlock = newBlock(
-		field{name: "file", kind: kindString, required: true, doc: "file holding the token; distinct across tokens",
-			bind: at(func(t *AdminToken) *string { return &t.File })},
-		field{name: "scope", kind: kindEnum, enum: adminScopes, required: true, doc: "what the token may do",
-			bind: at(func(t *AdminToken) *string { return &t.Scope })},
+	adminTokenBlock = engine.NewBlock(
+		engine.Field{Name: "file", Kind: engine.KindString, Required: true, Doc: "file holding the token; distinct across tokens",
+			Bind: engine.At(func(t *AdminToken) *string { return &t.File })},
+		engine.Field{Name: "scope", Kind: engine.KindEnum, Enum: adminScopes, Required: true, Doc: "what the token may do",
+			Bind: engine.At(func(t *AdminToken) *string { return &t.Scope })},
 	)
-	adminBlock = newBlock(
-		field{name: "listen", kind: kindString, required: true, doc: "host:port of the admin API; not the data-plane port", reload: restart,
-			check: checkListen, bind: at(func(a *Admin) *string { return &a.Listen })},
-		field{name: "token_file", kind: kindString, doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
-			check: checkTokenFile, bind: at(func(a *Admin) *string { return &a.TokenFile }), notSecret: "a path; the token is read from the file"},
-		field{name: "tokens", kind: kindList, maxItems: MaxAdminTokens, item: &field{kind: kindBlock, sub: adminTokenBlock},
-			doc: "admin tokens with a scope, each in its own file", notSecret: "paths and scopes; each token is read from its file"},
-		field{name: "token", kind: kindEnum, enum: adminTokenModes, def: DefaultAdminToken,
-			doc:       "without token_file and tokens: generate a write token under state_dir, or none (loopback only)",
-			notSecret: "generate or none; never a token", bind: at(func(a *Admin) *string { return &a.Token })},
-		field{name: "hosts", kind: kindList, maxItems: MaxAdminHosts, item: &field{kind: kindString, pattern: hostNamePattern},
-			doc: "host names the admin API accepts in Host besides IPs and localhost", check: checkAdminHosts,
-			bind: at(func(a *Admin) *[]string { return &a.Hosts })},
+	adminBlock = engine.NewBlock(
+		engine.Field{Name: "listen", Kind: engine.KindString, Required: true, Doc: "host:port of the admin API; not the data-plane port", Reload: engine.Restart,
+			Check: checkListen, Bind: engine.At(func(a *Admin) *string { return &a.Listen })},
+		engine.Field{Name: "token_file", Kind: engine.KindString, Doc: "file holding the full-scope admin token; required off loopback unless tokens are set",
+			Check: checkTokenFile, Bind: engine.At(func(a *Admin) *string { return &a.TokenFile }), NotSecret: "a path; the token is read from the file"},
+		engine.Field{Name: "tokens", Kind: engine.KindList, MaxItems: MaxAdminTokens, Item: &engine.Field{Kind: engine.KindBlock, Sub: adminTokenBlock},
+			Doc: "admin tokens with a scope, each in its own file", NotSecret: "paths and scopes; each token is read from its file"},
+		engine.Field{Name: "token", Kind: engine.KindEnum, Enum: adminTokenModes, Def: DefaultAdminToken,
+			Doc:       "without token_file and tokens: generate a write token under state_dir, or none (loopback only)",
+			NotSecret: "generate or none; never a token", Bind: engine.At(func(a *Admin) *string { return &a.Token })},
+		engine.Field{Name: "hosts", Kind: engine.KindList, MaxItems: MaxAdminHosts, Item: &engine.Field{Kind: engine.KindString, Pattern: hostNamePattern},
+			Doc: "host names the admin API accepts in Host besides IPs and localhost", Check: checkAdminHosts,
+			Bind: engine.At(func(a *Admin) *[]string { return &a.Hosts })},
 	)
 )
 

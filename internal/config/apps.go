@@ -133,12 +133,12 @@ func defaultBurst(rate float64) int {
 // into dst, whose rate and burst are *rate and *burst: burst needs rate
 // (unless b requires rate), must not take longer than limits allow to
 // refill (limits.CheckBurst), and takes defaultBurst when omitted.
-func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *block, dst any, rate *float64, burst *int) {
-	if v := f["burst"]; v != nil && f["rate"] == nil && !b.field("rate").required {
+func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *engine.Block, dst any, rate *float64, burst *int) {
+	if v := f["burst"]; v != nil && f["rate"] == nil && !b.Field("rate").Required {
 		p.Add(v, engine.Key(path, "burst"), "needs rate")
 		delete(f, "burst")
 	}
-	bad := p.bind(f, n, path, b, dst)
+	bad := p.Bind(f, n, path, b, dst)
 	switch v := f["burst"]; {
 	case bad["rate"]:
 	case v == nil && *rate > 0:
@@ -152,7 +152,7 @@ func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b
 
 // checkRate refuses a rate of 0 and one slower than the rate limiter can
 // keep (limits.CheckRate).
-func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkRate(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	problem := limits.CheckRate(*ptr.(*float64))
 	if *ptr.(*float64) == 0 {
 		problem = "must be greater than 0, got 0 (omit it for no rate limit)"
@@ -164,7 +164,7 @@ func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
 }
 
 // checkQuotaPer bounds a quota's period.
-func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkQuotaPer(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	if d := *ptr.(*time.Duration); d < minQuotaPer || d > maxQuotaPer {
 		p.Add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, engine.Describe(n))
 		return false
@@ -174,7 +174,7 @@ func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
 
 // appLimits reads `apps[i].limits`.
 func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
-	f, ok := p.block(path, n, appLimitsBlock)
+	f, ok := p.Block(path, n, appLimitsBlock)
 	if !ok {
 		return
 	}
@@ -184,7 +184,7 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 // anonymousLimits reads `routes[i].anonymous_limits`.
 func (p *parser) anonymousLimits(path string, n *yaml.Node) *AnonymousLimits {
 	a := &AnonymousLimits{}
-	f, ok := p.block(path, n, anonymousLimitsBlock)
+	f, ok := p.Block(path, n, anonymousLimitsBlock)
 	if !ok {
 		return a
 	}
@@ -203,7 +203,7 @@ type appsSeen struct {
 // are not checked against them.
 func (p *parser) apps(c *Config, n *yaml.Node, routeNames []string, routesOK bool) {
 	const path = "apps"
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return
 	}
@@ -228,11 +228,11 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 		p.Add(n, path, "must be a mapping with id and grants, got %s", engine.Describe(n))
 		return a
 	}
-	f, ok := p.block(path, n, appBlock)
+	f, ok := p.Block(path, n, appBlock)
 	if !ok {
 		return a
 	}
-	bad := p.bind(f, n, path, appBlock, &a) // id, name and status
+	bad := p.Bind(f, n, path, appBlock, &a) // id, name and status
 	if !bad["id"] {
 		if j, dup := seen.ids[a.ID]; dup {
 			p.Add(f["id"], engine.Key(path, "id"), "duplicate app id %s (first at apps[%d])", engine.Quote(a.ID), j)
@@ -264,7 +264,7 @@ func checkAppName(s string) string { return limits.CheckAppName(s) }
 // keyHashes reads `api_key_sha256`: hex SHA-256 hashes, unique across
 // every app, stored lower-case.
 func (p *parser) keyHashes(path string, n *yaml.Node, seen *appsSeen) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -275,7 +275,7 @@ func (p *parser) keyHashes(path string, n *yaml.Node, seen *appsSeen) []string {
 	var out []string
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
@@ -300,7 +300,7 @@ func isHexSHA256(s string) bool {
 
 // grants reads `grants`: distinct names of routes in the file.
 func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK bool) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -312,7 +312,7 @@ func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK
 	first := map[string]int{}
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
@@ -340,19 +340,19 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 		return nil
 	}
 	out := map[string]RouteLimit{}
-	for _, e := range p.pairs(path, n) {
-		rp := engine.Key(path, e.key)
-		if !slices.Contains(grants, e.key) {
-			p.Add(e.k, rp, "route %s is not in this app's grants", engine.Quote(e.key))
+	for _, e := range p.Pairs(path, n) {
+		rp := engine.Key(path, e.Key)
+		if !slices.Contains(grants, e.Key) {
+			p.Add(e.K, rp, "route %s is not in this app's grants", engine.Quote(e.Key))
 			continue
 		}
 		var rl RouteLimit
-		f, ok := p.block(rp, e.v, routeLimitBlock)
+		f, ok := p.Block(rp, e.V, routeLimitBlock)
 		if !ok {
 			continue
 		}
-		p.rateBurst(f, e.v, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
-		out[e.key] = rl
+		p.rateBurst(f, e.V, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
+		out[e.Key] = rl
 	}
 	return out
 }
@@ -412,48 +412,48 @@ func ReadTokenFile(path string) (string, error) {
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	quotaBlock = newBlock(
-		field{name: "requests", kind: kindInt, lo: 1, hi: maxQuotaRequests, required: true, doc: "requests allowed per period",
-			bind: at(func(q *Quota) *int64 { return &q.Requests })},
-		field{name: "per", kind: kindDuration, required: true, doc: "the period, from 1s to 8784h",
-			check: checkQuotaPer, bind: at(func(q *Quota) *time.Duration { return &q.Per })},
+	quotaBlock = engine.NewBlock(
+		engine.Field{Name: "requests", Kind: engine.KindInt, Lo: 1, Hi: maxQuotaRequests, Required: true, Doc: "requests allowed per period",
+			Bind: engine.At(func(q *Quota) *int64 { return &q.Requests })},
+		engine.Field{Name: "per", Kind: engine.KindDuration, Required: true, Doc: "the period, from 1s to 8784h",
+			Check: checkQuotaPer, Bind: engine.At(func(q *Quota) *time.Duration { return &q.Per })},
 	)
-	anonymousLimitsBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, required: true, doc: "requests per second, sustained; greater than 0",
-			check: checkRate, bind: at(func(a *AnonymousLimits) *float64 { return &a.Rate })},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; max(1, ceil(rate)) when omitted",
-			bind: at(func(a *AnonymousLimits) *int { return &a.Burst })},
+	anonymousLimitsBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Required: true, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(a *AnonymousLimits) *float64 { return &a.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; max(1, ceil(rate)) when omitted",
+			Bind: engine.At(func(a *AnonymousLimits) *int { return &a.Burst })},
 	)
-	routeLimitBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
-			check: checkRate, bind: at(func(l *RouteLimit) *float64 { return &l.Rate })},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
-			bind: at(func(l *RouteLimit) *int { return &l.Burst })},
-		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
-			bind: opt(func(l *RouteLimit) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+	routeLimitBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(l *RouteLimit) *float64 { return &l.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; only with rate",
+			Bind: engine.At(func(l *RouteLimit) *int { return &l.Burst })},
+		engine.Field{Name: "quota", Kind: engine.KindBlock, Sub: quotaBlock, Doc: "requests per period",
+			Bind: engine.Opt(func(l *RouteLimit) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
 	)
-	appLimitsBlock = newBlock(
-		field{name: "rate", kind: kindNumber, flo: 0, fhi: maxRate, doc: "requests per second, sustained; greater than 0",
-			check: checkRate, bind: at(func(l *AppLimits) *float64 { return &l.Rate })},
-		field{name: "burst", kind: kindInt, lo: 1, hi: maxBurst, doc: "requests at once above the rate; only with rate",
-			bind: at(func(l *AppLimits) *int { return &l.Burst })},
-		field{name: "quota", kind: kindBlock, sub: quotaBlock, doc: "requests per period",
-			bind: opt(func(l *AppLimits) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
-		field{name: "max_concurrency", kind: kindInt, lo: 1, hi: maxAppConcurrency, doc: "requests in flight at once",
-			bind: at(func(l *AppLimits) *int { return &l.MaxConcurrency })},
+	appLimitsBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(l *AppLimits) *float64 { return &l.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; only with rate",
+			Bind: engine.At(func(l *AppLimits) *int { return &l.Burst })},
+		engine.Field{Name: "quota", Kind: engine.KindBlock, Sub: quotaBlock, Doc: "requests per period",
+			Bind: engine.Opt(func(l *AppLimits) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+		engine.Field{Name: "max_concurrency", Kind: engine.KindInt, Lo: 1, Hi: maxAppConcurrency, Doc: "requests in flight at once",
+			Bind: engine.At(func(l *AppLimits) *int { return &l.MaxConcurrency })},
 	)
-	appBlock = newBlock(
-		field{name: "id", kind: kindString, required: true, pattern: namePattern, doc: "the app's id, unique",
-			check: checkName, bind: at(func(a *App) *string { return &a.ID })},
-		field{name: "name", kind: kindString, doc: "display name; the id when omitted",
-			check: problemOf(checkAppName), bind: at(func(a *App) *string { return &a.Name })},
-		field{name: "status", kind: kindEnum, enum: appStatuses, def: DefaultAppStatus, doc: "a suspended app's keys are refused",
-			bind: at(func(a *App) *string { return &a.Status })},
-		field{name: "api_key_sha256", kind: kindList, maxItems: maxAppKeys, item: &field{kind: kindString, pattern: "^[0-9a-fA-F]{64}$"},
-			doc: "SHA-256 of each API key, as hex; unique across apps", secret: true},
-		field{name: "grants", kind: kindList, maxItems: maxAppGrants, item: &field{kind: kindString, pattern: namePattern}, doc: "the routes the app may call"},
-		field{name: "limits", kind: kindBlock, sub: appLimitsBlock, doc: "the app's limits across its routes"},
-		field{name: "route_limits", kind: kindMap, sub: routeLimitBlock, doc: "per route overrides; each key one of grants"},
+	appBlock = engine.NewBlock(
+		engine.Field{Name: "id", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the app's id, unique",
+			Check: checkName, Bind: engine.At(func(a *App) *string { return &a.ID })},
+		engine.Field{Name: "name", Kind: engine.KindString, Doc: "display name; the id when omitted",
+			Check: engine.ProblemOf(checkAppName), Bind: engine.At(func(a *App) *string { return &a.Name })},
+		engine.Field{Name: "status", Kind: engine.KindEnum, Enum: appStatuses, Def: DefaultAppStatus, Doc: "a suspended app's keys are refused",
+			Bind: engine.At(func(a *App) *string { return &a.Status })},
+		engine.Field{Name: "api_key_sha256", Kind: engine.KindList, MaxItems: maxAppKeys, Item: &engine.Field{Kind: engine.KindString, Pattern: "^[0-9a-fA-F]{64}$"},
+			Doc: "SHA-256 of each API key, as hex; unique across apps", Secret: true},
+		engine.Field{Name: "grants", Kind: engine.KindList, MaxItems: maxAppGrants, Item: &engine.Field{Kind: engine.KindString, Pattern: namePattern}, Doc: "the routes the app may call"},
+		engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: appLimitsBlock, Doc: "the app's limits across its routes"},
+		engine.Field{Name: "route_limits", Kind: engine.KindMap, Sub: routeLimitBlock, Doc: "per route overrides; each key one of grants"},
 	)
 )
 

@@ -14,15 +14,15 @@ import (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	leastRequestBlock = newBlock(
-		field{name: "ewma", kind: kindBool, def: DefaultLeastRequestEWMA, doc: "weigh in-flight requests by a moving average of latency",
-			bind: at(func(l *LeastRequest) *bool { return &l.EWMA })},
-		field{name: "tau", kind: kindDuration, def: DefaultLeastRequestTau, doc: "time constant of the latency average",
-			bind: at(func(l *LeastRequest) *time.Duration { return &l.Tau })},
+	leastRequestBlock = engine.NewBlock(
+		engine.Field{Name: "ewma", Kind: engine.KindBool, Def: DefaultLeastRequestEWMA, Doc: "weigh in-flight requests by a moving average of latency",
+			Bind: engine.At(func(l *LeastRequest) *bool { return &l.EWMA })},
+		engine.Field{Name: "tau", Kind: engine.KindDuration, Def: DefaultLeastRequestTau, Doc: "time constant of the latency average",
+			Bind: engine.At(func(l *LeastRequest) *time.Duration { return &l.Tau })},
 	)
-	consistentHashBlock = newBlock(
-		field{name: "hash_on", kind: kindString, required: true, doc: hashOnForms,
-			check: checkHashOn, bind: at(func(c *ConsistentHash) *string { return &c.HashOn })},
+	consistentHashBlock = engine.NewBlock(
+		engine.Field{Name: "hash_on", Kind: engine.KindString, Required: true, Doc: hashOnForms,
+			Check: checkHashOn, Bind: engine.At(func(c *ConsistentHash) *string { return &c.HashOn })},
 	)
 )
 
@@ -102,27 +102,27 @@ func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[s
 // leastRequest reads `least_request`.
 func (p *parser) leastRequest(path string, n *yaml.Node) *LeastRequest {
 	lr := defaultLeastRequest()
-	f, ok := p.block(path, n, leastRequestBlock)
+	f, ok := p.Block(path, n, leastRequestBlock)
 	if !ok {
 		return lr
 	}
-	p.bind(f, n, path, leastRequestBlock, lr)
+	p.Bind(f, n, path, leastRequestBlock, lr)
 	return lr
 }
 
 // consistentHash reads `consistent_hash`, whose hash_on is required.
 func (p *parser) consistentHash(path string, n *yaml.Node) *ConsistentHash {
 	ch := &ConsistentHash{}
-	f, ok := p.block(path, n, consistentHashBlock)
+	f, ok := p.Block(path, n, consistentHashBlock)
 	if !ok {
 		return ch
 	}
-	p.bind(f, n, path, consistentHashBlock, ch) // hash_on
+	p.Bind(f, n, path, consistentHashBlock, ch) // hash_on
 	return ch
 }
 
 // checkHashOn normalises a `hash_on` value (normalizeHashOn).
-var checkHashOn = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkHashOn = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	norm, problem := normalizeHashOn(*s)
 	if problem != "" {
 		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
@@ -192,4 +192,6 @@ var balancers = []string{BalancerWeightedRoundRobin, BalancerLeastRequest, Balan
 // list them.
 const hashOnForms = `"header:NAME", "cookie:NAME", "query:NAME", "client_ip" or "path"`
 
-func defaultLeastRequest() *LeastRequest { return withDefaults(leastRequestBlock, &LeastRequest{}) }
+func defaultLeastRequest() *LeastRequest {
+	return engine.WithDefaults(leastRequestBlock, &LeastRequest{})
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/levee-gw/levee/internal/config/engine"
 	"go/ast"
 	goparser "go/parser"
 	"go/token"
@@ -16,24 +17,24 @@ import (
 // so that a rule across fields cannot drift from the table by a typo.
 func TestWalkerNamesFields(t *testing.T) {
 	names := map[string]bool{}
-	seen := map[*block]bool{}
-	var walk func(b *block)
-	walk = func(b *block) {
+	seen := map[*engine.Block]bool{}
+	var walk func(b *engine.Block)
+	walk = func(b *engine.Block) {
 		if seen[b] {
 			return
 		}
 		seen[b] = true
-		for _, f := range b.fields {
-			names[f.name] = true
-			if f.sub != nil {
-				walk(f.sub)
+		for _, f := range b.Fields {
+			names[f.Name] = true
+			if f.Sub != nil {
+				walk(f.Sub)
 			}
-			if f.item != nil && f.item.sub != nil {
-				walk(f.item.sub)
+			if f.Item != nil && f.Item.Sub != nil {
+				walk(f.Item.Sub)
 			}
-			for _, form := range f.either {
-				if form.sub != nil {
-					walk(form.sub)
+			for _, form := range f.Either {
+				if form.Sub != nil {
+					walk(form.Sub)
 				}
 			}
 		}

@@ -151,7 +151,7 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{}
+	p := &parser{&engine.Parser{}}
 	if !p.Scan(root, "", 0) {
 		return nil, p.Result() // scan only fails after adding an error
 	}
@@ -162,44 +162,44 @@ func Parse(data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-var rootBlock = newBlock(
-	field{name: "listen", kind: kindString, required: true, doc: "host:port of the data-plane listener", reload: restart,
-		check: checkListen, bind: at(func(c *Config) *string { return &c.Listen })},
-	field{name: "tls", kind: kindBlock, sub: tlsBlock, doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", reload: restartOnOff,
-		bind: opt(func(c *Config) **TLS { return &c.TLS }, func() *TLS { return &TLS{} })},
-	field{name: "admin", kind: kindBlock, sub: adminBlock, required: true, doc: "the admin API"},
-	field{name: "state_dir", kind: kindString, nonEmpty: true, def: DefaultStateDir, doc: "directory of the app store and snapshots",
-		empty: "must not be empty (omit it for the default " + strconv.Quote(DefaultStateDir) + ")",
-		bind:  at(func(c *Config) *string { return &c.StateDir })},
-	field{name: "server", kind: kindBlock, sub: serverBlock, doc: "the client-facing server",
-		bind: at(func(c *Config) *Server { return &c.Server })},
-	field{name: "memory", kind: kindBlock, sub: memoryBlock, doc: "memory budget and load shedding; off when omitted", reload: restart},
-	field{name: "cluster", kind: kindBlock, sub: clusterBlock, doc: "cluster mode: limits shared with other nodes; a single node when omitted", reload: restart,
-		bind: opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
-	field{name: "log", kind: kindBlock, sub: logBlock, doc: "logging"},
-	field{name: "metrics", kind: kindBlock, sub: metricsBlock, doc: "metrics",
-		bind: at(func(c *Config) *Metrics { return &c.Metrics })},
-	field{name: "profiles", kind: kindBlock, sub: profilesBlock, doc: "CPU profiles levee captures by itself when busy or shedding",
-		bind: at(func(c *Config) *Profiles { return &c.Profiles })},
-	field{name: "tracing", kind: kindBlock, sub: tracingBlock, doc: "OpenTelemetry tracing exported over OTLP/HTTP; off when omitted",
-		bind: opt(func(c *Config) **Tracing { return &c.Tracing }, defaultTracing)},
-	field{name: "upstreams", kind: kindMap, sub: upstreamBlock, minItems: 1, doc: "upstreams by name; required unless data_sources is set"},
-	field{name: "data_sources", kind: kindMap, sub: dataSourceBlock, minItems: 1, doc: "databases data routes query, by name"},
-	field{name: "routes", kind: kindList, required: true, minItems: 1, item: &field{kind: kindBlock, sub: routeBlock},
-		doc: "routes; the most specific match wins"},
-	field{name: "apps", kind: kindList, maxItems: maxApps, item: &field{kind: kindBlock, sub: appBlock},
-		doc: "API consumers, their keys, grants and limits"},
+var rootBlock = engine.NewBlock(
+	engine.Field{Name: "listen", Kind: engine.KindString, Required: true, Doc: "host:port of the data-plane listener", Reload: engine.Restart,
+		Check: checkListen, Bind: engine.At(func(c *Config) *string { return &c.Listen })},
+	engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: tlsBlock, Doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", Reload: engine.RestartOnOff,
+		Bind: engine.Opt(func(c *Config) **TLS { return &c.TLS }, func() *TLS { return &TLS{} })},
+	engine.Field{Name: "admin", Kind: engine.KindBlock, Sub: adminBlock, Required: true, Doc: "the admin API"},
+	engine.Field{Name: "state_dir", Kind: engine.KindString, NonEmpty: true, Def: DefaultStateDir, Doc: "directory of the app store and snapshots",
+		Empty: "must not be empty (omit it for the default " + strconv.Quote(DefaultStateDir) + ")",
+		Bind:  engine.At(func(c *Config) *string { return &c.StateDir })},
+	engine.Field{Name: "server", Kind: engine.KindBlock, Sub: serverBlock, Doc: "the client-facing server",
+		Bind: engine.At(func(c *Config) *Server { return &c.Server })},
+	engine.Field{Name: "memory", Kind: engine.KindBlock, Sub: memoryBlock, Doc: "memory budget and load shedding; off when omitted", Reload: engine.Restart},
+	engine.Field{Name: "cluster", Kind: engine.KindBlock, Sub: clusterBlock, Doc: "cluster mode: limits shared with other nodes; a single node when omitted", Reload: engine.Restart,
+		Bind: engine.Opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
+	engine.Field{Name: "log", Kind: engine.KindBlock, Sub: logBlock, Doc: "logging"},
+	engine.Field{Name: "metrics", Kind: engine.KindBlock, Sub: metricsBlock, Doc: "metrics",
+		Bind: engine.At(func(c *Config) *Metrics { return &c.Metrics })},
+	engine.Field{Name: "profiles", Kind: engine.KindBlock, Sub: profilesBlock, Doc: "CPU profiles levee captures by itself when busy or shedding",
+		Bind: engine.At(func(c *Config) *Profiles { return &c.Profiles })},
+	engine.Field{Name: "tracing", Kind: engine.KindBlock, Sub: tracingBlock, Doc: "OpenTelemetry tracing exported over OTLP/HTTP; off when omitted",
+		Bind: engine.Opt(func(c *Config) **Tracing { return &c.Tracing }, defaultTracing)},
+	engine.Field{Name: "upstreams", Kind: engine.KindMap, Sub: upstreamBlock, MinItems: 1, Doc: "upstreams by name; required unless data_sources is set"},
+	engine.Field{Name: "data_sources", Kind: engine.KindMap, Sub: dataSourceBlock, MinItems: 1, Doc: "databases data routes query, by name"},
+	engine.Field{Name: "routes", Kind: engine.KindList, Required: true, MinItems: 1, Item: &engine.Field{Kind: engine.KindBlock, Sub: routeBlock},
+		Doc: "routes; the most specific match wins"},
+	engine.Field{Name: "apps", Kind: engine.KindList, MaxItems: maxApps, Item: &engine.Field{Kind: engine.KindBlock, Sub: appBlock},
+		Doc: "API consumers, their keys, grants and limits"},
 )
 
 // config reads the root mapping. root is nil for an empty file.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := defaultConfig()
-	f, ok := p.block("", root, rootBlock)
+	f, ok := p.Block("", root, rootBlock)
 	if !ok {
 		return c
 	}
 	// listen, tls, state_dir, server and metrics.
-	bad := p.bind(f, root, "", rootBlock, c)
+	bad := p.Bind(f, root, "", rootBlock, c)
 	p.log(&c.Log, f["log"])
 	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
@@ -233,13 +233,13 @@ const (
 )
 
 func defaultConfig() *Config {
-	c := withDefaults(rootBlock, &Config{})
-	withDefaults(adminBlock, &c.Admin)
-	withDefaults(serverBlock, &c.Server)
-	withDefaults(serverPathsBlock, &c.Server.Paths)
-	withDefaults(logBlock, &c.Log)
+	c := engine.WithDefaults(rootBlock, &Config{})
+	engine.WithDefaults(adminBlock, &c.Admin)
+	engine.WithDefaults(serverBlock, &c.Server)
+	engine.WithDefaults(serverPathsBlock, &c.Server.Paths)
+	engine.WithDefaults(logBlock, &c.Log)
 	c.Log.Access, c.Log.AccessLog = DefaultLogAccess, defaultAccessLog() // access is true, false or a block: no bind
-	withDefaults(metricsBlock, &c.Metrics)
-	withDefaults(profilesBlock, &c.Profiles)
+	engine.WithDefaults(metricsBlock, &c.Metrics)
+	engine.WithDefaults(profilesBlock, &c.Profiles)
 	return c
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"math"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/dataformat"
 	"github.com/levee-gw/levee/internal/dataquery"
 	"github.com/levee-gw/levee/internal/datasource"
@@ -25,7 +26,7 @@ var dataColumnKinds = datasource.KindNames()
 
 // dataScalarForms are the forms of a parameter's default, min and max:
 // written as the file pleases, parsed by the parameter's type.
-var dataScalarForms = []field{{kind: kindString}, {kind: kindNumber, flo: -math.MaxFloat64, fhi: math.MaxFloat64}, {kind: kindBool}}
+var dataScalarForms = []engine.Field{{Kind: engine.KindString}, {Kind: engine.KindNumber, Flo: -math.MaxFloat64, Fhi: math.MaxFloat64}, {Kind: engine.KindBool}}
 
 // dataIdentPattern is the schema's rule for a parameter name (what
 // dataquery accepts after a colon).

@@ -63,7 +63,7 @@ func DefinitionJSON(def []byte) ([]byte, string, error) {
 	}
 	name := ""
 	if k := firstKey(root, "name"); k != nil {
-		if v := mappingValue(root, k); isString(v) {
+		if v := mappingValue(root, k); engine.IsString(v) {
 			name = v.Value
 		}
 	}
@@ -73,7 +73,7 @@ func DefinitionJSON(def []byte) ([]byte, string, error) {
 // decodeDefinition parses def as one YAML document holding a mapping,
 // with the file's limits (size, depth, no aliases or merge keys).
 func decodeDefinition(def []byte) (*yaml.Node, *parser, *Errors) {
-	p := &parser{}
+	p := &parser{&engine.Parser{}}
 	if len(def) > MaxDefinitionBytes {
 		return nil, p, engine.FileError(fmt.Sprintf("the definition is larger than the %s limit", engine.FormatSize(MaxDefinitionBytes)))
 	}
@@ -207,7 +207,7 @@ func ParseDataAPI(c *Config, name string, def []byte) (*Route, error) {
 	}
 	n := root
 	if k := firstKey(root, "name"); k != nil {
-		if v := mappingValue(root, k); !isString(v) || v.Value != name {
+		if v := mappingValue(root, k); !engine.IsString(v) || v.Value != name {
 			p.Add(v, "name", "must be the data API's name %s (or be left out), got %s", engine.Quote(name), engine.Describe(v))
 		}
 	} else {

@@ -80,15 +80,15 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 	}
 	out := map[string]*DataParam{}
 	var order []string
-	for _, e := range p.pairs(path, n) {
-		pp := engine.Key(path, e.key)
+	for _, e := range p.Pairs(path, n) {
+		pp := engine.Key(path, e.Key)
 		if len(order) == dataquery.MaxParams {
-			p.Add(e.k, pp, "at most %d parameters", dataquery.MaxParams)
+			p.Add(e.K, pp, "at most %d parameters", dataquery.MaxParams)
 			break
 		}
 		dp := &DataParam{}
-		if fs, ok := p.block(pp, e.v, dataParamBlock); ok {
-			p.bind(fs, e.v, pp, dataParamBlock, dp)
+		if fs, ok := p.Block(pp, e.V, dataParamBlock); ok {
+			p.Bind(fs, e.V, pp, dataParamBlock, dp)
 			for _, k := range []string{"default", "min", "max"} {
 				if v := fs[k]; v != nil {
 					s, ok := p.scalarText(engine.Key(pp, k), v)
@@ -106,8 +106,8 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 				}
 			}
 		}
-		out[e.key] = dp
-		order = append(order, e.key)
+		out[e.Key] = dp
+		order = append(order, e.Key)
 	}
 	return out, order
 }
@@ -142,20 +142,20 @@ func (p *parser) dataFilters(path string, n *yaml.Node) map[string][]string {
 		return nil
 	}
 	out := map[string][]string{}
-	for _, e := range p.pairs(path, n) {
-		fp := engine.Key(path, e.key)
-		items, ok := p.sequence(fp, e.v)
+	for _, e := range p.Pairs(path, n) {
+		fp := engine.Key(path, e.Key)
+		items, ok := p.Sequence(fp, e.V)
 		if !ok {
 			continue
 		}
 		if len(items) == 0 {
-			p.Add(e.v, fp, "must list at least one operator (%s); leave the column out to refuse filtering it", strings.Join(dataOps, ", "))
+			p.Add(e.V, fp, "must list at least one operator (%s); leave the column out to refuse filtering it", strings.Join(dataOps, ", "))
 			continue
 		}
 		seen := map[string]int{}
 		for i, item := range items {
 			ip := engine.Index(fp, i)
-			s, ok := p.str(ip, item)
+			s, ok := p.Str(ip, item)
 			if !ok {
 				continue
 			}
@@ -168,7 +168,7 @@ func (p *parser) dataFilters(path string, n *yaml.Node) map[string][]string {
 				continue
 			}
 			seen[s] = i
-			out[e.key] = append(out[e.key], s)
+			out[e.Key] = append(out[e.Key], s)
 		}
 	}
 	return out
@@ -186,22 +186,22 @@ func (p *parser) dataColumnTypes(path string, n *yaml.Node) (map[string]string, 
 	}
 	out := map[string]string{}
 	var order []string
-	for _, e := range p.pairs(path, n) {
-		fp := engine.Key(path, e.key)
+	for _, e := range p.Pairs(path, n) {
+		fp := engine.Key(path, e.Key)
 		if len(order) == dataquery.MaxColumns {
-			p.Add(e.k, fp, "at most %d columns", dataquery.MaxColumns)
+			p.Add(e.K, fp, "at most %d columns", dataquery.MaxColumns)
 			break
 		}
-		s, ok := p.str(fp, e.v)
+		s, ok := p.Str(fp, e.V)
 		if !ok {
 			continue
 		}
 		if !slices.Contains(dataColumnKinds, s) {
-			p.Add(e.v, fp, "must be one of %s, got %s", strings.Join(dataColumnKinds, ", "), engine.Quote(s))
+			p.Add(e.V, fp, "must be one of %s, got %s", strings.Join(dataColumnKinds, ", "), engine.Quote(s))
 			continue
 		}
-		out[e.key] = s
-		order = append(order, e.key)
+		out[e.Key] = s
+		order = append(order, e.Key)
 	}
 	return out, order
 }

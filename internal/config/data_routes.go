@@ -23,11 +23,11 @@ import (
 // declared (nil when data_sources is missing or not a mapping).
 func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	d := defaultRouteData()
-	f, ok := p.block(path, n, dataBlock)
+	f, ok := p.Block(path, n, dataBlock)
 	if !ok {
 		return d
 	}
-	bad := p.bind(f, n, path, dataBlock, d)
+	bad := p.Bind(f, n, path, dataBlock, d)
 	var src *DataSource
 	if !bad["source"] {
 		if src = c.DataSources[d.Source]; src == nil {
@@ -100,11 +100,11 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 // dataPage reads a route's `page`.
 func (p *parser) dataPage(path string, n *yaml.Node) *DataPage {
 	pg := &DataPage{Default: DefaultDataPageSize, Max: DefaultDataPageMax}
-	f, ok := p.block(path, n, dataPageBlock)
+	f, ok := p.Block(path, n, dataPageBlock)
 	if !ok {
 		return pg
 	}
-	bad := p.bind(f, n, path, dataPageBlock, pg)
+	bad := p.Bind(f, n, path, dataPageBlock, pg)
 	if v := f["keyset"]; v != nil {
 		pg.Keyset = p.identList(engine.Key(path, "keyset"), v, dataquery.MaxKeyset)
 	} else {
@@ -119,7 +119,7 @@ func (p *parser) dataPage(path string, n *yaml.Node) *DataPage {
 // dataFormatList reads `formats`: distinct format names, the first the
 // default.
 func (p *parser) dataFormatList(path string, n *yaml.Node) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return DefaultDataFormats()
 	}
@@ -130,7 +130,7 @@ func (p *parser) dataFormatList(path string, n *yaml.Node) []string {
 	var out []string
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
@@ -159,7 +159,7 @@ func (p *parser) identList(path string, n *yaml.Node, max int) []string {
 
 // stringList reads a non-empty list of non-empty strings (at most max).
 func (p *parser) stringList(path string, n *yaml.Node, max int) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (p *parser) stringList(path string, n *yaml.Node, max int) []string {
 	var out []string
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
@@ -212,66 +212,66 @@ func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) 
 }
 
 var (
-	dataParamBlock = newBlock(
-		field{name: "type", kind: kindEnum, enum: dataParamTypes, required: true, doc: "the parameter's type",
-			bind: at(func(d *DataParam) *string { return &d.Type })},
-		field{name: "list", kind: kindBool, def: false, doc: "a comma-separated list of the type (written IN (:name))",
-			bind: at(func(d *DataParam) *bool { return &d.List })},
-		field{name: "required", kind: kindBool, def: false, doc: "the request must give it",
-			bind: at(func(d *DataParam) *bool { return &d.Required })},
-		field{name: "default", kind: kindEither, either: dataScalarForms, doc: "the value when the request gives none; NULL when omitted"},
-		field{name: "min", kind: kindEither, either: dataScalarForms, doc: "lowest value (numbers, dates, timestamps)"},
-		field{name: "max", kind: kindEither, either: dataScalarForms, doc: "highest value (numbers, dates, timestamps)"},
-		field{name: "max_len", kind: kindInt, lo: 1, hi: dataquery.MaxMaxLen, doc: "longest string, in bytes; 1024 when omitted",
-			bind: at(func(d *DataParam) *int { return &d.MaxLen })},
-		field{name: "max_items", kind: kindInt, lo: 1, hi: dataquery.MaxMaxItems, doc: "most items of a list; 100 when omitted",
-			bind: at(func(d *DataParam) *int { return &d.MaxItems })},
+	dataParamBlock = engine.NewBlock(
+		engine.Field{Name: "type", Kind: engine.KindEnum, Enum: dataParamTypes, Required: true, Doc: "the parameter's type",
+			Bind: engine.At(func(d *DataParam) *string { return &d.Type })},
+		engine.Field{Name: "list", Kind: engine.KindBool, Def: false, Doc: "a comma-separated list of the type (written IN (:name))",
+			Bind: engine.At(func(d *DataParam) *bool { return &d.List })},
+		engine.Field{Name: "required", Kind: engine.KindBool, Def: false, Doc: "the request must give it",
+			Bind: engine.At(func(d *DataParam) *bool { return &d.Required })},
+		engine.Field{Name: "default", Kind: engine.KindEither, Either: dataScalarForms, Doc: "the value when the request gives none; NULL when omitted"},
+		engine.Field{Name: "min", Kind: engine.KindEither, Either: dataScalarForms, Doc: "lowest value (numbers, dates, timestamps)"},
+		engine.Field{Name: "max", Kind: engine.KindEither, Either: dataScalarForms, Doc: "highest value (numbers, dates, timestamps)"},
+		engine.Field{Name: "max_len", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxMaxLen, Doc: "longest string, in bytes; 1024 when omitted",
+			Bind: engine.At(func(d *DataParam) *int { return &d.MaxLen })},
+		engine.Field{Name: "max_items", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxMaxItems, Doc: "most items of a list; 100 when omitted",
+			Bind: engine.At(func(d *DataParam) *int { return &d.MaxItems })},
 	)
-	dataPageBlock = newBlock(
-		field{name: "keyset", kind: kindList, minItems: 1, maxItems: dataquery.MaxKeyset, item: &field{kind: kindString},
-			doc: "columns that order the rows and make each row's place unique", required: true, notSecret: "column names"},
-		field{name: "default", kind: kindInt, lo: 1, hi: dataquery.MaxPageSize, def: DefaultDataPageSize, doc: "page size without limit=",
-			bind: at(func(d *DataPage) *int { return &d.Default })},
-		field{name: "max", kind: kindInt, lo: 1, hi: dataquery.MaxPageSize, def: DefaultDataPageMax, doc: "largest limit= accepted",
-			bind: at(func(d *DataPage) *int { return &d.Max })},
+	dataPageBlock = engine.NewBlock(
+		engine.Field{Name: "keyset", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxKeyset, Item: &engine.Field{Kind: engine.KindString},
+			Doc: "columns that order the rows and make each row's place unique", Required: true, NotSecret: "column names"},
+		engine.Field{Name: "default", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxPageSize, Def: DefaultDataPageSize, Doc: "page size without limit=",
+			Bind: engine.At(func(d *DataPage) *int { return &d.Default })},
+		engine.Field{Name: "max", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxPageSize, Def: DefaultDataPageMax, Doc: "largest limit= accepted",
+			Bind: engine.At(func(d *DataPage) *int { return &d.Max })},
 	)
-	dataLimitsBlock = newBlock(
-		field{name: "max_rows", kind: kindInt, lo: 1, hi: maxDataRows, def: DefaultDataMaxRows, doc: "most rows in one answer",
-			bind: at(func(d *RouteData) *int { return &d.MaxRows })},
-		field{name: "max_bytes", kind: kindSize, lo: 1, hi: maxDataBytes, def: int64(DefaultDataMaxBytes), doc: "most bytes of rows in one answer",
-			bind: at(func(d *RouteData) *int64 { return &d.MaxBytes })},
+	dataLimitsBlock = engine.NewBlock(
+		engine.Field{Name: "max_rows", Kind: engine.KindInt, Lo: 1, Hi: maxDataRows, Def: DefaultDataMaxRows, Doc: "most rows in one answer",
+			Bind: engine.At(func(d *RouteData) *int { return &d.MaxRows })},
+		engine.Field{Name: "max_bytes", Kind: engine.KindSize, Lo: 1, Hi: maxDataBytes, Def: int64(DefaultDataMaxBytes), Doc: "most bytes of rows in one answer",
+			Bind: engine.At(func(d *RouteData) *int64 { return &d.MaxBytes })},
 	)
-	dataCacheBlock = newBlock(
-		field{name: "ttl", kind: kindDuration, required: true, doc: "how long an answer is served from the cache",
-			bind: at(func(d *DataCache) *time.Duration { return &d.TTL })},
-		field{name: "stale_if_error", kind: kindDuration, doc: "how long past ttl an answer is served while the source fails; never when omitted",
-			bind: at(func(d *DataCache) *time.Duration { return &d.StaleIfError })},
+	dataCacheBlock = engine.NewBlock(
+		engine.Field{Name: "ttl", Kind: engine.KindDuration, Required: true, Doc: "how long an answer is served from the cache",
+			Bind: engine.At(func(d *DataCache) *time.Duration { return &d.TTL })},
+		engine.Field{Name: "stale_if_error", Kind: engine.KindDuration, Doc: "how long past ttl an answer is served while the source fails; never when omitted",
+			Bind: engine.At(func(d *DataCache) *time.Duration { return &d.StaleIfError })},
 	)
-	dataBlock = newBlock(
-		field{name: "source", kind: kindString, required: true, pattern: namePattern, doc: "the data source",
-			bind: at(func(d *RouteData) *string { return &d.Source })},
-		field{name: "sql", kind: kindString, nonEmpty: true, doc: "SQL mode: one SELECT with :name parameters",
-			bind: at(func(d *RouteData) *string { return &d.SQL })},
-		field{name: "params", kind: kindMap, sub: dataParamBlock, pattern: dataIdentPattern, maxItems: dataquery.MaxParams, doc: "SQL mode: the parameters by name"},
-		field{name: "table", kind: kindString, nonEmpty: true, doc: "table mode: the table or view (schema.table allowed)",
-			bind: at(func(d *RouteData) *string { return &d.Table })},
-		field{name: "columns", kind: kindList, minItems: 1, maxItems: dataquery.MaxColumns, item: &field{kind: kindString}, doc: "table mode: the columns answered"},
-		field{name: "filters", kind: kindMap, pattern: "^.+$", item: &field{kind: kindList, minItems: 1, item: &field{kind: kindEnum, enum: dataOps}},
-			doc: "table mode: per column, the operators a request may filter it with"},
-		field{name: "order", kind: kindList, minItems: 1, maxItems: dataquery.MaxColumns, item: &field{kind: kindString}, doc: `table mode: the order, each column optionally followed by " desc"`},
-		field{name: "column_types", kind: kindMap, pattern: "^.+$", maxItems: dataquery.MaxColumns, item: &field{kind: kindEnum, enum: dataColumnKinds},
-			doc: "the answer's columns and their kinds, shown in the OpenAPI document instead of asking the database"},
-		field{name: "page", kind: kindBlock, sub: dataPageBlock, doc: "keyset pages of JSON answers; not paged when omitted"},
-		field{name: "limits", kind: kindBlock, sub: dataLimitsBlock, doc: "caps of every answer",
-			bind: at(func(d *RouteData) *RouteData { return d })},
-		field{name: "formats", kind: kindList, minItems: 1, maxItems: len(dataFormats), item: &field{kind: kindEnum, enum: dataFormats},
-			doc: "answer formats by Accept, the first the default; all three when omitted"},
-		field{name: "cache", kind: kindBlock, sub: dataCacheBlock, doc: "answer cache; none when omitted",
-			bind: opt(func(d *RouteData) **DataCache { return &d.Cache }, func() *DataCache { return &DataCache{} })},
-		field{name: "statement_timeout", kind: kindDuration, doc: "this route's statement timeout; the source's when omitted",
-			bind: at(func(d *RouteData) *time.Duration { return &d.StatementTimeout })},
-		field{name: "send_timeout", kind: kindDuration, def: DefaultDataSendTimeout, doc: "bound on each write of the answer to the client",
-			bind: at(func(d *RouteData) *time.Duration { return &d.SendTimeout })},
+	dataBlock = engine.NewBlock(
+		engine.Field{Name: "source", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the data source",
+			Bind: engine.At(func(d *RouteData) *string { return &d.Source })},
+		engine.Field{Name: "sql", Kind: engine.KindString, NonEmpty: true, Doc: "SQL mode: one SELECT with :name parameters",
+			Bind: engine.At(func(d *RouteData) *string { return &d.SQL })},
+		engine.Field{Name: "params", Kind: engine.KindMap, Sub: dataParamBlock, Pattern: dataIdentPattern, MaxItems: dataquery.MaxParams, Doc: "SQL mode: the parameters by name"},
+		engine.Field{Name: "table", Kind: engine.KindString, NonEmpty: true, Doc: "table mode: the table or view (schema.table allowed)",
+			Bind: engine.At(func(d *RouteData) *string { return &d.Table })},
+		engine.Field{Name: "columns", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindString}, Doc: "table mode: the columns answered"},
+		engine.Field{Name: "filters", Kind: engine.KindMap, Pattern: "^.+$", Item: &engine.Field{Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataOps}},
+			Doc: "table mode: per column, the operators a request may filter it with"},
+		engine.Field{Name: "order", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindString}, Doc: `table mode: the order, each column optionally followed by " desc"`},
+		engine.Field{Name: "column_types", Kind: engine.KindMap, Pattern: "^.+$", MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataColumnKinds},
+			Doc: "the answer's columns and their kinds, shown in the OpenAPI document instead of asking the database"},
+		engine.Field{Name: "page", Kind: engine.KindBlock, Sub: dataPageBlock, Doc: "keyset pages of JSON answers; not paged when omitted"},
+		engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: dataLimitsBlock, Doc: "caps of every answer",
+			Bind: engine.At(func(d *RouteData) *RouteData { return d })},
+		engine.Field{Name: "formats", Kind: engine.KindList, MinItems: 1, MaxItems: len(dataFormats), Item: &engine.Field{Kind: engine.KindEnum, Enum: dataFormats},
+			Doc: "answer formats by Accept, the first the default; all three when omitted"},
+		engine.Field{Name: "cache", Kind: engine.KindBlock, Sub: dataCacheBlock, Doc: "answer cache; none when omitted",
+			Bind: engine.Opt(func(d *RouteData) **DataCache { return &d.Cache }, func() *DataCache { return &DataCache{} })},
+		engine.Field{Name: "statement_timeout", Kind: engine.KindDuration, Doc: "this route's statement timeout; the source's when omitted",
+			Bind: engine.At(func(d *RouteData) *time.Duration { return &d.StatementTimeout })},
+		engine.Field{Name: "send_timeout", Kind: engine.KindDuration, Def: DefaultDataSendTimeout, Doc: "bound on each write of the answer to the client",
+			Bind: engine.At(func(d *RouteData) *time.Duration { return &d.SendTimeout })},
 	)
 )
 
@@ -442,7 +442,7 @@ func (d *RouteData) Version() string {
 }
 
 func defaultRouteData() *RouteData {
-	return withDefaults(dataLimitsBlock, withDefaults(dataBlock, &RouteData{Formats: DefaultDataFormats()})) // limits binds fields of RouteData itself
+	return engine.WithDefaults(dataLimitsBlock, engine.WithDefaults(dataBlock, &RouteData{Formats: DefaultDataFormats()})) // limits binds fields of RouteData itself
 }
 
 // DefaultDataFormats is RouteData.Formats when omitted. A new slice each

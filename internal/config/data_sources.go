@@ -14,22 +14,22 @@ import (
 // The data_sources block (`data_sources`): each database data routes
 // query, its connection pool and the limits in front of it.
 
-var dataSourceBlock = newBlock(
-	field{name: "driver", kind: kindEnum, enum: dataDrivers, required: true, doc: "the database: postgres or sqlite",
-		bind: at(func(d *DataSource) *string { return &d.Driver })},
-	field{name: "dsn", kind: kindString, nonEmpty: true, doc: "postgres: a libpq URL or key=value DSN (or dsn_file)", secret: true,
-		bind: at(func(d *DataSource) *string { return &d.DSN })},
-	field{name: "dsn_file", kind: kindString, nonEmpty: true, doc: "postgres: a file whose first line is the DSN",
-		check: checkReadable, bind: at(func(d *DataSource) *string { return &d.DSNFile }), notSecret: "a path; the DSN it holds shows as dsn, redacted"},
-	field{name: "path", kind: kindString, nonEmpty: true, doc: "sqlite: the database file, opened read-only",
-		check: checkReadable, bind: at(func(d *DataSource) *string { return &d.Path })},
-	field{name: "max_conns", kind: kindInt, lo: 1, hi: maxDataConns, def: DefaultDataMaxConns, doc: "hard cap on connections to the source",
-		bind: at(func(d *DataSource) *int { return &d.MaxConns })},
-	field{name: "statement_timeout", kind: kindDuration, def: DefaultDataStatementTimeout, doc: "each statement's timeout, enforced in the database",
-		bind: at(func(d *DataSource) *time.Duration { return &d.StatementTimeout })},
-	field{name: "connect_timeout", kind: kindDuration, def: DefaultDataConnectTimeout, doc: "opening one connection; past it: 503 data_source_unavailable",
-		bind: at(func(d *DataSource) *time.Duration { return &d.ConnectTimeout })},
-	field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "admission in front of the pool; adaptive up to max_conns when omitted; queue_timeout defaults to 500ms here"},
+var dataSourceBlock = engine.NewBlock(
+	engine.Field{Name: "driver", Kind: engine.KindEnum, Enum: dataDrivers, Required: true, Doc: "the database: postgres or sqlite",
+		Bind: engine.At(func(d *DataSource) *string { return &d.Driver })},
+	engine.Field{Name: "dsn", Kind: engine.KindString, NonEmpty: true, Doc: "postgres: a libpq URL or key=value DSN (or dsn_file)", Secret: true,
+		Bind: engine.At(func(d *DataSource) *string { return &d.DSN })},
+	engine.Field{Name: "dsn_file", Kind: engine.KindString, NonEmpty: true, Doc: "postgres: a file whose first line is the DSN",
+		Check: checkReadable, Bind: engine.At(func(d *DataSource) *string { return &d.DSNFile }), NotSecret: "a path; the DSN it holds shows as dsn, redacted"},
+	engine.Field{Name: "path", Kind: engine.KindString, NonEmpty: true, Doc: "sqlite: the database file, opened read-only",
+		Check: checkReadable, Bind: engine.At(func(d *DataSource) *string { return &d.Path })},
+	engine.Field{Name: "max_conns", Kind: engine.KindInt, Lo: 1, Hi: maxDataConns, Def: DefaultDataMaxConns, Doc: "hard cap on connections to the source",
+		Bind: engine.At(func(d *DataSource) *int { return &d.MaxConns })},
+	engine.Field{Name: "statement_timeout", Kind: engine.KindDuration, Def: DefaultDataStatementTimeout, Doc: "each statement's timeout, enforced in the database",
+		Bind: engine.At(func(d *DataSource) *time.Duration { return &d.StatementTimeout })},
+	engine.Field{Name: "connect_timeout", Kind: engine.KindDuration, Def: DefaultDataConnectTimeout, Doc: "opening one connection; past it: 503 data_source_unavailable",
+		Bind: engine.At(func(d *DataSource) *time.Duration { return &d.ConnectTimeout })},
+	engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: limitsBlock, Doc: "admission in front of the pool; adaptive up to max_conns when omitted; queue_timeout defaults to 500ms here"},
 )
 
 // dataSources reads `data_sources` into c and returns the names declared.
@@ -44,17 +44,17 @@ func (p *parser) dataSources(c *Config, n *yaml.Node) map[string]bool {
 	}
 	declared := map[string]bool{}
 	c.DataSources = map[string]*DataSource{}
-	for _, e := range p.pairs(path, n) {
-		sp := engine.Key(path, e.key)
-		declared[e.key] = true
-		if !validName(e.key) {
-			p.Add(e.k, sp, "name %s, got %s", nameRule, engine.Quote(e.key))
+	for _, e := range p.Pairs(path, n) {
+		sp := engine.Key(path, e.Key)
+		declared[e.Key] = true
+		if !validName(e.Key) {
+			p.Add(e.K, sp, "name %s, got %s", nameRule, engine.Quote(e.Key))
 		}
-		if _, clash := c.Upstreams[e.key]; clash {
-			p.Add(e.k, sp, "%s is also an upstream's name; a data source is an upstream to metrics and the admin API, so the names must differ", engine.Quote(e.key))
+		if _, clash := c.Upstreams[e.Key]; clash {
+			p.Add(e.K, sp, "%s is also an upstream's name; a data source is an upstream to metrics and the admin API, so the names must differ", engine.Quote(e.Key))
 		}
-		c.DataSources[e.key] = p.dataSource(sp, e.key, e.v)
-		c.DataSourceOrder = append(c.DataSourceOrder, e.key)
+		c.DataSources[e.Key] = p.dataSource(sp, e.Key, e.V)
+		c.DataSourceOrder = append(c.DataSourceOrder, e.Key)
 	}
 	return declared
 }
@@ -62,12 +62,12 @@ func (p *parser) dataSources(c *Config, n *yaml.Node) map[string]bool {
 // dataSource reads one `data_sources.<name>`.
 func (p *parser) dataSource(path, name string, n *yaml.Node) *DataSource {
 	d := defaultDataSource(name)
-	f, ok := p.block(path, n, dataSourceBlock)
+	f, ok := p.Block(path, n, dataSourceBlock)
 	if !ok {
 		d.Limits = dataSourceLimits(d.MaxConns, nil, false)
 		return d
 	}
-	bad := p.bind(f, n, path, dataSourceBlock, d)
+	bad := p.Bind(f, n, path, dataSourceBlock, d)
 	switch {
 	case bad["driver"]:
 	case d.Driver == DriverPostgres:
@@ -222,7 +222,7 @@ func (d *DataSource) Target() string {
 }
 
 func defaultDataSource(name string) *DataSource {
-	return withDefaults(dataSourceBlock, &DataSource{Name: name})
+	return engine.WithDefaults(dataSourceBlock, &DataSource{Name: name})
 }
 
 const (

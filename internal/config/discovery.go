@@ -1,7 +1,6 @@
 package config
 
 import (
-	"math"
 	"strings"
 	"time"
 
@@ -17,12 +16,12 @@ import (
 // key whose value is null, and `push: false`, name none.
 func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	d := defaultDiscovery()
-	f, ok := p.block(path, n, discoveryBlock)
+	f, ok := p.Block(path, n, discoveryBlock)
 	if !ok {
 		return d
 	}
 	// file, push, max_drop_fraction, confirm_after and max_weight.
-	bad := p.bind(f, n, path, discoveryBlock, d)
+	bad := p.Bind(f, n, path, discoveryBlock, d)
 	sources := 0
 	if f["file"] != nil {
 		sources++
@@ -42,35 +41,20 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	return d
 }
 
-// fraction returns a YAML integer or float greater than 0 and at most 1.
-func (p *parser) fraction(path string, n *yaml.Node) (float64, bool) {
-	if n.Kind == yaml.AliasNode {
-		return 0, false
-	}
-	var v float64
-	tag := n.ShortTag()
-	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil ||
-		math.IsNaN(v) || v <= 0 || v > maxDropFraction {
-		p.Add(n, path, "must be a number greater than 0 and at most 1, got %s", engine.Describe(n))
-		return 0, false
-	}
-	return v, true
-}
-
 // etcd reads `discovery.etcd`.
 func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 	e := defaultEtcdDiscovery()
-	f, ok := p.block(path, n, etcdBlock)
+	f, ok := p.Block(path, n, etcdBlock)
 	if !ok {
 		return e
 	}
 	e.Endpoints = p.etcdEndpoints(engine.Key(path, "endpoints"), f["endpoints"], n)
-	p.bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
+	p.Bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
 	return e
 }
 
 // checkEtcdPrefix checks an etcd key prefix.
-var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkEtcdPrefix = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	if !strings.HasPrefix(*s, "/") || !strings.HasSuffix(*s, "/") {
 		p.Add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, engine.Quote(*s))
 		return false
@@ -79,7 +63,7 @@ var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *str
 })
 
 // checkNoNUL refuses a file name holding a NUL byte.
-var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkNoNUL = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	if strings.IndexByte(*s, 0) >= 0 {
 		p.Add(n, path, "must not contain a NUL byte, got %s", engine.QuoteMax(*s, maxPathShown))
 		return false
@@ -93,7 +77,7 @@ func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {
 		p.Add(parent, path, "required")
 		return nil
 	}
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -105,7 +89,7 @@ func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {
 	first := make(map[string]int, len(items))
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, ok := p.str(ip, item)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
@@ -142,28 +126,28 @@ func checkEtcdEndpoint(s string) string {
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	etcdBlock = newBlock(
-		field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
-			doc: "etcd members: host:port or http(s)://host:port, distinct"},
-		field{name: "prefix", kind: kindString, required: true, pattern: "^/(.*/)?$", doc: `key prefix of the upstream's instances, starting and ending with "/"`,
-			check: checkEtcdPrefix, bind: at(func(e *EtcdDiscovery) *string { return &e.Prefix })},
-		field{name: "dial_timeout", kind: kindDuration, def: DefaultEtcdDialTimeout, doc: "time to connect to etcd",
-			bind: at(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
+	etcdBlock = engine.NewBlock(
+		engine.Field{Name: "endpoints", Kind: engine.KindList, Required: true, MinItems: 1, MaxItems: maxEtcdEndpoints, Item: &engine.Field{Kind: engine.KindString},
+			Doc: "etcd members: host:port or http(s)://host:port, distinct"},
+		engine.Field{Name: "prefix", Kind: engine.KindString, Required: true, Pattern: "^/(.*/)?$", Doc: `key prefix of the upstream's instances, starting and ending with "/"`,
+			Check: checkEtcdPrefix, Bind: engine.At(func(e *EtcdDiscovery) *string { return &e.Prefix })},
+		engine.Field{Name: "dial_timeout", Kind: engine.KindDuration, Def: DefaultEtcdDialTimeout, Doc: "time to connect to etcd",
+			Bind: engine.At(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
 	)
-	discoveryBlock = newBlock(
-		field{name: "file", kind: kindString, nonEmpty: true, doc: "JSON file of instances, watched for changes",
-			check: checkNoNUL, bind: at(func(d *Discovery) *string { return &d.File })},
-		field{name: "etcd", kind: kindBlock, sub: etcdBlock, doc: "instances under a prefix of an etcd cluster"},
-		field{name: "push", kind: kindBool, doc: "instances pushed through the admin API",
-			bind: at(func(d *Discovery) *bool { return &d.Push })},
-		field{name: "max_drop_fraction", kind: kindFraction, def: DefaultDiscoveryMaxDropFraction,
-			doc:  "largest share of endpoints one update may remove before it is held for confirmation",
-			bind: at(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
-		field{name: "confirm_after", kind: kindDuration, def: DefaultDiscoveryConfirmAfter, doc: "how long a held update must persist to apply",
-			bind: at(func(d *Discovery) *time.Duration { return &d.ConfirmAfter })},
-		field{name: "max_weight", kind: kindInt, lo: minDiscoveryMaxWeight, hi: maxDiscoveryMaxWeight, def: DefaultDiscoveryMaxWeight,
-			doc:  "cap on a discovered instance's weight",
-			bind: at(func(d *Discovery) *uint32 { return &d.MaxWeight })},
+	discoveryBlock = engine.NewBlock(
+		engine.Field{Name: "file", Kind: engine.KindString, NonEmpty: true, Doc: "JSON file of instances, watched for changes",
+			Check: checkNoNUL, Bind: engine.At(func(d *Discovery) *string { return &d.File })},
+		engine.Field{Name: "etcd", Kind: engine.KindBlock, Sub: etcdBlock, Doc: "instances under a prefix of an etcd cluster"},
+		engine.Field{Name: "push", Kind: engine.KindBool, Doc: "instances pushed through the admin API",
+			Bind: engine.At(func(d *Discovery) *bool { return &d.Push })},
+		engine.Field{Name: "max_drop_fraction", Kind: engine.KindFraction, Def: DefaultDiscoveryMaxDropFraction,
+			Doc:  "largest share of endpoints one update may remove before it is held for confirmation",
+			Bind: engine.At(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
+		engine.Field{Name: "confirm_after", Kind: engine.KindDuration, Def: DefaultDiscoveryConfirmAfter, Doc: "how long a held update must persist to apply",
+			Bind: engine.At(func(d *Discovery) *time.Duration { return &d.ConfirmAfter })},
+		engine.Field{Name: "max_weight", Kind: engine.KindInt, Lo: minDiscoveryMaxWeight, Hi: maxDiscoveryMaxWeight, Def: DefaultDiscoveryMaxWeight,
+			Doc:  "cap on a discovered instance's weight",
+			Bind: engine.At(func(d *Discovery) *uint32 { return &d.MaxWeight })},
 	)
 )
 
@@ -258,6 +242,6 @@ const (
 	maxEtcdEndpoints      = 16
 )
 
-func defaultDiscovery() *Discovery { return withDefaults(discoveryBlock, &Discovery{}) }
+func defaultDiscovery() *Discovery { return engine.WithDefaults(discoveryBlock, &Discovery{}) }
 
-func defaultEtcdDiscovery() *EtcdDiscovery { return withDefaults(etcdBlock, &EtcdDiscovery{}) }
+func defaultEtcdDiscovery() *EtcdDiscovery { return engine.WithDefaults(etcdBlock, &EtcdDiscovery{}) }

@@ -86,18 +86,18 @@ func (o ordered) MarshalJSON() ([]byte, error) {
 
 // renderBlock renders struct value sv (not a pointer) as block b. path is
 // the block's field path, for errors.
-func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
+func renderBlock(b *engine.Block, sv reflect.Value, path string) (ordered, error) {
 	out := ordered{}
 	var omit []string
 	if r, ok := sv.Interface().(Route); ok && r.Data != nil {
 		omit = dataRouteOmits
 	}
-	for i := range b.fields {
-		f := &b.fields[i]
-		if slices.Contains(omit, f.name) {
+	for i := range b.Fields {
+		f := &b.Fields[i]
+		if slices.Contains(omit, f.Name) {
 			continue
 		}
-		fp := engine.Key(path, f.name)
+		fp := engine.Key(path, f.Name)
 		v, ok, err := fieldValue(f, sv, fp)
 		if err != nil {
 			return nil, err
@@ -110,18 +110,18 @@ func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, member{f.name, r})
+			out = append(out, member{f.Name, r})
 			continue
 		}
-		if f.secret {
+		if f.Secret {
 			if r, keep := redact(v); keep {
-				out = append(out, member{f.name, r})
+				out = append(out, member{f.Name, r})
 			}
 			continue
 		}
 		var r any
 		var keep bool
-		if f.kind == kindMap && v.Kind() == reflect.Map {
+		if f.Kind == engine.KindMap && v.Kind() == reflect.Map {
 			var order []string
 			if name, found := mapOrders[v.Type()]; found {
 				order = sv.FieldByName(name).Interface().([]string)
@@ -134,7 +134,7 @@ func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
 			return nil, err
 		}
 		if keep {
-			out = append(out, member{f.name, r})
+			out = append(out, member{f.Name, r})
 		}
 	}
 	return out, nil
@@ -142,11 +142,11 @@ func renderBlock(b *block, sv reflect.Value, path string) (ordered, error) {
 
 // fieldValue finds field f's Go value in struct sv. ok is false when the
 // value is absent (a nil pointer).
-func fieldValue(f *field, sv reflect.Value, path string) (v reflect.Value, ok bool, err error) {
-	if fn, found := specialForms[sv.Type().Name()+"."+f.name]; found {
+func fieldValue(f *engine.Field, sv reflect.Value, path string) (v reflect.Value, ok bool, err error) {
+	if fn, found := specialForms[sv.Type().Name()+"."+f.Name]; found {
 		return reflect.ValueOf(fn(sv)), true, nil
 	}
-	if gv, found := goField(sv, f.name); found {
+	if gv, found := goField(sv, f.Name); found {
 		for gv.Kind() == reflect.Pointer {
 			if gv.IsNil() {
 				return reflect.Value{}, false, nil
@@ -155,12 +155,12 @@ func fieldValue(f *field, sv reflect.Value, path string) (v reflect.Value, ok bo
 		}
 		return gv, true, nil
 	}
-	if f.bind != nil && sv.CanAddr() {
+	if f.Bind != nil && sv.CanAddr() {
 		// Only reached by binds that return a place inside sv (data's
 		// limits, which are fields of RouteData itself): opt binds name
 		// pointer fields, which goField finds first, so nothing is
 		// allocated here.
-		return reflect.ValueOf(f.bind(sv.Addr().Interface())).Elem(), true, nil
+		return reflect.ValueOf(f.Bind(sv.Addr().Interface())).Elem(), true, nil
 	}
 	return reflect.Value{}, false, fmt.Errorf("config: effective: no Go field of %s for %s", sv.Type(), path)
 }
@@ -223,7 +223,7 @@ var specialForms = map[string]func(sv reflect.Value) any{
 
 // blockValue is a special form's value rendered as block b.
 type blockValue struct {
-	b *block
+	b *engine.Block
 	v reflect.Value
 }
 
@@ -254,38 +254,38 @@ func redact(v reflect.Value) (out any, keep bool) {
 
 // renderValue renders v as field f. keep is false for a value left out:
 // a zero value of a field with no default that is not required.
-func renderValue(f *field, v reflect.Value, path string) (out any, keep bool, err error) {
+func renderValue(f *engine.Field, v reflect.Value, path string) (out any, keep bool, err error) {
 	if v.Kind() == reflect.Interface {
 		v = v.Elem()
 	}
 	if !v.IsValid() {
 		return nil, false, nil
 	}
-	if v.IsZero() && f.def == nil && !f.required && !zeroMeans(f) {
+	if v.IsZero() && f.Def == nil && !f.Required && !zeroMeans(f) {
 		return nil, false, nil
 	}
-	switch f.kind {
-	case kindBlock:
-		r, err := renderBlock(f.sub, v, path)
+	switch f.Kind {
+	case engine.KindBlock:
+		r, err := renderBlock(f.Sub, v, path)
 		return r, true, err
-	case kindMap:
+	case engine.KindMap:
 		return renderMap(f, v, nil, path)
-	case kindList:
+	case engine.KindList:
 		if v.Kind() != reflect.Slice {
 			return v.Interface(), true, nil // a special form's list
 		}
 		items := make([]any, 0, v.Len())
 		for i := range v.Len() {
 			iv := v.Index(i)
-			if f.item.kind == kindBlock {
-				r, err := renderBlock(f.item.sub, iv, engine.Index(path, i))
+			if f.Item.Kind == engine.KindBlock {
+				r, err := renderBlock(f.Item.Sub, iv, engine.Index(path, i))
 				if err != nil {
 					return nil, false, err
 				}
 				items = append(items, r)
 				continue
 			}
-			items = append(items, scalar(f.item, iv))
+			items = append(items, scalar(f.Item, iv))
 		}
 		return items, true, nil
 	}
@@ -303,13 +303,13 @@ func renderValue(f *field, v reflect.Value, path string) (out any, keep bool, er
 // derived from the limit). Zero strings, durations (which must be
 // greater than 0), bools, numbers (a rate must be greater than 0), lists,
 // maps and blocks read the same as omitted.
-func zeroMeans(f *field) bool {
-	return (f.kind == kindInt || f.kind == kindSize) && f.lo <= 0
+func zeroMeans(f *engine.Field) bool {
+	return (f.Kind == engine.KindInt || f.Kind == engine.KindSize) && f.Lo <= 0
 }
 
 // renderMap renders a kindMap: entries in order (the file's, which the
 // Config keeps for some maps: mapOrders), else sorted by name.
-func renderMap(f *field, v reflect.Value, order []string, path string) (any, bool, error) {
+func renderMap(f *engine.Field, v reflect.Value, order []string, path string) (any, bool, error) {
 	if v.Kind() != reflect.Map {
 		return nil, false, fmt.Errorf("config: effective: %s is a %s, not a map", path, v.Kind())
 	}
@@ -337,10 +337,10 @@ func renderMap(f *field, v reflect.Value, order []string, path string) (any, boo
 		var r any
 		var err error
 		switch {
-		case f.sub != nil:
-			r, err = renderBlock(f.sub, ev, ep)
-		case f.item != nil:
-			r, _, err = renderValue(f.item, ev, ep)
+		case f.Sub != nil:
+			r, err = renderBlock(f.Sub, ev, ep)
+		case f.Item != nil:
+			r, _, err = renderValue(f.Item, ev, ep)
 		}
 		if err != nil {
 			return nil, false, err
@@ -360,7 +360,7 @@ var mapOrders = map[reflect.Type]string{
 
 // scalar renders a leaf value: durations as Go duration strings, every
 // other kind as its Go value (sizes as bytes).
-func scalar(f *field, v reflect.Value) any {
+func scalar(f *engine.Field, v reflect.Value) any {
 	if d, ok := v.Interface().(time.Duration); ok {
 		return d.String()
 	}

@@ -55,7 +55,7 @@ func ForbiddenTrailer(name string) bool {
 // forwardTrailers reads a route's `forward_trailers`: distinct field
 // names, none forbidden, stored canonical.
 func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -63,7 +63,7 @@ func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
 	first := make(map[string]int, len(items))
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, sok := p.str(ip, item)
+		s, sok := p.Str(ip, item)
 		if !sok {
 			continue
 		}
@@ -89,7 +89,7 @@ func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
 // upgrades reads a route's `upgrades`: distinct protocol names, stored
 // lower-case; h2c is refused. An explicit empty list allows none.
 func (p *parser) upgrades(path string, n *yaml.Node) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return DefaultUpgrades()
 	}
@@ -97,7 +97,7 @@ func (p *parser) upgrades(path string, n *yaml.Node) []string {
 	first := make(map[string]int, len(items))
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, sok := p.str(ip, item)
+		s, sok := p.Str(ip, item)
 		if !sok {
 			continue
 		}

@@ -25,7 +25,7 @@ const (
 // and a timeout no longer than the interval.
 func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 	hc := defaultHealthCheck()
-	f, ok := p.block(path, n, healthCheckBlock)
+	f, ok := p.Block(path, n, healthCheckBlock)
 	if !ok {
 		return hc
 	}
@@ -33,7 +33,7 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 		hc.HTTP = p.httpCheck(engine.Key(path, "http"), v)
 	}
 	// tcp, interval, timeout, healthy_after and unhealthy_after.
-	bad := p.bind(f, n, path, healthCheckBlock, hc)
+	bad := p.Bind(f, n, path, healthCheckBlock, hc)
 	switch {
 	case bad["tcp"]:
 	case hc.HTTP != nil && hc.TCP:
@@ -59,11 +59,11 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 // httpCheck reads `health_check.http`; null reads as every default.
 func (p *parser) httpCheck(path string, n *yaml.Node) *HTTPCheck {
 	hc := defaultHTTPCheck()
-	f, ok := p.block(path, n, httpCheckBlock)
+	f, ok := p.Block(path, n, httpCheckBlock)
 	if !ok {
 		return hc
 	}
-	p.bind(f, n, path, httpCheckBlock, hc) // path
+	p.Bind(f, n, path, httpCheckBlock, hc) // path
 	if v := f["expect"]; v != nil {
 		hc.Expect = p.expect(engine.Key(path, "expect"), v)
 	}
@@ -81,7 +81,7 @@ func checkHealthPath(s string) string {
 
 // expect reads a list of 1 to 16 distinct statuses, 100 to 599, sorted.
 func (p *parser) expect(path string, n *yaml.Node) []int {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return DefaultHealthCheckExpect()
 	}
@@ -91,7 +91,7 @@ func (p *parser) expect(path string, n *yaml.Node) []int {
 	}
 	var out []int
 	for i, item := range items {
-		s, ok := p.integer(engine.Index(path, i), item, minHealthCheckStatus, maxHealthCheckStatus)
+		s, ok := p.Integer(engine.Index(path, i), item, minHealthCheckStatus, maxHealthCheckStatus)
 		if !ok {
 			continue
 		}
@@ -109,11 +109,11 @@ func (p *parser) expect(path string, n *yaml.Node) []int {
 // default.
 func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 	od := defaultOutlierDetection()
-	f, ok := p.block(path, n, outlierDetectionBlock)
+	f, ok := p.Block(path, n, outlierDetectionBlock)
 	if !ok {
 		return od
 	}
-	bad := p.bind(f, n, path, outlierDetectionBlock, od)
+	bad := p.Bind(f, n, path, outlierDetectionBlock, od)
 	if !bad["base_ejection_time"] && !bad["max_ejection_time"] && od.MaxEjectionTime < od.BaseEjectionTime {
 		if v := f["max_ejection_time"]; v != nil {
 			was := od.BaseEjectionTime.String()
@@ -133,13 +133,13 @@ func (p *parser) outlierDetection(path string, n *yaml.Node) *OutlierDetection {
 // not the local one.
 func (p *parser) zones(path string, n *yaml.Node) *Zones {
 	z := defaultZones()
-	f, ok := p.block(path, n, zonesBlock)
+	f, ok := p.Block(path, n, zonesBlock)
 	if !ok {
 		return z
 	}
-	p.bind(f, n, path, zonesBlock, z) // local and overprovisioning
+	p.Bind(f, n, path, zonesBlock, z) // local and overprovisioning
 	if v := f["failover"]; v != nil && !engine.IsNull(v) {
-		items, ok := p.sequence(engine.Key(path, "failover"), v)
+		items, ok := p.Sequence(engine.Key(path, "failover"), v)
 		if ok && len(items) > maxFailoverZones {
 			p.Add(v, engine.Key(path, "failover"), "must list at most %d zones, got %d", maxFailoverZones, len(items))
 			items = nil
@@ -164,7 +164,7 @@ func (p *parser) zones(path string, n *yaml.Node) *Zones {
 // zoneName reads a zone name: 1 to 64 of a-z, 0-9, "_", "." and "-" (the
 // discovery firewall's rule for an instance's zone).
 func (p *parser) zoneName(path string, n *yaml.Node) (string, bool) {
-	s, ok := p.str(path, n)
+	s, ok := p.Str(path, n)
 	if !ok || !p.zone(path, n, s) {
 		return "", false
 	}
@@ -194,48 +194,48 @@ const (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	httpCheckBlock = newBlock(
-		field{name: "path", kind: kindString, def: DefaultHealthCheckPath, doc: "path probed; at most 1024 bytes",
-			check: problemOf(checkHealthPath), bind: at(func(h *HTTPCheck) *string { return &h.Path })},
-		field{name: "expect", kind: kindList, minItems: 1, maxItems: maxExpectStatuses,
-			item: &field{kind: kindInt, lo: minHealthCheckStatus, hi: maxHealthCheckStatus}, doc: "statuses that count as healthy (1 to 16)"},
+	httpCheckBlock = engine.NewBlock(
+		engine.Field{Name: "path", Kind: engine.KindString, Def: DefaultHealthCheckPath, Doc: "path probed; at most 1024 bytes",
+			Check: engine.ProblemOf(checkHealthPath), Bind: engine.At(func(h *HTTPCheck) *string { return &h.Path })},
+		engine.Field{Name: "expect", Kind: engine.KindList, MinItems: 1, MaxItems: maxExpectStatuses,
+			Item: &engine.Field{Kind: engine.KindInt, Lo: minHealthCheckStatus, Hi: maxHealthCheckStatus}, Doc: "statuses that count as healthy (1 to 16)"},
 	)
-	healthCheckBlock = newBlock(
-		field{name: "http", kind: kindBlock, sub: httpCheckBlock, doc: "probe with an HTTP GET"},
-		field{name: "tcp", kind: kindBool, doc: "probe by opening a connection",
-			bind: at(func(h *HealthCheck) *bool { return &h.TCP })},
-		field{name: "interval", kind: kindDuration, def: DefaultHealthCheckInterval, doc: "time between probes; at least timeout",
-			bind: at(func(h *HealthCheck) *time.Duration { return &h.Interval })},
-		field{name: "timeout", kind: kindDuration, def: DefaultHealthCheckTimeout, doc: "deadline of a probe",
-			bind: at(func(h *HealthCheck) *time.Duration { return &h.Timeout })},
-		field{name: "healthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultHealthyAfter, doc: "passing probes in a row that make an endpoint healthy",
-			bind: at(func(h *HealthCheck) *int { return &h.HealthyAfter })},
-		field{name: "unhealthy_after", kind: kindInt, lo: 1, hi: maxCheckRun, def: DefaultUnhealthyAfter, doc: "failing probes in a row that make it unhealthy",
-			bind: at(func(h *HealthCheck) *int { return &h.UnhealthyAfter })},
+	healthCheckBlock = engine.NewBlock(
+		engine.Field{Name: "http", Kind: engine.KindBlock, Sub: httpCheckBlock, Doc: "probe with an HTTP GET"},
+		engine.Field{Name: "tcp", Kind: engine.KindBool, Doc: "probe by opening a connection",
+			Bind: engine.At(func(h *HealthCheck) *bool { return &h.TCP })},
+		engine.Field{Name: "interval", Kind: engine.KindDuration, Def: DefaultHealthCheckInterval, Doc: "time between probes; at least timeout",
+			Bind: engine.At(func(h *HealthCheck) *time.Duration { return &h.Interval })},
+		engine.Field{Name: "timeout", Kind: engine.KindDuration, Def: DefaultHealthCheckTimeout, Doc: "deadline of a probe",
+			Bind: engine.At(func(h *HealthCheck) *time.Duration { return &h.Timeout })},
+		engine.Field{Name: "healthy_after", Kind: engine.KindInt, Lo: 1, Hi: maxCheckRun, Def: DefaultHealthyAfter, Doc: "passing probes in a row that make an endpoint healthy",
+			Bind: engine.At(func(h *HealthCheck) *int { return &h.HealthyAfter })},
+		engine.Field{Name: "unhealthy_after", Kind: engine.KindInt, Lo: 1, Hi: maxCheckRun, Def: DefaultUnhealthyAfter, Doc: "failing probes in a row that make it unhealthy",
+			Bind: engine.At(func(h *HealthCheck) *int { return &h.UnhealthyAfter })},
 	)
-	outlierDetectionBlock = newBlock(
-		field{name: "consecutive_gateway_failures", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutiveGatewayFailures,
-			doc:  "gateway failures in a row that eject an endpoint; 0 is off",
-			bind: at(func(o *OutlierDetection) *int { return &o.ConsecutiveGatewayFailures })},
-		field{name: "consecutive_5xx", kind: kindInt, lo: 0, hi: maxFailureRun, def: DefaultConsecutive5xx,
-			doc:  "5xx responses in a row that eject an endpoint; 0 is off",
-			bind: at(func(o *OutlierDetection) *int { return &o.Consecutive5xx })},
-		field{name: "base_ejection_time", kind: kindDuration, def: DefaultBaseEjectionTime, doc: "first ejection's length",
-			bind: at(func(o *OutlierDetection) *time.Duration { return &o.BaseEjectionTime })},
-		field{name: "max_ejection_time", kind: kindDuration, def: DefaultMaxEjectionTime, doc: "longest ejection; at least base_ejection_time",
-			bind: at(func(o *OutlierDetection) *time.Duration { return &o.MaxEjectionTime })},
-		field{name: "max_ejection_percent", kind: kindInt, lo: 0, hi: maxEjectionPercent, def: DefaultMaxEjectionPercent,
-			doc:  "most of the endpoints ejected at once, in percent",
-			bind: at(func(o *OutlierDetection) *int { return &o.MaxEjectionPercent })},
+	outlierDetectionBlock = engine.NewBlock(
+		engine.Field{Name: "consecutive_gateway_failures", Kind: engine.KindInt, Lo: 0, Hi: maxFailureRun, Def: DefaultConsecutiveGatewayFailures,
+			Doc:  "gateway failures in a row that eject an endpoint; 0 is off",
+			Bind: engine.At(func(o *OutlierDetection) *int { return &o.ConsecutiveGatewayFailures })},
+		engine.Field{Name: "consecutive_5xx", Kind: engine.KindInt, Lo: 0, Hi: maxFailureRun, Def: DefaultConsecutive5xx,
+			Doc:  "5xx responses in a row that eject an endpoint; 0 is off",
+			Bind: engine.At(func(o *OutlierDetection) *int { return &o.Consecutive5xx })},
+		engine.Field{Name: "base_ejection_time", Kind: engine.KindDuration, Def: DefaultBaseEjectionTime, Doc: "first ejection's length",
+			Bind: engine.At(func(o *OutlierDetection) *time.Duration { return &o.BaseEjectionTime })},
+		engine.Field{Name: "max_ejection_time", Kind: engine.KindDuration, Def: DefaultMaxEjectionTime, Doc: "longest ejection; at least base_ejection_time",
+			Bind: engine.At(func(o *OutlierDetection) *time.Duration { return &o.MaxEjectionTime })},
+		engine.Field{Name: "max_ejection_percent", Kind: engine.KindInt, Lo: 0, Hi: maxEjectionPercent, Def: DefaultMaxEjectionPercent,
+			Doc:  "most of the endpoints ejected at once, in percent",
+			Bind: engine.At(func(o *OutlierDetection) *int { return &o.MaxEjectionPercent })},
 	)
-	zonesBlock = newBlock(
-		field{name: "local", kind: kindString, required: true, pattern: namePattern, doc: "the zone this levee runs in",
-			missing: "required, the zone this levee runs in", empty: zoneProblem(""),
-			check: checkZone, bind: at(func(z *Zones) *string { return &z.Local })},
-		field{name: "failover", kind: kindList, maxItems: maxFailoverZones, item: &field{kind: kindString, pattern: namePattern}, doc: "other zones to fail over to, nearest first (at most 16)"},
-		field{name: "overprovisioning", kind: kindNumber, flo: 1, fhi: maxOverprovisioning, def: DefaultOverprovisioning,
-			doc:  "factor on a zone's healthy share before traffic spills over",
-			bind: at(func(z *Zones) *float64 { return &z.Overprovisioning })},
+	zonesBlock = engine.NewBlock(
+		engine.Field{Name: "local", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the zone this levee runs in",
+			Missing: "required, the zone this levee runs in", Empty: zoneProblem(""),
+			Check: checkZone, Bind: engine.At(func(z *Zones) *string { return &z.Local })},
+		engine.Field{Name: "failover", Kind: engine.KindList, MaxItems: maxFailoverZones, Item: &engine.Field{Kind: engine.KindString, Pattern: namePattern}, Doc: "other zones to fail over to, nearest first (at most 16)"},
+		engine.Field{Name: "overprovisioning", Kind: engine.KindNumber, Flo: 1, Fhi: maxOverprovisioning, Def: DefaultOverprovisioning,
+			Doc:  "factor on a zone's healthy share before traffic spills over",
+			Bind: engine.At(func(z *Zones) *float64 { return &z.Overprovisioning })},
 	)
 )
 
@@ -355,14 +355,14 @@ const (
 // DefaultHealthCheckExpect returns HTTPCheck.Expect when omitted: [200].
 func DefaultHealthCheckExpect() []int { return []int{200} }
 
-func defaultHealthCheck() *HealthCheck { return withDefaults(healthCheckBlock, &HealthCheck{}) }
+func defaultHealthCheck() *HealthCheck { return engine.WithDefaults(healthCheckBlock, &HealthCheck{}) }
 
 func defaultHTTPCheck() *HTTPCheck {
-	return withDefaults(httpCheckBlock, &HTTPCheck{Expect: DefaultHealthCheckExpect()})
+	return engine.WithDefaults(httpCheckBlock, &HTTPCheck{Expect: DefaultHealthCheckExpect()})
 }
 
 func defaultOutlierDetection() *OutlierDetection {
-	return withDefaults(outlierDetectionBlock, &OutlierDetection{})
+	return engine.WithDefaults(outlierDetectionBlock, &OutlierDetection{})
 }
 
-func defaultZones() *Zones { return withDefaults(zonesBlock, &Zones{}) }
+func defaultZones() *Zones { return engine.WithDefaults(zonesBlock, &Zones{}) }

@@ -17,7 +17,7 @@ const limitRule = `a whole number from 1 to 100000 or "adaptive"`
 // and max apply only to an adaptive limit, and max_queue's default
 // depends on which kind of limit it is.
 func (p *parser) limits(path string, n *yaml.Node) *Limits {
-	f, ok := p.block(path, n, limitsBlock)
+	f, ok := p.Block(path, n, limitsBlock)
 	if !ok {
 		return defaultLimits(1, false)
 	}
@@ -54,7 +54,7 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 	}
 	// min and max (left out above unless adaptive or unknown), max_queue,
 	// queue_timeout and max_per_consumer.
-	bad := p.bind(f, n, path, limitsBlock, l)
+	bad := p.Bind(f, n, path, limitsBlock, l)
 	if minNode, maxNode := f["min"], f["max"]; adaptive && !bad["min"] && !bad["max"] && l.Min > l.Max {
 		switch {
 		case maxNode == nil:
@@ -68,20 +68,20 @@ func (p *parser) limits(path string, n *yaml.Node) *Limits {
 	return l
 }
 
-var limitsBlock = newBlock(
-	field{name: "max_concurrency", kind: kindEither, required: true, doc: limitRule, either: []field{
-		{kind: kindInt, lo: 1, hi: maxConcurrencyCap}, {kind: kindEnum, enum: []string{adaptiveLimit}}}},
-	field{name: "min", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "lowest adaptive limit",
-		bind: at(func(l *Limits) *int { return &l.Min })},
-	field{name: "max", kind: kindInt, lo: 1, hi: maxConcurrencyCap, doc: "highest adaptive limit",
-		bind: at(func(l *Limits) *int { return &l.Max })},
-	field{name: "max_queue", kind: kindInt, lo: 0, hi: maxQueueCap, doc: "requests waiting at once; twice a static limit, or 256 with adaptive",
-		bind: at(func(l *Limits) *int { return &l.MaxQueue })},
-	field{name: "queue_timeout", kind: kindDuration, def: DefaultLimitsQueueTimeout, doc: "longest wait in the queue",
-		bind: at(func(l *Limits) *time.Duration { return &l.QueueTimeout })},
-	field{name: "max_per_consumer", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultLimitsMaxPerConsumer,
-		doc:  "requests one consumer may have in flight; 0 is half the limit",
-		bind: at(func(l *Limits) *int { return &l.MaxPerConsumer })},
+var limitsBlock = engine.NewBlock(
+	engine.Field{Name: "max_concurrency", Kind: engine.KindEither, Required: true, Doc: limitRule, Either: []engine.Field{
+		{Kind: engine.KindInt, Lo: 1, Hi: maxConcurrencyCap}, {Kind: engine.KindEnum, Enum: []string{adaptiveLimit}}}},
+	engine.Field{Name: "min", Kind: engine.KindInt, Lo: 1, Hi: maxConcurrencyCap, Doc: "lowest adaptive limit",
+		Bind: engine.At(func(l *Limits) *int { return &l.Min })},
+	engine.Field{Name: "max", Kind: engine.KindInt, Lo: 1, Hi: maxConcurrencyCap, Doc: "highest adaptive limit",
+		Bind: engine.At(func(l *Limits) *int { return &l.Max })},
+	engine.Field{Name: "max_queue", Kind: engine.KindInt, Lo: 0, Hi: maxQueueCap, Doc: "requests waiting at once; twice a static limit, or 256 with adaptive",
+		Bind: engine.At(func(l *Limits) *int { return &l.MaxQueue })},
+	engine.Field{Name: "queue_timeout", Kind: engine.KindDuration, Def: DefaultLimitsQueueTimeout, Doc: "longest wait in the queue",
+		Bind: engine.At(func(l *Limits) *time.Duration { return &l.QueueTimeout })},
+	engine.Field{Name: "max_per_consumer", Kind: engine.KindInt, Lo: 0, Hi: maxMaxConnections, Def: DefaultLimitsMaxPerConsumer,
+		Doc:  "requests one consumer may have in flight; 0 is half the limit",
+		Bind: engine.At(func(l *Limits) *int { return &l.MaxPerConsumer })},
 )
 
 // Limits is the admission control of one upstream (`limits`): how many
@@ -158,7 +158,7 @@ const adaptiveLimit = "adaptive"
 // but max_concurrency: a static limit of n, or an adaptive one when
 // adaptive.
 func defaultLimits(n int, adaptive bool) *Limits {
-	l := withDefaults(limitsBlock, &Limits{MaxConcurrency: n, MaxQueue: 2 * n})
+	l := engine.WithDefaults(limitsBlock, &Limits{MaxConcurrency: n, MaxQueue: 2 * n})
 	if adaptive {
 		l.MaxConcurrency = 0
 		l.Adaptive = true

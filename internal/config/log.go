@@ -14,47 +14,47 @@ const maxMetricsAppLabels = 1000
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	logBlock = newBlock(
-		field{name: "level", kind: kindEnum, enum: logLevels, def: DefaultLogLevel, doc: "lowest level logged",
-			bind: at(func(l *Log) *string { return &l.Level })},
-		field{name: "access", kind: kindEither, def: DefaultLogAccess, doc: "whether each request is logged: true, false, or the access log's settings (which turn it on)",
-			either: []field{{kind: kindBool}, {kind: kindBlock, sub: accessLogBlock}}},
+	logBlock = engine.NewBlock(
+		engine.Field{Name: "level", Kind: engine.KindEnum, Enum: logLevels, Def: DefaultLogLevel, Doc: "lowest level logged",
+			Bind: engine.At(func(l *Log) *string { return &l.Level })},
+		engine.Field{Name: "access", Kind: engine.KindEither, Def: DefaultLogAccess, Doc: "whether each request is logged: true, false, or the access log's settings (which turn it on)",
+			Either: []engine.Field{{Kind: engine.KindBool}, {Kind: engine.KindBlock, Sub: accessLogBlock}}},
 	)
-	profilesBlock = newBlock(
-		field{name: "enabled", kind: kindBool, def: DefaultProfilesEnabled, doc: "whether levee captures CPU profiles by itself",
-			bind: at(func(p *Profiles) *bool { return &p.Enabled })},
-		field{name: "cpu_threshold", kind: kindFraction, def: DefaultProfilesCPUThreshold, doc: "share of GOMAXPROCS's CPU above which the process is busy",
-			bind: at(func(p *Profiles) *float64 { return &p.CPUThreshold })},
-		field{name: "sustain", kind: kindDuration, def: DefaultProfilesSustain, doc: "how long CPU use stays above the threshold before a capture; 1s to 1h",
-			check: checkDurationWithin(time.Second, time.Hour), bind: at(func(p *Profiles) *time.Duration { return &p.Sustain })},
-		field{name: "on_shedding", kind: kindBool, def: DefaultProfilesOnShedding, doc: "also capture when admission starts refusing requests",
-			bind: at(func(p *Profiles) *bool { return &p.OnShedding })},
-		field{name: "interval", kind: kindDuration, def: DefaultProfilesInterval, doc: "least time between two captures; 1s to 24h",
-			check: checkDurationWithin(time.Second, 24*time.Hour), bind: at(func(p *Profiles) *time.Duration { return &p.Interval })},
-		field{name: "duration", kind: kindDuration, def: DefaultProfilesDuration, doc: "how long each CPU profile records; 100ms to 5m",
-			check: checkDurationWithin(100*time.Millisecond, 5*time.Minute), bind: at(func(p *Profiles) *time.Duration { return &p.Duration })},
-		field{name: "keep", kind: kindInt, lo: 1, hi: 1000, def: DefaultProfilesKeep, doc: "captures kept, the newest",
-			bind: at(func(p *Profiles) *int { return &p.Keep })},
-		field{name: "max_bytes", kind: kindSize, lo: 1 << 20, hi: 16 << 30, def: int64(DefaultProfilesMaxBytes), doc: "the captures' files together; the oldest go first",
-			bind: at(func(p *Profiles) *int64 { return &p.MaxBytes })},
+	profilesBlock = engine.NewBlock(
+		engine.Field{Name: "enabled", Kind: engine.KindBool, Def: DefaultProfilesEnabled, Doc: "whether levee captures CPU profiles by itself",
+			Bind: engine.At(func(p *Profiles) *bool { return &p.Enabled })},
+		engine.Field{Name: "cpu_threshold", Kind: engine.KindFraction, Def: DefaultProfilesCPUThreshold, Doc: "share of GOMAXPROCS's CPU above which the process is busy",
+			Bind: engine.At(func(p *Profiles) *float64 { return &p.CPUThreshold })},
+		engine.Field{Name: "sustain", Kind: engine.KindDuration, Def: DefaultProfilesSustain, Doc: "how long CPU use stays above the threshold before a capture; 1s to 1h",
+			Check: engine.CheckDurationWithin(time.Second, time.Hour), Bind: engine.At(func(p *Profiles) *time.Duration { return &p.Sustain })},
+		engine.Field{Name: "on_shedding", Kind: engine.KindBool, Def: DefaultProfilesOnShedding, Doc: "also capture when admission starts refusing requests",
+			Bind: engine.At(func(p *Profiles) *bool { return &p.OnShedding })},
+		engine.Field{Name: "interval", Kind: engine.KindDuration, Def: DefaultProfilesInterval, Doc: "least time between two captures; 1s to 24h",
+			Check: engine.CheckDurationWithin(time.Second, 24*time.Hour), Bind: engine.At(func(p *Profiles) *time.Duration { return &p.Interval })},
+		engine.Field{Name: "duration", Kind: engine.KindDuration, Def: DefaultProfilesDuration, Doc: "how long each CPU profile records; 100ms to 5m",
+			Check: engine.CheckDurationWithin(100*time.Millisecond, 5*time.Minute), Bind: engine.At(func(p *Profiles) *time.Duration { return &p.Duration })},
+		engine.Field{Name: "keep", Kind: engine.KindInt, Lo: 1, Hi: 1000, Def: DefaultProfilesKeep, Doc: "captures kept, the newest",
+			Bind: engine.At(func(p *Profiles) *int { return &p.Keep })},
+		engine.Field{Name: "max_bytes", Kind: engine.KindSize, Lo: 1 << 20, Hi: 16 << 30, Def: int64(DefaultProfilesMaxBytes), Doc: "the captures' files together; the oldest go first",
+			Bind: engine.At(func(p *Profiles) *int64 { return &p.MaxBytes })},
 	)
-	metricsBlock = newBlock(
-		field{name: "app_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsAppLabels,
-			doc:  "apps given their own metric label; the rest share one",
-			bind: at(func(m *Metrics) *int { return &m.AppLabels })},
-		field{name: "endpoint_labels", kind: kindInt, lo: 0, hi: maxMetricsAppLabels, def: DefaultMetricsEndpointLabels,
-			doc:  "endpoints of one upstream given their own metric label; the rest share one",
-			bind: at(func(m *Metrics) *int { return &m.EndpointLabels })},
+	metricsBlock = engine.NewBlock(
+		engine.Field{Name: "app_labels", Kind: engine.KindInt, Lo: 0, Hi: maxMetricsAppLabels, Def: DefaultMetricsAppLabels,
+			Doc:  "apps given their own metric label; the rest share one",
+			Bind: engine.At(func(m *Metrics) *int { return &m.AppLabels })},
+		engine.Field{Name: "endpoint_labels", Kind: engine.KindInt, Lo: 0, Hi: maxMetricsAppLabels, Def: DefaultMetricsEndpointLabels,
+			Doc:  "endpoints of one upstream given their own metric label; the rest share one",
+			Bind: engine.At(func(m *Metrics) *int { return &m.EndpointLabels })},
 	)
 )
 
 // log reads `log`: level, and access as true, false or a block.
 func (p *parser) log(l *Log, n *yaml.Node) {
-	f, ok := p.block("log", n, logBlock)
+	f, ok := p.Block("log", n, logBlock)
 	if !ok {
 		return
 	}
-	p.bind(f, n, "log", logBlock, l) // level
+	p.Bind(f, n, "log", logBlock, l) // level
 	v := f["access"]
 	switch {
 	case v == nil, v.Kind == yaml.AliasNode:
@@ -62,7 +62,7 @@ func (p *parser) log(l *Log, n *yaml.Node) {
 		l.Access = true
 		p.accessLog(&l.AccessLog, v)
 	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
-		l.Access, _ = p.boolean("log.access", v)
+		l.Access, _ = p.Boolean("log.access", v)
 	default:
 		p.Add(v, "log.access", "must be true, false or a mapping (output, sample_2xx, redact_query), got %s", engine.Describe(v))
 	}

@@ -8,28 +8,28 @@ import (
 // The memory block (`memory`): the process's memory budget and the
 // watermarks above which requests are shed.
 
-var memoryBlock = newBlock(
-	field{name: "limit", kind: kindSize, lo: minMemoryLimit, hi: maxMemoryLimit, required: true,
-		missing: `required when memory is set, a size such as "2GiB"`,
-		doc:     "the process's memory budget",
-		bind:    at(func(m *Memory) *int64 { return &m.Limit })},
-	field{name: "soft_watermark", kind: kindFraction, def: DefaultMemorySoftWatermark,
-		doc:  "share of limit above which sheddable requests are refused; below hard_watermark",
-		bind: at(func(m *Memory) *float64 { return &m.SoftWatermark })},
-	field{name: "hard_watermark", kind: kindFraction, def: DefaultMemoryHardWatermark,
-		doc:  "share of limit above which all but critical requests are refused",
-		bind: at(func(m *Memory) *float64 { return &m.HardWatermark })},
+var memoryBlock = engine.NewBlock(
+	engine.Field{Name: "limit", Kind: engine.KindSize, Lo: minMemoryLimit, Hi: maxMemoryLimit, Required: true,
+		Missing: `required when memory is set, a size such as "2GiB"`,
+		Doc:     "the process's memory budget",
+		Bind:    engine.At(func(m *Memory) *int64 { return &m.Limit })},
+	engine.Field{Name: "soft_watermark", Kind: engine.KindFraction, Def: DefaultMemorySoftWatermark,
+		Doc:  "share of limit above which sheddable requests are refused; below hard_watermark",
+		Bind: engine.At(func(m *Memory) *float64 { return &m.SoftWatermark })},
+	engine.Field{Name: "hard_watermark", Kind: engine.KindFraction, Def: DefaultMemoryHardWatermark,
+		Doc:  "share of limit above which all but critical requests are refused",
+		Bind: engine.At(func(m *Memory) *float64 { return &m.HardWatermark })},
 )
 
 // memory reads `memory`, whose limit is required; the soft watermark must
 // be below the hard one, whichever of them the file sets.
 func (p *parser) memory(path string, n *yaml.Node) *Memory {
 	m := defaultMemory()
-	f, ok := p.block(path, n, memoryBlock)
+	f, ok := p.Block(path, n, memoryBlock)
 	if !ok {
 		return m
 	}
-	bad := p.bind(f, n, path, memoryBlock, m)
+	bad := p.Bind(f, n, path, memoryBlock, m)
 	if bad["soft_watermark"] || bad["hard_watermark"] || m.SoftWatermark < m.HardWatermark {
 		return m
 	}
@@ -84,4 +84,4 @@ const (
 	maxMemoryLimit = 1 << 40
 )
 
-func defaultMemory() *Memory { return withDefaults(memoryBlock, &Memory{}) }
+func defaultMemory() *Memory { return engine.WithDefaults(memoryBlock, &Memory{}) }

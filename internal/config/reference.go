@@ -28,32 +28,32 @@ const (
 // routes[].match.host). A block used in two places (retry, limits) is
 // visited at each, less the fields that place omits (a route's retry has
 // no budget). fn returns false to skip the field's sub-blocks.
-func walkTables(fn func(path string, b *block, f *field) bool) {
-	var walk func(b *block, path string, omit []string, depth int)
-	walk = func(b *block, path string, omit []string, depth int) {
+func walkTables(fn func(path string, b *engine.Block, f *engine.Field) bool) {
+	var walk func(b *engine.Block, path string, omit []string, depth int)
+	walk = func(b *engine.Block, path string, omit []string, depth int) {
 		if depth > maxTableDepth {
 			panic("config: field tables nest deeper than " + strconv.Itoa(maxTableDepth) + " at " + path)
 		}
-		for i := range b.fields {
-			f := &b.fields[i]
-			if containsString(omit, f.name) {
+		for i := range b.Fields {
+			f := &b.Fields[i]
+			if containsString(omit, f.Name) {
 				continue
 			}
-			p := engine.Key(path, f.name)
+			p := engine.Key(path, f.Name)
 			if !fn(p, b, f) {
 				continue
 			}
 			switch {
-			case f.sub != nil && f.kind == kindMap:
-				walk(f.sub, p+".*", f.omit, depth+1)
-			case f.sub != nil:
-				walk(f.sub, p, f.omit, depth+1)
-			case f.item != nil && f.item.sub != nil:
-				walk(f.item.sub, p+"[]", f.item.omit, depth+1)
+			case f.Sub != nil && f.Kind == engine.KindMap:
+				walk(f.Sub, p+".*", f.Omit, depth+1)
+			case f.Sub != nil:
+				walk(f.Sub, p, f.Omit, depth+1)
+			case f.Item != nil && f.Item.Sub != nil:
+				walk(f.Item.Sub, p+"[]", f.Item.Omit, depth+1)
 			}
-			for j := range f.either {
-				if f.either[j].sub != nil {
-					walk(f.either[j].sub, p, nil, depth+1)
+			for j := range f.Either {
+				if f.Either[j].Sub != nil {
+					walk(f.Either[j].Sub, p, nil, depth+1)
 				}
 			}
 		}
@@ -84,12 +84,12 @@ func FieldReference() []byte {
 	buf.WriteString("| Field | Kind | Default | On reload | Description |\n")
 	buf.WriteString("|---|---|---|---|---|\n")
 	var restarts []string // the blocks marked restart: all of each needs one
-	walkTables(func(path string, b *block, f *field) bool {
+	walkTables(func(path string, b *engine.Block, f *engine.Field) bool {
 		rule := reloadCell(path, f, restarts)
-		if f.reload == restart {
+		if f.Reload == engine.Restart {
 			restarts = append(restarts, path)
 		}
-		fmt.Fprintf(&buf, "| `%s` | %s | %s | %s | %s |\n", path, kindCell(f), defaultCell(f), rule, docCell(f.doc))
+		fmt.Fprintf(&buf, "| `%s` | %s | %s | %s | %s |\n", path, kindCell(f), defaultCell(f), rule, docCell(f.Doc))
 		return true
 	})
 	buf.WriteString("\n" + FieldReferenceEnd + "\n")
@@ -99,13 +99,13 @@ func FieldReference() []byte {
 // reloadCell is what a reload does with a change to the field at path:
 // its own rule, or a restart when it lies in a block marked restart (one
 // of restarts, which walkTables visits before their fields).
-func reloadCell(path string, f *field, restarts []string) string {
+func reloadCell(path string, f *engine.Field, restarts []string) string {
 	for _, r := range restarts {
 		if strings.HasPrefix(path, r+".") || strings.HasPrefix(path, r+"[") {
 			return "restart (all of `" + r + "`)"
 		}
 	}
-	return f.reload.describe()
+	return f.Reload.Describe()
 }
 
 // docCell is a doc line as a table cell: "|" escaped, "required" added by
@@ -115,45 +115,45 @@ func docCell(doc string) string {
 }
 
 // kindCell describes what a field's value is written as, with its bounds.
-func kindCell(f *field) string {
+func kindCell(f *engine.Field) string {
 	s := kindName(f)
-	if f.required {
+	if f.Required {
 		s += ", required"
 	}
 	return strings.ReplaceAll(s, "|", `\|`)
 }
 
-func kindName(f *field) string {
-	switch f.kind {
-	case kindString:
+func kindName(f *engine.Field) string {
+	switch f.Kind {
+	case engine.KindString:
 		return "string"
-	case kindEnum:
-		return "one of " + strings.Join(f.enum, ", ")
-	case kindInt:
-		return fmt.Sprintf("integer %d to %d", f.lo, f.hi)
-	case kindNumber:
-		return fmt.Sprintf("number %s to %s", engine.FormatNumber(f.flo), engine.FormatNumber(f.fhi))
-	case kindFraction:
+	case engine.KindEnum:
+		return "one of " + strings.Join(f.Enum, ", ")
+	case engine.KindInt:
+		return fmt.Sprintf("integer %d to %d", f.Lo, f.Hi)
+	case engine.KindNumber:
+		return fmt.Sprintf("number %s to %s", engine.FormatNumber(f.Flo), engine.FormatNumber(f.Fhi))
+	case engine.KindFraction:
 		return "number > 0, at most 1"
-	case kindBool:
+	case engine.KindBool:
 		return "true or false"
-	case kindDuration:
+	case engine.KindDuration:
 		return "duration > 0"
-	case kindSize:
-		return fmt.Sprintf("size %s to %s", engine.FormatSize(f.lo), engine.FormatSize(f.hi))
-	case kindBlock:
+	case engine.KindSize:
+		return fmt.Sprintf("size %s to %s", engine.FormatSize(f.Lo), engine.FormatSize(f.Hi))
+	case engine.KindBlock:
 		return "block"
-	case kindMap:
+	case engine.KindMap:
 		return "map of blocks"
-	case kindList:
-		if f.item != nil && f.item.kind != kindList {
-			return "list of " + kindName(f.item)
+	case engine.KindList:
+		if f.Item != nil && f.Item.Kind != engine.KindList {
+			return "list of " + kindName(f.Item)
 		}
 		return "list"
-	case kindEither:
-		forms := make([]string, len(f.either))
-		for i := range f.either {
-			forms[i] = kindName(&f.either[i])
+	case engine.KindEither:
+		forms := make([]string, len(f.Either))
+		for i := range f.Either {
+			forms[i] = kindName(&f.Either[i])
 		}
 		return strings.Join(forms, " or ")
 	}
@@ -163,23 +163,23 @@ func kindName(f *field) string {
 // defaultCell is a field's table default as the file would write it; "—"
 // without one (required, none, or one that depends on other fields, which
 // the doc line then states).
-func defaultCell(f *field) string {
-	if f.def == nil {
+func defaultCell(f *engine.Field) string {
+	if f.Def == nil {
 		return "—"
 	}
-	switch v := f.def.(type) {
+	switch v := f.Def.(type) {
 	case string:
 		return "`" + strconv.Quote(v) + "`"
 	case time.Duration:
 		return "`" + formatDuration(v) + "`"
 	case int64:
-		if f.kind == kindSize {
+		if f.Kind == engine.KindSize {
 			return "`" + engine.FormatSize(v) + "`"
 		}
 	case float64:
 		return "`" + engine.FormatNumber(v) + "`"
 	}
-	return fmt.Sprintf("`%v`", f.def)
+	return fmt.Sprintf("`%v`", f.Def)
 }
 
 // formatDuration writes d as time.Duration does, less zero trailing units

@@ -6,45 +6,14 @@ import (
 	"github.com/levee-gw/levee/internal/config/engine"
 )
 
-// reloadRule is what a reload does with a change to one field. Each
-// field's table entry says it (field.reload); ReloadRefusals applies the
-// rule and docs/configuration.md's field reference shows it, so the
-// gateway's reload check and the docs cannot disagree with the table.
-type reloadRule uint8
-
-const (
-	// reloadApplied: a reload applies the new value (the zero value, so
-	// a field says nothing unless it needs a restart).
-	reloadApplied reloadRule = iota
-	// restart: any change to the field (a block: to any of its fields,
-	// or setting or omitting it) needs a restart.
-	restart
-	// restartOnOff: setting or omitting the block needs a restart; a
-	// change inside it is applied (tls: new certificate files are read).
-	restartOnOff
-)
-
-// The messages of a refused reload, by rule.
-const (
-	reloadRestartMessage = "cannot change on reload (restart levee)"
-	reloadOnOffMessage   = "cannot be turned on or off on reload (restart levee)"
-)
-
-// describe returns the rule as the docs' field reference shows it.
-func (r reloadRule) describe() string {
-	switch r {
-	case restart:
-		return "restart"
-	case restartOnOff:
-		return "restart to set or omit"
-	default:
-		return "reload"
-	}
-}
+// Each field's table entry says what a reload does with a change to it
+// (engine.Field.Reload: applied, or a restart needed); ReloadRefusals
+// applies those entries, so the gateway's reload check is derived from the
+// tables and docs/configuration.md's field reference shows the same rule.
 
 // ReloadRefusals returns, in the field tables' order, one error per field
 // whose change from old to next a reload cannot apply: those whose table
-// entry says restart (any change) or restartOnOff (set or omitted). nil
+// entry says restart (any change) or engine.RestartOnOff (set or omitted). nil
 // when a reload may replace old with next. The rule is the tables', walked
 // from the root through every block that is a struct (not into lists or
 // maps, where no field needs a restart), so a field marked in its table
@@ -61,10 +30,10 @@ func ReloadRefusals(old, next *Config) Errors {
 // descending into the sub-blocks present in both. A block is only entered
 // through a present struct value, one level of the file per call, so the
 // walk is as deep as the tables.
-func reloadWalk(b *block, a, b2 reflect.Value, path string, errs *Errors) {
-	for i := range b.fields {
-		f := &b.fields[i]
-		p := engine.Key(path, f.name)
+func reloadWalk(b *engine.Block, a, b2 reflect.Value, path string, errs *Errors) {
+	for i := range b.Fields {
+		f := &b.Fields[i]
+		p := engine.Key(path, f.Name)
 		va, oka, erra := fieldValue(f, a, p)
 		vb, okb, errb := fieldValue(f, b2, p)
 		if erra != nil || errb != nil {
@@ -74,20 +43,20 @@ func reloadWalk(b *block, a, b2 reflect.Value, path string, errs *Errors) {
 			// marked field is reached).
 			continue
 		}
-		switch f.reload {
-		case restart:
+		switch f.Reload {
+		case engine.Restart:
 			if oka != okb || oka && !reflect.DeepEqual(va.Interface(), vb.Interface()) {
-				*errs = append(*errs, FieldError{Path: p, Message: reloadRestartMessage})
+				*errs = append(*errs, FieldError{Path: p, Message: engine.ReloadRestartMessage})
 			}
 			continue
-		case restartOnOff:
+		case engine.RestartOnOff:
 			if oka != okb {
-				*errs = append(*errs, FieldError{Path: p, Message: reloadOnOffMessage})
+				*errs = append(*errs, FieldError{Path: p, Message: engine.ReloadOnOffMessage})
 				continue
 			}
 		}
-		if f.kind == kindBlock && f.sub != nil && oka && okb && va.Kind() == reflect.Struct {
-			reloadWalk(f.sub, va, vb, p, errs)
+		if f.Kind == engine.KindBlock && f.Sub != nil && oka && okb && va.Kind() == reflect.Struct {
+			reloadWalk(f.Sub, va, vb, p, errs)
 		}
 	}
 }

@@ -14,36 +14,36 @@ import (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	backoffBlock = newBlock(
-		field{name: "base", kind: kindDuration, def: DefaultRetryBackoffBase, doc: "backoff before the first retry; at most max",
-			bind: at(func(b *Backoff) *time.Duration { return &b.Base })},
-		field{name: "max", kind: kindDuration, def: DefaultRetryBackoffMax, doc: "longest backoff",
-			bind: at(func(b *Backoff) *time.Duration { return &b.Max })},
+	backoffBlock = engine.NewBlock(
+		engine.Field{Name: "base", Kind: engine.KindDuration, Def: DefaultRetryBackoffBase, Doc: "backoff before the first retry; at most max",
+			Bind: engine.At(func(b *Backoff) *time.Duration { return &b.Base })},
+		engine.Field{Name: "max", Kind: engine.KindDuration, Def: DefaultRetryBackoffMax, Doc: "longest backoff",
+			Bind: engine.At(func(b *Backoff) *time.Duration { return &b.Max })},
 	)
-	retryBudgetBlock = newBlock(
-		field{name: "ratio", kind: kindNumber, flo: 0, fhi: maxRetryBudgetRatio, def: DefaultRetryBudgetRatio,
-			doc:  "retries allowed per request, on average",
-			bind: at(func(b *RetryBudget) *float64 { return &b.Ratio })},
-		field{name: "min_per_second", kind: kindNumber, flo: 0, fhi: maxRetryMinPerSecond, def: DefaultRetryBudgetMinPerSecond,
-			doc:  "retries allowed per second whatever the ratio",
-			bind: at(func(b *RetryBudget) *float64 { return &b.MinPerSecond })},
+	retryBudgetBlock = engine.NewBlock(
+		engine.Field{Name: "ratio", Kind: engine.KindNumber, Flo: 0, Fhi: maxRetryBudgetRatio, Def: DefaultRetryBudgetRatio,
+			Doc:  "retries allowed per request, on average",
+			Bind: engine.At(func(b *RetryBudget) *float64 { return &b.Ratio })},
+		engine.Field{Name: "min_per_second", Kind: engine.KindNumber, Flo: 0, Fhi: maxRetryMinPerSecond, Def: DefaultRetryBudgetMinPerSecond,
+			Doc:  "retries allowed per second whatever the ratio",
+			Bind: engine.At(func(b *RetryBudget) *float64 { return &b.MinPerSecond })},
 	)
-	retryBlock = newBlock(
-		field{name: "attempts", kind: kindInt, lo: minRetryAttempts, hi: maxRetryAttempts, def: DefaultRetryAttempts,
-			doc:  "tries in all, the first included",
-			bind: at(func(r *Retry) *int { return &r.Attempts })},
-		field{name: "on", kind: kindList, minItems: 1, item: &field{kind: kindEither, either: []field{
-			{kind: kindEnum, enum: retryConditions}, {kind: kindInt, lo: minRetryStatus, hi: maxRetryStatus}}},
-			doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response" or a status from 400 to 599`},
-		field{name: "per_try_timeout", kind: kindDuration, def: nil,
-			doc:  "deadline of each try; none when omitted",
-			bind: at(func(r *Retry) *time.Duration { return &r.PerTryTimeout })},
-		field{name: "backoff", kind: kindBlock, sub: backoffBlock, doc: "jittered exponential backoff between tries"},
-		field{name: "budget", kind: kindBlock, sub: retryBudgetBlock, doc: "cap on retries across the upstream (upstreams only)",
-			bind: at(func(r *Retry) *RetryBudget { return &r.Budget })},
-		field{name: "replay_body_limit", kind: kindSize, lo: 0, hi: maxReplayBodyLimit, def: DefaultRetryReplayBodyLimit,
-			doc:  "largest request body kept to replay on a retry",
-			bind: at(func(r *Retry) *int64 { return &r.ReplayBodyLimit })},
+	retryBlock = engine.NewBlock(
+		engine.Field{Name: "attempts", Kind: engine.KindInt, Lo: minRetryAttempts, Hi: maxRetryAttempts, Def: DefaultRetryAttempts,
+			Doc:  "tries in all, the first included",
+			Bind: engine.At(func(r *Retry) *int { return &r.Attempts })},
+		engine.Field{Name: "on", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindEither, Either: []engine.Field{
+			{Kind: engine.KindEnum, Enum: retryConditions}, {Kind: engine.KindInt, Lo: minRetryStatus, Hi: maxRetryStatus}}},
+			Doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response" or a status from 400 to 599`},
+		engine.Field{Name: "per_try_timeout", Kind: engine.KindDuration, Def: nil,
+			Doc:  "deadline of each try; none when omitted",
+			Bind: engine.At(func(r *Retry) *time.Duration { return &r.PerTryTimeout })},
+		engine.Field{Name: "backoff", Kind: engine.KindBlock, Sub: backoffBlock, Doc: "jittered exponential backoff between tries"},
+		engine.Field{Name: "budget", Kind: engine.KindBlock, Sub: retryBudgetBlock, Doc: "cap on retries across the upstream (upstreams only)",
+			Bind: engine.At(func(r *Retry) *RetryBudget { return &r.Budget })},
+		engine.Field{Name: "replay_body_limit", Kind: engine.KindSize, Lo: 0, Hi: maxReplayBodyLimit, Def: DefaultRetryReplayBodyLimit,
+			Doc:  "largest request body kept to replay on a retry",
+			Bind: engine.At(func(r *Retry) *int64 { return &r.ReplayBodyLimit })},
 	)
 )
 
@@ -62,7 +62,7 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 			p.Add(k, engine.Key(path, "budget"), "budget is per upstream; set it under upstreams.%s.retry", upstream)
 		}
 	}
-	f, ok := p.block(path, n, retryBlock)
+	f, ok := p.Block(path, n, retryBlock)
 	if !ok {
 		return r
 	}
@@ -70,7 +70,7 @@ func (p *parser) retry(path string, n *yaml.Node, forRoute bool, upstream string
 		delete(f, "budget") // reported above
 	}
 	// attempts, per_try_timeout, budget and replay_body_limit.
-	p.bind(f, n, path, retryBlock, r)
+	p.Bind(f, n, path, retryBlock, r)
 	if v := f["on"]; v != nil {
 		if on, ok := p.retryOn(engine.Key(path, "on"), v, forRoute); ok {
 			r.On = on
@@ -100,7 +100,7 @@ func firstKey(n *yaml.Node, name string) *yaml.Node {
 // status codes (YAML integers 400 to 599).
 func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, bool) {
 	var on RetryOn
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return on, false
 	}
@@ -178,11 +178,11 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 // backoff reads `backoff`; max may not be less than base, whichever of
 // them the file sets.
 func (p *parser) backoff(b *Backoff, path string, n *yaml.Node) {
-	f, ok := p.block(path, n, backoffBlock)
+	f, ok := p.Block(path, n, backoffBlock)
 	if !ok {
 		return
 	}
-	if p.bind(f, n, path, backoffBlock, b) != nil || b.Max >= b.Base {
+	if p.Bind(f, n, path, backoffBlock, b) != nil || b.Max >= b.Base {
 		return
 	}
 	switch {
@@ -334,12 +334,12 @@ var retryConditions = []string{condConnectFailure, condRefusedStream, condResetB
 // defaultRetry returns the Retry of a `retry` block that sets nothing. A
 // route's Retry leaves Budget zero.
 func defaultRetry(route bool) *Retry {
-	r := withDefaults(retryBlock, &Retry{On: DefaultRetryOn(), PerTryTimeout: DefaultRetryPerTryTimeout})
-	withDefaults(backoffBlock, &r.Backoff)
+	r := engine.WithDefaults(retryBlock, &Retry{On: DefaultRetryOn(), PerTryTimeout: DefaultRetryPerTryTimeout})
+	engine.WithDefaults(backoffBlock, &r.Backoff)
 	if !route {
 		r.Budget = defaultRetryBudget()
 	}
 	return r
 }
 
-func defaultRetryBudget() RetryBudget { return *withDefaults(retryBudgetBlock, &RetryBudget{}) }
+func defaultRetryBudget() RetryBudget { return *engine.WithDefaults(retryBudgetBlock, &RetryBudget{}) }

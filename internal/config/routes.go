@@ -16,36 +16,36 @@ import (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	matchBlock = newBlock(
-		field{name: "host", kind: kindString, doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
-			check: checkMatchHost, bind: at(func(m *Match) *string { return &m.Host })},
-		field{name: "path_prefix", kind: kindString, def: DefaultPathPrefix, doc: "path prefix matched, on segment boundaries",
-			check: problemOf(checkPathPrefix), bind: at(func(m *Match) *string { return &m.PathPrefix })},
-		field{name: "methods", kind: kindList, minItems: 1, item: &field{kind: kindString, pattern: tokenPattern}, doc: "methods matched; any when omitted"},
-		field{name: "raw_path", kind: kindBool, doc: "match the path as sent rather than normalised",
-			bind: at(func(m *Match) *bool { return &m.RawPath })},
+	matchBlock = engine.NewBlock(
+		engine.Field{Name: "host", Kind: engine.KindString, Doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
+			Check: checkMatchHost, Bind: engine.At(func(m *Match) *string { return &m.Host })},
+		engine.Field{Name: "path_prefix", Kind: engine.KindString, Def: DefaultPathPrefix, Doc: "path prefix matched, on segment boundaries",
+			Check: engine.ProblemOf(checkPathPrefix), Bind: engine.At(func(m *Match) *string { return &m.PathPrefix })},
+		engine.Field{Name: "methods", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindString, Pattern: tokenPattern}, Doc: "methods matched; any when omitted"},
+		engine.Field{Name: "raw_path", Kind: engine.KindBool, Doc: "match the path as sent rather than normalised",
+			Bind: engine.At(func(m *Match) *bool { return &m.RawPath })},
 	)
-	routeBlock = newBlock(
-		field{name: "name", kind: kindString, required: true, pattern: namePattern, doc: "the route's name, unique",
-			check: checkName, bind: at(func(r *Route) *string { return &r.Name })},
-		field{name: "match", kind: kindBlock, sub: matchBlock, doc: "the requests the route takes; every request when omitted"},
-		field{name: "upstream", kind: kindString, pattern: namePattern, doc: "the upstream requests go to; required unless data is set",
-			bind: at(func(r *Route) *string { return &r.Upstream })},
-		field{name: "data", kind: kindBlock, sub: dataBlock, doc: "answer from a data source (a SQL query or a table) instead of an upstream"},
-		field{name: "max_body_bytes", kind: kindSize, lo: 0, hi: engine.MaxSize, def: DefaultMaxBodyBytes, doc: "largest request body; 0 is no limit",
-			bind: at(func(r *Route) *int64 { return &r.MaxBodyBytes })},
-		field{name: "timeout", kind: kindDuration, doc: "deadline of the whole request; none when omitted",
-			bind: at(func(r *Route) *time.Duration { return &r.Timeout })},
-		field{name: "send_timeout", kind: kindDuration, doc: "longest wait for the client to accept each write of an answer; server.send_timeout (a data route: data.send_timeout) when omitted; 100ms to 1h",
-			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(r *Route) *time.Duration { return &r.SendTimeout })},
-		field{name: "retry", kind: kindBlock, sub: retryBlock, omit: []string{"budget"}, doc: "overrides the upstream's retry"},
-		field{name: "priority", kind: kindEnum, enum: priorities, def: DefaultPriority, doc: "which requests are shed first under pressure",
-			bind: at(func(r *Route) *string { return &r.Priority })},
-		field{name: "auth", kind: kindEnum, enum: authModes, def: DefaultRouteAuth, doc: "how callers are identified",
-			bind: at(func(r *Route) *string { return &r.Auth })},
-		field{name: "anonymous_limits", kind: kindBlock, sub: anonymousLimitsBlock, doc: "rate limit per client address, with auth: none"},
-		field{name: "forward_trailers", kind: kindList, item: &field{kind: kindString}, doc: "trailers passed through"},
-		field{name: "upgrades", kind: kindList, item: &field{kind: kindString}, doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+	routeBlock = engine.NewBlock(
+		engine.Field{Name: "name", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the route's name, unique",
+			Check: checkName, Bind: engine.At(func(r *Route) *string { return &r.Name })},
+		engine.Field{Name: "match", Kind: engine.KindBlock, Sub: matchBlock, Doc: "the requests the route takes; every request when omitted"},
+		engine.Field{Name: "upstream", Kind: engine.KindString, Pattern: namePattern, Doc: "the upstream requests go to; required unless data is set",
+			Bind: engine.At(func(r *Route) *string { return &r.Upstream })},
+		engine.Field{Name: "data", Kind: engine.KindBlock, Sub: dataBlock, Doc: "answer from a data source (a SQL query or a table) instead of an upstream"},
+		engine.Field{Name: "max_body_bytes", Kind: engine.KindSize, Lo: 0, Hi: engine.MaxSize, Def: DefaultMaxBodyBytes, Doc: "largest request body; 0 is no limit",
+			Bind: engine.At(func(r *Route) *int64 { return &r.MaxBodyBytes })},
+		engine.Field{Name: "timeout", Kind: engine.KindDuration, Doc: "deadline of the whole request; none when omitted",
+			Bind: engine.At(func(r *Route) *time.Duration { return &r.Timeout })},
+		engine.Field{Name: "send_timeout", Kind: engine.KindDuration, Doc: "longest wait for the client to accept each write of an answer; server.send_timeout (a data route: data.send_timeout) when omitted; 100ms to 1h",
+			Check: engine.CheckDurationWithin(minClientTimeout, maxClientTimeout), Bind: engine.At(func(r *Route) *time.Duration { return &r.SendTimeout })},
+		engine.Field{Name: "retry", Kind: engine.KindBlock, Sub: retryBlock, Omit: []string{"budget"}, Doc: "overrides the upstream's retry"},
+		engine.Field{Name: "priority", Kind: engine.KindEnum, Enum: priorities, Def: DefaultPriority, Doc: "which requests are shed first under pressure",
+			Bind: engine.At(func(r *Route) *string { return &r.Priority })},
+		engine.Field{Name: "auth", Kind: engine.KindEnum, Enum: authModes, Def: DefaultRouteAuth, Doc: "how callers are identified",
+			Bind: engine.At(func(r *Route) *string { return &r.Auth })},
+		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
+		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
+		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
 	)
 )
 
@@ -64,7 +64,7 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 		p.Add(root, path, "required")
 		return
 	}
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return
 	}
@@ -172,12 +172,12 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 		p.Add(n, path, "must be a mapping with name, match and upstream, got %s", engine.Describe(n))
 		return r, s, nil, nil
 	}
-	f, ok := p.block(path, n, routeBlock)
+	f, ok := p.Block(path, n, routeBlock)
 	if !ok {
 		return r, s, nil, nil
 	}
 	// name, upstream, max_body_bytes, timeout, priority and auth.
-	bad := p.bind(f, n, path, routeBlock, &r)
+	bad := p.Bind(f, n, path, routeBlock, &r)
 	if !bad["name"] {
 		nameNode = f["name"]
 	}
@@ -221,11 +221,11 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 
 // match reads a route's `match` and reports whether it was all valid.
 func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
-	f, ok := p.block(path, n, matchBlock)
+	f, ok := p.Block(path, n, matchBlock)
 	if !ok {
 		return false
 	}
-	ok = p.bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
+	ok = p.Bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
 	if v := f["methods"]; v != nil {
 		ok = p.methods(m, engine.Key(path, "methods"), v) && ok
 	}
@@ -234,7 +234,7 @@ func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 
 // methods reads `methods`: a non-empty list of distinct method tokens.
 func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return false
 	}
@@ -245,7 +245,7 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 	first := make(map[string]int, len(items))
 	for i, item := range items {
 		ip := engine.Index(path, i)
-		s, sok := p.str(ip, item)
+		s, sok := p.Str(ip, item)
 		if !sok {
 			ok = false
 			continue
@@ -268,7 +268,7 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 }
 
 // checkMatchHost normalises a route's `match.host` (normalizeMatchHost).
-var checkMatchHost = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkMatchHost = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	host, problem := normalizeMatchHost(*s)
 	if problem != "" {
 		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
@@ -407,8 +407,8 @@ const (
 var priorities = []string{PriorityCritical, PriorityNormal, PrioritySheddable}
 
 func defaultRoute() Route {
-	r := withDefaults(routeBlock, &Route{Timeout: DefaultRouteTimeout, Upgrades: DefaultUpgrades()})
-	withDefaults(matchBlock, &r.Match)
+	r := engine.WithDefaults(routeBlock, &Route{Timeout: DefaultRouteTimeout, Upgrades: DefaultUpgrades()})
+	engine.WithDefaults(matchBlock, &r.Match)
 	return *r
 }
 

@@ -45,21 +45,21 @@ func JSONSchema() []byte {
 }
 
 // blockSchema returns the schema of a mapping of b's fields, less omit.
-func blockSchema(b *block, omit []string) map[string]any {
-	props := make(map[string]any, len(b.fields))
+func blockSchema(b *engine.Block, omit []string) map[string]any {
+	props := make(map[string]any, len(b.Fields))
 	var required []string
-	for i := range b.fields {
-		f := &b.fields[i]
-		if slices.Contains(omit, f.name) {
+	for i := range b.Fields {
+		f := &b.Fields[i]
+		if slices.Contains(omit, f.Name) {
 			continue
 		}
 		s := fieldSchema(f)
-		if f.required {
-			required = append(required, f.name)
+		if f.Required {
+			required = append(required, f.Name)
 		} else {
 			nullable(s) // null reads as omitted
 		}
-		props[f.name] = s
+		props[f.Name] = s
 	}
 	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
@@ -69,81 +69,81 @@ func blockSchema(b *block, omit []string) map[string]any {
 }
 
 // fieldSchema returns the schema of f's value, null not allowed.
-func fieldSchema(f *field) map[string]any {
+func fieldSchema(f *engine.Field) map[string]any {
 	var s map[string]any
-	switch f.kind {
-	case kindString:
+	switch f.Kind {
+	case engine.KindString:
 		s = map[string]any{"type": "string"}
-		if f.required || f.nonEmpty {
+		if f.Required || f.NonEmpty {
 			s["minLength"] = 1
 		}
-		if f.pattern != "" {
-			s["pattern"] = f.pattern
+		if f.Pattern != "" {
+			s["pattern"] = f.Pattern
 		}
-	case kindEnum:
-		s = map[string]any{"type": "string", "enum": f.enum}
-	case kindInt:
-		s = map[string]any{"type": "integer", "minimum": f.lo, "maximum": f.hi}
-	case kindNumber:
-		s = map[string]any{"type": "number", "minimum": f.flo, "maximum": f.fhi}
-	case kindFraction:
+	case engine.KindEnum:
+		s = map[string]any{"type": "string", "enum": f.Enum}
+	case engine.KindInt:
+		s = map[string]any{"type": "integer", "minimum": f.Lo, "maximum": f.Hi}
+	case engine.KindNumber:
+		s = map[string]any{"type": "number", "minimum": f.Flo, "maximum": f.Fhi}
+	case engine.KindFraction:
 		s = map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": 1}
-	case kindBool:
+	case engine.KindBool:
 		s = map[string]any{"type": "boolean"}
-	case kindDuration:
+	case engine.KindDuration:
 		s = map[string]any{"type": "string", "pattern": engine.DurationPattern}
-	case kindSize:
-		n := map[string]any{"type": "integer", "minimum": f.lo}
-		if f.hi != engine.MaxSize {
-			n["maximum"] = f.hi
+	case engine.KindSize:
+		n := map[string]any{"type": "integer", "minimum": f.Lo}
+		if f.Hi != engine.MaxSize {
+			n["maximum"] = f.Hi
 		}
 		s = map[string]any{"anyOf": []any{n, map[string]any{"type": "string", "pattern": engine.SizePattern}}}
-	case kindBlock:
-		s = blockSchema(f.sub, f.omit)
-	case kindMap:
+	case engine.KindBlock:
+		s = blockSchema(f.Sub, f.Omit)
+	case engine.KindMap:
 		// Keys are names (f.pattern when set); values are blocks (sub)
 		// or items (item).
 		keys, values := namePattern, map[string]any(nil)
-		if f.pattern != "" {
-			keys = f.pattern
+		if f.Pattern != "" {
+			keys = f.Pattern
 		}
-		if f.sub != nil {
-			values = blockSchema(f.sub, nil)
+		if f.Sub != nil {
+			values = blockSchema(f.Sub, nil)
 		} else {
-			values = fieldSchema(f.item)
+			values = fieldSchema(f.Item)
 		}
 		s = map[string]any{
 			"type":                 "object",
 			"propertyNames":        map[string]any{"pattern": keys},
 			"additionalProperties": values,
 		}
-		if f.minItems > 0 {
-			s["minProperties"] = f.minItems
+		if f.MinItems > 0 {
+			s["minProperties"] = f.MinItems
 		}
-		if f.maxItems > 0 {
-			s["maxProperties"] = f.maxItems
+		if f.MaxItems > 0 {
+			s["maxProperties"] = f.MaxItems
 		}
-	case kindList:
-		s = map[string]any{"type": "array", "items": fieldSchema(f.item)}
-		if f.minItems > 0 {
-			s["minItems"] = f.minItems
+	case engine.KindList:
+		s = map[string]any{"type": "array", "items": fieldSchema(f.Item)}
+		if f.MinItems > 0 {
+			s["minItems"] = f.MinItems
 		}
-		if f.maxItems > 0 {
-			s["maxItems"] = f.maxItems
+		if f.MaxItems > 0 {
+			s["maxItems"] = f.MaxItems
 		}
-	case kindEither:
-		forms := make([]any, len(f.either))
-		for i := range f.either {
-			forms[i] = fieldSchema(&f.either[i])
+	case engine.KindEither:
+		forms := make([]any, len(f.Either))
+		for i := range f.Either {
+			forms[i] = fieldSchema(&f.Either[i])
 		}
 		s = map[string]any{"anyOf": forms}
 	default:
-		panic(fmt.Sprintf("config: field %q has no kind", f.name))
+		panic(fmt.Sprintf("config: field %q has no kind", f.Name))
 	}
-	if f.doc != "" {
-		s["description"] = f.doc
+	if f.Doc != "" {
+		s["description"] = f.Doc
 	}
-	if d, ok := jsonDefault(f.def); ok {
+	if d, ok := jsonDefault(f.Def); ok {
 		s["default"] = d
 	}
 	return s

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/levee-gw/levee/internal/config/engine"
 	"time"
 )
 
@@ -20,53 +21,53 @@ const (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	tlsBlock = newBlock(
-		field{name: "cert_file", kind: kindString, required: true, doc: "PEM certificate chain the listener serves; must be readable",
-			check: checkReadable, bind: at(func(t *TLS) *string { return &t.CertFile })},
-		field{name: "key_file", kind: kindString, required: true, doc: "PEM private key of cert_file; must be readable", notSecret: "a path; the key is read from the file",
-			check: checkReadable, bind: at(func(t *TLS) *string { return &t.KeyFile })},
+	tlsBlock = engine.NewBlock(
+		engine.Field{Name: "cert_file", Kind: engine.KindString, Required: true, Doc: "PEM certificate chain the listener serves; must be readable",
+			Check: checkReadable, Bind: engine.At(func(t *TLS) *string { return &t.CertFile })},
+		engine.Field{Name: "key_file", Kind: engine.KindString, Required: true, Doc: "PEM private key of cert_file; must be readable", NotSecret: "a path; the key is read from the file",
+			Check: checkReadable, Bind: engine.At(func(t *TLS) *string { return &t.KeyFile })},
 	)
-	serverPathsBlock = newBlock(
-		field{name: "escaped_slashes", kind: kindEnum, enum: escapedSlashesModes, def: DefaultEscapedSlashes,
-			doc:  "what a %2F in a request path does: refuse it, keep it encoded, or decode it",
-			bind: at(func(s *ServerPaths) *string { return &s.EscapedSlashes })},
+	serverPathsBlock = engine.NewBlock(
+		engine.Field{Name: "escaped_slashes", Kind: engine.KindEnum, Enum: escapedSlashesModes, Def: DefaultEscapedSlashes,
+			Doc:  "what a %2F in a request path does: refuse it, keep it encoded, or decode it",
+			Bind: engine.At(func(s *ServerPaths) *string { return &s.EscapedSlashes })},
 	)
-	serverBlock = newBlock(
-		field{name: "max_header_bytes", kind: kindSize, lo: minMaxHeaderBytes, hi: maxMaxHeaderBytes, def: DefaultMaxHeaderBytes,
-			doc:  "largest request head accepted",
-			bind: at(func(s *Server) *int64 { return &s.MaxHeaderBytes })},
-		field{name: "read_header_timeout", kind: kindDuration, def: DefaultReadHeaderTimeout,
-			doc:  "time a client has to send the request head",
-			bind: at(func(s *Server) *time.Duration { return &s.ReadHeaderTimeout })},
-		field{name: "idle_timeout", kind: kindDuration, def: DefaultIdleTimeout,
-			doc:  "how long an idle client connection stays open",
-			bind: at(func(s *Server) *time.Duration { return &s.IdleTimeout })},
-		field{name: "shutdown_timeout", kind: kindDuration, def: DefaultShutdownTimeout,
-			doc:  "how long a shutdown waits for requests in flight",
-			bind: at(func(s *Server) *time.Duration { return &s.ShutdownTimeout })},
-		field{name: "max_connections", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultMaxConnections,
-			doc:  "client connections open at once; 0 is unlimited",
-			bind: at(func(s *Server) *int { return &s.MaxConnections })},
-		field{name: "max_connections_per_ip", kind: kindInt, lo: 0, hi: maxMaxConnections, def: DefaultMaxConnectionsPerIP,
-			doc:  "client connections open at once from one address; 0 is unlimited",
-			bind: at(func(s *Server) *int { return &s.MaxConnectionsPerIP })},
-		field{name: "http2_max_concurrent_streams", kind: kindInt, lo: minHTTP2Streams, hi: maxHTTP2Streams, def: DefaultHTTP2MaxConcurrentStreams,
-			doc:  "streams one HTTP/2 client connection may have open",
-			bind: at(func(s *Server) *int { return &s.HTTP2MaxConcurrentStreams })},
-		field{name: "paths", kind: kindBlock, sub: serverPathsBlock, doc: "how request paths are normalised",
-			bind: at(func(s *Server) *ServerPaths { return &s.Paths })},
-		field{name: "underscores_in_headers", kind: kindEnum, enum: underscoreModes, def: DefaultUnderscoresInHeaders, reload: restart,
-			doc:  "what a request header name with an underscore does: dropped, allowed or refused",
-			bind: at(func(s *Server) *string { return &s.UnderscoresInHeaders })},
-		field{name: "body_timeout", kind: kindDuration, def: DefaultBodyTimeout,
-			doc:   "longest wait for the next bytes of a request body; 408 past it; 100ms to 1h",
-			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(s *Server) *time.Duration { return &s.BodyTimeout })},
-		field{name: "send_timeout", kind: kindDuration, def: DefaultSendTimeout,
-			doc:   "longest wait for the client to accept each write of an answer; the connection or stream is aborted past it; 100ms to 1h",
-			check: checkDurationWithin(minClientTimeout, maxClientTimeout), bind: at(func(s *Server) *time.Duration { return &s.SendTimeout })},
-		field{name: "answer_buffer", kind: kindSize, lo: 0, hi: maxAnswerBuffer, def: int64(DefaultAnswerBuffer),
-			doc:  "largest upstream answer of known length read whole before it is written to the client, so its admission slot is released at once; 0: 32 KiB",
-			bind: at(func(s *Server) *int64 { return &s.AnswerBuffer })},
+	serverBlock = engine.NewBlock(
+		engine.Field{Name: "max_header_bytes", Kind: engine.KindSize, Lo: minMaxHeaderBytes, Hi: maxMaxHeaderBytes, Def: DefaultMaxHeaderBytes,
+			Doc:  "largest request head accepted",
+			Bind: engine.At(func(s *Server) *int64 { return &s.MaxHeaderBytes })},
+		engine.Field{Name: "read_header_timeout", Kind: engine.KindDuration, Def: DefaultReadHeaderTimeout,
+			Doc:  "time a client has to send the request head",
+			Bind: engine.At(func(s *Server) *time.Duration { return &s.ReadHeaderTimeout })},
+		engine.Field{Name: "idle_timeout", Kind: engine.KindDuration, Def: DefaultIdleTimeout,
+			Doc:  "how long an idle client connection stays open",
+			Bind: engine.At(func(s *Server) *time.Duration { return &s.IdleTimeout })},
+		engine.Field{Name: "shutdown_timeout", Kind: engine.KindDuration, Def: DefaultShutdownTimeout,
+			Doc:  "how long a shutdown waits for requests in flight",
+			Bind: engine.At(func(s *Server) *time.Duration { return &s.ShutdownTimeout })},
+		engine.Field{Name: "max_connections", Kind: engine.KindInt, Lo: 0, Hi: maxMaxConnections, Def: DefaultMaxConnections,
+			Doc:  "client connections open at once; 0 is unlimited",
+			Bind: engine.At(func(s *Server) *int { return &s.MaxConnections })},
+		engine.Field{Name: "max_connections_per_ip", Kind: engine.KindInt, Lo: 0, Hi: maxMaxConnections, Def: DefaultMaxConnectionsPerIP,
+			Doc:  "client connections open at once from one address; 0 is unlimited",
+			Bind: engine.At(func(s *Server) *int { return &s.MaxConnectionsPerIP })},
+		engine.Field{Name: "http2_max_concurrent_streams", Kind: engine.KindInt, Lo: minHTTP2Streams, Hi: maxHTTP2Streams, Def: DefaultHTTP2MaxConcurrentStreams,
+			Doc:  "streams one HTTP/2 client connection may have open",
+			Bind: engine.At(func(s *Server) *int { return &s.HTTP2MaxConcurrentStreams })},
+		engine.Field{Name: "paths", Kind: engine.KindBlock, Sub: serverPathsBlock, Doc: "how request paths are normalised",
+			Bind: engine.At(func(s *Server) *ServerPaths { return &s.Paths })},
+		engine.Field{Name: "underscores_in_headers", Kind: engine.KindEnum, Enum: underscoreModes, Def: DefaultUnderscoresInHeaders, Reload: engine.Restart,
+			Doc:  "what a request header name with an underscore does: dropped, allowed or refused",
+			Bind: engine.At(func(s *Server) *string { return &s.UnderscoresInHeaders })},
+		engine.Field{Name: "body_timeout", Kind: engine.KindDuration, Def: DefaultBodyTimeout,
+			Doc:   "longest wait for the next bytes of a request body; 408 past it; 100ms to 1h",
+			Check: engine.CheckDurationWithin(minClientTimeout, maxClientTimeout), Bind: engine.At(func(s *Server) *time.Duration { return &s.BodyTimeout })},
+		engine.Field{Name: "send_timeout", Kind: engine.KindDuration, Def: DefaultSendTimeout,
+			Doc:   "longest wait for the client to accept each write of an answer; the connection or stream is aborted past it; 100ms to 1h",
+			Check: engine.CheckDurationWithin(minClientTimeout, maxClientTimeout), Bind: engine.At(func(s *Server) *time.Duration { return &s.SendTimeout })},
+		engine.Field{Name: "answer_buffer", Kind: engine.KindSize, Lo: 0, Hi: maxAnswerBuffer, Def: int64(DefaultAnswerBuffer),
+			Doc:  "largest upstream answer of known length read whole before it is written to the client, so its admission slot is released at once; 0: 32 KiB",
+			Bind: engine.At(func(s *Server) *int64 { return &s.AnswerBuffer })},
 	)
 )
 

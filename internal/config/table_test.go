@@ -89,8 +89,8 @@ func TestEngineBoundsAreConfigs(t *testing.T) {
 
 // tableField is one field of one block, as the tables describe it.
 type tableField struct {
-	b *block
-	f *field
+	b *engine.Block
+	f *engine.Field
 }
 
 // TestFieldTableDrivesDefaultsReloadAndDocs: a field's default, reload
@@ -103,7 +103,7 @@ type tableField struct {
 //   - reload: changing one field of a parsed Config (a fresh parse, so
 //     nothing is shared) is refused by ReloadRefusals, the rule the
 //     gateway's reload applies, exactly when the table marks it or the
-//     block holding it restart (or, restartOnOff, when the block is set
+//     block holding it restart (or, engine.RestartOnOff, when the block is set
 //     or omitted), with the table's path and message;
 //   - docs: the generated field reference has the field's row, with the
 //     table's doc, default and reload rule.
@@ -119,8 +119,8 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 		checkDefaults(t, name, rootBlock, reflect.ValueOf(cfg).Elem(), root, "", "", nil, checked)
 	}
 	var missing []string
-	eachTableField(func(path string, b *block, f *field) {
-		if f.def != nil && loaderDefaultExceptions[path] == "" && !checked[tableField{b, f}] {
+	eachTableField(func(path string, b *engine.Block, f *engine.Field) {
+		if f.Def != nil && loaderDefaultExceptions[path] == "" && !checked[tableField{b, f}] {
 			missing = append(missing, path)
 		}
 	})
@@ -133,9 +133,9 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 	// configuration.md, "Reload"): a mark dropped from a table must fail
 	// here, not only change what the rule derives.
 	marks := map[string]string{}
-	eachTableField(func(path string, b *block, f *field) {
-		if f.reload != reloadApplied {
-			marks[path] = f.reload.describe()
+	eachTableField(func(path string, b *engine.Block, f *engine.Field) {
+		if f.Reload != engine.ReloadApplied {
+			marks[path] = f.Reload.Describe()
 		}
 	})
 	wantMarks := map[string]string{"listen": "restart", "tls": "restart to set or omit", "admin.listen": "restart",
@@ -155,8 +155,8 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 // eachTableField calls fn for every field of every block reachable from
 // the root, with its path in the docs' form (map keys "*", list items
 // "[]"). A block reached twice (retry, limits) is visited at each place.
-func eachTableField(fn func(path string, b *block, f *field)) {
-	walkTables(func(path string, b *block, f *field) bool {
+func eachTableField(fn func(path string, b *engine.Block, f *engine.Field)) {
+	walkTables(func(path string, b *engine.Block, f *engine.Field) bool {
 		fn(path, b, f)
 		return true
 	})
@@ -179,51 +179,51 @@ func yamlKeyValue(n *yaml.Node, k string) *yaml.Node {
 // checkDefaults walks struct sv as block b beside its YAML mapping n
 // (nil: the block is omitted, every field at its default), checking each
 // omitted field with a def against it.
-func checkDefaults(t *testing.T, sample string, b *block, sv reflect.Value, n *yaml.Node, path, docPath string, omit []string, checked map[tableField]bool) {
+func checkDefaults(t *testing.T, sample string, b *engine.Block, sv reflect.Value, n *yaml.Node, path, docPath string, omit []string, checked map[tableField]bool) {
 	t.Helper()
-	for i := range b.fields {
-		f := &b.fields[i]
-		if containsString(omit, f.name) {
+	for i := range b.Fields {
+		f := &b.Fields[i]
+		if containsString(omit, f.Name) {
 			continue // this use of the block has no such field
 		}
-		p, dp := engine.Key(path, f.name), engine.Key(docPath, f.name)
+		p, dp := engine.Key(path, f.Name), engine.Key(docPath, f.Name)
 		v, ok, err := fieldValue(f, sv, p)
 		if err != nil || !ok || !v.IsValid() {
 			continue
 		}
-		node := yamlKeyValue(n, f.name)
-		if engine.IsNull(node) && f.def != nil && loaderDefaultExceptions[dp] == "" && f.kind != kindBlock {
+		node := yamlKeyValue(n, f.Name)
+		if engine.IsNull(node) && f.Def != nil && loaderDefaultExceptions[dp] == "" && f.Kind != engine.KindBlock {
 			got := v.Interface()
 			if bv, isBlock := got.(blockValue); isBlock {
 				got = bv.v.Interface()
 			}
-			if f.kind == kindEither {
+			if f.Kind == engine.KindEither {
 				// log.access: true at its default means the block is on.
 				if _, isStruct := got.(AccessLog); isStruct {
 					got = true
 				}
 			}
-			if !reflect.DeepEqual(got, f.def) {
-				t.Errorf("%s: %s omitted is %#v (%T) after Parse; the table's default is %#v (%T)", sample, p, got, got, f.def, f.def)
+			if !reflect.DeepEqual(got, f.Def) {
+				t.Errorf("%s: %s omitted is %#v (%T) after Parse; the table's default is %#v (%T)", sample, p, got, got, f.Def, f.Def)
 			}
 			checked[tableField{b, f}] = true
 		}
-		if bv, isBlock := v.Interface().(blockValue); isBlock && f.kind == kindEither {
+		if bv, isBlock := v.Interface().(blockValue); isBlock && f.Kind == engine.KindEither {
 			checkDefaults(t, sample, bv.b, bv.v, node, p, dp, nil, checked)
 			continue
 		}
 		switch {
-		case f.kind == kindBlock && v.Kind() == reflect.Struct:
-			checkDefaults(t, sample, f.sub, v, node, p, dp, f.omit, checked)
-		case f.kind == kindMap && v.Kind() == reflect.Map:
+		case f.Kind == engine.KindBlock && v.Kind() == reflect.Struct:
+			checkDefaults(t, sample, f.Sub, v, node, p, dp, f.Omit, checked)
+		case f.Kind == engine.KindMap && v.Kind() == reflect.Map:
 			for _, k := range v.MapKeys() {
 				e := v.MapIndex(k)
 				for e.Kind() == reflect.Pointer {
 					e = e.Elem()
 				}
-				checkDefaults(t, sample, f.sub, e, yamlKeyValue(node, k.String()), engine.Key(p, k.String()), dp+".*", f.omit, checked)
+				checkDefaults(t, sample, f.Sub, e, yamlKeyValue(node, k.String()), engine.Key(p, k.String()), dp+".*", f.Omit, checked)
 			}
-		case f.kind == kindList && f.item != nil && f.item.kind == kindBlock && v.Kind() == reflect.Slice:
+		case f.Kind == engine.KindList && f.Item != nil && f.Item.Kind == engine.KindBlock && v.Kind() == reflect.Slice:
 			for j := range v.Len() {
 				var itemNode *yaml.Node
 				if node != nil && node.Kind == yaml.SequenceNode && j < len(node.Content) {
@@ -233,7 +233,7 @@ func checkDefaults(t *testing.T, sample string, b *block, sv reflect.Value, n *y
 				for e.Kind() == reflect.Pointer {
 					e = e.Elem()
 				}
-				checkDefaults(t, sample, f.item.sub, e, itemNode, engine.Index(p, j), dp+"[]", f.item.omit, checked)
+				checkDefaults(t, sample, f.Item.Sub, e, itemNode, engine.Index(p, j), dp+"[]", f.Item.Omit, checked)
 			}
 		}
 	}
@@ -255,16 +255,16 @@ func checkReloadRule(t *testing.T, sample string, data []byte) int {
 	// visit walks block b of struct value v (in a fresh parse, reached
 	// by the same steps), changing each field; mark is the nearest
 	// enclosing restart block's path ("" when none).
-	var visit func(b *block, steps []string, path, mark string)
-	visit = func(b *block, steps []string, path, mark string) {
-		for i := range b.fields {
-			f := &b.fields[i]
-			p := engine.Key(path, f.name)
+	var visit func(b *engine.Block, steps []string, path, mark string)
+	visit = func(b *engine.Block, steps []string, path, mark string) {
+		for i := range b.Fields {
+			f := &b.Fields[i]
+			p := engine.Key(path, f.Name)
 			next, err := Parse(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			place, ok := goPlace(next, append(steps, f.name))
+			place, ok := goPlace(next, append(steps, f.Name))
 			if !ok || !changeValue(place) {
 				continue
 			}
@@ -272,11 +272,11 @@ func checkReloadRule(t *testing.T, sample string, data []byte) int {
 			var want FieldError
 			switch {
 			case mark != "":
-				want = FieldError{Path: mark, Message: reloadRestartMessage}
-			case f.reload == restart:
-				want = FieldError{Path: p, Message: reloadRestartMessage}
-			case f.reload == restartOnOff && place.Kind() == reflect.Pointer:
-				want = FieldError{Path: p, Message: reloadOnOffMessage}
+				want = FieldError{Path: mark, Message: engine.ReloadRestartMessage}
+			case f.Reload == engine.Restart:
+				want = FieldError{Path: p, Message: engine.ReloadRestartMessage}
+			case f.Reload == engine.RestartOnOff && place.Kind() == reflect.Pointer:
+				want = FieldError{Path: p, Message: engine.ReloadOnOffMessage}
 			}
 			got := ReloadRefusals(base, next)
 			switch {
@@ -285,13 +285,13 @@ func checkReloadRule(t *testing.T, sample string, data []byte) int {
 			case want.Path != "" && (len(got) != 1 || got[0] != want):
 				t.Errorf("%s: changing %s gives %v, want [%v] (its table entry)", sample, p, got, want)
 			}
-			if f.kind == kindBlock && f.sub != nil {
+			if f.Kind == engine.KindBlock && f.Sub != nil {
 				sub := mark
-				if sub == "" && f.reload == restart {
+				if sub == "" && f.Reload == engine.Restart {
 					sub = p
 				}
-				if inner, ok := goPlace(base, append(steps, f.name)); ok && deref(inner).Kind() == reflect.Struct {
-					visit(f.sub, append(append([]string(nil), steps...), f.name), p, sub)
+				if inner, ok := goPlace(base, append(steps, f.Name)); ok && deref(inner).Kind() == reflect.Struct {
+					visit(f.Sub, append(append([]string(nil), steps...), f.Name), p, sub)
 				}
 			}
 		}
@@ -381,14 +381,14 @@ func checkDocsRows(t *testing.T) {
 	}
 	n := 0
 	var restarts []string
-	eachTableField(func(path string, b *block, f *field) {
-		rule := f.reload.describe()
+	eachTableField(func(path string, b *engine.Block, f *engine.Field) {
+		rule := f.Reload.Describe()
 		for _, r := range restarts {
 			if strings.HasPrefix(path, r+".") || strings.HasPrefix(path, r+"[") {
 				rule = "restart (all of `" + r + "`)"
 			}
 		}
-		if f.reload == restart {
+		if f.Reload == engine.Restart {
 			restarts = append(restarts, path)
 		}
 		row, ok := rows[path]
@@ -397,7 +397,7 @@ func checkDocsRows(t *testing.T) {
 			return
 		}
 		n++
-		for _, want := range []string{docCell(f.doc), defaultCell(f), rule} {
+		for _, want := range []string{docCell(f.Doc), defaultCell(f), rule} {
 			if !strings.Contains(row, want) {
 				t.Errorf("field reference: the row of %s lacks %q from its table:\n%s", path, want, row)
 			}

@@ -18,45 +18,45 @@ const maxPanicThreshold = 100
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	endpointBlock = newBlock(
-		field{name: "address", kind: kindString, required: true, doc: "host:port of the endpoint",
-			check: checkEndpoint, bind: at(func(e *Endpoint) *string { return &e.Address })},
-		field{name: "weight", kind: kindInt, lo: 0, hi: maxWeight, def: DefaultWeight, doc: "share of requests; 0 drains the endpoint",
-			bind: at(func(e *Endpoint) *uint32 { return &e.Weight })},
-		field{name: "zone", kind: kindString, pattern: namePattern, doc: "zone the endpoint runs in",
-			check: checkZone, bind: at(func(e *Endpoint) *string { return &e.Zone })},
+	endpointBlock = engine.NewBlock(
+		engine.Field{Name: "address", Kind: engine.KindString, Required: true, Doc: "host:port of the endpoint",
+			Check: checkEndpoint, Bind: engine.At(func(e *Endpoint) *string { return &e.Address })},
+		engine.Field{Name: "weight", Kind: engine.KindInt, Lo: 0, Hi: maxWeight, Def: DefaultWeight, Doc: "share of requests; 0 drains the endpoint",
+			Bind: engine.At(func(e *Endpoint) *uint32 { return &e.Weight })},
+		engine.Field{Name: "zone", Kind: engine.KindString, Pattern: namePattern, Doc: "zone the endpoint runs in",
+			Check: checkZone, Bind: engine.At(func(e *Endpoint) *string { return &e.Zone })},
 	)
-	timeoutsBlock = newBlock(
-		field{name: "connect", kind: kindDuration, def: DefaultConnectTimeout, doc: "time to open a connection to an endpoint",
-			bind: at(func(t *Timeouts) *time.Duration { return &t.Connect })},
-		field{name: "response_header", kind: kindDuration, def: DefaultResponseHeaderTimeout, doc: "time from the request sent to the response head",
-			bind: at(func(t *Timeouts) *time.Duration { return &t.ResponseHeader })},
-		field{name: "idle", kind: kindDuration, def: DefaultUpstreamIdleTimeout, doc: "how long an idle upstream connection is kept",
-			bind: at(func(t *Timeouts) *time.Duration { return &t.Idle })},
+	timeoutsBlock = engine.NewBlock(
+		engine.Field{Name: "connect", Kind: engine.KindDuration, Def: DefaultConnectTimeout, Doc: "time to open a connection to an endpoint",
+			Bind: engine.At(func(t *Timeouts) *time.Duration { return &t.Connect })},
+		engine.Field{Name: "response_header", Kind: engine.KindDuration, Def: DefaultResponseHeaderTimeout, Doc: "time from the request sent to the response head",
+			Bind: engine.At(func(t *Timeouts) *time.Duration { return &t.ResponseHeader })},
+		engine.Field{Name: "idle", Kind: engine.KindDuration, Def: DefaultUpstreamIdleTimeout, Doc: "how long an idle upstream connection is kept",
+			Bind: engine.At(func(t *Timeouts) *time.Duration { return &t.Idle })},
 	)
-	upstreamBlock = newBlock(
-		field{name: "balancer", kind: kindEnum, enum: balancers, def: DefaultBalancer, doc: "how an endpoint is picked",
-			bind: at(func(u *Upstream) *string { return &u.Balancer })},
-		field{name: "least_request", kind: kindBlock, sub: leastRequestBlock, doc: "options of balancer least_request"},
-		field{name: "consistent_hash", kind: kindBlock, sub: consistentHashBlock, doc: "options of balancer consistent_hash; required with it"},
-		field{name: "discovery", kind: kindBlock, sub: discoveryBlock, doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
-		field{name: "endpoints", kind: kindList, minItems: 1, item: &field{kind: kindBlock, sub: endpointBlock},
-			doc: "the endpoints; required unless discovery is set"},
-		field{name: "timeouts", kind: kindBlock, sub: timeoutsBlock, doc: "upstream connection timeouts",
-			bind: at(func(u *Upstream) *Timeouts { return &u.Timeouts })},
-		field{name: "max_idle_conns_per_endpoint", kind: kindInt, lo: 1, hi: maxIdleConnsPerEndpointCap, def: DefaultMaxIdleConnsPerEndpoint,
-			doc:  "idle connections kept per endpoint",
-			bind: at(func(u *Upstream) *int { return &u.MaxIdleConnsPerEndpoint })},
-		field{name: "retry", kind: kindBlock, sub: retryBlock, doc: "retries; none when omitted"},
-		field{name: "limits", kind: kindBlock, sub: limitsBlock, doc: "concurrency limit and queue; none when omitted"},
-		field{name: "health_check", kind: kindBlock, sub: healthCheckBlock, doc: "active health checks; none when omitted"},
-		field{name: "outlier_detection", kind: kindBlock, sub: outlierDetectionBlock, doc: "passive ejection of failing endpoints; off when omitted"},
-		field{name: "panic_threshold", kind: kindNumber, flo: 0, fhi: maxPanicThreshold, def: DefaultPanicThreshold,
-			doc:  "percent of healthy endpoints below which all are used",
-			bind: at(func(u *Upstream) *float64 { return &u.PanicThreshold })},
-		field{name: "slow_start", kind: kindDuration, doc: "ramp of a new endpoint's share; none when omitted",
-			bind: at(func(u *Upstream) *time.Duration { return &u.SlowStart })},
-		field{name: "zones", kind: kindBlock, sub: zonesBlock, doc: "zone-aware routing; off when omitted"},
+	upstreamBlock = engine.NewBlock(
+		engine.Field{Name: "balancer", Kind: engine.KindEnum, Enum: balancers, Def: DefaultBalancer, Doc: "how an endpoint is picked",
+			Bind: engine.At(func(u *Upstream) *string { return &u.Balancer })},
+		engine.Field{Name: "least_request", Kind: engine.KindBlock, Sub: leastRequestBlock, Doc: "options of balancer least_request"},
+		engine.Field{Name: "consistent_hash", Kind: engine.KindBlock, Sub: consistentHashBlock, Doc: "options of balancer consistent_hash; required with it"},
+		engine.Field{Name: "discovery", Kind: engine.KindBlock, Sub: discoveryBlock, Doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
+		engine.Field{Name: "endpoints", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindBlock, Sub: endpointBlock},
+			Doc: "the endpoints; required unless discovery is set"},
+		engine.Field{Name: "timeouts", Kind: engine.KindBlock, Sub: timeoutsBlock, Doc: "upstream connection timeouts",
+			Bind: engine.At(func(u *Upstream) *Timeouts { return &u.Timeouts })},
+		engine.Field{Name: "max_idle_conns_per_endpoint", Kind: engine.KindInt, Lo: 1, Hi: maxIdleConnsPerEndpointCap, Def: DefaultMaxIdleConnsPerEndpoint,
+			Doc:  "idle connections kept per endpoint",
+			Bind: engine.At(func(u *Upstream) *int { return &u.MaxIdleConnsPerEndpoint })},
+		engine.Field{Name: "retry", Kind: engine.KindBlock, Sub: retryBlock, Doc: "retries; none when omitted"},
+		engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: limitsBlock, Doc: "concurrency limit and queue; none when omitted"},
+		engine.Field{Name: "health_check", Kind: engine.KindBlock, Sub: healthCheckBlock, Doc: "active health checks; none when omitted"},
+		engine.Field{Name: "outlier_detection", Kind: engine.KindBlock, Sub: outlierDetectionBlock, Doc: "passive ejection of failing endpoints; off when omitted"},
+		engine.Field{Name: "panic_threshold", Kind: engine.KindNumber, Flo: 0, Fhi: maxPanicThreshold, Def: DefaultPanicThreshold,
+			Doc:  "percent of healthy endpoints below which all are used",
+			Bind: engine.At(func(u *Upstream) *float64 { return &u.PanicThreshold })},
+		engine.Field{Name: "slow_start", Kind: engine.KindDuration, Doc: "ramp of a new endpoint's share; none when omitted",
+			Bind: engine.At(func(u *Upstream) *time.Duration { return &u.SlowStart })},
+		engine.Field{Name: "zones", Kind: engine.KindBlock, Sub: zonesBlock, Doc: "zone-aware routing; off when omitted"},
 	)
 )
 
@@ -77,7 +77,7 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 		p.Add(n, path, "must be a mapping of upstream names to upstreams, got %s", engine.Describe(n))
 		return nil, false
 	}
-	entries := p.pairs(path, n)
+	entries := p.Pairs(path, n)
 	if len(entries) == 0 {
 		p.Add(n, path, "at least one upstream is required")
 		return nil, false
@@ -85,13 +85,13 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 	declared := make(map[string]bool, len(entries))
 	c.Upstreams = make(map[string]*Upstream, len(entries))
 	for _, e := range entries {
-		up := engine.Key(path, e.key)
-		declared[e.key] = true
-		if !validName(e.key) {
-			p.Add(e.k, up, "name %s, got %s", nameRule, engine.Quote(e.key))
+		up := engine.Key(path, e.Key)
+		declared[e.Key] = true
+		if !validName(e.Key) {
+			p.Add(e.K, up, "name %s, got %s", nameRule, engine.Quote(e.Key))
 		}
-		c.Upstreams[e.key] = p.upstream(up, e.key, e.v)
-		c.UpstreamOrder = append(c.UpstreamOrder, e.key)
+		c.Upstreams[e.Key] = p.upstream(up, e.Key, e.V)
+		c.UpstreamOrder = append(c.UpstreamOrder, e.Key)
 	}
 	return declared, true
 }
@@ -99,13 +99,13 @@ func (p *parser) upstreams(c *Config, n, root *yaml.Node) (map[string]bool, bool
 // upstream reads one `upstreams.<name>`; null reads as an empty mapping.
 func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	u := defaultUpstream(name)
-	f, ok := p.block(path, n, upstreamBlock)
+	f, ok := p.Block(path, n, upstreamBlock)
 	if !ok {
 		return u
 	}
 	// balancer, timeouts, max_idle_conns_per_endpoint, panic_threshold
 	// and slow_start.
-	bad := p.bind(f, n, path, upstreamBlock, u)
+	bad := p.Bind(f, n, path, upstreamBlock, u)
 	p.balancerOptions(u, path, n, f, !bad["balancer"])
 	if v := f["discovery"]; v != nil {
 		u.Discovery = p.discovery(engine.Key(path, "discovery"), v)
@@ -142,7 +142,7 @@ func (p *parser) endpoints(path string, n, parent *yaml.Node, withDiscovery bool
 		}
 		return nil
 	}
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
@@ -184,11 +184,11 @@ func (p *parser) endpoint(path string, n *yaml.Node) (Endpoint, *yaml.Node, bool
 		p.Add(n, path, "must be a mapping such as {address: \"10.0.0.1:8080\", weight: 1}, got %s", engine.Describe(n))
 		return e, nil, false
 	}
-	f, ok := p.block(path, n, endpointBlock)
+	f, ok := p.Block(path, n, endpointBlock)
 	if !ok {
 		return e, nil, false
 	}
-	ok = p.bind(f, n, path, endpointBlock, &e) == nil // address, weight and zone
+	ok = p.Bind(f, n, path, endpointBlock, &e) == nil // address, weight and zone
 	return e, f["address"], ok
 }
 
@@ -338,9 +338,9 @@ const (
 )
 
 func defaultUpstream(name string) *Upstream {
-	u := withDefaults(upstreamBlock, &Upstream{Name: name})
-	withDefaults(timeoutsBlock, &u.Timeouts)
+	u := engine.WithDefaults(upstreamBlock, &Upstream{Name: name})
+	engine.WithDefaults(timeoutsBlock, &u.Timeouts)
 	return u
 }
 
-func defaultEndpoint() Endpoint { return *withDefaults(endpointBlock, &Endpoint{}) }
+func defaultEndpoint() Endpoint { return *engine.WithDefaults(endpointBlock, &Endpoint{}) }

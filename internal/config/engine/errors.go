@@ -61,6 +61,14 @@ func FileError(msg string) *Errors {
 	return &Errors{{Message: msg}}
 }
 
+// Parser reads one file's YAML nodes into Go values as the field tables
+// (Block, Field) describe them, collecting every problem (Problems). A
+// client's readers of the blocks with rules across their fields embed it
+// and call its readers (Block, Bind, Str, ...). Used for one file.
+type Parser struct {
+	Problems
+}
+
 // Problems collects every problem found while reading one file, each
 // with its path and position, instead of stopping at the first. The zero
 // value is ready to use; a Problems is used for one Parse call.
