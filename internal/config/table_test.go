@@ -194,8 +194,8 @@ func checkDefaults(t *testing.T, sample string, b *engine.Block, sv reflect.Valu
 		node := yamlKeyValue(n, f.Name)
 		if engine.IsNull(node) && f.Def != nil && loaderDefaultExceptions[dp] == "" && f.Kind != engine.KindBlock {
 			got := v.Interface()
-			if bv, isBlock := got.(blockValue); isBlock {
-				got = bv.v.Interface()
+			if bv, isBlock := got.(engine.BlockValue); isBlock {
+				got = bv.V.Interface()
 			}
 			if f.Kind == engine.KindEither {
 				// log.access: true at its default means the block is on.
@@ -208,8 +208,8 @@ func checkDefaults(t *testing.T, sample string, b *engine.Block, sv reflect.Valu
 			}
 			checked[tableField{b, f}] = true
 		}
-		if bv, isBlock := v.Interface().(blockValue); isBlock && f.Kind == engine.KindEither {
-			checkDefaults(t, sample, bv.b, bv.v, node, p, dp, nil, checked)
+		if bv, isBlock := v.Interface().(engine.BlockValue); isBlock && f.Kind == engine.KindEither {
+			checkDefaults(t, sample, bv.B, bv.V, node, p, dp, nil, checked)
 			continue
 		}
 		switch {
@@ -312,7 +312,7 @@ func goPlace(c *Config, steps []string) (reflect.Value, bool) {
 				return reflect.Value{}, false
 			}
 		}
-		fv, found := goField(v, s)
+		fv, found := engine.GoField(v, s)
 		if !found {
 			return reflect.Value{}, false
 		}
