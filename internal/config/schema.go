@@ -21,7 +21,7 @@ const tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 var namePattern = fmt.Sprintf(`^[a-z0-9_.-]{1,%d}$`, maxNameLen)
 
 // JSONSchema returns a JSON Schema (draft 2020-12) of the config file,
-// generated from the field tables (one per block; fields.go), indented and ending in a
+// generated from the field tables (one per block; engine.Schema), indented and ending in a
 // newline. Editors use it to complete and check a file as it is written.
 // It states each field's kind, bounds, allowed values and default, and
 // refuses unknown keys of every described block; it is looser than Parse

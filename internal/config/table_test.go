@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 // the root, with its path in the docs' form (map keys "*", list items
 // "[]"). A block reached twice (retry, limits) is visited at each place.
 func eachTableField(fn func(path string, b *engine.Block, f *engine.Field)) {
-	walkTables(func(path string, b *engine.Block, f *engine.Field) bool {
+	engine.Walk(rootBlock, func(path string, b *engine.Block, f *engine.Field) bool {
 		fn(path, b, f)
 		return true
 	})
@@ -183,7 +184,7 @@ func checkDefaults(t *testing.T, sample string, b *engine.Block, sv reflect.Valu
 	t.Helper()
 	for i := range b.Fields {
 		f := &b.Fields[i]
-		if containsString(omit, f.Name) {
+		if slices.Contains(omit, f.Name) {
 			continue // this use of the block has no such field
 		}
 		p, dp := engine.Key(path, f.Name), engine.Key(docPath, f.Name)
@@ -397,7 +398,7 @@ func checkDocsRows(t *testing.T) {
 			return
 		}
 		n++
-		for _, want := range []string{docCell(f.Doc), defaultCell(f), rule} {
+		for _, want := range []string{engine.DocCell(f.Doc), engine.DefaultCell(f), rule} {
 			if !strings.Contains(row, want) {
 				t.Errorf("field reference: the row of %s lacks %q from its table:\n%s", path, want, row)
 			}

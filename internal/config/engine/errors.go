@@ -1,11 +1,16 @@
 // Package engine is the generic part of reading levee's configuration
-// file, which package config's blocks use: decoding one YAML document
-// with bounded depth and no aliases (Decode, Problems.Scan), collecting
-// every problem with its field path and position (Problems, FieldError,
-// Errors), writing paths and values in messages (Key, Index, Quote,
-// Describe), "did you mean" suggestions (Suggest), and the size and
-// duration forms (ParseSize, FormatSize, SizePattern, DurationPattern).
-// It knows nothing of levee's blocks; it imports no levee package.
+// file, which package config's block files use. A block is described by a
+// table (Block of Field: name, kind, bounds, default, reload rule, doc
+// line, where the value is stored), and everything generic is driven by
+// the tables: decoding one YAML document with bounded depth and no aliases
+// (Decode, Problems.Scan); reading a block's keys ("did you mean", Suggest)
+// and every bound field by its kind and bounds (Parser: Block, Bind, Str,
+// Integer, ...); collecting every problem with its field path and position
+// (Problems, FieldError, Errors); applying defaults (WithDefaults); the
+// JSON Schema (Schema); rendering the effective configuration (Renderer);
+// the reload rule (Renderer.ReloadRefusals); and the docs' field reference
+// (Reference, Walk). It knows none of levee's blocks and imports no levee
+// package.
 package engine
 
 import (

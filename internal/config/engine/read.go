@@ -15,7 +15,7 @@ type Pair struct {
 	K, V *yaml.Node
 }
 
-// pairs returns the entries of mapping n in file order. Entries whose key
+// Pairs returns the entries of mapping n in file order. Entries whose key
 // is not a scalar, is a merge key (<<) or an alias, or repeats an earlier
 // key are reported (aliases already were, by scan) and left out.
 func (p *Parser) Pairs(path string, n *yaml.Node) []Pair {
@@ -44,7 +44,7 @@ func (p *Parser) Pairs(path string, n *yaml.Node) []Pair {
 	return out
 }
 
-// fields checks that n is a mapping whose keys are unique and all in
+// Fields checks that n is a mapping whose keys are unique and all in
 // known; null counts as an empty mapping. It returns the value node of
 // each known key whose value is not null, and false when n is not a
 // mapping at all (reported, unless n is an alias).
@@ -72,7 +72,7 @@ func (p *Parser) Fields(path string, n *yaml.Node, known ...string) (map[string]
 	return set, true
 }
 
-// sequence returns the items of n, reporting n if it is not a sequence.
+// Sequence returns the items of n, reporting n if it is not a sequence.
 // Callers have already handled null.
 func (p *Parser) Sequence(path string, n *yaml.Node) ([]*yaml.Node, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -85,7 +85,7 @@ func (p *Parser) Sequence(path string, n *yaml.Node) ([]*yaml.Node, bool) {
 	return n.Content, true
 }
 
-// str returns the value of a string scalar. Numbers, booleans and other
+// Str returns the value of a string scalar. Numbers, booleans and other
 // scalars are not strings: quote them.
 func (p *Parser) Str(path string, n *yaml.Node) (string, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -98,12 +98,12 @@ func (p *Parser) Str(path string, n *yaml.Node) (string, bool) {
 	return n.Value, true
 }
 
-// isString reports whether n is a string scalar (what str accepts).
+// IsString reports whether n is a string scalar (what str accepts).
 func IsString(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
 }
 
-// integer returns a whole number from lo to hi. Anything else, including
+// Integer returns a whole number from lo to hi. Anything else, including
 // floats and quoted numbers, is reported with the value as written.
 func (p *Parser) Integer(path string, n *yaml.Node, lo, hi int64) (int64, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -121,7 +121,7 @@ func (p *Parser) Integer(path string, n *yaml.Node, lo, hi int64) (int64, bool) 
 	return v, true
 }
 
-// number returns a YAML integer or float from lo to hi. Strings (quoted
+// Number returns a YAML integer or float from lo to hi. Strings (quoted
 // numbers included), NaN and infinities are refused.
 func (p *Parser) Number(path string, n *yaml.Node, lo, hi float64) (float64, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -137,7 +137,7 @@ func (p *Parser) Number(path string, n *yaml.Node, lo, hi float64) (float64, boo
 	return v, true
 }
 
-// boolean returns true or false; "yes", "on" and quoted "true" are not
+// Boolean returns true or false; "yes", "on" and quoted "true" are not
 // booleans.
 func (p *Parser) Boolean(path string, n *yaml.Node) (bool, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -151,7 +151,7 @@ func (p *Parser) Boolean(path string, n *yaml.Node) (bool, bool) {
 	return b, true
 }
 
-// duration returns a duration written as a string in Go syntax ("250ms",
+// Duration returns a duration written as a string in Go syntax ("250ms",
 // "1m30s"). Every duration in the config must be greater than 0.
 func (p *Parser) Duration(path string, n *yaml.Node) (time.Duration, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -173,7 +173,7 @@ func (p *Parser) Duration(path string, n *yaml.Node) (time.Duration, bool) {
 	return d, true
 }
 
-// size returns a byte count from lo to hi, written as a non-negative
+// Size returns a byte count from lo to hi, written as a non-negative
 // integer or a string with a unit (see parseSize).
 func (p *Parser) Size(path string, n *yaml.Node, lo, hi int64) (int64, bool) {
 	if n.Kind == yaml.AliasNode {
@@ -204,7 +204,7 @@ func (p *Parser) Size(path string, n *yaml.Node, lo, hi int64) (int64, bool) {
 	return v, true
 }
 
-// fraction returns a YAML integer or float greater than 0 and at most 1.
+// Fraction returns a YAML integer or float greater than 0 and at most 1.
 func (p *Parser) Fraction(path string, n *yaml.Node) (float64, bool) {
 	if n.Kind == yaml.AliasNode {
 		return 0, false
@@ -219,12 +219,12 @@ func (p *Parser) Fraction(path string, n *yaml.Node) (float64, bool) {
 	return v, true
 }
 
-// checkStr returns a check of a string field from a rule on its value.
+// CheckStr returns a check of a string field from a rule on its value.
 func CheckStr(rule func(p *Parser, path string, n *yaml.Node, s *string) bool) func(*Parser, string, *yaml.Node, any) bool {
 	return func(p *Parser, path string, n *yaml.Node, ptr any) bool { return rule(p, path, n, ptr.(*string)) }
 }
 
-// problemOf returns a check of a string field from a function that
+// ProblemOf returns a check of a string field from a function that
 // returns the problem with a value ("" if none), reported as
 // "<problem>, got <value>".
 func ProblemOf(problem func(string) string) func(*Parser, string, *yaml.Node, any) bool {
@@ -237,7 +237,7 @@ func ProblemOf(problem func(string) string) func(*Parser, string, *yaml.Node, an
 	})
 }
 
-// checkDurationWithin returns a check of a duration field: lo to hi.
+// CheckDurationWithin returns a check of a duration field: lo to hi.
 func CheckDurationWithin(lo, hi time.Duration) func(*Parser, string, *yaml.Node, any) bool {
 	return func(p *Parser, path string, n *yaml.Node, ptr any) bool {
 		if d := *ptr.(*time.Duration); d < lo || d > hi {
@@ -248,13 +248,13 @@ func CheckDurationWithin(lo, hi time.Duration) func(*Parser, string, *yaml.Node,
 	}
 }
 
-// block checks that n is a mapping of b's keys (see fields). It returns
+// Block checks that n is a mapping of b's keys (see fields). It returns
 // the value node of each key set to a non-null value.
 func (p *Parser) Block(path string, n *yaml.Node, b *Block) (map[string]*yaml.Node, bool) {
 	return p.Fields(path, n, b.Keys...)
 }
 
-// bind reads every field of b that has a bind into dst, which must be
+// Bind reads every field of b that has a bind into dst, which must be
 // what b's binds take: f holds the fields set in mapping n (from
 // p.block), and n positions the report of a required field that is
 // omitted. A value that is invalid is reported; a value of the wrong
@@ -286,7 +286,7 @@ func (p *Parser) Bind(f map[string]*yaml.Node, n *yaml.Node, path string, b *Blo
 	return bad
 }
 
-// bindOne reads v as fd says into ptr, then applies fd.check, reporting
+// BindOne reads v as fd says into ptr, then applies fd.check, reporting
 // whether it was valid.
 func (p *Parser) BindOne(path string, v *yaml.Node, fd *Field, ptr any) bool {
 	if !p.Read(path, v, fd, ptr) {
@@ -295,7 +295,7 @@ func (p *Parser) BindOne(path string, v *yaml.Node, fd *Field, ptr any) bool {
 	return fd.Check == nil || fd.Check(p, path, v, ptr)
 }
 
-// read reads v as fd's kind says into ptr, reporting whether it was
+// Read reads v as fd's kind says into ptr, reporting whether it was
 // valid.
 func (p *Parser) Read(path string, v *yaml.Node, fd *Field, ptr any) bool {
 	switch fd.Kind {

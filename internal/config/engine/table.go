@@ -31,7 +31,7 @@ const (
 	KindEither                   // any one of the forms in field.either
 )
 
-// field describes one key of a block.
+// Field describes one key of a block.
 type Field struct {
 	Name string
 	Kind Kind
@@ -81,23 +81,23 @@ type Field struct {
 	Bind func(dst any) any
 	// secret fields hold a credential (or what stands for one, such as a
 	// key's digest): GET /api/v1/config shows config.Redacted instead
-	// (effective.go). notSecret says why a field whose name sounds like a
+	// (Renderer). NotSecret says why a field whose name sounds like a
 	// secret is not one (TestSecretFieldsMarked wants one or the other).
 	Secret    bool
 	NotSecret string
 	// reload is what a reload does with a change to the field: apply it
 	// (reloadApplied, the zero value) or refuse it, a restart needed
-	// (reload.go). ReloadRefusals and docs/configuration.md read it.
+	// (ReloadRule). ReloadRefusals and Reference read it.
 	Reload ReloadRule
 }
 
-// block is the description of one mapping of the file.
+// Block is the description of one mapping of the file.
 type Block struct {
 	Fields []Field
 	Keys   []string // the field names in order: the walker's allowed keys
 }
 
-// newBlock returns a block of fields, its keys in the order given.
+// NewBlock returns a block of fields, its keys in the order given.
 func NewBlock(fields ...Field) *Block {
 	b := &Block{Fields: fields, Keys: make([]string, len(fields))}
 	for i, f := range fields {
@@ -106,13 +106,13 @@ func NewBlock(fields ...Field) *Block {
 	return b
 }
 
-// at returns a bind that takes a *T and returns the address of one of
+// At returns a bind that takes a *T and returns the address of one of
 // its fields.
 func At[T, V any](f func(*T) *V) func(any) any {
 	return func(dst any) any { return f(dst.(*T)) }
 }
 
-// opt returns a bind of an optional block held by pointer (nil when
+// Opt returns a bind of an optional block held by pointer (nil when
 // omitted): it allocates the block with mk, which gives its defaults,
 // when the field is set.
 func Opt[T, V any](f func(*T) **V, mk func() *V) func(any) any {
@@ -125,11 +125,11 @@ func Opt[T, V any](f func(*T) **V, mk func() *V) func(any) any {
 	}
 }
 
-// withDefaults sets each field of v that block b binds and gives a
+// WithDefaults sets each field of v that block b binds and gives a
 // default (def) to that default, and returns v: the default* constructors
 // take their values from the tables this way, so a default is written
 // once, in its field's entry. Sub-blocks are not entered (a bind may
-// allocate an optional one); their constructors call withDefaults in
+// allocate an optional one); their constructors call WithDefaults in
 // turn. Values that are not one table default (lists such as retry's on,
 // limits that depend on max_concurrency) are set by the constructor.
 func WithDefaults[T any](b *Block, v *T) *T {
@@ -143,7 +143,7 @@ func WithDefaults[T any](b *Block, v *T) *T {
 	return v
 }
 
-// field returns b's field of that name; it panics if there is none, so
+// Field returns b's field of that name; it panics if there is none, so
 // that a misspelt name fails every test that reaches it.
 func (b *Block) Field(name string) *Field {
 	for i := range b.Fields {

@@ -6,9 +6,8 @@ import (
 	"github.com/levee-gw/levee/internal/config/engine"
 )
 
-// This file reads a block's fields as its table in fields.go describes
-// them: p.block checks the keys, p.bind reads every bound field (kind,
-// bounds, required, empty, then the field's own check).
+// The checks that several blocks' fields share (a field's own rule, run
+// by the engine's bind after its value was read: Field.Check).
 
 // The checks that several fields share.
 var (
