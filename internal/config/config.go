@@ -29,7 +29,7 @@ import (
 // Go type, its field table (fields.go says how tables are read), its
 // defaults and its reader with the rules across its fields, as a Caddy
 // module's file holds its struct, Provision and Validate: server.go,
-// admintokens.go (admin), memory.go, log.go (log, metrics, profiles),
+// admin.go, memory.go, log.go (log, metrics, profiles),
 // accesslog.go, tracing.go, cluster.go, cluster_etcd.go, upstreams.go,
 // balancers.go, discovery.go, health.go, retry.go, limits.go, routes.go,
 // framing.go (trailers, upgrades), apps.go, data_sources.go and
