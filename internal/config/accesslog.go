@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -37,18 +38,18 @@ const MaxRedactQuery = 64
 const maxRedactKey = 128
 
 func defaultAccessLog() AccessLog {
-	return AccessLog{Output: DefaultAccessLogOutput, Sample2xx: DefaultAccessLogSample2xx}
+	return *engine.WithDefaults(accessLogBlock, &AccessLog{})
 }
 
-var accessLogBlock = newBlock(
-	field{name: "output", kind: kindString, nonEmpty: true, def: DefaultAccessLogOutput,
-		doc:   `"stderr", "stdout", or a file (appended to; reopened on SIGUSR1)`,
-		check: checkLogOutput, bind: at(func(a *AccessLog) *string { return &a.Output })},
-	field{name: "sample_2xx", kind: kindNumber, flo: 0, fhi: 1, def: DefaultAccessLogSample2xx,
-		doc:  "share of 2xx answers logged, 0 to 1; other statuses are always logged",
-		bind: at(func(a *AccessLog) *float64 { return &a.Sample2xx })},
-	field{name: "redact_query", kind: kindList, maxItems: MaxRedactQuery, item: &field{kind: kindString},
-		doc: "query keys whose values are logged as REDACTED"},
+var accessLogBlock = engine.NewBlock(
+	engine.Field{Name: "output", Kind: engine.KindString, NonEmpty: true, Def: DefaultAccessLogOutput,
+		Doc:   `"stderr", "stdout", or a file (appended to; reopened on SIGUSR1)`,
+		Check: checkLogOutput, Bind: engine.At(func(a *AccessLog) *string { return &a.Output })},
+	engine.Field{Name: "sample_2xx", Kind: engine.KindNumber, Flo: 0, Fhi: 1, Def: DefaultAccessLogSample2xx,
+		Doc:  "share of 2xx answers logged, 0 to 1; other statuses are always logged",
+		Bind: engine.At(func(a *AccessLog) *float64 { return &a.Sample2xx })},
+	engine.Field{Name: "redact_query", Kind: engine.KindList, MaxItems: MaxRedactQuery, Item: &engine.Field{Kind: engine.KindString},
+		Doc: "query keys whose values are logged as REDACTED"},
 )
 
 // checkLogOutput accepts "stdout", "stderr", or a file path whose
@@ -56,13 +57,13 @@ var accessLogBlock = newBlock(
 // open for writing (so that `levee validate` refuses what `levee run`
 // could not open; it creates nothing). A missing file's directory is not
 // checked for write permission (no portable way without creating one).
-var checkLogOutput = problemOf(func(s string) string {
+var checkLogOutput = engine.ProblemOf(func(s string) string {
 	if s == "stdout" || s == "stderr" {
 		return ""
 	}
 	dir := filepath.Dir(s)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return `must be "stdout", "stderr" or a file in an existing directory; ` + quote(dir) + " is not a directory"
+		return `must be "stdout", "stderr" or a file in an existing directory; ` + engine.Quote(dir) + " is not a directory"
 	}
 	st, err := os.Stat(s)
 	switch {
@@ -81,56 +82,36 @@ var checkLogOutput = problemOf(func(s string) string {
 	return ""
 })
 
-// log reads `log`: level, and access as true, false or a block.
-func (p *parser) log(l *Log, n *yaml.Node) {
-	f, ok := p.block("log", n, logBlock)
-	if !ok {
-		return
-	}
-	p.bind(f, n, "log", logBlock, l) // level
-	v := f["access"]
-	switch {
-	case v == nil, v.Kind == yaml.AliasNode:
-	case v.Kind == yaml.MappingNode:
-		l.Access = true
-		p.accessLog(&l.AccessLog, v)
-	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
-		l.Access, _ = p.boolean("log.access", v)
-	default:
-		p.add(v, "log.access", "must be true, false or a mapping (output, sample_2xx, redact_query), got %s", describe(v))
-	}
-}
-
 // accessLog reads `log.access` written as a block.
 func (p *parser) accessLog(a *AccessLog, n *yaml.Node) {
 	const path = "log.access"
-	f, ok := p.block(path, n, accessLogBlock)
+	f, ok := p.Block(path, n, accessLogBlock)
 	if !ok {
 		return
 	}
-	p.bind(f, n, path, accessLogBlock, a) // output and sample_2xx
+	p.Bind(f, n, path, accessLogBlock, a) // output and sample_2xx
 	v := f["redact_query"]
 	if v == nil {
 		return
 	}
-	rp := key(path, "redact_query")
-	items, ok := p.sequence(rp, v)
+	rp := engine.Key(path, "redact_query")
+	items, ok := p.Sequence(rp, v)
 	if !ok {
 		return
 	}
 	if len(items) > MaxRedactQuery {
-		p.add(v, rp, "at most %d keys, got %d", MaxRedactQuery, len(items))
+		p.Add(v, rp, "at most %d keys, got %d", MaxRedactQuery, len(items))
 		return
 	}
 	for i, item := range items {
-		ip := index(rp, i)
-		s, ok := p.str(ip, item)
+		ip := engine.Index(rp, i)
+		s, ok := p.Str(ip, item)
 		switch {
 		case !ok:
 		case s == "" || len(s) > maxRedactKey:
-			p.add(item, ip, "must be a query key of 1 to %d bytes, got %s", maxRedactKey, describe(item))
+			p.Add(item, ip, "must be a query key of 1 to %d bytes, got %s", maxRedactKey, engine.Describe(item))
 		case containsFold(a.RedactQuery, s):
-			p.add(item, ip, "duplicate key %s", quote(s))
+			p.Add(item, ip, "duplicate key %s", engine.Quote(s))
 		default:
 			a.RedactQuery = append(a.RedactQuery, s)
 		}
@@ -145,3 +126,10 @@ func containsFold(list []string, s string) bool {
 	}
 	return false
 }
+
+const (
+	// DefaultAccessLogOutput is AccessLog.Output when omitted.
+	DefaultAccessLogOutput = "stderr"
+	// DefaultAccessLogSample2xx is AccessLog.Sample2xx when omitted.
+	DefaultAccessLogSample2xx = 1.0
+)

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/limits"
+	"gopkg.in/yaml.v3"
 )
 
 // This file reads the consumer apps (`apps`), a route's `auth` and
@@ -133,40 +133,40 @@ func defaultBurst(rate float64) int {
 // into dst, whose rate and burst are *rate and *burst: burst needs rate
 // (unless b requires rate), must not take longer than limits allow to
 // refill (limits.CheckBurst), and takes defaultBurst when omitted.
-func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *block, dst any, rate *float64, burst *int) {
-	if v := f["burst"]; v != nil && f["rate"] == nil && !b.field("rate").required {
-		p.add(v, key(path, "burst"), "needs rate")
+func (p *parser) rateBurst(f map[string]*yaml.Node, n *yaml.Node, path string, b *engine.Block, dst any, rate *float64, burst *int) {
+	if v := f["burst"]; v != nil && f["rate"] == nil && !b.Field("rate").Required {
+		p.Add(v, engine.Key(path, "burst"), "needs rate")
 		delete(f, "burst")
 	}
-	bad := p.bind(f, n, path, b, dst)
+	bad := p.Bind(f, n, path, b, dst)
 	switch v := f["burst"]; {
 	case bad["rate"]:
 	case v == nil && *rate > 0:
 		*burst = defaultBurst(*rate)
 	case v != nil && !bad["burst"]:
 		if problem := limits.CheckBurst(*rate, int64(*burst)); problem != "" {
-			p.add(v, key(path, "burst"), "%s", problem) // burst × interval too long
+			p.Add(v, engine.Key(path, "burst"), "%s", problem) // burst × interval too long
 		}
 	}
 }
 
 // checkRate refuses a rate of 0 and one slower than the rate limiter can
 // keep (limits.CheckRate).
-func checkRate(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkRate(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	problem := limits.CheckRate(*ptr.(*float64))
 	if *ptr.(*float64) == 0 {
 		problem = "must be greater than 0, got 0 (omit it for no rate limit)"
 	}
 	if problem != "" {
-		p.add(n, path, "%s", problem)
+		p.Add(n, path, "%s", problem)
 	}
 	return problem == ""
 }
 
 // checkQuotaPer bounds a quota's period.
-func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkQuotaPer(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	if d := *ptr.(*time.Duration); d < minQuotaPer || d > maxQuotaPer {
-		p.add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, describe(n))
+		p.Add(n, path, "must be from %s to %s, got %s", minQuotaPer, maxQuotaPer, engine.Describe(n))
 		return false
 	}
 	return true
@@ -174,7 +174,7 @@ func checkQuotaPer(p *parser, path string, n *yaml.Node, ptr any) bool {
 
 // appLimits reads `apps[i].limits`.
 func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
-	f, ok := p.block(path, n, appLimitsBlock)
+	f, ok := p.Block(path, n, appLimitsBlock)
 	if !ok {
 		return
 	}
@@ -184,7 +184,7 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 // anonymousLimits reads `routes[i].anonymous_limits`.
 func (p *parser) anonymousLimits(path string, n *yaml.Node) *AnonymousLimits {
 	a := &AnonymousLimits{}
-	f, ok := p.block(path, n, anonymousLimitsBlock)
+	f, ok := p.Block(path, n, anonymousLimitsBlock)
 	if !ok {
 		return a
 	}
@@ -203,18 +203,18 @@ type appsSeen struct {
 // are not checked against them.
 func (p *parser) apps(c *Config, n *yaml.Node, routeNames []string, routesOK bool) {
 	const path = "apps"
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return
 	}
 	if len(items) > maxApps {
-		p.add(n, path, "at most %d apps, got %d", maxApps, len(items))
+		p.Add(n, path, "at most %d apps, got %d", maxApps, len(items))
 		return
 	}
 	seen := appsSeen{ids: map[string]int{}, keys: map[string]string{}}
 	c.Apps = make([]App, 0, len(items))
 	for i, item := range items {
-		c.Apps = append(c.Apps, p.app(index(path, i), i, item, &seen, routeNames, routesOK))
+		c.Apps = append(c.Apps, p.app(engine.Index(path, i), i, item, &seen, routeNames, routesOK))
 	}
 }
 
@@ -224,18 +224,18 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 	if n.Kind == yaml.AliasNode {
 		return a
 	}
-	if isNull(n) || n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping with id and grants, got %s", describe(n))
+	if engine.IsNull(n) || n.Kind != yaml.MappingNode {
+		p.Add(n, path, "must be a mapping with id and grants, got %s", engine.Describe(n))
 		return a
 	}
-	f, ok := p.block(path, n, appBlock)
+	f, ok := p.Block(path, n, appBlock)
 	if !ok {
 		return a
 	}
-	bad := p.bind(f, n, path, appBlock, &a) // id, name and status
+	bad := p.Bind(f, n, path, appBlock, &a) // id, name and status
 	if !bad["id"] {
 		if j, dup := seen.ids[a.ID]; dup {
-			p.add(f["id"], key(path, "id"), "duplicate app id %s (first at apps[%d])", quote(a.ID), j)
+			p.Add(f["id"], engine.Key(path, "id"), "duplicate app id %s (first at apps[%d])", engine.Quote(a.ID), j)
 		} else {
 			seen.ids[a.ID] = i
 		}
@@ -244,16 +244,16 @@ func (p *parser) app(path string, i int, n *yaml.Node, seen *appsSeen, routeName
 		a.Name = a.ID
 	}
 	if v := f["api_key_sha256"]; v != nil {
-		a.APIKeySHA256 = p.keyHashes(key(path, "api_key_sha256"), v, seen)
+		a.APIKeySHA256 = p.keyHashes(engine.Key(path, "api_key_sha256"), v, seen)
 	}
 	if v := f["grants"]; v != nil {
-		a.Grants = p.grants(key(path, "grants"), v, routeNames, routesOK)
+		a.Grants = p.grants(engine.Key(path, "grants"), v, routeNames, routesOK)
 	}
 	if v := f["limits"]; v != nil {
-		p.appLimits(&a.Limits, key(path, "limits"), v)
+		p.appLimits(&a.Limits, engine.Key(path, "limits"), v)
 	}
 	if v := f["route_limits"]; v != nil {
-		a.RouteLimits = p.routeLimits(key(path, "route_limits"), v, a.Grants)
+		a.RouteLimits = p.routeLimits(engine.Key(path, "route_limits"), v, a.Grants)
 	}
 	return a
 }
@@ -264,28 +264,28 @@ func checkAppName(s string) string { return limits.CheckAppName(s) }
 // keyHashes reads `api_key_sha256`: hex SHA-256 hashes, unique across
 // every app, stored lower-case.
 func (p *parser) keyHashes(path string, n *yaml.Node, seen *appsSeen) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
 	if len(items) > maxAppKeys {
-		p.add(n, path, "at most %d keys, got %d", maxAppKeys, len(items))
+		p.Add(n, path, "at most %d keys, got %d", maxAppKeys, len(items))
 		return nil
 	}
 	var out []string
 	for i, item := range items {
-		ip := index(path, i)
-		s, ok := p.str(ip, item)
+		ip := engine.Index(path, i)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
 		h := strings.ToLower(s)
 		if !isHexSHA256(h) {
-			p.add(item, ip, "must be a SHA-256 as 64 hex digits (the file holds hashes, never keys), got %s", quote(s))
+			p.Add(item, ip, "must be a SHA-256 as 64 hex digits (the file holds hashes, never keys), got %s", engine.Quote(s))
 			continue
 		}
 		if first, dup := seen.keys[h]; dup {
-			p.add(item, ip, "duplicate key hash (first at %s)", first)
+			p.Add(item, ip, "duplicate key hash (first at %s)", first)
 			continue
 		}
 		seen.keys[h] = ip
@@ -300,28 +300,28 @@ func isHexSHA256(s string) bool {
 
 // grants reads `grants`: distinct names of routes in the file.
 func (p *parser) grants(path string, n *yaml.Node, routeNames []string, routesOK bool) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
 	if len(items) > maxAppGrants {
-		p.add(n, path, "at most %d routes, got %d", maxAppGrants, len(items))
+		p.Add(n, path, "at most %d routes, got %d", maxAppGrants, len(items))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	first := map[string]int{}
 	for i, item := range items {
-		ip := index(path, i)
-		s, ok := p.str(ip, item)
+		ip := engine.Index(path, i)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
 		switch j, dup := first[s]; {
 		case dup:
-			p.add(item, ip, "duplicate route %s (first at grants[%d])", quote(s), j)
+			p.Add(item, ip, "duplicate route %s (first at grants[%d])", engine.Quote(s), j)
 			continue
 		case routesOK && !slices.Contains(routeNames, s):
-			p.add(item, ip, "unknown route %s%s", quote(s), suggest(s, routeNames))
+			p.Add(item, ip, "unknown route %s%s", engine.Quote(s), engine.Suggest(s, routeNames))
 			continue
 		}
 		first[s] = i
@@ -336,23 +336,23 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, path, "must be a mapping of route names to {rate, burst, quota}, got %s", describe(n))
+		p.Add(n, path, "must be a mapping of route names to {rate, burst, quota}, got %s", engine.Describe(n))
 		return nil
 	}
 	out := map[string]RouteLimit{}
-	for _, e := range p.pairs(path, n) {
-		rp := key(path, e.key)
-		if !slices.Contains(grants, e.key) {
-			p.add(e.k, rp, "route %s is not in this app's grants", quote(e.key))
+	for _, e := range p.Pairs(path, n) {
+		rp := engine.Key(path, e.Key)
+		if !slices.Contains(grants, e.Key) {
+			p.Add(e.K, rp, "route %s is not in this app's grants", engine.Quote(e.Key))
 			continue
 		}
 		var rl RouteLimit
-		f, ok := p.block(rp, e.v, routeLimitBlock)
+		f, ok := p.Block(rp, e.V, routeLimitBlock)
 		if !ok {
 			continue
 		}
-		p.rateBurst(f, e.v, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
-		out[e.key] = rl
+		p.rateBurst(f, e.V, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
+		out[e.Key] = rl
 	}
 	return out
 }
@@ -388,24 +388,91 @@ func ReadTokenFile(path string) (string, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+		return "", fmt.Errorf("cannot read %s: %v", engine.QuoteMax(path, maxPathShown), pathErrCause(err))
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
 	if err != nil {
-		return "", fmt.Errorf("cannot read %s: %v", quoteMax(path, maxPathShown), pathErrCause(err))
+		return "", fmt.Errorf("cannot read %s: %v", engine.QuoteMax(path, maxPathShown), pathErrCause(err))
 	}
 	if len(b) > maxTokenFileBytes {
-		return "", fmt.Errorf("token file %s is larger than %s", quoteMax(path, maxPathShown), formatSize(maxTokenFileBytes))
+		return "", fmt.Errorf("token file %s is larger than %s", engine.QuoteMax(path, maxPathShown), engine.FormatSize(maxTokenFileBytes))
 	}
 	tok := strings.TrimSpace(string(b))
 	switch {
 	case tok == "":
-		return "", fmt.Errorf("token file %s is empty", quoteMax(path, maxPathShown))
+		return "", fmt.Errorf("token file %s is empty", engine.QuoteMax(path, maxPathShown))
 	case len(tok) < minTokenLen:
-		return "", fmt.Errorf("token in %s is shorter than %d characters", quoteMax(path, maxPathShown), minTokenLen)
+		return "", fmt.Errorf("token in %s is shorter than %d characters", engine.QuoteMax(path, maxPathShown), minTokenLen)
 	case strings.ContainsFunc(tok, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return "", fmt.Errorf("token in %s must be one line of printable text", quoteMax(path, maxPathShown))
+		return "", fmt.Errorf("token in %s must be one line of printable text", engine.QuoteMax(path, maxPathShown))
 	}
 	return tok, nil
 }
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	quotaBlock = engine.NewBlock(
+		engine.Field{Name: "requests", Kind: engine.KindInt, Lo: 1, Hi: maxQuotaRequests, Required: true, Doc: "requests allowed per period",
+			Bind: engine.At(func(q *Quota) *int64 { return &q.Requests })},
+		engine.Field{Name: "per", Kind: engine.KindDuration, Required: true, Doc: "the period, from 1s to 8784h",
+			Check: checkQuotaPer, Bind: engine.At(func(q *Quota) *time.Duration { return &q.Per })},
+	)
+	anonymousLimitsBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Required: true, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(a *AnonymousLimits) *float64 { return &a.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; max(1, ceil(rate)) when omitted",
+			Bind: engine.At(func(a *AnonymousLimits) *int { return &a.Burst })},
+	)
+	routeLimitBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(l *RouteLimit) *float64 { return &l.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; only with rate",
+			Bind: engine.At(func(l *RouteLimit) *int { return &l.Burst })},
+		engine.Field{Name: "quota", Kind: engine.KindBlock, Sub: quotaBlock, Doc: "requests per period",
+			Bind: engine.Opt(func(l *RouteLimit) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+	)
+	appLimitsBlock = engine.NewBlock(
+		engine.Field{Name: "rate", Kind: engine.KindNumber, Flo: 0, Fhi: maxRate, Doc: "requests per second, sustained; greater than 0",
+			Check: checkRate, Bind: engine.At(func(l *AppLimits) *float64 { return &l.Rate })},
+		engine.Field{Name: "burst", Kind: engine.KindInt, Lo: 1, Hi: maxBurst, Doc: "requests at once above the rate; only with rate",
+			Bind: engine.At(func(l *AppLimits) *int { return &l.Burst })},
+		engine.Field{Name: "quota", Kind: engine.KindBlock, Sub: quotaBlock, Doc: "requests per period",
+			Bind: engine.Opt(func(l *AppLimits) **Quota { return &l.Quota }, func() *Quota { return &Quota{} })},
+		engine.Field{Name: "max_concurrency", Kind: engine.KindInt, Lo: 1, Hi: maxAppConcurrency, Doc: "requests in flight at once",
+			Bind: engine.At(func(l *AppLimits) *int { return &l.MaxConcurrency })},
+	)
+	appBlock = engine.NewBlock(
+		engine.Field{Name: "id", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the app's id, unique",
+			Check: checkName, Bind: engine.At(func(a *App) *string { return &a.ID })},
+		engine.Field{Name: "name", Kind: engine.KindString, Doc: "display name; the id when omitted",
+			Check: engine.ProblemOf(checkAppName), Bind: engine.At(func(a *App) *string { return &a.Name })},
+		engine.Field{Name: "status", Kind: engine.KindEnum, Enum: appStatuses, Def: DefaultAppStatus, Doc: "a suspended app's keys are refused",
+			Bind: engine.At(func(a *App) *string { return &a.Status })},
+		engine.Field{Name: "api_key_sha256", Kind: engine.KindList, MaxItems: maxAppKeys, Item: &engine.Field{Kind: engine.KindString, Pattern: "^[0-9a-fA-F]{64}$"},
+			Doc: "SHA-256 of each API key, as hex; unique across apps", Secret: true},
+		engine.Field{Name: "grants", Kind: engine.KindList, MaxItems: maxAppGrants, Item: &engine.Field{Kind: engine.KindString, Pattern: namePattern}, Doc: "the routes the app may call"},
+		engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: appLimitsBlock, Doc: "the app's limits across its routes"},
+		engine.Field{Name: "route_limits", Kind: engine.KindMap, Sub: routeLimitBlock, Doc: "per route overrides; each key one of grants"},
+	)
+)
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultAppStatus is App.Status when omitted.
+	DefaultAppStatus = AppStatusActive
+)
+
+const (
+	// An app's bounds are package limits', which the store and the rate
+	// limiter apply too, so that validate refuses what run would.
+	maxApps           = limits.MaxApps
+	maxAppKeys        = limits.MaxKeys
+	maxAppGrants      = limits.MaxGrants
+	maxAppConcurrency = limits.MaxConcurrency
+	maxRate           = limits.MaxRate
+	maxBurst          = limits.MaxBurst
+	maxQuotaRequests  = limits.MaxQuotaRequests
+	minQuotaPer       = limits.MinQuotaPer
+	maxQuotaPer       = limits.MaxQuotaPer
+)

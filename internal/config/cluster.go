@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -79,45 +80,39 @@ const (
 )
 
 func defaultClusterRedis() *ClusterRedis {
-	return &ClusterRedis{
-		Timeout:         DefaultClusterRedisTimeout,
-		OnFailure:       DefaultClusterOnFailure,
-		Prefix:          DefaultClusterRedisPrefix,
-		BreakerFailures: DefaultClusterBreakerFailure,
-		NodeTTL:         DefaultClusterNodeTTL,
-	}
+	return engine.WithDefaults(clusterRedisBlock, &ClusterRedis{})
 }
 
 var (
-	clusterRedisBlock = newBlock(
-		field{name: "address", kind: kindString, required: true, doc: "host:port of Redis",
-			check: checkEndpoint, bind: at(func(r *ClusterRedis) *string { return &r.Address })},
-		field{name: "password_file", kind: kindString, nonEmpty: true, doc: "file whose first line is Redis's password; no AUTH when omitted",
-			check: checkPasswordFile, bind: at(func(r *ClusterRedis) *string { return &r.PasswordFile }), notSecret: "a path; the password is read from the file"},
-		field{name: "timeout", kind: kindDuration, def: DefaultClusterRedisTimeout, doc: "each Redis operation, 1ms to 10s; past it on_failure decides",
-			check: checkDurationIn(minClusterTimeout, maxClusterTimeout), bind: at(func(r *ClusterRedis) *time.Duration { return &r.Timeout })},
-		field{name: "on_failure", kind: kindEnum, enum: clusterFailureModes, def: DefaultClusterOnFailure,
-			doc:  "without Redis: local (each node enforces limit / live nodes), allow or deny",
-			bind: at(func(r *ClusterRedis) *string { return &r.OnFailure })},
-		field{name: "prefix", kind: kindString, nonEmpty: true, pattern: clusterPrefixPattern, def: DefaultClusterRedisPrefix,
-			doc:   "start of every key levee writes: 1 to 64 printable ASCII characters, no space",
-			check: checkPrintable(maxClusterPrefixLen),
-			bind:  at(func(r *ClusterRedis) *string { return &r.Prefix })},
-		field{name: "breaker_failures", kind: kindInt, lo: 1, hi: maxBreakerFailures, def: DefaultClusterBreakerFailure,
-			doc:  "failed operations in a row after which Redis is left alone until a background probe succeeds",
-			bind: at(func(r *ClusterRedis) *int { return &r.BreakerFailures })},
-		field{name: "node_ttl", kind: kindDuration, def: DefaultClusterNodeTTL, doc: "how long a node not heard from still counts as live, 2s to 1m",
-			check: checkDurationIn(minClusterNodeTTL, maxClusterNodeTTL), bind: at(func(r *ClusterRedis) *time.Duration { return &r.NodeTTL })},
+	clusterRedisBlock = engine.NewBlock(
+		engine.Field{Name: "address", Kind: engine.KindString, Required: true, Doc: "host:port of Redis",
+			Check: checkEndpoint, Bind: engine.At(func(r *ClusterRedis) *string { return &r.Address })},
+		engine.Field{Name: "password_file", Kind: engine.KindString, NonEmpty: true, Doc: "file whose first line is Redis's password; no AUTH when omitted",
+			Check: checkPasswordFile, Bind: engine.At(func(r *ClusterRedis) *string { return &r.PasswordFile }), NotSecret: "a path; the password is read from the file"},
+		engine.Field{Name: "timeout", Kind: engine.KindDuration, Def: DefaultClusterRedisTimeout, Doc: "each Redis operation, 1ms to 10s; past it on_failure decides",
+			Check: checkDurationIn(minClusterTimeout, maxClusterTimeout), Bind: engine.At(func(r *ClusterRedis) *time.Duration { return &r.Timeout })},
+		engine.Field{Name: "on_failure", Kind: engine.KindEnum, Enum: clusterFailureModes, Def: DefaultClusterOnFailure,
+			Doc:  "without Redis: local (each node enforces limit / live nodes), allow or deny",
+			Bind: engine.At(func(r *ClusterRedis) *string { return &r.OnFailure })},
+		engine.Field{Name: "prefix", Kind: engine.KindString, NonEmpty: true, Pattern: clusterPrefixPattern, Def: DefaultClusterRedisPrefix,
+			Doc:   "start of every key levee writes: 1 to 64 printable ASCII characters, no space",
+			Check: checkPrintable(maxClusterPrefixLen),
+			Bind:  engine.At(func(r *ClusterRedis) *string { return &r.Prefix })},
+		engine.Field{Name: "breaker_failures", Kind: engine.KindInt, Lo: 1, Hi: maxBreakerFailures, Def: DefaultClusterBreakerFailure,
+			Doc:  "failed operations in a row after which Redis is left alone until a background probe succeeds",
+			Bind: engine.At(func(r *ClusterRedis) *int { return &r.BreakerFailures })},
+		engine.Field{Name: "node_ttl", Kind: engine.KindDuration, Def: DefaultClusterNodeTTL, Doc: "how long a node not heard from still counts as live, 2s to 1m",
+			Check: checkDurationIn(minClusterNodeTTL, maxClusterNodeTTL), Bind: engine.At(func(r *ClusterRedis) *time.Duration { return &r.NodeTTL })},
 	)
 
-	clusterBlock = newBlock(
-		field{name: "node_id", kind: kindString, nonEmpty: true, pattern: clusterNodeIDPattern, doc: "this node's name; the host name and admin port when omitted",
-			check: checkPrintable(maxClusterNodeIDLen),
-			bind:  at(func(c *Cluster) *string { return &c.NodeID })},
-		field{name: "redis", kind: kindBlock, sub: clusterRedisBlock, doc: "share rate limits, quotas and the HMAC replay cache in Redis",
-			bind: opt(func(c *Cluster) **ClusterRedis { return &c.Redis }, defaultClusterRedis)},
-		field{name: "etcd", kind: kindBlock, sub: clusterEtcdBlock, doc: "share apps, keys and grants, and list the live nodes, in etcd",
-			bind: opt(func(c *Cluster) **ClusterEtcd { return &c.Etcd }, defaultClusterEtcd)},
+	clusterBlock = engine.NewBlock(
+		engine.Field{Name: "node_id", Kind: engine.KindString, NonEmpty: true, Pattern: clusterNodeIDPattern, Doc: "this node's name; the host name and admin port when omitted",
+			Check: checkPrintable(maxClusterNodeIDLen),
+			Bind:  engine.At(func(c *Cluster) *string { return &c.NodeID })},
+		engine.Field{Name: "redis", Kind: engine.KindBlock, Sub: clusterRedisBlock, Doc: "share rate limits, quotas and the HMAC replay cache in Redis",
+			Bind: engine.Opt(func(c *Cluster) **ClusterRedis { return &c.Redis }, defaultClusterRedis)},
+		engine.Field{Name: "etcd", Kind: engine.KindBlock, Sub: clusterEtcdBlock, Doc: "share apps, keys and grants, and list the live nodes, in etcd",
+			Bind: engine.Opt(func(c *Cluster) **ClusterEtcd { return &c.Etcd }, defaultClusterEtcd)},
 	)
 )
 
@@ -137,29 +132,29 @@ func ReadPasswordFile(name string) (string, error) {
 		return "", err
 	}
 	if len(b) > maxPasswordFileBytes {
-		return "", fmt.Errorf("%s is %d bytes; a password file holds one line of at most %d", quote(name), len(b), maxPasswordFileBytes)
+		return "", fmt.Errorf("%s is %d bytes; a password file holds one line of at most %d", engine.Quote(name), len(b), maxPasswordFileBytes)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	if line = strings.TrimSuffix(line, "\r"); line == "" {
-		return "", fmt.Errorf("%s holds no password on its first line", quote(name))
+		return "", fmt.Errorf("%s holds no password on its first line", engine.Quote(name))
 	}
 	return line, nil
 }
 
 // checkPasswordFile refuses a password_file ReadPasswordFile refuses.
-func checkPasswordFile(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkPasswordFile(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 	if _, err := ReadPasswordFile(*ptr.(*string)); err != nil {
-		p.add(n, path, "%v", err)
+		p.Add(n, path, "%v", err)
 		return false
 	}
 	return true
 }
 
 // checkDurationIn refuses a duration outside [lo, hi].
-func checkDurationIn(lo, hi time.Duration) func(*parser, string, *yaml.Node, any) bool {
-	return func(p *parser, path string, n *yaml.Node, ptr any) bool {
+func checkDurationIn(lo, hi time.Duration) func(*engine.Parser, string, *yaml.Node, any) bool {
+	return func(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
 		if d := *ptr.(*time.Duration); d < lo || d > hi {
-			p.add(n, path, "must be from %v to %v, got %s", lo, hi, describe(n))
+			p.Add(n, path, "must be from %v to %v, got %s", lo, hi, engine.Describe(n))
 			return false
 		}
 		return true
@@ -168,8 +163,8 @@ func checkDurationIn(lo, hi time.Duration) func(*parser, string, *yaml.Node, any
 
 // checkPrintable refuses a string that is not 1 to max printable ASCII
 // characters without spaces (the schema's [!-~]{1,max}).
-func checkPrintable(max int) func(*parser, string, *yaml.Node, any) bool {
-	return problemOf(func(s string) string {
+func checkPrintable(max int) func(*engine.Parser, string, *yaml.Node, any) bool {
+	return engine.ProblemOf(func(s string) string {
 		rule := fmt.Sprintf("must be 1 to %d printable ASCII characters without spaces", max)
 		if len(s) < 1 || len(s) > max {
 			return rule

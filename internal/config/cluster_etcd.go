@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -42,29 +43,28 @@ const (
 )
 
 func defaultClusterEtcd() *ClusterEtcd {
-	return &ClusterEtcd{Prefix: DefaultClusterEtcdPrefix, LeaseTTL: DefaultClusterEtcdLeaseTTL,
-		DialTimeout: DefaultClusterEtcdDialTimeout, OpTimeout: DefaultClusterEtcdOpTimeout}
+	return engine.WithDefaults(clusterEtcdBlock, &ClusterEtcd{})
 }
 
-var clusterEtcdBlock = newBlock(
-	field{name: "endpoints", kind: kindList, required: true, minItems: 1, maxItems: maxEtcdEndpoints, item: &field{kind: kindString},
-		doc:   "etcd members: host:port or http(s)://host:port, distinct",
-		check: checkEtcdEndpoints, bind: at(func(e *ClusterEtcd) *[]string { return &e.Endpoints })},
-	field{name: "prefix", kind: kindString, pattern: "^/(.*/)?$", def: DefaultClusterEtcdPrefix,
-		doc: `start of every key levee writes, starting and ending with "/"`, check: checkEtcdPrefix,
-		bind: at(func(e *ClusterEtcd) *string { return &e.Prefix })},
-	field{name: "lease_ttl", kind: kindDuration, def: DefaultClusterEtcdLeaseTTL, doc: "lease of this node's membership key, 2s to 1m",
-		check: checkDurationIn(minClusterNodeTTL, maxClusterNodeTTL), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.LeaseTTL })},
-	field{name: "dial_timeout", kind: kindDuration, def: DefaultClusterEtcdDialTimeout, doc: "time to connect to etcd, 100ms to 1m",
-		check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.DialTimeout })},
-	field{name: "op_timeout", kind: kindDuration, def: DefaultClusterEtcdOpTimeout, doc: "each etcd read or write, 100ms to 1m; past it an admin write answers 503",
-		check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), bind: at(func(e *ClusterEtcd) *time.Duration { return &e.OpTimeout })},
+var clusterEtcdBlock = engine.NewBlock(
+	engine.Field{Name: "endpoints", Kind: engine.KindList, Required: true, MinItems: 1, MaxItems: maxEtcdEndpoints, Item: &engine.Field{Kind: engine.KindString},
+		Doc:   "etcd members: host:port or http(s)://host:port, distinct",
+		Check: checkEtcdEndpoints, Bind: engine.At(func(e *ClusterEtcd) *[]string { return &e.Endpoints })},
+	engine.Field{Name: "prefix", Kind: engine.KindString, Pattern: "^/(.*/)?$", Def: DefaultClusterEtcdPrefix,
+		Doc: `start of every key levee writes, starting and ending with "/"`, Check: checkEtcdPrefix,
+		Bind: engine.At(func(e *ClusterEtcd) *string { return &e.Prefix })},
+	engine.Field{Name: "lease_ttl", Kind: engine.KindDuration, Def: DefaultClusterEtcdLeaseTTL, Doc: "lease of this node's membership key, 2s to 1m",
+		Check: checkDurationIn(minClusterNodeTTL, maxClusterNodeTTL), Bind: engine.At(func(e *ClusterEtcd) *time.Duration { return &e.LeaseTTL })},
+	engine.Field{Name: "dial_timeout", Kind: engine.KindDuration, Def: DefaultClusterEtcdDialTimeout, Doc: "time to connect to etcd, 100ms to 1m",
+		Check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), Bind: engine.At(func(e *ClusterEtcd) *time.Duration { return &e.DialTimeout })},
+	engine.Field{Name: "op_timeout", Kind: engine.KindDuration, Def: DefaultClusterEtcdOpTimeout, Doc: "each etcd read or write, 100ms to 1m; past it an admin write answers 503",
+		Check: checkDurationIn(minClusterEtcdTimeout, maxClusterEtcdTimeout), Bind: engine.At(func(e *ClusterEtcd) *time.Duration { return &e.OpTimeout })},
 )
 
 // checkEtcdEndpoints reads a list of etcd members as
 // discovery.etcd.endpoints is read (p.etcdEndpoints).
-func checkEtcdEndpoints(p *parser, path string, n *yaml.Node, ptr any) bool {
-	before := len(p.errs)
-	*ptr.(*[]string) = p.etcdEndpoints(path, n, n)
-	return len(p.errs) == before
+func checkEtcdEndpoints(p *engine.Parser, path string, n *yaml.Node, ptr any) bool {
+	before := p.Count()
+	*ptr.(*[]string) = (&parser{p}).etcdEndpoints(path, n, n)
+	return p.Count() == before
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -58,11 +59,11 @@ func DefinitionJSON(def []byte) ([]byte, string, error) {
 	}
 	out, ok := p.definitionJSON("", root)
 	if !ok {
-		return nil, "", p.result()
+		return nil, "", p.Result()
 	}
 	name := ""
 	if k := firstKey(root, "name"); k != nil {
-		if v := mappingValue(root, k); isString(v) {
+		if v := mappingValue(root, k); engine.IsString(v) {
 			name = v.Value
 		}
 	}
@@ -72,20 +73,20 @@ func DefinitionJSON(def []byte) ([]byte, string, error) {
 // decodeDefinition parses def as one YAML document holding a mapping,
 // with the file's limits (size, depth, no aliases or merge keys).
 func decodeDefinition(def []byte) (*yaml.Node, *parser, *Errors) {
-	p := &parser{}
+	p := &parser{&engine.Parser{}}
 	if len(def) > MaxDefinitionBytes {
-		return nil, p, fileError(fmt.Sprintf("the definition is larger than the %s limit", formatSize(MaxDefinitionBytes)))
+		return nil, p, engine.FileError(fmt.Sprintf("the definition is larger than the %s limit", engine.FormatSize(MaxDefinitionBytes)))
 	}
-	root, errs := decode(def)
+	root, errs := engine.Decode(def)
 	if errs != nil {
 		return nil, p, errs
 	}
-	if !p.scan(root, "", 0) {
-		return nil, p, p.result()
+	if !p.Scan(root, "", 0) {
+		return nil, p, p.Result()
 	}
 	if root == nil || root.Kind != yaml.MappingNode {
-		p.add(root, "", "the definition must be a mapping with match and data, got %s", describe(root))
-		return nil, p, p.result()
+		p.Add(root, "", "the definition must be a mapping with match and data, got %s", engine.Describe(root))
+		return nil, p, p.Result()
 	}
 	return root, p, nil
 }
@@ -93,16 +94,16 @@ func decodeDefinition(def []byte) (*yaml.Node, *parser, *Errors) {
 // definitionJSON renders mapping n (the route at path) as canonical JSON
 // without its name, reporting what JSON cannot hold.
 func (p *parser) definitionJSON(path string, n *yaml.Node) ([]byte, bool) {
-	before := len(p.errs)
+	before := p.Count()
 	v := p.nodeValue(path, n, 0)
-	if len(p.errs) > before {
+	if p.Count() > before {
 		return nil, false
 	}
 	m, _ := v.(jsonObject)
 	m = slices.DeleteFunc(m, func(kv jsonMember) bool { return kv.key == "name" })
 	out, err := json.Marshal(m)
 	if err != nil {
-		p.add(n, path, "cannot be written as JSON: %v", err)
+		p.Add(n, path, "cannot be written as JSON: %v", err)
 		return nil, false
 	}
 	return out, true
@@ -140,8 +141,8 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 // cannot hold; its depth is bounded by maxDepth (scan refused deeper
 // trees before).
 func (p *parser) nodeValue(path string, n *yaml.Node, depth int) any {
-	if depth > maxDepth {
-		p.add(n, path, "nesting deeper than %d levels is not allowed", maxDepth)
+	if depth > engine.MaxDepth {
+		p.Add(n, path, "nesting deeper than %d levels is not allowed", engine.MaxDepth)
 		return nil
 	}
 	switch n.Kind {
@@ -150,16 +151,16 @@ func (p *parser) nodeValue(path string, n *yaml.Node, depth int) any {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
-				p.add(k, path, "keys must be strings, got %s", describe(k))
+				p.Add(k, path, "keys must be strings, got %s", engine.Describe(k))
 				continue
 			}
-			m = append(m, jsonMember{k.Value, p.nodeValue(key(path, k.Value), n.Content[i+1], depth+1)})
+			m = append(m, jsonMember{k.Value, p.nodeValue(engine.Key(path, k.Value), n.Content[i+1], depth+1)})
 		}
 		return m
 	case yaml.SequenceNode:
 		s := make([]any, 0, len(n.Content))
 		for i, c := range n.Content {
-			s = append(s, p.nodeValue(index(path, i), c, depth+1))
+			s = append(s, p.nodeValue(engine.Index(path, i), c, depth+1))
 		}
 		return s
 	case yaml.ScalarNode:
@@ -169,19 +170,19 @@ func (p *parser) nodeValue(path string, n *yaml.Node, depth int) any {
 		case "!!bool":
 			var b bool
 			if err := n.Decode(&b); err != nil {
-				p.add(n, path, "%v", err)
+				p.Add(n, path, "%v", err)
 			}
 			return b
 		case "!!int", "!!float":
 			if !jsonNumber.MatchString(n.Value) {
-				p.add(n, path, "the number %s is not written as JSON writes numbers; write it in decimal (a data route is kept as JSON)", n.Value)
+				p.Add(n, path, "the number %s is not written as JSON writes numbers; write it in decimal (a data route is kept as JSON)", n.Value)
 				return nil
 			}
 			return json.Number(n.Value)
 		}
 		return n.Value
 	}
-	p.add(n, path, "aliases are not allowed")
+	p.Add(n, path, "aliases are not allowed")
 	return nil
 }
 
@@ -201,13 +202,13 @@ func ParseDataAPI(c *Config, name string, def []byte) (*Route, error) {
 		return nil, errs
 	}
 	if !validName(name) {
-		p.add(nil, "name", "name %s, got %s", nameRule, quote(name))
-		return nil, p.result()
+		p.Add(nil, "name", "name %s, got %s", nameRule, engine.Quote(name))
+		return nil, p.Result()
 	}
 	n := root
 	if k := firstKey(root, "name"); k != nil {
-		if v := mappingValue(root, k); !isString(v) || v.Value != name {
-			p.add(v, "name", "must be the data API's name %s (or be left out), got %s", quote(name), describe(v))
+		if v := mappingValue(root, k); !engine.IsString(v) || v.Value != name {
+			p.Add(v, "name", "must be the data API's name %s (or be left out), got %s", engine.Quote(name), engine.Describe(v))
 		}
 	} else {
 		// The walker requires a name: give it the API's.
@@ -218,23 +219,23 @@ func ParseDataAPI(c *Config, name string, def []byte) (*Route, error) {
 			}, root.Content...)}
 	}
 	if k := firstKey(root, "upstream"); k != nil {
-		p.add(k, "upstream", "a data API answers from a data source: give data, not upstream")
+		p.Add(k, "upstream", "a data API answers from a data source: give data, not upstream")
 	}
 	if firstKey(root, "data") == nil {
-		p.add(root, "data", "required: a data API is a route with a data block")
+		p.Add(root, "data", "required: a data API is a route with a data block")
 	}
 	for _, r := range c.Routes {
 		if r.Name == name && r.Data == nil {
-			p.add(nil, "name", "%s is the name of a route of the configuration file that is not a data route; route names are one namespace", quote(name))
+			p.Add(nil, "name", "%s is the name of a route of the configuration file that is not a data route; route names are one namespace", engine.Quote(name))
 		}
 	}
-	if len(p.errs) > 0 {
-		return nil, p.result()
+	if p.Count() > 0 {
+		return nil, p.Result()
 	}
 	scratch := *c
 	scratch.dataDefs = nil
 	r, _, _, _ := p.route(&scratch, "", n) // keeps the definition, checking that JSON holds it
-	if errs := p.result(); errs != nil {
+	if errs := p.Result(); errs != nil {
 		return nil, errs
 	}
 	return &r, nil
@@ -266,7 +267,7 @@ func RouteConflicts(routes []Route) []RouteConflict {
 	byName := make(map[string]int, len(routes))
 	for i, r := range routes {
 		if j, dup := byName[r.Name]; dup {
-			out = append(out, RouteConflict{i, j, fmt.Sprintf("route name %s is used twice", quote(r.Name))})
+			out = append(out, RouteConflict{i, j, fmt.Sprintf("route name %s is used twice", engine.Quote(r.Name))})
 			continue
 		}
 		byName[r.Name] = i
@@ -278,9 +279,9 @@ func RouteConflicts(routes []Route) []RouteConflict {
 	overlapsBy(routes, seen, func(i, j int, method string) {
 		what := "same host and path_prefix"
 		if method != "" {
-			what = "same host, path_prefix and method " + quote(method)
+			what = "same host, path_prefix and method " + engine.Quote(method)
 		}
-		out = append(out, RouteConflict{i, j, fmt.Sprintf("route %s duplicates route %s (%s)", quote(routes[i].Name), quote(routes[j].Name), what)})
+		out = append(out, RouteConflict{i, j, fmt.Sprintf("route %s duplicates route %s (%s)", engine.Quote(routes[i].Name), engine.Quote(routes[j].Name), what)})
 	})
 	return out
 }

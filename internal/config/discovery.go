@@ -1,134 +1,34 @@
 package config
 
 import (
-	"math"
-	"net/textproto"
 	"strings"
+	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
+	"github.com/levee-gw/levee/internal/endpoint"
 	"gopkg.in/yaml.v3"
 )
 
-// This file walks the parts of an upstream that choose and feed its
-// balancer: `least_request`, `consistent_hash` and `discovery`.
-
-// balancerOptions reads `least_request` and `consistent_hash` of the
-// upstream at path (mapping n, fields f) and checks that each appears only
-// with its balancer, which must have been read into u.Balancer already.
-// balancerOK is false when `balancer` itself was invalid: the pairing is
-// then not checked, since the balancer meant is unknown.
-func (p *parser) balancerOptions(u *Upstream, path string, n *yaml.Node, f map[string]*yaml.Node, balancerOK bool) {
-	mismatch := func(field, balancer string) {
-		was := quote(u.Balancer)
-		if f["balancer"] == nil {
-			was += " (the default)"
-		}
-		p.add(firstKey(n, field), key(path, field), "only allowed with balancer %s; balancer is %s", balancer, was)
-	}
-	if v := f["least_request"]; v != nil {
-		lr := p.leastRequest(key(path, "least_request"), v)
-		if u.Balancer == BalancerLeastRequest {
-			u.LeastRequest = lr
-		} else if balancerOK {
-			mismatch("least_request", BalancerLeastRequest)
-		}
-	} else if u.Balancer == BalancerLeastRequest {
-		u.LeastRequest = defaultLeastRequest()
-	}
-	if v := f["consistent_hash"]; v != nil {
-		ch := p.consistentHash(key(path, "consistent_hash"), v)
-		if u.Balancer == BalancerConsistentHash {
-			u.ConsistentHash = ch
-		} else if balancerOK {
-			mismatch("consistent_hash", BalancerConsistentHash)
-		}
-	} else if u.Balancer == BalancerConsistentHash {
-		p.add(f["balancer"], key(path, "consistent_hash"), `required with balancer %s, as in {hash_on: "header:X-User"}`, BalancerConsistentHash)
-	}
-}
-
-// leastRequest reads `least_request`.
-func (p *parser) leastRequest(path string, n *yaml.Node) *LeastRequest {
-	lr := defaultLeastRequest()
-	f, ok := p.block(path, n, leastRequestBlock)
-	if !ok {
-		return lr
-	}
-	p.bind(f, n, path, leastRequestBlock, lr)
-	return lr
-}
-
-// consistentHash reads `consistent_hash`, whose hash_on is required.
-func (p *parser) consistentHash(path string, n *yaml.Node) *ConsistentHash {
-	ch := &ConsistentHash{}
-	f, ok := p.block(path, n, consistentHashBlock)
-	if !ok {
-		return ch
-	}
-	p.bind(f, n, path, consistentHashBlock, ch) // hash_on
-	return ch
-}
-
-// checkHashOn normalises a `hash_on` value (normalizeHashOn).
-var checkHashOn = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
-	norm, problem := normalizeHashOn(*s)
-	if problem != "" {
-		p.add(n, path, "%s, got %s", problem, quote(*s))
-		return false
-	}
-	*s = norm
-	return true
-})
-
-// normalizeHashOn checks a `hash_on` value and returns its normalised
-// form (see ConsistentHash.HashOn), or a problem phrased to precede
-// ", got <value>".
-func normalizeHashOn(s string) (string, string) {
-	if s == HashOnClientIP || s == HashOnPath {
-		return s, ""
-	}
-	kind, name, found := strings.Cut(s, ":")
-	switch kind {
-	case HashOnHeader, HashOnCookie, HashOnQuery:
-	case HashOnClientIP, HashOnPath:
-		return s, quote(kind) + " takes no name"
-	default:
-		return s, "must be " + hashOnForms
-	}
-	switch {
-	case !found || name == "":
-		return s, "needs a name after " + quote(kind+":")
-	case len(name) > maxHashOnNameLen:
-		return s, kind + " name must be at most 128 bytes"
-	case kind == HashOnHeader && !validToken(name):
-		return s, "header name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"
-	case kind == HashOnCookie && !validToken(name):
-		return s, "cookie name must be an HTTP token (letters, digits and !#$%&'*+-.^_`|~)"
-	case kind == HashOnQuery && strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return s, "query key must not contain control characters"
-	}
-	if kind == HashOnHeader {
-		name = textproto.CanonicalMIMEHeaderKey(name)
-	}
-	return kind + ":" + name, ""
-}
+// The discovery block (`discovery`, an upstream's): where its endpoints
+// come from besides the list, and its `etcd` source.
 
 // discovery reads `discovery`, which names exactly one source. A source
 // key whose value is null, and `push: false`, name none.
 func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 	d := defaultDiscovery()
-	f, ok := p.block(path, n, discoveryBlock)
+	f, ok := p.Block(path, n, discoveryBlock)
 	if !ok {
 		return d
 	}
 	// file, push, max_drop_fraction, confirm_after and max_weight.
-	bad := p.bind(f, n, path, discoveryBlock, d)
+	bad := p.Bind(f, n, path, discoveryBlock, d)
 	sources := 0
 	if f["file"] != nil {
 		sources++
 	}
 	if v := f["etcd"]; v != nil {
 		sources++
-		d.Etcd = p.etcd(key(path, "etcd"), v)
+		d.Etcd = p.etcd(engine.Key(path, "etcd"), v)
 	}
 	// A push that is not a boolean still names the source meant, so that
 	// it is not also reported as missing.
@@ -136,51 +36,36 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 		sources++
 	}
 	if sources != 1 {
-		p.add(n, path, "exactly one of file, etcd or push is required")
+		p.Add(n, path, "exactly one of file, etcd or push is required")
 	}
 	return d
-}
-
-// fraction returns a YAML integer or float greater than 0 and at most 1.
-func (p *parser) fraction(path string, n *yaml.Node) (float64, bool) {
-	if n.Kind == yaml.AliasNode {
-		return 0, false
-	}
-	var v float64
-	tag := n.ShortTag()
-	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil ||
-		math.IsNaN(v) || v <= 0 || v > maxDropFraction {
-		p.add(n, path, "must be a number greater than 0 and at most 1, got %s", describe(n))
-		return 0, false
-	}
-	return v, true
 }
 
 // etcd reads `discovery.etcd`.
 func (p *parser) etcd(path string, n *yaml.Node) *EtcdDiscovery {
 	e := defaultEtcdDiscovery()
-	f, ok := p.block(path, n, etcdBlock)
+	f, ok := p.Block(path, n, etcdBlock)
 	if !ok {
 		return e
 	}
-	e.Endpoints = p.etcdEndpoints(key(path, "endpoints"), f["endpoints"], n)
-	p.bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
+	e.Endpoints = p.etcdEndpoints(engine.Key(path, "endpoints"), f["endpoints"], n)
+	p.Bind(f, n, path, etcdBlock, e) // prefix and dial_timeout
 	return e
 }
 
 // checkEtcdPrefix checks an etcd key prefix.
-var checkEtcdPrefix = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkEtcdPrefix = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	if !strings.HasPrefix(*s, "/") || !strings.HasSuffix(*s, "/") {
-		p.add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, quote(*s))
+		p.Add(n, path, `must start and end with "/", as in "/levee/services/video/", got %s`, engine.Quote(*s))
 		return false
 	}
 	return true
 })
 
 // checkNoNUL refuses a file name holding a NUL byte.
-var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) bool {
+var checkNoNUL = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
 	if strings.IndexByte(*s, 0) >= 0 {
-		p.add(n, path, "must not contain a NUL byte, got %s", quoteMax(*s, maxPathShown))
+		p.Add(n, path, "must not contain a NUL byte, got %s", engine.QuoteMax(*s, maxPathShown))
 		return false
 	}
 	return true
@@ -189,32 +74,32 @@ var checkNoNUL = checkStr(func(p *parser, path string, n *yaml.Node, s *string) 
 // etcdEndpoints reads `etcd.endpoints`: 1 to 16 distinct addresses.
 func (p *parser) etcdEndpoints(path string, n, parent *yaml.Node) []string {
 	if n == nil {
-		p.add(parent, path, "required")
+		p.Add(parent, path, "required")
 		return nil
 	}
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
 	if len(items) == 0 || len(items) > maxEtcdEndpoints {
-		p.add(n, path, "must list 1 to %d etcd endpoints, got %d", maxEtcdEndpoints, len(items))
+		p.Add(n, path, "must list 1 to %d etcd endpoints, got %d", maxEtcdEndpoints, len(items))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
-		s, ok := p.str(ip, item)
+		ip := engine.Index(path, i)
+		s, ok := p.Str(ip, item)
 		if !ok {
 			continue
 		}
 		if problem := checkEtcdEndpoint(s); problem != "" {
-			p.add(item, ip, "invalid etcd endpoint %s: %s", quote(s), problem)
+			p.Add(item, ip, "invalid etcd endpoint %s: %s", engine.Quote(s), problem)
 			continue
 		}
 		norm := strings.ToLower(s)
 		if j, dup := first[norm]; dup {
-			p.add(item, ip, "duplicate etcd endpoint %s (first at endpoints[%d])", quote(s), j)
+			p.Add(item, ip, "duplicate etcd endpoint %s (first at endpoints[%d])", engine.Quote(s), j)
 			continue
 		}
 		first[norm] = i
@@ -238,3 +123,125 @@ func checkEtcdEndpoint(s string) string {
 	}
 	return checkAddress(rest, false)
 }
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	etcdBlock = engine.NewBlock(
+		engine.Field{Name: "endpoints", Kind: engine.KindList, Required: true, MinItems: 1, MaxItems: maxEtcdEndpoints, Item: &engine.Field{Kind: engine.KindString},
+			Doc: "etcd members: host:port or http(s)://host:port, distinct"},
+		engine.Field{Name: "prefix", Kind: engine.KindString, Required: true, Pattern: "^/(.*/)?$", Doc: `key prefix of the upstream's instances, starting and ending with "/"`,
+			Check: checkEtcdPrefix, Bind: engine.At(func(e *EtcdDiscovery) *string { return &e.Prefix })},
+		engine.Field{Name: "dial_timeout", Kind: engine.KindDuration, Def: DefaultEtcdDialTimeout, Doc: "time to connect to etcd",
+			Bind: engine.At(func(e *EtcdDiscovery) *time.Duration { return &e.DialTimeout })},
+	)
+	discoveryBlock = engine.NewBlock(
+		engine.Field{Name: "file", Kind: engine.KindString, NonEmpty: true, Doc: "JSON file of instances, watched for changes",
+			Check: checkNoNUL, Bind: engine.At(func(d *Discovery) *string { return &d.File })},
+		engine.Field{Name: "etcd", Kind: engine.KindBlock, Sub: etcdBlock, Doc: "instances under a prefix of an etcd cluster"},
+		engine.Field{Name: "push", Kind: engine.KindBool, Doc: "instances pushed through the admin API",
+			Bind: engine.At(func(d *Discovery) *bool { return &d.Push })},
+		engine.Field{Name: "max_drop_fraction", Kind: engine.KindFraction, Def: DefaultDiscoveryMaxDropFraction,
+			Doc:  "largest share of endpoints one update may remove before it is held for confirmation",
+			Bind: engine.At(func(d *Discovery) *float64 { return &d.MaxDropFraction })},
+		engine.Field{Name: "confirm_after", Kind: engine.KindDuration, Def: DefaultDiscoveryConfirmAfter, Doc: "how long a held update must persist to apply",
+			Bind: engine.At(func(d *Discovery) *time.Duration { return &d.ConfirmAfter })},
+		engine.Field{Name: "max_weight", Kind: engine.KindInt, Lo: minDiscoveryMaxWeight, Hi: maxDiscoveryMaxWeight, Def: DefaultDiscoveryMaxWeight,
+			Doc:  "cap on a discovered instance's weight",
+			Bind: engine.At(func(d *Discovery) *uint32 { return &d.MaxWeight })},
+	)
+)
+
+// Discovery takes an upstream's endpoints from a registry (`discovery`).
+// Exactly one source is set: File, Etcd or Push. Instances from any source
+// are normalised and checked before use; see "Discovery" in
+// docs/configuration.md.
+type Discovery struct {
+	// File is the path of a JSON file holding an array of instances
+	// (`file`, a non-empty string). It need not exist when the
+	// configuration is parsed: the source waits for it. A relative path
+	// is relative to the process's working directory. Empty when another
+	// source is set.
+	File string
+	// Etcd reads instances from an etcd v3 cluster, one key per instance
+	// under a prefix (`etcd`). nil when another source is set.
+	Etcd *EtcdDiscovery
+	// Push, when true, takes instances only from the admin API,
+	// PUT /api/v1/upstreams/{name}/endpoints (`push`, true or false).
+	// `push: false` counts as no source. false when another source is set.
+	Push bool
+	// MaxDropFraction is the delta guard: an update that would drain or
+	// remove more than this share of the upstream's active weight at once
+	// is held until it has persisted for ConfirmAfter or an operator
+	// confirms it (`max_drop_fraction`, a number greater than 0 and at
+	// most 1). Default DefaultDiscoveryMaxDropFraction (0.5). 1 turns the
+	// guard off.
+	MaxDropFraction float64
+	// ConfirmAfter is how long a held update must persist before it is
+	// applied without an operator's confirmation (`confirm_after`, a
+	// duration greater than 0). Default DefaultDiscoveryConfirmAfter
+	// (30s).
+	ConfirmAfter time.Duration
+	// MaxWeight is the largest weight, in whole units, that a registry
+	// may send for one instance; a larger one is rejected as too_large
+	// (`max_weight`, a whole number 1 to 1000000). Default
+	// DefaultDiscoveryMaxWeight (10000). Registry weights may carry two
+	// decimals; this bound applies to the value as sent.
+	MaxWeight uint32
+}
+
+// Source returns the name of d's source as written in YAML: "file",
+// "etcd" or "push".
+func (d *Discovery) Source() string {
+	switch {
+	case d.File != "":
+		return "file"
+	case d.Etcd != nil:
+		return "etcd"
+	default:
+		return "push"
+	}
+}
+
+// EtcdDiscovery reads instances from etcd v3 (`discovery.etcd`): the value
+// of every key under Prefix is one instance.
+type EtcdDiscovery struct {
+	// Endpoints are the etcd cluster members to dial (`endpoints`, 1 to 16
+	// distinct items), each "host:port", "http://host:port" or
+	// "https://host:port", kept as written. host:port follows the rules
+	// of Endpoint.Address.
+	Endpoints []string
+	// Prefix is the key prefix whose keys are this upstream's instances
+	// (`prefix`, required): it starts and ends with "/", as in
+	// "/levee/services/video/".
+	Prefix string
+	// DialTimeout bounds establishing a connection to etcd
+	// (`dial_timeout`, a duration greater than 0). Default
+	// DefaultEtcdDialTimeout (2s).
+	DialTimeout time.Duration
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultDiscoveryMaxDropFraction is Discovery.MaxDropFraction when
+	// omitted.
+	DefaultDiscoveryMaxDropFraction = 0.5
+	// DefaultDiscoveryConfirmAfter is Discovery.ConfirmAfter when omitted.
+	DefaultDiscoveryConfirmAfter = 30 * time.Second
+	// DefaultDiscoveryMaxWeight is Discovery.MaxWeight when omitted: the
+	// same cap as a static endpoint's weight.
+	DefaultDiscoveryMaxWeight uint32 = endpoint.MaxWeight
+	// DefaultEtcdDialTimeout is EtcdDiscovery.DialTimeout when omitted.
+	DefaultEtcdDialTimeout = 2 * time.Second
+)
+
+// Bounds of this file's fields, used by their table entries and readers.
+const (
+	maxDropFraction       = 1.0
+	minDiscoveryMaxWeight = 1
+	maxDiscoveryMaxWeight = 1000000
+	maxEtcdEndpoints      = 16
+)
+
+func defaultDiscovery() *Discovery { return engine.WithDefaults(discoveryBlock, &Discovery{}) }
+
+func defaultEtcdDiscovery() *EtcdDiscovery { return engine.WithDefaults(etcdBlock, &EtcdDiscovery{}) }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 // effectiveInputs are the parsed configurations the effective tests
@@ -151,7 +153,7 @@ func TestEffectiveOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prev int
-	for _, k := range rootBlock.keys {
+	for _, k := range rootBlock.Keys {
 		i := strings.Index(string(out), "\n  \""+k+"\":")
 		if i < 0 {
 			continue
@@ -244,9 +246,9 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, e := range v {
-				p := key(path, k)
+				p := engine.Key(path, k)
 				if k == "x" {
-					p = key(path, "*")
+					p = engine.Key(path, "*")
 				}
 				rendered[p] = true
 				collect(e, p)
@@ -259,25 +261,25 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 	}
 	collect(doc, "")
 	var missing []string
-	var walk func(b *block, path string)
-	walk = func(b *block, path string) {
-		for _, f := range b.fields {
-			fp := key(path, f.name)
+	var walk func(b *engine.Block, path string)
+	walk = func(b *engine.Block, path string) {
+		for _, f := range b.Fields {
+			fp := engine.Key(path, f.Name)
 			if !rendered[fp] {
 				missing = append(missing, fp)
 				continue
 			}
 			switch {
-			case f.kind == kindBlock:
-				walk(f.sub, fp)
-			case f.kind == kindMap && f.sub != nil:
-				walk(f.sub, key(fp, "*"))
-			case f.kind == kindList && f.item.kind == kindBlock:
-				walk(f.item.sub, fp+"[]")
-			case f.kind == kindEither:
-				for _, form := range f.either {
-					if form.sub != nil {
-						walk(form.sub, fp)
+			case f.Kind == engine.KindBlock:
+				walk(f.Sub, fp)
+			case f.Kind == engine.KindMap && f.Sub != nil:
+				walk(f.Sub, engine.Key(fp, "*"))
+			case f.Kind == engine.KindList && f.Item.Kind == engine.KindBlock:
+				walk(f.Item.Sub, fp+"[]")
+			case f.Kind == engine.KindEither:
+				for _, form := range f.Either {
+					if form.Sub != nil {
+						walk(form.Sub, fp)
 					}
 				}
 			}
@@ -298,36 +300,36 @@ var secretish = regexp.MustCompile(`token|password|passwd|secret|dsn|key|credent
 // field says both.
 func TestSecretFieldsMarked(t *testing.T) {
 	var unmarked, secrets []string
-	seen := map[*block]bool{}
-	var walk func(b *block, path string)
-	var walkField func(f *field, path string)
-	walkField = func(f *field, path string) {
-		if f.secret && f.notSecret != "" {
+	seen := map[*engine.Block]bool{}
+	var walk func(b *engine.Block, path string)
+	var walkField func(f *engine.Field, path string)
+	walkField = func(f *engine.Field, path string) {
+		if f.Secret && f.NotSecret != "" {
 			t.Errorf("%s is marked both secret and notSecret", path)
 		}
-		if f.secret {
+		if f.Secret {
 			secrets = append(secrets, path)
 		}
-		if f.name != "" && secretish.MatchString(f.name) && !f.secret && f.notSecret == "" {
+		if f.Name != "" && secretish.MatchString(f.Name) && !f.Secret && f.NotSecret == "" {
 			unmarked = append(unmarked, path)
 		}
-		if f.sub != nil {
-			walk(f.sub, path)
+		if f.Sub != nil {
+			walk(f.Sub, path)
 		}
-		if f.item != nil {
-			walkField(f.item, path+"[]")
+		if f.Item != nil {
+			walkField(f.Item, path+"[]")
 		}
-		for i := range f.either {
-			walkField(&f.either[i], path)
+		for i := range f.Either {
+			walkField(&f.Either[i], path)
 		}
 	}
-	walk = func(b *block, path string) {
+	walk = func(b *engine.Block, path string) {
 		if seen[b] {
 			return
 		}
 		seen[b] = true
-		for i := range b.fields {
-			walkField(&b.fields[i], key(path, b.fields[i].name))
+		for i := range b.Fields {
+			walkField(&b.Fields[i], engine.Key(path, b.Fields[i].Name))
 		}
 	}
 	walk(rootBlock, "")

@@ -4,6 +4,7 @@ import (
 	"net/textproto"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"gopkg.in/yaml.v3"
 )
 
@@ -54,29 +55,29 @@ func ForbiddenTrailer(name string) bool {
 // forwardTrailers reads a route's `forward_trailers`: distinct field
 // names, none forbidden, stored canonical.
 func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
-		s, sok := p.str(ip, item)
+		ip := engine.Index(path, i)
+		s, sok := p.Str(ip, item)
 		if !sok {
 			continue
 		}
 		if !validToken(s) || strings.IndexByte(s, '_') >= 0 {
-			p.add(item, ip, "must be a header field name (a token without \"_\"), got %s", quote(s))
+			p.Add(item, ip, "must be a header field name (a token without \"_\"), got %s", engine.Quote(s))
 			continue
 		}
 		c := textproto.CanonicalMIMEHeaderKey(s)
 		if ForbiddenTrailer(c) {
-			p.add(item, ip, "%s frames, routes, authenticates or identifies a request and is never forwarded as a trailer (RFC 9110 section 6.5.1)", quote(c))
+			p.Add(item, ip, "%s frames, routes, authenticates or identifies a request and is never forwarded as a trailer (RFC 9110 section 6.5.1)", engine.Quote(c))
 			continue
 		}
 		if j, dup := first[c]; dup {
-			p.add(item, ip, "duplicate trailer %s (first at forward_trailers[%d])", quote(c), j)
+			p.Add(item, ip, "duplicate trailer %s (first at forward_trailers[%d])", engine.Quote(c), j)
 			continue
 		}
 		first[c] = i
@@ -88,29 +89,29 @@ func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
 // upgrades reads a route's `upgrades`: distinct protocol names, stored
 // lower-case; h2c is refused. An explicit empty list allows none.
 func (p *parser) upgrades(path string, n *yaml.Node) []string {
-	items, ok := p.sequence(path, n)
+	items, ok := p.Sequence(path, n)
 	if !ok {
 		return DefaultUpgrades()
 	}
 	out := make([]string, 0, len(items))
 	first := make(map[string]int, len(items))
 	for i, item := range items {
-		ip := index(path, i)
-		s, sok := p.str(ip, item)
+		ip := engine.Index(path, i)
+		s, sok := p.Str(ip, item)
 		if !sok {
 			continue
 		}
 		if !validToken(s) {
-			p.add(item, ip, "must be a protocol name such as \"websocket\", got %s", quote(s))
+			p.Add(item, ip, "must be a protocol name such as \"websocket\", got %s", engine.Quote(s))
 			continue
 		}
 		l := strings.ToLower(s)
 		if l == "h2c" {
-			p.add(item, ip, "h2c is never forwarded: an upstream that switched would serve every later request on the connection past levee's routing, auth and limits; got %s", quote(s))
+			p.Add(item, ip, "h2c is never forwarded: an upstream that switched would serve every later request on the connection past levee's routing, auth and limits; got %s", engine.Quote(s))
 			continue
 		}
 		if j, dup := first[l]; dup {
-			p.add(item, ip, "duplicate protocol %s (first at upgrades[%d])", quote(l), j)
+			p.Add(item, ip, "duplicate protocol %s (first at upgrades[%d])", engine.Quote(l), j)
 			continue
 		}
 		first[l] = i

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/levee-gw/levee/internal/config/engine"
 )
 
 const schemaFile = "../../deploy/levee.schema.json"
@@ -199,7 +201,7 @@ func TestFieldDefaults(t *testing.T) {
 	c := defaultConfig()
 	for _, tc := range []struct {
 		name string
-		b    *block
+		b    *engine.Block
 		dst  any
 	}{
 		{"root", rootBlock, c},
@@ -235,17 +237,17 @@ func TestFieldDefaults(t *testing.T) {
 		{"app.limits", appLimitsBlock, &AppLimits{}},
 		{"anonymous_limits", anonymousLimitsBlock, &AnonymousLimits{}},
 	} {
-		for _, f := range tc.b.fields {
-			if f.bind == nil || f.kind == kindBlock {
+		for _, f := range tc.b.Fields {
+			if f.Bind == nil || f.Kind == engine.KindBlock {
 				continue
 			}
-			got := reflect.ValueOf(f.bind(tc.dst)).Elem()
-			want := f.def
+			got := reflect.ValueOf(f.Bind(tc.dst)).Elem()
+			want := f.Def
 			if want == nil {
 				want = reflect.Zero(got.Type()).Interface()
 			}
 			if !reflect.DeepEqual(got.Interface(), want) {
-				t.Errorf("%s.%s: the constructor gives %#v (%T), the table says %#v (%T)", tc.name, f.name, got.Interface(), got.Interface(), want, want)
+				t.Errorf("%s.%s: the constructor gives %#v (%T), the table says %#v (%T)", tc.name, f.Name, got.Interface(), got.Interface(), want, want)
 			}
 		}
 	}
@@ -257,60 +259,60 @@ func ptr[T any](v T) *T { return &v }
 // type its kind reads into, and a bound block's fields all bound (the
 // generic reader would skip the others silently).
 func TestFieldTable(t *testing.T) {
-	want := map[fieldKind][]reflect.Type{
-		kindString:   {reflect.TypeFor[*string]()},
-		kindEnum:     {reflect.TypeFor[*string]()},
-		kindInt:      {reflect.TypeFor[*int](), reflect.TypeFor[*int64](), reflect.TypeFor[*uint32]()},
-		kindNumber:   {reflect.TypeFor[*float64]()},
-		kindFraction: {reflect.TypeFor[*float64]()},
-		kindBool:     {reflect.TypeFor[*bool]()},
-		kindDuration: {reflect.TypeFor[*time.Duration]()},
-		kindSize:     {reflect.TypeFor[*int64]()},
+	want := map[engine.Kind][]reflect.Type{
+		engine.KindString:   {reflect.TypeFor[*string]()},
+		engine.KindEnum:     {reflect.TypeFor[*string]()},
+		engine.KindInt:      {reflect.TypeFor[*int](), reflect.TypeFor[*int64](), reflect.TypeFor[*uint32]()},
+		engine.KindNumber:   {reflect.TypeFor[*float64]()},
+		engine.KindFraction: {reflect.TypeFor[*float64]()},
+		engine.KindBool:     {reflect.TypeFor[*bool]()},
+		engine.KindDuration: {reflect.TypeFor[*time.Duration]()},
+		engine.KindSize:     {reflect.TypeFor[*int64]()},
 	}
-	seen := map[*block]bool{}
-	var walk func(name string, b *block, dst reflect.Type)
-	walk = func(name string, b *block, dst reflect.Type) {
+	seen := map[*engine.Block]bool{}
+	var walk func(name string, b *engine.Block, dst reflect.Type)
+	walk = func(name string, b *engine.Block, dst reflect.Type) {
 		if seen[b] {
 			return
 		}
 		seen[b] = true
 		names := map[string]bool{}
-		for _, f := range b.fields {
-			fp := key(name, f.name)
-			if names[f.name] {
+		for _, f := range b.Fields {
+			fp := engine.Key(name, f.Name)
+			if names[f.Name] {
 				t.Errorf("%s: listed twice", fp)
 			}
-			names[f.name] = true
-			if f.kind == kindEither && f.bind != nil {
+			names[f.Name] = true
+			if f.Kind == engine.KindEither && f.Bind != nil {
 				t.Errorf("%s: a field of several forms cannot be bound", fp)
 			}
 			var got reflect.Type
 			// dst is nil for a block read by hand from here; the list
 			// below checks it with its type.
-			if f.bind != nil && dst != nil {
-				got = reflect.TypeOf(f.bind(reflect.New(dst.Elem()).Interface()))
-				if types, ok := want[f.kind]; ok && !slices.Contains(types, got) {
+			if f.Bind != nil && dst != nil {
+				got = reflect.TypeOf(f.Bind(reflect.New(dst.Elem()).Interface()))
+				if types, ok := want[f.Kind]; ok && !slices.Contains(types, got) {
 					t.Errorf("%s: bind gives %s, kind wants %v", fp, got, types)
 				}
 			}
-			if f.sub != nil {
-				if f.kind == kindBlock && f.bind != nil {
-					for _, sf := range f.sub.fields {
-						if sf.bind == nil {
-							t.Errorf("%s.%s: its block is read generically, so it needs a bind", fp, sf.name)
+			if f.Sub != nil {
+				if f.Kind == engine.KindBlock && f.Bind != nil {
+					for _, sf := range f.Sub.Fields {
+						if sf.Bind == nil {
+							t.Errorf("%s.%s: its block is read generically, so it needs a bind", fp, sf.Name)
 						}
 					}
 				}
-				walk(fp, f.sub, got)
+				walk(fp, f.Sub, got)
 			}
-			if f.item != nil && f.item.sub != nil {
-				walk(fp+"[]", f.item.sub, nil)
+			if f.Item != nil && f.Item.Sub != nil {
+				walk(fp+"[]", f.Item.Sub, nil)
 			}
 		}
 	}
 	walk("", rootBlock, reflect.TypeFor[*Config]())
 	for _, b := range []struct {
-		b   *block
+		b   *engine.Block
 		dst reflect.Type
 	}{
 		{upstreamBlock, reflect.TypeFor[*Upstream]()}, {routeBlock, reflect.TypeFor[*Route]()},
@@ -396,7 +398,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			kp := key(path, k)
+			kp := engine.Key(path, k)
 			if ps, ok := props[k].(map[string]any); ok {
 				errs = append(errs, validate(ps, m[k], kp)...)
 				continue
@@ -438,7 +440,7 @@ func validate(schema map[string]any, v any, path string) []string {
 		}
 		if is, ok := schema["items"].(map[string]any); ok {
 			for i, x := range a {
-				errs = append(errs, validate(is, x, index(path, i))...)
+				errs = append(errs, validate(is, x, engine.Index(path, i))...)
 			}
 		}
 	}

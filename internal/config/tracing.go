@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/tracing"
 )
 
@@ -37,29 +38,35 @@ type Tracing struct {
 const MaxTracingQueue = 1 << 20
 
 func defaultTracing() *Tracing {
-	return &Tracing{Sampling: DefaultTracingSampling, ServiceName: DefaultTracingServiceName,
-		Timeout: DefaultTracingTimeout, MaxQueue: DefaultTracingMaxQueue}
+	return engine.WithDefaults(tracingBlock, &Tracing{})
 }
 
-var tracingBlock = newBlock(
-	field{name: "endpoint", kind: kindString, required: true, doc: "OTLP/HTTP collector URL; spans go to <endpoint>/v1/traces when it has no path",
-		check: checkTracingEndpoint, bind: at(func(t *Tracing) *string { return &t.Endpoint })},
-	field{name: "sampling", kind: kindNumber, flo: 0, fhi: 1, def: DefaultTracingSampling,
-		doc:  "share of requests without a valid incoming traceparent traced, 0 to 1",
-		bind: at(func(t *Tracing) *float64 { return &t.Sampling })},
-	field{name: "service_name", kind: kindString, nonEmpty: true, def: DefaultTracingServiceName, doc: "the spans' service.name",
-		bind: at(func(t *Tracing) *string { return &t.ServiceName })},
-	field{name: "timeout", kind: kindDuration, def: DefaultTracingTimeout, doc: "bound of one export request",
-		bind: at(func(t *Tracing) *time.Duration { return &t.Timeout })},
-	field{name: "max_queue", kind: kindInt, lo: 1, hi: MaxTracingQueue, def: DefaultTracingMaxQueue,
-		doc:  "finished spans waiting for export; more are dropped and counted",
-		bind: at(func(t *Tracing) *int { return &t.MaxQueue })},
+var tracingBlock = engine.NewBlock(
+	engine.Field{Name: "endpoint", Kind: engine.KindString, Required: true, Doc: "OTLP/HTTP collector URL; spans go to <endpoint>/v1/traces when it has no path",
+		Check: checkTracingEndpoint, Bind: engine.At(func(t *Tracing) *string { return &t.Endpoint })},
+	engine.Field{Name: "sampling", Kind: engine.KindNumber, Flo: 0, Fhi: 1, Def: DefaultTracingSampling,
+		Doc:  "share of requests without a valid incoming traceparent traced, 0 to 1",
+		Bind: engine.At(func(t *Tracing) *float64 { return &t.Sampling })},
+	engine.Field{Name: "service_name", Kind: engine.KindString, NonEmpty: true, Def: DefaultTracingServiceName, Doc: "the spans' service.name",
+		Bind: engine.At(func(t *Tracing) *string { return &t.ServiceName })},
+	engine.Field{Name: "timeout", Kind: engine.KindDuration, Def: DefaultTracingTimeout, Doc: "bound of one export request",
+		Bind: engine.At(func(t *Tracing) *time.Duration { return &t.Timeout })},
+	engine.Field{Name: "max_queue", Kind: engine.KindInt, Lo: 1, Hi: MaxTracingQueue, Def: DefaultTracingMaxQueue,
+		Doc:  "finished spans waiting for export; more are dropped and counted",
+		Bind: engine.At(func(t *Tracing) *int { return &t.MaxQueue })},
 )
 
 // checkTracingEndpoint takes the URL as levee run will (tracing.ExportURL).
-var checkTracingEndpoint = problemOf(func(s string) string {
+var checkTracingEndpoint = engine.ProblemOf(func(s string) string {
 	if _, err := tracing.ExportURL(s); err != nil {
 		return err.Error()
 	}
 	return ""
 })
+
+const (
+	DefaultTracingSampling    = 0.01
+	DefaultTracingServiceName = "levee"
+	DefaultTracingTimeout     = 10 * time.Second
+	DefaultTracingMaxQueue    = 2048
+)

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 
+	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/limits"
+	"gopkg.in/yaml.v3"
 )
 
 // This file holds the checks on single values. Each returns a problem
@@ -170,64 +170,6 @@ func validToken(s string) bool {
 	return true
 }
 
-// maxSize is the upper bound of a size with no other limit.
-const maxSize = math.MaxInt64
-
-// sizeUnits are the units a size string may end with. Decimal units are
-// powers of 1000, binary ones powers of 1024; names are case-sensitive.
-var sizeUnits = []struct {
-	name string
-	mult int64
-}{
-	{"B", 1},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-}
-
-// sizeUnitList names sizeUnits for error messages.
-const sizeUnitList = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
-
-// parseSize parses a size string: decimal digits, optional spaces, and one
-// of sizeUnits ("64KiB", "10 MB", "512B"). Fractions, signs, a missing
-// unit and results above math.MaxInt64 are refused.
-func parseSize(s string) (int64, bool) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i == 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	unit := strings.TrimLeft(s[i:], " ")
-	for _, u := range sizeUnits {
-		if u.name == unit {
-			if n > math.MaxInt64/u.mult {
-				return 0, false
-			}
-			return n * u.mult, true
-		}
-	}
-	return 0, false
-}
-
-// formatSize writes n bytes in the largest binary unit that divides it
-// exactly: 1024 is "1KiB", 1000 is "1000B".
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		mult int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.mult == 0 {
-			return strconv.FormatInt(n/u.mult, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10) + "B"
-}
-
 // maxPathShown bounds how much of a file path an error message repeats.
 const maxPathShown = 512
 
@@ -235,7 +177,7 @@ const maxPathShown = 512
 // open for reading. It checks the type before opening, so that a FIFO or
 // device named by mistake cannot block or have side effects.
 func checkReadableFile(name string) string {
-	q := quoteMax(name, maxPathShown)
+	q := engine.QuoteMax(name, maxPathShown)
 	fi, err := os.Stat(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -263,3 +205,15 @@ func pathErrCause(err error) error {
 	}
 	return err
 }
+
+// address reports whether s is a valid host:port for a listener or an
+// endpoint (see checkAddress), reporting it if not.
+func (p *parser) address(path string, n *yaml.Node, s string, listener bool) bool {
+	if problem := checkAddress(s, listener); problem != "" {
+		p.Add(n, path, "invalid address %s: %s", engine.Quote(s), problem)
+		return false
+	}
+	return true
+}
+
+const maxNameLen = limits.MaxIDLen

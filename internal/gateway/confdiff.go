@@ -100,36 +100,14 @@ func sameEtcd(a, b config.EtcdDiscovery) bool {
 		(a.Endpoints == nil) == (b.Endpoints == nil) && slices.Equal(a.Endpoints, b.Endpoints)
 }
 
-// sameMemory reports whether a and b are the same memory guard settings
-// (both nil, or equal values).
-func sameMemory(a, b *config.Memory) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
+// checkReloadable refuses a next configuration that changes a field a
+// reload cannot apply. Which fields those are is not written here: each
+// field's table entry in internal/config says whether a change to it is
+// applied by a reload or needs a restart, and config.ReloadRefusals
+// applies those entries (listen, admin.listen, memory,
+// server.underscores_in_headers, cluster, and tls turned on or off today).
 func (g *Gateway) checkReloadable(next *config.Config) error {
-	var errs config.Errors
-	if next.Listen != g.cfg.Listen {
-		errs = append(errs, config.FieldError{Path: "listen", Message: "cannot change on reload (restart levee)"})
-	}
-	if next.Admin.Listen != g.cfg.Admin.Listen {
-		errs = append(errs, config.FieldError{Path: "admin.listen", Message: "cannot change on reload (restart levee)"})
-	}
-	if !sameMemory(next.Memory, g.cfg.Memory) {
-		errs = append(errs, config.FieldError{Path: "memory", Message: "cannot change on reload (restart levee)"})
-	}
-	if (next.TLS == nil) != (g.cfg.TLS == nil) {
-		errs = append(errs, config.FieldError{Path: "tls", Message: "cannot be turned on or off on reload (restart levee)"})
-	}
-	if next.Server.UnderscoresInHeaders != g.cfg.Server.UnderscoresInHeaders {
-		errs = append(errs, config.FieldError{Path: "server.underscores_in_headers", Message: "cannot change on reload (restart levee)"})
-	}
-	if !sameCluster(next.Cluster, g.cfg.Cluster) {
-		errs = append(errs, config.FieldError{Path: "cluster", Message: "cannot change on reload (restart levee)"})
-	}
-	if len(errs) > 0 {
+	if errs := config.ReloadRefusals(g.cfg, next); len(errs) > 0 {
 		return &errs
 	}
 	return nil

@@ -169,9 +169,23 @@ func TestSameDiscoveryCoversFields(t *testing.T) {
 	}
 }
 
+// TestSameMemory: the derived reload rule treats memory as it always did
+// (a restart for any change): nil and nil, or equal values, are the same;
+// nil against a block, or any one field changed, is a change refused at
+// "memory".
 func TestSameMemory(t *testing.T) {
 	m := config.Memory{Limit: 1 << 30, SoftWatermark: 0.8, HardWatermark: 0.9}
 	m2 := m
+	sameMemory := func(a, b *config.Memory) bool {
+		ca, cb := &config.Config{Memory: a}, &config.Config{Memory: b}
+		errs := config.ReloadRefusals(ca, cb)
+		for _, e := range errs {
+			if e.Path != "memory" || e.Message != "cannot change on reload (restart levee)" {
+				t.Errorf("unexpected refusal %v", e)
+			}
+		}
+		return len(errs) == 0
+	}
 	if !sameMemory(nil, nil) || !sameMemory(&m, &m2) || sameMemory(&m, nil) || sameMemory(nil, &m) {
 		t.Error("sameMemory: nil or equal values misjudged")
 	}

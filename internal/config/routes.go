@@ -1,0 +1,417 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/levee-gw/levee/internal/config/engine"
+	"gopkg.in/yaml.v3"
+)
+
+// The routes block (`routes`): each route, its `match`, and the checks
+// across routes (names, overlaps). A route's `retry` is retry.go's, its
+// `data` data_routes.go's, its auth and `anonymous_limits` apps.go's and
+// its trailers and upgrades framing.go's.
+
+// The field tables of this file's blocks (fields.go says how a table is read).
+var (
+	matchBlock = engine.NewBlock(
+		engine.Field{Name: "host", Kind: engine.KindString, Doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
+			Check: checkMatchHost, Bind: engine.At(func(m *Match) *string { return &m.Host })},
+		engine.Field{Name: "path_prefix", Kind: engine.KindString, Def: DefaultPathPrefix, Doc: "path prefix matched, on segment boundaries",
+			Check: engine.ProblemOf(checkPathPrefix), Bind: engine.At(func(m *Match) *string { return &m.PathPrefix })},
+		engine.Field{Name: "methods", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindString, Pattern: tokenPattern}, Doc: "methods matched; any when omitted"},
+		engine.Field{Name: "raw_path", Kind: engine.KindBool, Doc: "match the path as sent rather than normalised",
+			Bind: engine.At(func(m *Match) *bool { return &m.RawPath })},
+	)
+	routeBlock = engine.NewBlock(
+		engine.Field{Name: "name", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the route's name, unique",
+			Check: checkName, Bind: engine.At(func(r *Route) *string { return &r.Name })},
+		engine.Field{Name: "match", Kind: engine.KindBlock, Sub: matchBlock, Doc: "the requests the route takes; every request when omitted"},
+		engine.Field{Name: "upstream", Kind: engine.KindString, Pattern: namePattern, Doc: "the upstream requests go to; required unless data is set",
+			Bind: engine.At(func(r *Route) *string { return &r.Upstream })},
+		engine.Field{Name: "data", Kind: engine.KindBlock, Sub: dataBlock, Doc: "answer from a data source (a SQL query or a table) instead of an upstream"},
+		engine.Field{Name: "max_body_bytes", Kind: engine.KindSize, Lo: 0, Hi: engine.MaxSize, Def: DefaultMaxBodyBytes, Doc: "largest request body; 0 is no limit",
+			Bind: engine.At(func(r *Route) *int64 { return &r.MaxBodyBytes })},
+		engine.Field{Name: "timeout", Kind: engine.KindDuration, Doc: "deadline of the whole request; none when omitted",
+			Bind: engine.At(func(r *Route) *time.Duration { return &r.Timeout })},
+		engine.Field{Name: "send_timeout", Kind: engine.KindDuration, Doc: "longest wait for the client to accept each write of an answer; server.send_timeout (a data route: data.send_timeout) when omitted; 100ms to 1h",
+			Check: engine.CheckDurationWithin(minClientTimeout, maxClientTimeout), Bind: engine.At(func(r *Route) *time.Duration { return &r.SendTimeout })},
+		engine.Field{Name: "retry", Kind: engine.KindBlock, Sub: retryBlock, Omit: []string{"budget"}, Doc: "overrides the upstream's retry"},
+		engine.Field{Name: "priority", Kind: engine.KindEnum, Enum: priorities, Def: DefaultPriority, Doc: "which requests are shed first under pressure",
+			Bind: engine.At(func(r *Route) *string { return &r.Priority })},
+		engine.Field{Name: "auth", Kind: engine.KindEnum, Enum: authModes, Def: DefaultRouteAuth, Doc: "how callers are identified",
+			Bind: engine.At(func(r *Route) *string { return &r.Auth })},
+		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
+		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
+		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+	)
+)
+
+// routeSeen is what the cross-route checks need to know about one route.
+type routeSeen struct {
+	node    *yaml.Node // the match node, or the route's own if match is unset
+	matchOK bool       // host, path_prefix and methods all valid
+}
+
+// routes reads `routes` into c, then checks names are unique, upstreams
+// are declared (when upstreamsOK) and no two routes match the same
+// requests.
+func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool, upstreamsOK bool) {
+	const path = "routes"
+	if engine.IsNull(n) {
+		p.Add(root, path, "required")
+		return
+	}
+	items, ok := p.Sequence(path, n)
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		p.Add(n, path, "at least one route is required")
+		return
+	}
+	var names []string
+	if len(declared) <= engine.MaxSuggest {
+		for name := range declared {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	byName := make(map[string]int, len(items))
+	seen := make([]routeSeen, len(items))
+	c.Routes = make([]Route, len(items))
+	for i, item := range items {
+		rp := engine.Index(path, i)
+		r, s, nameNode, upNode := p.route(c, rp, item)
+		c.Routes[i], seen[i] = r, s
+		if nameNode != nil {
+			if j, dup := byName[r.Name]; dup {
+				p.Add(nameNode, engine.Key(rp, "name"), "duplicate route name %s (first at routes[%d])", engine.Quote(r.Name), j)
+			} else {
+				byName[r.Name] = i
+			}
+		}
+		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
+			p.Add(upNode, engine.Key(rp, "upstream"), "unknown upstream %s%s", engine.Quote(r.Upstream), engine.Suggest(r.Upstream, names))
+		}
+	}
+	p.overlaps(c.Routes, seen)
+}
+
+// overlaps reports each route whose host and path prefix equal an earlier
+// route's while the method sets overlap (or both are empty, meaning any
+// method). A route with methods does not overlap one without: the more
+// specific route is a deliberate exception. Linear in the total number of
+// methods.
+func (p *parser) overlaps(routes []Route, seen []routeSeen) {
+	overlapsBy(routes, seen, func(i, j int, method string) {
+		path := engine.Key(engine.Index("routes", i), "match")
+		if method == "" {
+			p.Add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
+		} else {
+			p.Add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, engine.Quote(method))
+		}
+	})
+}
+
+// overlapsBy finds the overlaps that overlaps reports and calls report
+// with route i, the earlier route j it duplicates, and the method they
+// share ("" when neither lists methods).
+func overlapsBy(routes []Route, seen []routeSeen, report func(i, j int, method string)) {
+	type target struct{ host, prefix string }
+	type group struct {
+		any      int            // index of the first route without methods, or -1
+		byMethod map[string]int // method -> first route listing it
+	}
+	groups := make(map[target]*group)
+	for i, r := range routes {
+		if !seen[i].matchOK {
+			continue
+		}
+		t := target{r.Match.Host, r.Match.PathPrefix}
+		g := groups[t]
+		if g == nil {
+			g = &group{any: -1, byMethod: map[string]int{}}
+			groups[t] = g
+		}
+		if len(r.Match.Methods) == 0 {
+			if g.any >= 0 {
+				report(i, g.any, "")
+			} else {
+				g.any = i
+			}
+			continue
+		}
+		dup, dupMethod := -1, ""
+		for _, m := range r.Match.Methods {
+			if j, ok := g.byMethod[m]; ok && (dup < 0 || j < dup) {
+				dup, dupMethod = j, m
+			}
+		}
+		if dup >= 0 {
+			report(i, dup, dupMethod)
+			continue
+		}
+		for _, m := range r.Match.Methods {
+			g.byMethod[m] = i
+		}
+	}
+}
+
+// route reads one item of `routes`. It returns the nodes of the name and
+// upstream when they are valid, for the cross-route checks.
+func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSeen, nameNode, upNode *yaml.Node) {
+	r = defaultRoute()
+	s.node = n
+	if n.Kind == yaml.AliasNode {
+		return r, s, nil, nil
+	}
+	if engine.IsNull(n) || n.Kind != yaml.MappingNode {
+		p.Add(n, path, "must be a mapping with name, match and upstream, got %s", engine.Describe(n))
+		return r, s, nil, nil
+	}
+	f, ok := p.Block(path, n, routeBlock)
+	if !ok {
+		return r, s, nil, nil
+	}
+	// name, upstream, max_body_bytes, timeout, priority and auth.
+	bad := p.Bind(f, n, path, routeBlock, &r)
+	if !bad["name"] {
+		nameNode = f["name"]
+	}
+	if !bad["upstream"] {
+		upNode = f["upstream"]
+	}
+	if m := f["match"]; m != nil {
+		s.node = m
+		s.matchOK = p.match(&r.Match, engine.Key(path, "match"), m)
+	} else {
+		s.matchOK = true
+	}
+	if v := f["retry"]; v != nil {
+		r.Retry = p.retry(engine.Key(path, "retry"), v, true, r.Upstream)
+	}
+	if v := f["anonymous_limits"]; v != nil {
+		if !bad["auth"] && r.Auth != AuthNone {
+			p.Add(v, engine.Key(path, "anonymous_limits"), "only allowed with auth: none (apps are limited by their own limits), got auth %s", engine.Quote(r.Auth))
+		} else {
+			r.AnonymousLimits = p.anonymousLimits(engine.Key(path, "anonymous_limits"), v)
+		}
+	}
+	if v := f["forward_trailers"]; v != nil {
+		r.ForwardTrailers = p.forwardTrailers(engine.Key(path, "forward_trailers"), v)
+	}
+	if v := f["upgrades"]; v != nil {
+		r.Upgrades = p.upgrades(engine.Key(path, "upgrades"), v)
+	}
+	switch v := f["data"]; {
+	case v != nil && f["upstream"] != nil:
+		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
+	case v != nil:
+		r.Data = p.routeData(c, engine.Key(path, "data"), v)
+		p.dataRouteRules(&r, path, f)
+		p.keepDefinition(c, path, n, r.Name)
+	case f["upstream"] == nil:
+		p.Add(n, engine.Key(path, "upstream"), "required")
+	}
+	return r, s, nameNode, upNode
+}
+
+// match reads a route's `match` and reports whether it was all valid.
+func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
+	f, ok := p.Block(path, n, matchBlock)
+	if !ok {
+		return false
+	}
+	ok = p.Bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
+	if v := f["methods"]; v != nil {
+		ok = p.methods(m, engine.Key(path, "methods"), v) && ok
+	}
+	return ok
+}
+
+// methods reads `methods`: a non-empty list of distinct method tokens.
+func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
+	items, ok := p.Sequence(path, n)
+	if !ok {
+		return false
+	}
+	if len(items) == 0 {
+		p.Add(n, path, "must list at least one method; omit it to match any method")
+		return false
+	}
+	first := make(map[string]int, len(items))
+	for i, item := range items {
+		ip := engine.Index(path, i)
+		s, sok := p.Str(ip, item)
+		if !sok {
+			ok = false
+			continue
+		}
+		if !validToken(s) {
+			p.Add(item, ip, "must be an HTTP method such as \"GET\", got %s", engine.Quote(s))
+			ok = false
+			continue
+		}
+		up := strings.ToUpper(s)
+		if j, dup := first[up]; dup {
+			p.Add(item, ip, "duplicate method %s (first at methods[%d])", engine.Quote(up), j)
+			ok = false
+			continue
+		}
+		first[up] = i
+		m.Methods = append(m.Methods, up)
+	}
+	return ok
+}
+
+// checkMatchHost normalises a route's `match.host` (normalizeMatchHost).
+var checkMatchHost = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
+	host, problem := normalizeMatchHost(*s)
+	if problem != "" {
+		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
+	}
+	*s = host
+	return problem == ""
+})
+
+// Route sends the requests it matches to an upstream (`routes[i]`).
+type Route struct {
+	// Name identifies the route in logs, metrics and the admin API
+	// (`name`, required, unique): 1 to 64 characters from a-z, 0-9, "_",
+	// "." and "-".
+	Name string
+	// Match selects the requests this route takes (`match`). Omitted, it
+	// matches every request.
+	Match Match
+	// Upstream is the name of the upstream that serves this route
+	// (`upstream`, required unless Data is set); it is a key of
+	// Config.Upstreams.
+	Upstream string
+	// Data, when set, makes this a data route (`data`): it answers from a
+	// data source instead of an upstream. Exactly one of Upstream and Data.
+	// Its methods are GET and HEAD (the default when match.methods is
+	// omitted).
+	Data *RouteData
+	// MaxBodyBytes caps the request body, in bytes (`max_body_bytes`, a
+	// size). Default DefaultMaxBodyBytes (0), which means no limit:
+	// bodies are streamed.
+	MaxBodyBytes int64
+	// Timeout is the overall deadline of a request on this route, from
+	// its arrival to the upstream's response headers, across every
+	// attempt and backoff (`timeout`, a duration greater than 0). Default
+	// DefaultRouteTimeout (0), which means none: only the upstream's
+	// per-phase Timeouts and Retry.PerTryTimeout apply. No retry starts
+	// once it has passed.
+	Timeout time.Duration
+	// SendTimeout is the longest the client may take to accept each write
+	// of this route's answers (`send_timeout`, a duration from 100ms to
+	// 1h). Default 0, omitted: server.send_timeout, or on a data route its
+	// data.send_timeout.
+	SendTimeout time.Duration
+	// Retry, when not nil, replaces the upstream's Retry for this route
+	// (`retry`, optional). It replaces the whole block: fields it does not
+	// set take their defaults, not the upstream's values. Its Budget is
+	// always zero, because the budget is per upstream (see
+	// Upstream.RetryBudget); `budget` here is an error. nil, the default,
+	// means the upstream's Retry applies; `retry: {attempts: 1}` turns
+	// retries off for this route only.
+	Retry *Retry
+	// Priority is how important this route's requests are when levee
+	// must refuse some (`priority`): PriorityCritical ("critical"),
+	// PriorityNormal ("normal", the default, DefaultPriority) or
+	// PrioritySheddable ("sheddable"). Under pressure sheddable requests
+	// are refused first and critical ones last. A request whose
+	// Levee-Attempt header is above 1 (a client's retry) counts as
+	// sheddable whatever the route says.
+	Priority string
+	// Auth is how callers of this route are identified (`auth`):
+	// AuthNone ("none", the default, DefaultRouteAuth: anyone),
+	// AuthAPIKey ("api_key") or AuthHMAC ("hmac"). With api_key or hmac
+	// only apps whose grants name this route are admitted.
+	Auth string
+	// AnonymousLimits, when not nil, limits this route's requests per
+	// client IP address (`anonymous_limits`, optional, only with auth
+	// none: with api_key or hmac every caller is an app and is limited
+	// by its own limits). nil, the default, means no per-IP limit.
+	AnonymousLimits *AnonymousLimits
+	// ForwardTrailers names the request trailer fields forwarded upstream
+	// after a chunked body (`forward_trailers`, a list of field names,
+	// stored canonical, no duplicates); every other request trailer is
+	// dropped. nil or empty, the default, forwards none. Names that frame,
+	// route, authenticate or identify a request (ForbiddenTrailer) are
+	// errors: RFC 9110 section 6.5.1 lets such fields be sent as trailers,
+	// where levee's checks on headers would not see them. Response
+	// trailers always pass (gRPC needs them).
+	ForwardTrailers []string
+	// Upgrades lists the protocols a client may switch this route's
+	// connections to with Upgrade (`upgrades`, a list of protocol names,
+	// stored lower-case, no duplicates). Default DefaultUpgrades
+	// (["websocket"]); an explicit [] allows none. Tokens not listed are
+	// removed from the request's Upgrade before it is forwarded (RFC 9110
+	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
+	// never hands an upstream a connection that would bypass its routing.
+	Upgrades []string
+}
+
+// The accepted values of Route.Priority, most important first.
+const (
+	PriorityCritical  = "critical"
+	PriorityNormal    = "normal"
+	PrioritySheddable = "sheddable"
+)
+
+// Match is the condition under which a route takes a request (`match`).
+// All given conditions must hold.
+type Match struct {
+	// Host is the request host to match, without a port (`host`): an
+	// exact name ("api.example.com") or a name whose whole leftmost label
+	// is the wildcard ("*.example.com"); "*" appears nowhere else. Stored
+	// lower-case. Empty, the default, matches any host.
+	Host string
+	// PathPrefix is the prefix the request path must start with
+	// (`path_prefix`). It starts with "/". Default DefaultPathPrefix ("/"),
+	// which matches every path.
+	PathPrefix string
+	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
+	// token stored upper-case, no duplicates. nil, the default, matches any
+	// method but CONNECT, which is refused (405) unless the route lists it
+	// here. An explicit empty list is an error.
+	Methods []string
+	// RawPath forwards the request target's path bytes as received
+	// instead of their normal form (`raw_path`, a boolean). Default
+	// false. The route is still matched (so its auth is decided) on the
+	// normal form; the backend gets the bytes as sent, so it must resolve
+	// them as levee does: a risk, see "Request paths" in
+	// docs/configuration.md.
+	RawPath bool
+}
+
+// Defaults of this file's fields, each the def of its table entry.
+const (
+	// DefaultPathPrefix is Match.PathPrefix when omitted: every path.
+	DefaultPathPrefix = "/"
+	// DefaultMaxBodyBytes is Route.MaxBodyBytes when omitted: 0, no limit.
+	DefaultMaxBodyBytes int64 = 0
+	// DefaultRouteTimeout is Route.Timeout when omitted: 0, no deadline.
+	DefaultRouteTimeout time.Duration = 0
+	// DefaultPriority is Route.Priority when omitted.
+	DefaultPriority = PriorityNormal
+	// DefaultRouteAuth is Route.Auth when omitted: anyone may call.
+	DefaultRouteAuth = AuthNone
+)
+
+// priorities are the accepted values of Route.Priority.
+var priorities = []string{PriorityCritical, PriorityNormal, PrioritySheddable}
+
+func defaultRoute() Route {
+	r := engine.WithDefaults(routeBlock, &Route{Timeout: DefaultRouteTimeout, Upgrades: DefaultUpgrades()})
+	engine.WithDefaults(matchBlock, &r.Match)
+	return *r
+}
+
+// DefaultUpgrades is Route.Upgrades when omitted: WebSocket only. A new
+// slice each call.
+func DefaultUpgrades() []string { return []string{"websocket"} }
