@@ -5,8 +5,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/dataformat"
-	"github.com/levee-gw/levee/internal/dataquery"
-	"github.com/levee-gw/levee/internal/datasource"
+	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // The vocabulary shared by the data APIs' blocks (data_sources.go,
@@ -16,13 +15,13 @@ import (
 // The answer formats of data routes.
 var dataFormats = dataformat.FormatNames()
 
-// dataParamTypes are the types a SQL-mode parameter may have
-// (dataquery.Kind's names).
-var dataParamTypes = dataquery.KindNames()
-
-// dataColumnKinds are the kinds a route's column_types may declare
-// (datasource's column kinds).
-var dataColumnKinds = datasource.KindNames()
+// dataParamTypes are the types a SQL-mode parameter may have, and
+// dataColumnKinds the kinds a route's column_types may declare: both from
+// the one value-kind table (package valuekind).
+var (
+	dataParamTypes  = valuekind.ParamNames()
+	dataColumnKinds = valuekind.Names()
+)
 
 // dataScalarForms are the forms of a parameter's default, min and max:
 // written as the file pleases, parsed by the parameter's type.

@@ -32,15 +32,9 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 		page = &dataquery.Page{Keyset: d.Page.Keyset, Default: d.Page.Default, Max: d.Page.Max, Key: validationCursorKey, Scope: "validate"}
 	}
 	if d.SQL != "" {
-		params := make([]dataquery.Param, 0, len(d.ParamOrder))
-		for _, name := range d.ParamOrder {
-			dp := d.Params[name]
-			kind, err := dataquery.ParseKind(dp.Type)
-			if err != nil {
-				return // reported by the params reader
-			}
-			params = append(params, dataquery.Param{Name: name, Type: kind, List: dp.List, Required: dp.Required, Default: dp.Default,
-				Min: dp.Min, Max: dp.Max, MaxLen: dp.MaxLen, MaxItems: dp.MaxItems})
+		params, err := d.QueryParams()
+		if err != nil {
+			return // reported by the params reader
 		}
 		if _, err := dataquery.CompileSQL(d.SQL, params, page, dialect); err != nil {
 			// The path already names sql: "routes[2].data.sql: COPY is not a query ...".

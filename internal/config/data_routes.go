@@ -340,6 +340,26 @@ type RouteData struct {
 	SendTimeout time.Duration
 }
 
+// QueryParams returns the route's declared parameters, in declaration
+// order, as dataquery.Param, the one parameter type the compiler, the data
+// route and the OpenAPI document share; DataParam is only the file's
+// spelling of it (every value as written, for the effective rendering).
+// The error is the first type that is not a kind, which the params reader
+// has already reported.
+func (d *RouteData) QueryParams() ([]dataquery.Param, error) {
+	out := make([]dataquery.Param, 0, len(d.ParamOrder))
+	for _, name := range d.ParamOrder {
+		p := d.Params[name]
+		kind, err := dataquery.ParseKind(p.Type)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dataquery.Param{Name: name, Type: kind, List: p.List, Required: p.Required, Default: p.Default,
+			Min: p.Min, Max: p.Max, MaxLen: p.MaxLen, MaxItems: p.MaxItems})
+	}
+	return out, nil
+}
+
 // DataParam is one declared parameter of a SQL-mode route
 // (`params.<name>`): see dataquery.Param for the rules of each field.
 type DataParam struct {

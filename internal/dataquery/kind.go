@@ -50,10 +50,6 @@ func (k Kind) String() string {
 
 func (k Kind) valid() bool { return k > 0 && int(k) < len(kindNames) }
 
-// KindNames lists every Kind's configuration name, in Kind order (a new
-// slice each call): the configuration's allowed parameter types.
-func KindNames() []string { return append([]string(nil), kindNames[1:]...) }
-
 // ParseKind turns a configuration name ("int64", "float64", "bool",
 // "string", "date", "timestamp", "uuid") into a Kind.
 func ParseKind(s string) (Kind, error) {

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/levee-gw/levee/internal/valuekind"
 )
 
 // Defaults applied by Open to the zero values of Options.
@@ -83,11 +81,6 @@ type Column struct {
 	// OpenAPI schema and table-mode filter parsing follow it.
 	Kind string
 }
-
-// KindNames are the kinds a Column may have (package valuekind's, whose
-// Value says the Go type of each kind's non-NULL values), the vocabulary
-// a route's declared column_types are checked against.
-func KindNames() []string { return valuekind.Names() }
 
 // PoolStats is a snapshot of a source's connections, for the metric
 // levee_data_pool_connections{source,state}.

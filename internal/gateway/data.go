@@ -198,7 +198,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		o.CachePolicy = datacache.Policy{TTL: c.TTL, StaleIfError: c.StaleIfError, MaxWait: wait}
 	}
 	if d.SQL != "" {
-		o.Params = dataParams(d)
+		o.Params, _ = d.QueryParams() // validated by config
 		q, err := dataquery.CompileSQL(d.SQL, o.Params, page, dialect)
 		if err != nil {
 			return nil, err
@@ -218,16 +218,4 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		o.Table = &dataapi.TableOptions{Table: d.Table, Columns: d.Columns, Filters: filters, Order: d.Order, Page: page, Dialect: dialect}
 	}
 	return dataapi.New(o)
-}
-
-// dataParams turns a route's declared parameters into dataquery's.
-func dataParams(d *config.RouteData) []dataquery.Param {
-	out := make([]dataquery.Param, 0, len(d.ParamOrder))
-	for _, name := range d.ParamOrder {
-		p := d.Params[name]
-		kind, _ := dataquery.ParseKind(p.Type) // validated by config
-		out = append(out, dataquery.Param{Name: name, Type: kind, List: p.List, Required: p.Required, Default: p.Default,
-			Min: p.Min, Max: p.Max, MaxLen: p.MaxLen, MaxItems: p.MaxItems})
-	}
-	return out
 }
