@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/client"
+	"github.com/levee-gw/levee/internal/idempotency"
 )
 
 // RetryPolicy is one route's retry rules, resolved by the gateway from the
@@ -117,15 +118,10 @@ func classifyFailure(attemptCtx context.Context, err error) failure {
 	return failReset
 }
 
-// idempotent reports whether r may be sent twice: its method is idempotent
-// (RFC 9110 section 9.2.2) or the client marked it with an idempotency key.
-func idempotent(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return len(r.Header["Idempotency-Key"]) > 0 || len(r.Header["X-Idempotency-Key"]) > 0
-}
+// idempotent reports whether r may be sent twice, by levee's one rule
+// (internal/idempotency): its method is idempotent or it carries a
+// non-empty idempotency key.
+func idempotent(r *http.Request) bool { return idempotency.Request(r.Method, r.Header) }
 
 // untouchedBody lets an attempt that failed before reading anything of the
 // request body leave it usable for the next attempt: Close is deferred to
