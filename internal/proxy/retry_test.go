@@ -29,7 +29,6 @@ func TestBackoffBounds(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	h := &Handler{}
 	pol := &RetryPolicy{Attempts: 3, OnConnectFailure: true, OnResetBeforeResponse: true, OnStatus: []int{502, 503, 504}}
 	get, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
 	post, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader("b"))
@@ -59,12 +58,12 @@ func TestRetryable(t *testing.T) {
 		{"GET 503 with an unbuffered body", get, "", 503, untouched, false},
 		{"GET timeout counts as 504", get, failTimeout, 0, nil, true},
 	} {
-		if got := h.retryable(pol, tc.r, tc.fail, tc.status, tc.held); got != tc.want {
+		if got := retryable(pol, tc.r, tc.fail, tc.status, tc.held); got != tc.want {
 			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	noTimeout := &RetryPolicy{Attempts: 3, OnStatus: []int{503}}
-	if h.retryable(noTimeout, get, failTimeout, 0, nil) {
+	if retryable(noTimeout, get, failTimeout, 0, nil) {
 		t.Error("timeout retried although 504 is not listed")
 	}
 }
