@@ -69,6 +69,18 @@ func (h *Handler) admitFraming(w http.ResponseWriter, r *http.Request, x *exchan
 	return rt, sentPath, true
 }
 
+// headerSize counts the request line and headers as they were on the wire
+// (HTTP/1 framing; HTTP/2 requests are counted the same way).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vv := range r.Header {
+		for _, v := range vv {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
 // prepareBody is step 2: the body is bounded by the route's limit and
 // watched for its timeout and its client's errors (clientbody.go), the
 // protocol switches and trailers the route does not allow are dropped,

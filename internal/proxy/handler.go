@@ -200,15 +200,3 @@ func validRequestID(s string) bool {
 	}
 	return true
 }
-
-// headerSize counts the request line and headers as they were on the wire
-// (HTTP/1 framing; HTTP/2 requests are counted the same way).
-func headerSize(r *http.Request) int {
-	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
-	for k, vv := range r.Header {
-		for _, v := range vv {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
-}
