@@ -120,17 +120,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	t := h.table.Load()
 	x.route = t.noRoute
-	rt, sentPath, ok := h.admitFraming(w, r, &x, t)
+	rt, sentPath, ok := h.admitFraming(w, r, &x, t) // 1. headers, route, method, declared length
 	if !ok {
 		return
 	}
-	x.prio = requestPriority(rt, r) // the one priority every later step reads
-	prepareBody(w, r, &x, rt)
-	if !h.admitConsumer(w, r, &x, rt, sentPath) || !h.admitMemory(w, r, &x, rt) || !admitUpstream(w, r, &x, rt.Upstream) {
+	x.prio = requestPriority(rt, r)               // once: every later step reads x.prio
+	prepareBody(w, r, &x, rt)                     // 2. body limit and timeout, screens
+	if !h.admitConsumer(w, r, &x, rt, sentPath) { // 3. identity, grant, limits, app slot
+		return
+	}
+	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole
+		return
+	}
+	if !admitUpstream(w, r, &x, rt.Upstream) { // 5. the upstream's admission slot
 		return
 	}
 	bal := rt.Upstream.Balance()
-	ep, ok := h.pickFirst(w, r, &x, rt.Upstream, bal)
+	ep, ok := h.pickFirst(w, r, &x, rt.Upstream, bal) // 6. the first endpoint
 	if !ok {
 		return
 	}
