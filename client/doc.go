@@ -9,7 +9,8 @@
 //
 //   - the request is idempotent: its method is GET, HEAD, OPTIONS, TRACE, PUT
 //     or DELETE, or it carries an Idempotency-Key (or X-Idempotency-Key)
-//     header; a POST without a key is sent exactly once;
+//     header with a non-empty value (levee's proxy reads the same rule); a
+//     POST without a key, or with an empty one, is sent exactly once;
 //   - its body can be replayed: it has none, or req.GetBody is set
 //     (http.NewRequest sets it for bytes, strings and bytes.Buffer readers);
 //     a body is never buffered by this package;

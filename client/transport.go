@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/levee-gw/levee/internal/idempotency"
 )
 
 // AttemptHeader is set on every attempt to its number: "1" on the first,
@@ -210,15 +212,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// isIdempotent reports whether req may be sent more than once: its method is
-// idempotent (RFC 9110, section 9.2.2) or it carries an idempotency key.
+// isIdempotent reports whether req may be sent more than once, by levee's
+// one rule (internal/idempotency: an idempotent method, or a non-empty
+// Idempotency-Key); the empty method is GET, as net/http sends it.
 func isIdempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
 	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+	return idempotency.Request(method, req.Header)
 }
 
 // classify sorts one attempt's result, and says whether the backend refused

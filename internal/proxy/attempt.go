@@ -21,9 +21,11 @@ package proxy
 // any was sent) reports NotSent to admission: levee's own answers, its
 // no_available_endpoint 503 among them, are not upstream congestion.
 //
-// The retry decision is the pure shouldRetry over the result (built on
-// decideRetry); forward is the loop (Caddy's proxyLoopIteration and
-// tryAgain; the end is grpc-go's balancer.PickResult.Done).
+// forward is the loop (Caddy's proxyLoopIteration and tryAgain; the end is
+// grpc-go's balancer.PickResult.Done); whether an attempt goes again is
+// retry.go's decision (retryAttempt), whole, over the result. The attempt
+// calls only down: its answers are the exchange's (exchange.go) and the
+// responder's (copy.go), never the Handler's.
 
 import (
 	"bytes"
@@ -79,6 +81,10 @@ func (r result) outcome() endpoint.Outcome {
 
 // forwarding is one request's state across its attempts.
 type forwarding struct {
+	// out answers the client (the Handler's, lent), metrics counts the
+	// retries.
+	out      *responder
+	metrics  *Metrics
 	up       *Upstream
 	fw       upstream.Forwarder // the route's own, else the upstream's Transport
 	bal      *Balance           // the upstream's endpoints and picker, loaded once
@@ -108,11 +114,15 @@ func (f *forwarding) body(r *http.Request) (io.ReadCloser, int64) {
 // replayBody is a buffered body sent again.
 func replayBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
 
-// isRefusal reports whether err is a forwarder's own answer. Forwarders
-// return an *upstream.Refusal unwrapped (see its doc).
-func isRefusal(err error) bool {
-	_, ok := err.(*upstream.Refusal)
-	return ok
+// refusalOf returns err as a forwarder's own answer (*upstream.Refusal),
+// nil when it is not one. Called only for an attempt that failed: its
+// errors.As target is on the heap, which the fast path must not pay.
+func refusalOf(err error) *upstream.Refusal {
+	var ref *upstream.Refusal
+	if errors.As(err, &ref) {
+		return ref
+	}
+	return nil
 }
 
 // isTooLarge reports whether err is the route's body limit (the client's
@@ -181,11 +191,10 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 		a.res.client = true
 	case isTooLarge(err):
 		a.res.client, a.cause = true, err
-	case isRefusal(err):
-		// Asserted, not errors.As'd: taking a.res.refusal's address for
-		// errors.As would move every attempt to the heap.
-		a.res.refusal = err.(*upstream.Refusal)
 	default:
+		if a.res.refusal = refusalOf(err); a.res.refusal != nil {
+			break
+		}
 		a.res.fail = classifyFailure(a.ctx, err)
 		if errors.Is(err, errPerTryTimeout) {
 			a.res.fail = failTimeout
@@ -232,44 +241,66 @@ func (a *attempt) end(x *exchange) {
 	}
 }
 
-// admissionOutcome is how the request ended for its admission release:
-// the last attempt's outcome; Abandoned when the client went away (499,
-// or nothing was answered); NotSent when no attempt was made, whatever
-// levee answered itself.
-func admissionOutcome(x *exchange) endpoint.Outcome {
-	switch {
-	case x.status == statusClientClosed || x.status == 0:
-		return endpoint.Abandoned
-	case x.attempts == 0:
-		return endpoint.NotSent
+// forward sends r to ep and, when the route's retry policy allows, to
+// other endpoints after failures, then streams the answer to w: a loop over
+// attempts, each of which either answers the client or asks for a retry
+// after a wait. Bounded by the policy's attempts (the loop ends when try
+// says no more).
+func (f *forwarding) forward(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, bal *Balance, ep *endpoint.Endpoint) {
+	f.up, f.fw, f.bal, f.pol = rt.Upstream, rt.Upstream.Transport, bal, rt.Retry
+	if rt.Forwarder != nil {
+		f.fw = rt.Forwarder
 	}
-	return x.outcome
-}
-
-// shouldRetry decides whether an attempt n that ended with res is sent
-// again under pol: decideRetry's conditions, then a wait (backoff, or the
-// upstream's Retry-After; see retryWait) that ends before deadline (zero:
-// none). free reports that the retry spends no retry budget (nothing
-// reached a backend); the budget itself is the caller's to check. Pure but
-// for the backoff's jitter.
-func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *untouchedBody, resp *http.Response, deadline, now time.Time) (wait time.Duration, retry, free bool) {
-	if res.client {
-		return 0, false, false
+	if f.up.Budget != nil {
+		f.up.Budget.Request(x.start)
 	}
-	if retry, free = decideRetry(pol, n, r, res.fail, res.status, held); !retry {
-		return 0, false, false
+	if rt.Timeout > 0 {
+		f.deadline = x.start.Add(rt.Timeout)
 	}
-	wait, ok := retryWait(pol, resp, n, now)
-	if !ok || (!deadline.IsZero() && !now.Add(wait).Before(deadline)) {
-		return 0, false, false
+	if f.pol != nil && f.pol.Attempts < 2 {
+		f.pol = nil
 	}
-	return wait, true, free
+	f.cb = x.body
+	if x.log != nil {
+		x.timing = getTiming()
+	}
+	f.timing = x.timing
+	if x.buffered != nil {
+		f.replay = x.buffered // read before admission (bufferBody)
+	} else if f.pol != nil {
+		replay, replayable, err := f.out.memory.replayableBody(r, x, f.pol.ReplayBodyLimit)
+		if err != nil {
+			x.clientBodyFailed(w, err)
+			return
+		}
+		f.replay = replay
+		if !replayable {
+			f.held = &untouchedBody{rc: r.Body}
+		}
+	}
+	for n := 1; ; n++ {
+		wait, again := f.try(w, r, x, ep, n)
+		if !again {
+			return
+		}
+		if !sleepCtx(r.Context(), wait) {
+			x.status = statusClientClosed
+			return
+		}
+		f.tried.add(ep)
+		next, err := pickRetry(f.bal, &f.tried, time.Now())
+		if err != nil {
+			x.refuse(w, ReasonNoAvailableEndpoint)
+			return
+		}
+		ep = next
+	}
 }
 
 // try makes attempt n of r at ep and answers the client, unless the
 // attempt is to be retried: then it returns the wait before the retry.
 // The attempt ends when try returns.
-func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *forwarding, ep *endpoint.Endpoint, n int) (wait time.Duration, again bool) {
+func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep *endpoint.Endpoint, n int) (wait time.Duration, again bool) {
 	a := f.begin(r, x, ep, n)
 	if x.span != nil {
 		beginAttemptSpan(&a, x, r, n)
@@ -282,33 +313,33 @@ func (h *Handler) try(w http.ResponseWriter, r *http.Request, x *exchange, f *fo
 		if a.cause == nil {
 			x.status = statusClientClosed
 		} else {
-			h.clientBodyFailed(w, x, r, a.cause)
+			x.clientBodyFailed(w, a.cause)
 		}
 		return 0, false
 	}
 	if ref := a.res.refusal; ref != nil {
-		h.refuseFor(w, x, ref)
+		x.refuseFor(w, ref)
 		return 0, false
 	}
-	wait, retry, free := shouldRetry(f.pol, n, r, a.res, f.held, resp, f.deadline, time.Now())
-	if retry {
-		if free || f.up.Budget == nil || f.up.Budget.TryRetry(time.Now()) {
-			if resp != nil {
-				discard(resp)
-			}
-			h.metrics.retried(f.up.Name, a.res.fail, a.res.status)
-			a.retried = true
-			return wait, true
+	v := retryAttempt(f.pol, n, r, a.res, f.held, resp, f.deadline, f.up.Budget, time.Now())
+	if v.retry {
+		if resp != nil {
+			discard(resp)
 		}
-		h.metrics.budgetExhausted.WithLabelValues(f.up.Name).Inc()
+		f.metrics.retried(f.up.Name, a.res.fail, a.res.status)
+		a.retried = true
+		return v.wait, true
+	}
+	if v.budgetExhausted {
+		f.metrics.budgetExhausted.WithLabelValues(f.up.Name).Inc()
 	}
 	switch a.res.fail {
 	case "":
-		h.respond(w, r, x, &a, resp)
+		f.out.respond(w, r, x, &a, resp)
 	case failTimeout:
-		h.refuse(w, x, ReasonUpstreamTimeout)
+		x.refuse(w, ReasonUpstreamTimeout)
 	default:
-		h.refuse(w, x, ReasonUpstreamUnavailable)
+		x.refuse(w, ReasonUpstreamUnavailable)
 	}
 	return 0, false
 }

@@ -156,17 +156,17 @@ func (b *clientBody) bytesRead() int64 {
 // body_timeout), or the memory budget had no room to buffer it
 // (errNoMemory, a sheddable request: 503). None of these is an
 // endpoint's failure.
-func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.Request, err error) {
-	if err == errNoMemory {
-		h.shed(w, x, ReasonMemoryPressure, 0)
+func (x *exchange) clientBodyFailed(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNoMemory) {
+		x.shed(w, ReasonMemoryPressure, 0)
 		return
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		h.refuse(w, x, ReasonBodyTooLarge)
+		x.refuse(w, ReasonBodyTooLarge)
 	case bodyTimedOut(err):
-		h.refuse(w, x, ReasonBodyTimeout)
+		x.refuse(w, ReasonBodyTimeout)
 	case clientGone(err):
 		x.status = statusClientClosed
 	default:
@@ -174,6 +174,6 @@ func (h *Handler) clientBodyFailed(w http.ResponseWriter, x *exchange, r *http.R
 		// it on a read error from the connection): a client that only
 		// half-closed still reads, and an unwritten answer would be an
 		// empty 200.
-		h.refuse(w, x, ReasonBadRequest)
+		x.refuse(w, ReasonBadRequest)
 	}
 }

@@ -20,6 +20,7 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net/http"
 	"net/netip"
@@ -210,12 +211,12 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 			_, err := h.consumers.verifier.Verify(asSent(r, x.sentPath), [32]byte{}, apps, now)
 			return nil, ReasonUnauthenticated, authDetail(err)
 		}
-		reserved, room := h.reserveSignedBody(r, x, rt)
+		reserved, room := h.memory.reserveSignedBody(r, x)
 		if !room {
 			return nil, ReasonMemoryPressure, ""
 		}
 		digest, held, ok := hashSignedBody(r)
-		h.unreserve(x, reserved-held)
+		h.memory.unreserve(x, reserved-held)
 		if !ok {
 			if bodyTimedOut(x.body.failure()) {
 				return nil, ReasonBodyTimeout, "" // the body stopped (server.body_timeout)
@@ -259,7 +260,8 @@ func (s *Apps) byKey(sum [32]byte) *App {
 
 // authDetail is the auth.Reason of err, or "malformed_credentials".
 func authDetail(err error) string {
-	if e, ok := err.(*auth.Error); ok {
+	var e *auth.Error
+	if errors.As(err, &e) {
 		return string(e.Reason)
 	}
 	return string(auth.ReasonMalformedCredentials)

@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -201,19 +202,32 @@ func readAnswer(resp *http.Response, head bool, buf []byte) (n int, complete boo
 	return 0, false, nil // larger than buf: streamed
 }
 
+// responder answers the client with what an upstream sent: the answer
+// copied, read ahead or relayed (relay.go), or the connection handed over
+// to a protocol switch (upgrade.go). It holds the few long-lived parts
+// of the Handler that answering needs (the memory budget for an answer
+// read whole, the set of upgraded connections, the logger); the Handler
+// builds it once and lends it to each request's forwarding, so that an
+// attempt answers without coming back to the Handler.
+type responder struct {
+	memory   budget
+	upgrades *upgradeSet
+	logger   *slog.Logger
+}
+
 // respond streams an upstream's answer to the client; the deferred end of
 // attempt a reports it to the endpoint.
-func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
+func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange, a *attempt, resp *http.Response) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		a.report() // now: a tunnel is not a request in flight at the endpoint
 		if !switchRequested(r.Header, resp.Header) {
 			resp.Body.Close() // an upstream may not switch to what was not offered (framing.go)
 			a.res.broken = true
-			h.refuse(w, x, ReasonUpstreamUnavailable)
+			x.refuse(w, ReasonUpstreamUnavailable)
 			return
 		}
 		x.status = http.StatusSwitchingProtocols
-		h.serveUpgrade(w, r, resp)
+		o.serveUpgrade(w, r, resp)
 		return
 	}
 
@@ -226,7 +240,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 	defer copyBufs.Put(bp)
 	buf := *bp
 	head := r.Method == http.MethodHead
-	if cl := resp.ContentLength; !head && cl > int64(len(buf)) && cl <= x.route.BufferAnswerBytes && h.reserve(x, cl) {
+	if cl := resp.ContentLength; !head && cl > int64(len(buf)) && cl <= x.route.BufferAnswerBytes && o.memory.reserve(x, cl) {
 		// Larger than the copy buffer but within the route's answer
 		// buffer, and the memory budget has room (held until the request
 		// ends, as the buffer is): read whole too, as NGINX's
@@ -257,7 +271,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, x *exchange, a
 		// The rest streams: read ahead of the client, so that the slot is
 		// released once the upstream's answer ends (relay.go, which
 		// closes the body: levee's pooled one must be closed once).
-		x.bytesOut, copyErr = h.relay(s, resp.Body, x, a, buf[:n])
+		x.bytesOut, copyErr = o.relay(s, resp.Body, x, a, buf[:n])
 	case n > 0:
 		nw, err := s.writeChunks(buf[:n])
 		x.bytesOut = int64(nw)

@@ -33,7 +33,6 @@ package proxy
 import (
 	"errors"
 	"math/rand/v2"
-	"net/http"
 	"syscall"
 	"time"
 
@@ -73,17 +72,6 @@ func (s *triedSet) has(addr string) bool {
 		}
 	}
 	return false
-}
-
-// decideRetry decides whether attempt n, which ended in fail (or with an
-// upstream status), is sent again under pol, and whether that retry is
-// free of the retry budget (nothing reached a backend). It does not look
-// at the wait, the deadline or the budget, which the caller checks next.
-func decideRetry(pol *RetryPolicy, n int, r *http.Request, fail failure, status int, held *untouchedBody) (retry, free bool) {
-	if pol == nil || n >= pol.Attempts || !(*Handler)(nil).retryable(pol, r, fail, status, held) {
-		return false, false
-	}
-	return true, fail == failConnect
 }
 
 // noteRefused marks ep when err says its address refused the connection.

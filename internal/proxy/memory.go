@@ -39,13 +39,29 @@ func memClass(p admission.Priority) memguard.Class {
 	return memguard.ClassNormal
 }
 
+// budget is the request path's share of the memory budget: the Handler's
+// admission steps and the responder (an answer read whole) reserve through
+// it. A nil guard: everything fits, nothing is shed.
+type budget struct{ guard *memguard.Guard }
+
+// sheds reports whether memory pressure turns away a request of priority
+// p: a sheddable one above the soft watermark, all but critical ones above
+// the hard.
+func (b budget) sheds(p admission.Priority) bool {
+	if b.guard == nil {
+		return false
+	}
+	lvl := b.guard.Level()
+	return (lvl == memguard.Soft && p == admission.Sheddable) || (lvl == memguard.Hard && p != admission.Critical)
+}
+
 // reserve takes n bytes of the memory budget for x's request; finish
 // releases them. Without a memory guard everything fits.
-func (h *Handler) reserve(x *exchange, n int64) bool {
-	if h.memory == nil || n <= 0 {
+func (b budget) reserve(x *exchange, n int64) bool {
+	if b.guard == nil || n <= 0 {
 		return true
 	}
-	if !h.memory.Reserve(n, memClass(x.prio)) {
+	if !b.guard.Reserve(n, memClass(x.prio)) {
 		return false
 	}
 	x.reserved += n
@@ -54,26 +70,26 @@ func (h *Handler) reserve(x *exchange, n int64) bool {
 
 // unreserve gives back n of the bytes x's request reserved, when it turns
 // out to hold fewer than it asked for.
-func (h *Handler) unreserve(x *exchange, n int64) {
-	if h.memory == nil || n <= 0 {
+func (b budget) unreserve(x *exchange, n int64) {
+	if b.guard == nil || n <= 0 {
 		return
 	}
 	n = min(n, x.reserved)
-	h.memory.Release(n)
+	b.guard.Release(n)
 	x.reserved -= n
 }
 
-// releaseMemory returns everything x's request reserved (finish calls it,
-// once per request).
-func (h *Handler) releaseMemory(x *exchange) {
+// release returns everything x's request reserved (finish calls it, once
+// per request).
+func (b budget) release(x *exchange) {
 	if x.reserved > 0 {
-		h.memory.Release(x.reserved)
+		b.guard.Release(x.reserved)
 		x.reserved = 0
 	}
 }
 
 // requestPriority is r's priority on rt: the route's, or sheddable for a
-// client's retry.
+// client's retry. ServeHTTP computes it once, into exchange.prio.
 func requestPriority(rt *Route, r *http.Request) admission.Priority {
 	if isClientRetry(r.Header) {
 		return admission.Sheddable
@@ -90,16 +106,15 @@ func requestPriority(rt *Route, r *http.Request) admission.Priority {
 // body cannot stream instead: without room the request is refused 503
 // memory_pressure, whatever its priority (a critical one has the highest
 // ceiling).
-func (h *Handler) reserveSignedBody(r *http.Request, x *exchange, rt *Route) (reserved int64, ok bool) {
-	if h.memory == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > auth.MaxSignedBodyBytes {
+func (b budget) reserveSignedBody(r *http.Request, x *exchange) (reserved int64, ok bool) {
+	if b.guard == nil || r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || r.ContentLength > auth.MaxSignedBodyBytes {
 		return 0, true
 	}
 	n := r.ContentLength
 	if n < 0 {
 		n = auth.MaxSignedBodyBytes + 1
 	}
-	x.prio = requestPriority(rt, r)
-	if !h.reserve(x, n) {
+	if !b.reserve(x, n) {
 		return 0, false
 	}
 	return n, true
@@ -116,7 +131,7 @@ func (h *Handler) reserveSignedBody(r *http.Request, x *exchange, rt *Route) (re
 // is unknown (cut down to what was buffered once the body ends); a known
 // length is read into one buffer of exactly that size, so nothing is
 // allocated beyond what was reserved.
-func (h *Handler) replayableBody(r *http.Request, x *exchange, limit int64) ([]byte, bool, error) {
+func (b budget) replayableBody(r *http.Request, x *exchange, limit int64) ([]byte, bool, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, true, nil
 	}
@@ -127,7 +142,7 @@ func (h *Handler) replayableBody(r *http.Request, x *exchange, limit int64) ([]b
 	if want < 0 {
 		want = limit + 1
 	}
-	if !h.reserve(x, want) {
+	if !b.reserve(x, want) {
 		if x.prio == admission.Sheddable {
 			return nil, false, errNoMemory
 		}
@@ -142,7 +157,7 @@ func (h *Handler) replayableBody(r *http.Request, x *exchange, limit int64) ([]b
 		buf = buf[:n]
 	} else {
 		buf, err = readUpTo(r.Body, limit+1)
-		h.unreserve(x, want-int64(cap(buf)))
+		b.unreserve(x, want-int64(cap(buf)))
 	}
 	if err != nil {
 		return nil, false, err
@@ -204,10 +219,10 @@ func readUpTo(src io.Reader, n int64) ([]byte, error) {
 // body as before (it then holds its slot while the body arrives, each gap
 // bounded by the body timeout). It reports false after answering the
 // client (the body failed: 408, 400, 413 or 499; see clientBodyFailed).
-func (h *Handler) bufferBody(w http.ResponseWriter, r *http.Request, x *exchange) bool {
-	if !h.reserve(x, r.ContentLength) {
+func (b budget) bufferBody(w http.ResponseWriter, r *http.Request, x *exchange) bool {
+	if !b.reserve(x, r.ContentLength) {
 		if x.prio == admission.Sheddable {
-			h.shed(w, x, ReasonMemoryPressure, 0)
+			x.shed(w, ReasonMemoryPressure, 0)
 			return false
 		}
 		return true
@@ -218,7 +233,7 @@ func (h *Handler) bufferBody(w http.ResponseWriter, r *http.Request, x *exchange
 		if f := x.body.failure(); f != nil {
 			err = f // the client's own error, not ReadFull's summary of it
 		}
-		h.clientBodyFailed(w, x, r, err)
+		x.clientBodyFailed(w, err)
 		return false
 	}
 	x.buffered = buf[:n]

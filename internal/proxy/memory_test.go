@@ -350,7 +350,7 @@ func TestSignedBodyReserves(t *testing.T) {
 		if x.reserved != tc.reserved || g.Reserved() != tc.reserved {
 			t.Errorf("%d bytes (chunked %v): %d reserved (guard %d), want %d", tc.n, tc.chunked, x.reserved, g.Reserved(), tc.reserved)
 		}
-		h.releaseMemory(&x)
+		h.memory.release(&x)
 		if g.Reserved() != 0 {
 			t.Fatalf("%d bytes left reserved after the request", g.Reserved())
 		}

@@ -38,7 +38,7 @@ type relayChunk struct {
 // failed; when src ends it closes src (so that its connection goes back to
 // its pool), ends attempt a and releases x's admission slot before the
 // client has taken everything. It closes src once, however it returns.
-func (h *Handler) relay(s sender, src io.ReadCloser, x *exchange, a *attempt, first []byte) (int64, *copyError) {
+func (o *responder) relay(s sender, src io.ReadCloser, x *exchange, a *attempt, first []byte) (int64, *copyError) {
 	// Chunks in flight at once: the reader's, the writer's and the read
 	// ahead between them. Bounded by the answer buffer (at most 64 MiB /
 	// 32 KiB = 2048) and at least 2, so reading and writing overlap.
@@ -83,7 +83,7 @@ read:
 		default:
 			// The first two chunks need no reservation: they stand for
 			// the copy buffer a plain copy would hold.
-			if out < chunks && (out < 2 || h.reserve(x, copyBufSize)) {
+			if out < chunks && (out < 2 || o.memory.reserve(x, copyBufSize)) {
 				bp = copyBufs.Get().(*[]byte)
 				out++
 			} else {

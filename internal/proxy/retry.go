@@ -1,5 +1,21 @@
 package proxy
 
+// The retry decision, whole: whether an attempt that ended is sent again,
+// and after what wait. retryAttempt is the one entry (attempt.go's try
+// calls it once per attempt, with one reading of the clock for all of it):
+//
+//   - retryable: the failure is one the policy lists, and the request may
+//     be sent again (nothing was sent, or it is idempotent by
+//     internal/idempotency's rule and its body is whole to resend);
+//   - decideRetry: attempts remain, and whether the retry is free of the
+//     budget (nothing reached a backend; failover.go);
+//   - shouldRetry: the wait (full-jitter backoff drawn from the policy's
+//     random source, or the upstream's Retry-After) ends before the
+//     route's deadline;
+//   - the upstream's retry budget has room, unless the retry is free.
+//
+// Where a retry goes (an endpoint not yet failed) is failover.go's.
+
 import (
 	"context"
 	"errors"
@@ -10,6 +26,8 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/client"
+	"github.com/levee-gw/levee/internal/idempotency"
+	"github.com/levee-gw/levee/internal/retrybudget"
 )
 
 // RetryPolicy is one route's retry rules, resolved by the gateway from the
@@ -58,6 +76,95 @@ type RetryPolicy struct {
 	// n > 0, safe for concurrent use. nil means math/rand/v2's Int64N;
 	// tests set it to make each wait exact.
 	Rand func(n int64) int64
+}
+
+// retryVerdict is the retry decision on one attempt.
+type retryVerdict struct {
+	wait  time.Duration
+	retry bool
+	// budgetExhausted: every other condition held, but the upstream's
+	// retry budget had no room (the caller counts it).
+	budgetExhausted bool
+}
+
+// retryAttempt decides whether attempt n, which ended with res (resp is
+// the endpoint's answer, nil when none), is sent again: shouldRetry's
+// conditions, then budget's room unless the retry is free. now is the one
+// reading of the clock the whole decision uses. Pure but for the budget's
+// state and the policy's random source.
+func retryAttempt(pol *RetryPolicy, n int, r *http.Request, res result, held *untouchedBody, resp *http.Response, deadline time.Time,
+	budget *retrybudget.Budget, now time.Time) retryVerdict {
+	wait, retry, free := shouldRetry(pol, n, r, res, held, resp, deadline, now)
+	if !retry {
+		return retryVerdict{}
+	}
+	if !free && budget != nil && !budget.TryRetry(now) {
+		return retryVerdict{budgetExhausted: true}
+	}
+	return retryVerdict{wait: wait, retry: true}
+}
+
+// shouldRetry decides whether an attempt n that ended with res is sent
+// again under pol: decideRetry's conditions, then a wait (backoff, or the
+// upstream's Retry-After; see retryWait) that ends before deadline (zero:
+// none). free reports that the retry spends no retry budget (nothing
+// reached a backend); the budget itself is the caller's to check. Pure but
+// for the backoff's jitter.
+func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *untouchedBody, resp *http.Response, deadline, now time.Time) (wait time.Duration, retry, free bool) {
+	if res.client {
+		return 0, false, false
+	}
+	if retry, free = decideRetry(pol, n, r, res.fail, res.status, held); !retry {
+		return 0, false, false
+	}
+	wait, ok := retryWait(pol, resp, n, now)
+	if !ok || (!deadline.IsZero() && !now.Add(wait).Before(deadline)) {
+		return 0, false, false
+	}
+	return wait, true, free
+}
+
+// decideRetry decides whether attempt n, which ended in fail (or with an
+// upstream status), is sent again under pol, and whether that retry is
+// free of the retry budget (nothing reached a backend). It does not look
+// at the wait, the deadline or the budget, which the caller checks next.
+func decideRetry(pol *RetryPolicy, n int, r *http.Request, fail failure, status int, held *untouchedBody) (retry, free bool) {
+	if pol == nil || n >= pol.Attempts || !retryable(pol, r, fail, status, held) {
+		return false, false
+	}
+	return true, fail == failConnect
+}
+
+// retryable reports whether an attempt that ended in fail (or with an
+// upstream status) may be sent again under pol.
+func retryable(pol *RetryPolicy, r *http.Request, fail failure, status int, held *untouchedBody) bool {
+	switch {
+	case fail == failConnect:
+		// Nothing was sent: any method may go again, if its body is intact.
+		return pol.OnConnectFailure && (held == nil || !held.read)
+	case fail == failReset:
+		if !pol.OnResetBeforeResponse {
+			return false
+		}
+	case fail == failTimeout:
+		if !pol.retriesStatus(http.StatusGatewayTimeout) {
+			return false
+		}
+	default:
+		if !pol.retriesStatus(status) {
+			return false
+		}
+	}
+	// The request was sent: only an idempotent request whose body (if any)
+	// was buffered may be sent again.
+	return idempotent(r) && held == nil
+}
+
+func perTry(p *RetryPolicy) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.PerTryTimeout
 }
 
 func (p *RetryPolicy) retriesStatus(code int) bool {
@@ -117,15 +224,10 @@ func classifyFailure(attemptCtx context.Context, err error) failure {
 	return failReset
 }
 
-// idempotent reports whether r may be sent twice: its method is idempotent
-// (RFC 9110 section 9.2.2) or the client marked it with an idempotency key.
-func idempotent(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return len(r.Header["Idempotency-Key"]) > 0 || len(r.Header["X-Idempotency-Key"]) > 0
-}
+// idempotent reports whether r may be sent twice, by levee's one rule
+// (internal/idempotency): its method is idempotent or it carries a
+// non-empty idempotency key.
+func idempotent(r *http.Request) bool { return idempotency.Request(r.Method, r.Header) }
 
 // untouchedBody lets an attempt that failed before reading anything of the
 // request body leave it usable for the next attempt: Close is deferred to

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/retrybudget"
 )
 
 // TestBackoffBounds: retry n waits in [0, min(max, base·2^(n-1))).
@@ -29,7 +31,6 @@ func TestBackoffBounds(t *testing.T) {
 }
 
 func TestRetryable(t *testing.T) {
-	h := &Handler{}
 	pol := &RetryPolicy{Attempts: 3, OnConnectFailure: true, OnResetBeforeResponse: true, OnStatus: []int{502, 503, 504}}
 	get, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
 	post, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader("b"))
@@ -59,12 +60,12 @@ func TestRetryable(t *testing.T) {
 		{"GET 503 with an unbuffered body", get, "", 503, untouched, false},
 		{"GET timeout counts as 504", get, failTimeout, 0, nil, true},
 	} {
-		if got := h.retryable(pol, tc.r, tc.fail, tc.status, tc.held); got != tc.want {
+		if got := retryable(pol, tc.r, tc.fail, tc.status, tc.held); got != tc.want {
 			t.Errorf("%s: retryable = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	noTimeout := &RetryPolicy{Attempts: 3, OnStatus: []int{503}}
-	if h.retryable(noTimeout, get, failTimeout, 0, nil) {
+	if retryable(noTimeout, get, failTimeout, 0, nil) {
 		t.Error("timeout retried although 504 is not listed")
 	}
 }
@@ -118,5 +119,36 @@ func TestBackoffUsesRand(t *testing.T) {
 	r.Header.Set("Retry-After", "6")
 	if w, ok := retryWait(p, r, 1, now); !ok || w != 6*time.Second {
 		t.Errorf("backoff 4s-1ns, Retry-After 6s: wait %v ok %v; want 6s", w, ok)
+	}
+}
+
+// TestRetryAttempt: the whole decision in one call, on one reading of
+// the clock and the policy's stepped random source: a retry the budget
+// has no room for is refused and said to be (budgetExhausted), a free one
+// (nothing reached a backend) goes regardless, and the wait is the draw.
+func TestRetryAttempt(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	step := int64(0)
+	draw := func(n int64) int64 { step++; return min(step, n-1) } // 1, 2, 3 ... ns
+	pol := &RetryPolicy{Attempts: 3, OnConnectFailure: true, OnStatus: []int{503}, BackoffBase: time.Second, BackoffMax: time.Second, Rand: draw}
+	get, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+	empty, err := retrybudget.New(retrybudget.Options{Ratio: 0, MinPerSecond: 0, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := retryAttempt(pol, 1, get, result{status: 503}, nil, nil, time.Time{}, empty, now); v.retry || !v.budgetExhausted {
+		t.Errorf("503 with an empty budget: %+v, want refused for the budget", v)
+	}
+	if v := retryAttempt(pol, 1, get, result{fail: failConnect}, nil, nil, time.Time{}, empty, now); !v.retry || v.budgetExhausted || v.wait != 2 {
+		t.Errorf("connect failure with an empty budget: %+v, want a free retry after the second draw (2ns)", v)
+	}
+	if v := retryAttempt(pol, 1, get, result{status: 503}, nil, nil, time.Time{}, nil, now); !v.retry || v.wait != 3 {
+		t.Errorf("503 without a budget: %+v, want a retry after the third draw (3ns)", v)
+	}
+	if v := retryAttempt(pol, 3, get, result{status: 503}, nil, nil, time.Time{}, nil, now); v.retry || v.budgetExhausted {
+		t.Errorf("503 on the last attempt: %+v, want no retry", v)
+	}
+	if v := retryAttempt(pol, 1, get, result{status: 503}, nil, nil, now.Add(3), nil, now); v.retry {
+		t.Errorf("a wait (4ns) past the deadline (3ns away): %+v, want no retry", v)
 	}
 }

@@ -50,7 +50,7 @@ func (h *Handler) CloseUpgrades() {
 // the 101 to the client over the hijacked connection and then copies bytes
 // both ways until either side closes. The endpoint's response body is the
 // upstream connection (net/http hands it over as an io.ReadWriteCloser).
-func (h *Handler) serveUpgrade(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+func (o *responder) serveUpgrade(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		resp.Body.Close()
@@ -60,14 +60,14 @@ func (h *Handler) serveUpgrade(w http.ResponseWriter, r *http.Request, resp *htt
 	client, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		// HTTP/2 and other non-hijackable streams cannot switch protocols.
-		h.logger.Debug("upgrade: cannot hijack client connection", "error", err)
+		o.logger.Debug("upgrade: cannot hijack client connection", "error", err)
 		panic(http.ErrAbortHandler)
 	}
 	defer client.Close()
-	if !h.upgrades.add(client) {
+	if !o.upgrades.add(client) {
 		return
 	}
-	defer h.upgrades.remove(client)
+	defer o.upgrades.remove(client)
 
 	resp.Header.Del("Content-Length")
 	if err := writeSwitchingProtocols(brw.Writer, resp); err != nil {

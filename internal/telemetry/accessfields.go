@@ -3,45 +3,16 @@ package telemetry
 import (
 	"net/url"
 	"strings"
+
+	"github.com/levee-gw/levee/internal/tracing"
 )
 
 // TraceIDOf returns the trace id of a W3C Trace Context traceparent
-// header value (https://www.w3.org/TR/trace-context/#traceparent-header):
-// "00-" 32 lowercase hex digits "-" 16 hex "-" 2 hex, the trace and parent
-// ids not all zero, version ff refused, and a later version allowed to
-// carry more fields after a "-". It returns "" for anything else, as the
-// spec says a malformed header is ignored. The result is a substring of s
-// (no allocation).
-func TraceIDOf(s string) string {
-	const n = 55 // len("00-" + 32 + "-" + 16 + "-" + 2)
-	if len(s) < n || s[2] != '-' || s[35] != '-' || s[52] != '-' {
-		return ""
-	}
-	version, trace, parent, flags := s[:2], s[3:35], s[36:52], s[53:55]
-	if !lowerHex(version) || version == "ff" || !lowerHex(trace) || !lowerHex(parent) || !lowerHex(flags) {
-		return ""
-	}
-	if allZero(trace) || allZero(parent) {
-		return ""
-	}
-	if len(s) > n && (version == "00" || s[n] != '-') {
-		return ""
-	}
-	return trace
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func allZero(s string) bool {
-	return strings.Count(s, "0") == len(s)
-}
+// header value, as tracing.TraceIDOf reads it (tracing.ParseTraceparent is
+// levee's one traceparent parser, so the access log's trace_id is the trace
+// the tracer continues), or "" for a value the tracer would not continue.
+// The result is a substring of s (no allocation).
+func TraceIDOf(s string) string { return tracing.TraceIDOf(s) }
 
 // redacted replaces the value of a query key the access log redacts.
 const redacted = "REDACTED"

@@ -54,6 +54,20 @@ func FuzzTraceIDOf(f *testing.F) {
 	})
 }
 
+// lowerHex and allZero check what FuzzTraceIDOf accepts.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(s string) bool {
+	return strings.Count(s, "0") == len(s)
+}
+
 func TestAppendQueryRedacts(t *testing.T) {
 	redact := []string{"token", "api_key"}
 	for _, c := range []struct{ in, want string }{

@@ -6,17 +6,26 @@ type Parent struct {
 	TraceID [16]byte
 	SpanID  [8]byte
 	Sampled bool
+	// Flags is the trace-flags byte as sent (Sampled is its bit 0x01).
+	Flags byte
 }
 
-// ParseTraceparent reads a traceparent value as OpenTelemetry's
-// propagator does (FuzzParseTraceparent holds the two to the same
-// answer; the propagator also takes a version-00 value ending in "-",
-// which the specification refuses and this does not), without
-// allocating: version 00 is exactly 55 bytes with the
-// flags 00 to 03; a later version (not ff) may carry more fields after a
-// "-"; hex is lower case; neither id may be all zeros. ok is false for
-// anything else, which the request path then treats as no parent (the
-// trace restarts at levee, as the specification says).
+// ParseTraceparent is levee's one traceparent parser (W3C Trace Context,
+// section 3.2, as OpenTelemetry reads it), for the tracer (Begin) and the
+// access log (TraceIDOf) alike, without allocating:
+//   - version 00 is exactly 55 bytes (no extra field, no trailing "-");
+//   - a later version (not ff, which is invalid) may carry more fields
+//     after a "-" and is read as version 00 up to them;
+//   - the version, ids and flags are lower-case hex;
+//   - neither id may be all zeros;
+//   - the flags are any two hex digits, "ff" included: only the sampled
+//     bit (0x01) is read, the others are the caller's (section 3.2.2.5:
+//     a receiver does not refuse flags it does not know).
+//
+// ok is false for anything else, which the request path then treats as
+// no parent (the trace restarts at levee, as the specification says).
+// FuzzParseTraceparent holds this to OpenTelemetry's propagator but for two
+// differences, both listed there.
 func ParseTraceparent(s string) (p Parent, ok bool) {
 	if len(s) < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' {
 		return Parent{}, false
@@ -26,7 +35,7 @@ func ParseTraceparent(s string) (p Parent, ok bool) {
 		return Parent{}, false
 	}
 	if ver[0] == 0 {
-		if len(s) != 55 || flags[0] > 3 {
+		if len(s) != 55 {
 			return Parent{}, false
 		}
 	} else if len(s) > 55 && s[55] != '-' {
@@ -35,8 +44,19 @@ func ParseTraceparent(s string) (p Parent, ok bool) {
 	if p.TraceID == ([16]byte{}) || p.SpanID == ([8]byte{}) {
 		return Parent{}, false
 	}
-	p.Sampled = flags[0]&1 == 1
+	p.Flags, p.Sampled = flags[0], flags[0]&1 == 1
 	return p, true
+}
+
+// TraceIDOf returns the trace id of a traceparent value, as it appears in
+// it (32 lower-case hex digits, no allocation), or "" when
+// ParseTraceparent refuses the value: the access log's trace_id is the
+// trace the tracer continues, or none.
+func TraceIDOf(s string) string {
+	if _, ok := ParseTraceparent(s); !ok {
+		return ""
+	}
+	return s[3:35]
 }
 
 // unhex decodes lower-case hex s into dst (len(s) == 2*len(dst)).

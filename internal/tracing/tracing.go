@@ -165,7 +165,10 @@ func (t *Tracer) Begin(h http.Header) Request {
 			if !p.Sampled {
 				return Request{TraceID: v[0][3:35]} // passes through unchanged
 			}
-			ctx := t.prop.Extract(context.Background(), propagation.HeaderCarrier(h))
+			// The parent as ParseTraceparent read it (not the propagator's
+			// Extract, which refuses version-00 flags above 03 and would
+			// start another trace than the access log names).
+			ctx := trace.ContextWithRemoteSpanContext(context.Background(), remoteParent(p, h))
 			ctx, span := t.tracer.Start(ctx, "unrouted", trace.WithSpanKind(trace.SpanKindServer))
 			return Request{Span: span, Ctx: ctx, TraceID: v[0][3:35]}
 		}
@@ -187,6 +190,21 @@ func (t *Tracer) Begin(h http.Header) Request {
 	tp := formatTraceparent(tid, sid, false)
 	h["Traceparent"] = []string{tp}
 	return Request{TraceID: tp[3:35]}
+}
+
+// remoteParent is the caller's span context from its traceparent p and
+// its tracestate (dropped when malformed, as the propagator does).
+func remoteParent(p Parent, h http.Header) trace.SpanContext {
+	// The flags the specification defines are kept (sampled, random), as
+	// the propagator keeps them; the others are not levee's to pass on.
+	flags := trace.TraceFlags(p.Flags) & (trace.FlagsSampled | trace.FlagsRandom)
+	cfg := trace.SpanContextConfig{TraceID: p.TraceID, SpanID: p.SpanID, TraceFlags: flags, Remote: true}
+	if v := h.Get("Tracestate"); v != "" {
+		if ts, err := trace.ParseTraceState(v); err == nil {
+			cfg.TraceState = ts
+		}
+	}
+	return trace.NewSpanContext(cfg)
 }
 
 // putRandom fills b with random bytes (never all zeros: the ids must not be).

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/levee-gw/levee/internal/idempotency"
 	"github.com/levee-gw/levee/internal/rawsock"
 )
 
@@ -75,12 +76,9 @@ func FastPath(r *http.Request) bool {
 	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
 		return false
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodDelete, http.MethodPut:
-	default:
-		return false
-	}
-	return !IsUpgrade(r.Header)
+	// The method alone (internal/idempotency): a key does not put a
+	// request on the fast path.
+	return idempotency.Method(r.Method) && !IsUpgrade(r.Header)
 }
 
 // h1Pool is one upstream's fast-path connection pool. Safe for concurrent

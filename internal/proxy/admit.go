@@ -1,0 +1,279 @@
+package proxy
+
+// The admission steps of a request, in the order ServeHTTP takes them.
+// Each either passes the request on (true) or answers it through the
+// exchange's refusals (exchange.go) and stops it (false):
+//
+//  1. admitFraming: the request line and headers (size, names), the
+//     route and the method, the body's declared length;
+//  2. prepareBody: the body's limit and timeout, the protocol-switch and
+//     trailer screens, levee's own app header removed;
+//  3. admitConsumer: identity, grant, rate limits and quotas, the app's
+//     concurrency (routes with auth or an anonymous limit only);
+//  4. admitMemory: memory pressure by the priority (computed once, before
+//     the steps), and a small body read whole before admission;
+//  5. admitUpstream: the upstream's admission limit (a slot, or a queue);
+//  6. pickFirst: the first attempt's endpoint.
+//
+// What a step takes (an app's concurrency slot, the admission slot, the
+// memory reserved) is given back by finish, however the request ends.
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/auth"
+	"github.com/levee-gw/levee/internal/balance"
+	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/ratelimit"
+)
+
+// admitFraming is step 1: it refuses a request whose headers are too
+// large or badly named, whose path is malformed, that matches no route or
+// no method of one, or whose declared body is over the route's limit. It
+// returns the route and the path as sent (for a signature; paths.go).
+func (h *Handler) admitFraming(w http.ResponseWriter, r *http.Request, x *exchange, t *Table) (rt *Route, sentPath string, ok bool) {
+	if h.maxHeader > 0 && headerSize(r) > h.maxHeader {
+		x.refuse(w, ReasonHeaderTooLarge)
+		return nil, "", false
+	}
+	if !h.screenHeaders(r.Header) {
+		x.refuse(w, ReasonBadHeaderName)
+		return nil, "", false
+	}
+	rt, matched, allow, badPath, sentPath := t.routeRequest(r)
+	switch {
+	case badPath:
+		x.refuse(w, ReasonBadPath)
+		return nil, "", false
+	case matched && r.Method == http.MethodConnect && !connectAllowed(rt, matched):
+		w.Header()["Allow"] = allowAllButConnect
+		x.refuse(w, ReasonMethodNotAllowed)
+		return nil, "", false
+	case !matched && allow != nil:
+		w.Header()["Allow"] = allow // built with the table (RFC 9110 section 15.5.6)
+		x.refuse(w, ReasonMethodNotAllowed)
+		return nil, "", false
+	case !matched:
+		x.refuse(w, ReasonNoRoute)
+		return nil, "", false
+	}
+	x.route = rt
+	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
+		x.refuse(w, ReasonBodyTooLarge)
+		return nil, "", false
+	}
+	return rt, sentPath, true
+}
+
+// headerSize counts the request line and headers as they were on the wire
+// (HTTP/1 framing; HTTP/2 requests are counted the same way).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vv := range r.Header {
+		for _, v := range vv {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// prepareBody is step 2: the body is bounded by the route's limit and
+// watched for its timeout and its client's errors (clientbody.go), the
+// protocol switches and trailers the route does not allow are dropped,
+// and only levee names the app to an upstream.
+func prepareBody(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) {
+	if rt.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
+	}
+	x.body = watchClientBody(w, r, rt.BodyTimeout) // nil without a body
+	screenUpgrade(r.Header, rt.Upgrades)
+	screenTrailers(r, rt.ForwardTrailers)
+	delete(r.Header, AppHeader)
+}
+
+// admitConsumer is step 3, on a route with auth or an anonymous limit:
+// the caller's identity, grant and limits (authorize), then one of its
+// app's MaxConcurrency slots (finish gives it back).
+func (h *Handler) admitConsumer(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route, sentPath string) bool {
+	if rt.Auth == AuthNone && rt.AnonymousLimit == (ratelimit.Policy{}) {
+		return true
+	}
+	x.sentPath = sentPath
+	if !h.authorize(w, r, x, rt) {
+		return false
+	}
+	if x.app == nil || x.app.MaxConcurrency <= 0 {
+		return true
+	}
+	if x.app.counters.inflight.Add(1) > int64(x.app.MaxConcurrency) {
+		x.app.counters.inflight.Add(-1)
+		x.shed(w, ReasonConsumerLimit, consumerRetryAfter)
+		return false
+	}
+	x.appSlot = true
+	return true
+}
+
+// admitMemory is step 4: under memory pressure, work of x.prio is shed
+// (memory.go); a body of known length within the route's BufferBodyBytes
+// is then read whole, before admission: a body that stalls holds its
+// connection and its memory, never a slot or an upstream request.
+func (h *Handler) admitMemory(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
+	if h.memory.sheds(x.prio) {
+		x.shed(w, ReasonMemoryPressure, 0)
+		return false
+	}
+	if x.body != nil && r.Body == x.body && r.ContentLength > 0 && r.ContentLength <= rt.BufferBodyBytes {
+		return h.memory.bufferBody(w, r, x)
+	}
+	return true
+}
+
+// admitUpstream is step 5: a slot of the upstream's admission limit for
+// the consumer (the app, else the client address) at x.prio, waited for
+// in its queue; finish releases it (or respond, earlier).
+func admitUpstream(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream) bool {
+	if up.Admission == nil {
+		return true
+	}
+	consumer := ""
+	if x.app != nil {
+		consumer = x.app.ID
+	} else {
+		consumer = consumerKey(r)
+	}
+	rel, err := up.Admission.Acquire(r.Context(), consumer, x.prio)
+	if err != nil {
+		if ref := admissionRefusal(err); ref != nil {
+			x.shed(w, Reason(ref.Reason), ref.RetryAfter)
+		} else {
+			x.status = statusClientClosed // the client left while queued
+		}
+		return false
+	}
+	x.rel, x.admitted = rel, true
+	return true
+}
+
+// admissionRefusal is err's admission refusal, nil when the wait ended
+// otherwise (the client left). Only on the refused path: its target is on
+// the heap.
+func admissionRefusal(err error) *admission.Refusal {
+	var ref *admission.Refusal
+	if errors.As(err, &ref) {
+		return ref
+	}
+	return nil
+}
+
+// pickFirst is step 6: the first attempt's endpoint from the upstream's
+// picker; without one the request is refused 503 no_available_endpoint.
+func (h *Handler) pickFirst(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream, bal *Balance) (*endpoint.Endpoint, bool) {
+	ep, err := pick(bal, r)
+	if err != nil {
+		if !errors.Is(err, balance.ErrNoEndpoint) {
+			h.logger.Error("picker failed", "upstream", up.Name, "error", err)
+		}
+		x.refuse(w, ReasonNoAvailableEndpoint)
+		return nil, false
+	}
+	return ep, true
+}
+
+// consumerRetryAfter is the Retry-After of a per-app concurrency refusal:
+// a slot frees as soon as one of the app's own requests ends.
+const consumerRetryAfter = time.Second
+
+// authorize authenticates the caller of a route with auth, checks its
+// grant and applies the rate limits of the app, or of the client address
+// on an anonymous route with AnonymousLimit. It sets x.app, the RateLimit
+// headers on every answer of a limited route, the app header upstream, and
+// removes the caller's levee credentials from what the upstream sees. It
+// returns false after writing a refusal.
+func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
+	now := time.Now()
+	var sig *[32]byte // a verified signature's MAC, for a shared replay check
+	if rt.Auth != AuthNone {
+		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
+		if app == nil {
+			if reason == ReasonMemoryPressure {
+				x.shed(w, reason, 0)
+				return false
+			}
+			if reason == ReasonUnauthenticated {
+				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+			}
+			x.refuseDetail(w, reason, detail)
+			return false
+		}
+		x.app = app
+		if h.consumers.shared != nil && rt.Auth == AuthHMAC {
+			sig = signatureMAC(r.Header)
+		}
+		delete(r.Header, "X-Api-Key")
+		delete(r.Header, "Authorization")
+		r.Header[AppHeader] = app.header
+	}
+	var d ratelimit.Decision
+	var limited bool
+	if h.consumers.shared != nil {
+		var replayed bool
+		if d, limited, replayed = h.limitShared(r, rt, x.app, sig, now); replayed {
+			w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+			x.reason = ReasonUnauthenticated
+			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
+			x.route.metrics.refused(ReasonUnauthenticated)
+			return false
+		}
+	} else {
+		d, limited = h.limit(r, rt, x.app, now)
+	}
+	if !limited {
+		return true
+	}
+	d.SetHeaders(w.Header())
+	if !d.Allowed {
+		reason := ReasonRateLimited
+		if d.Quota {
+			reason = ReasonQuotaExhausted
+		}
+		x.refuse(w, reason)
+		return false
+	}
+	return true
+}
+
+var (
+	bearerChallenge = []string{`Bearer realm="levee"`}
+	hmacChallenge   = []string{auth.SignatureScheme + ` realm="levee"`}
+)
+
+// challenge is the WWW-Authenticate value a 401 on a route with mode
+// carries (RFC 9110 section 11.6.1).
+func challenge(mode AuthMode) []string {
+	if mode == AuthHMAC {
+		return hmacChallenge
+	}
+	return bearerChallenge
+}
+
+// isClientRetry reports whether the client marked the request as a retry
+// (Levee-Attempt above 1, as the levee client package sends).
+func isClientRetry(h http.Header) bool {
+	v := h["Levee-Attempt"]
+	return len(v) > 0 && v[0] != "" && v[0] != "1"
+}
+
+// consumerKey names who a request is from, for fair queueing: the client
+// address (the authenticated app takes its place once apps exist).
+func consumerKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
