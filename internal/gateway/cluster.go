@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"reflect"
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
@@ -119,4 +118,4 @@ func (g *Gateway) clusterNotes() []string {
 
 // sameCluster reports whether a reload keeps the cluster block (it is
 // read at start only).
-func sameCluster(a, b *config.Cluster) bool { return reflect.DeepEqual(a, b) }
+func sameCluster(a, b *config.Cluster) bool { return a.Equal(b) }
