@@ -46,6 +46,9 @@ type Feed struct {
 	persistMu sync.Mutex
 	persisted uint64
 
+	// shared orders the pushes a cluster shares (shared.go).
+	shared sharedPush
+
 	// confirmHook, when set by a test, runs in Confirm after the held set
 	// is taken from the guard and before it is applied.
 	confirmHook func()
