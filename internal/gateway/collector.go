@@ -13,7 +13,7 @@ import (
 // beside its stats (admission, health, h1server, memguard); the gateway only
 // tells each one where to look (the table serving at scrape time, the
 // data server once Start made it).
-func (g *Gateway) registerCollectors() error {
+func (g *Gateway) registerCollectors(endpointLabels int) error {
 	limiters := func(yield func(string, *admission.Limiter) bool) {
 		for _, up := range g.handler.Table().Upstreams() {
 			if up.Admission != nil && !yield(up.Name, up.Admission) {
@@ -28,6 +28,13 @@ func (g *Gateway) registerCollectors() error {
 			}
 		}
 	}
+	endpoints := func(yield func(health.UpstreamEndpoints) bool) {
+		for _, up := range g.handler.Table().Upstreams() {
+			if b := up.Balance(); b != nil && !yield(health.UpstreamEndpoints{Name: up.Name, Endpoints: b.Endpoints}) {
+				return
+			}
+		}
+	}
 	if err := g.registry.Register(admission.NewCollector(limiters)); err != nil {
 		return err
 	}
@@ -37,6 +44,9 @@ func (g *Gateway) registerCollectors() error {
 		}
 	}
 	if err := g.registry.Register(health.NewCollector(g.health, upstreams)); err != nil {
+		return err
+	}
+	if err := g.registry.Register(health.NewEndpointCollector(g.health, endpoints, endpointLabels)); err != nil {
 		return err
 	}
 	if err := g.registry.Register(newDataAPICollector(g)); err != nil { // levee_data_apis{state}

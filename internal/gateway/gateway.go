@@ -240,13 +240,10 @@ func New(o Options) (_ *Gateway, err error) {
 		Tracer:               tracer,
 	})
 	if err == nil {
-		err = g.registerCollectors()
+		err = g.registerCollectors(cfg.Metrics.EndpointLabels)
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
-	}
-	if err == nil {
-		err = g.registry.Register(newEndpointCollector(g, cfg.Metrics.EndpointLabels))
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
