@@ -13,11 +13,8 @@ import (
 // newClusterLimiter builds the shared limiter of cluster.redis, or returns
 // nil without one. It reads password_file; it does not connect.
 func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, error) {
-	if err := g.registerEtcdCollectors(cfg); err != nil {
-		return nil, err
-	}
 	if cfg.Cluster == nil || cfg.Cluster.Redis == nil {
-		return nil, nil
+		return nil, g.registerStoreCollector(cfg, nil)
 	}
 	r := cfg.Cluster.Redis
 	password := ""
@@ -48,6 +45,10 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.redis: %w", err)
+	}
+	if err := g.registerStoreCollector(cfg, l); err != nil {
+		_ = l.Close()
+		return nil, err
 	}
 	return l, nil
 }
