@@ -96,9 +96,9 @@ type Gateway struct {
 	// profileMetrics.
 	profiler       profiler
 	profileMetrics *profiles.Metrics
-	// endpointOrder keeps each upstream's endpoints in address order for
-	// the admin API's pages (endpointpages.go).
-	endpointOrder endpointOrders
+	// endpointPager pages the admin API's endpoint reads in address
+	// order (health.Pager).
+	endpointPager health.Pager
 
 	// reloadMu serialises reloads (and Shutdown's closing of the app store
 	// against a reload's seed), held across their I/O; taken before mu.
