@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/dataapis"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
@@ -49,7 +50,12 @@ func (g *Gateway) registerCollectors(endpointLabels int) error {
 	if err := g.registry.Register(health.NewEndpointCollector(g.health, endpoints, endpointLabels)); err != nil {
 		return err
 	}
-	if err := g.registry.Register(newDataAPICollector(g)); err != nil { // levee_data_apis{state}
+	dataAPIs := func() *dataapis.Store {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.dataAPIs.store
+	}
+	if err := g.registry.Register(dataapis.NewCollector(dataAPIs)); err != nil {
 		return err
 	}
 	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {

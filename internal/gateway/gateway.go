@@ -306,7 +306,7 @@ func (g *Gateway) Start() (err error) {
 		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
-		DataAPIs: dataAPIView{g: g, store: dstore},
+		DataAPIs: g.dataAPIWriter(dstore),
 		Reloads:  g.self.history.list, Cluster: g.clusterView,
 	})
 	if err != nil {
