@@ -33,6 +33,7 @@ import (
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/statedb"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -48,7 +49,7 @@ type Options struct {
 	// Version is levee's version for levee_build_info (empty: "dev").
 	Version string
 	// LockStateDir makes New take an exclusive lock on
-	// <state_dir>/levee.lock (statelock.go), held until Shutdown or the
+	// <state_dir>/levee.lock (statedb.LockDir), held until Shutdown or the
 	// process's end, and refuse a state_dir another process holds.
 	// `levee run` sets it; in-process tests leave it off, since some run
 	// several gateways on one default state_dir.
@@ -91,7 +92,7 @@ type Gateway struct {
 	cluster *clusterlimit.Limiter
 	etcd    etcdState
 	// stateLock is the lock on state_dir (nil unless Options.LockStateDir).
-	stateLock *stateLock
+	stateLock *statedb.DirLock
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
 	profiler       profiler
@@ -156,14 +157,14 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var lock *stateLock
+	var lock *statedb.DirLock
 	if o.LockStateDir { // before anything under state_dir is read or written
-		if lock, err = lockStateDir(cfg.StateDir); err != nil {
+		if lock, err = statedb.LockDir(cfg.StateDir); err != nil {
 			return nil, err
 		}
 		defer func() {
 			if err != nil {
-				lock.release()
+				lock.Release()
 			}
 		}()
 	}
@@ -307,7 +308,7 @@ func (g *Gateway) Start() (err error) {
 		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: g.dataAPIWriter(dstore),
-		Reloads:  g.self.history.list, Cluster: g.clusterView,
+		Reloads:  g.self.history.List, Cluster: g.clusterView,
 	})
 	if err != nil {
 		return err
@@ -473,7 +474,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Unlock()
 	if !started {
 		g.obsReload.retiring.Wait() // what a reload before Start retired
-		g.stateLock.release()
+		g.stateLock.Release()
 		return nil
 	}
 	g.ready.Store(false)
@@ -523,7 +524,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeDataAPIs(dstore, "")
-	g.stateLock.release() // after the stores under it are closed
+	g.stateLock.Release() // after the stores under it are closed
 	g.logger.Info("stopped")
 	return err
 }

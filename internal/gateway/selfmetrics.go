@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/levee-gw/levee/internal/admin"
 	"runtime"
 	"time"
 
@@ -16,7 +17,7 @@ type selfMetrics struct {
 	reloadTime   prometheus.Gauge
 	reloadResult prometheus.Gauge
 	// history is the last loads for GET /api/v1/reloads.
-	history reloadHistory
+	history admin.ReloadHistory
 }
 
 // reloadResults are the result labels of levee_config_reloads_total, each
@@ -56,7 +57,7 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 		m.reloads.WithLabelValues(r)
 	}
 	m.last(true, now) // the start's load: not counted as a reload
-	m.history.add(now, "start", nil)
+	m.history.Add(now, "start", nil)
 	for _, c := range []prometheus.Collector{m.reloads, m.reloadTime, m.reloadResult, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -74,7 +75,7 @@ func (m *selfMetrics) reloaded(err error, now time.Time) {
 	}
 	m.reloads.WithLabelValues(result).Inc()
 	m.last(ok, now)
-	m.history.add(now, result, err)
+	m.history.Add(now, result, err)
 }
 
 // last sets the last load's time and result.
