@@ -67,7 +67,8 @@ type Gateway struct {
 	// run from Start to Shutdown.
 	metrics *proxy.Metrics
 	handler *proxy.Handler
-	self    *selfMetrics // build info, reloads and the last one's result
+	self    *telemetry.SelfMetrics // build info, reloads and the last one's result
+	history admin.ReloadHistory    // the last loads, for GET /api/v1/reloads
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
@@ -179,9 +180,11 @@ func New(o Options) (_ *Gateway, err error) {
 		serveErr: make(chan error, 2),
 	}
 	g.stateLock = lock
-	if g.self, err = newSelfMetrics(g.registry, o.Version, time.Now()); err != nil {
+	now := time.Now()
+	if g.self, err = telemetry.NewSelfMetrics(g.registry, o.Version, now); err != nil {
 		return nil, err
 	}
+	g.history.Add(now, "start", nil)
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
@@ -308,7 +311,7 @@ func (g *Gateway) Start() (err error) {
 		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: g.dataAPIWriter(dstore),
-		Reloads:  g.self.history.List, Cluster: g.clusterView,
+		Reloads:  g.history.List, Cluster: g.clusterView,
 	})
 	if err != nil {
 		return err
