@@ -96,7 +96,7 @@ type Gateway struct {
 	stateLock *statedb.DirLock
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
-	profiler       profiler
+	profiler       profiles.Runner
 	profileMetrics *profiles.Metrics
 	// endpointPager pages the admin API's endpoint reads in address
 	// order (health.Pager).
@@ -491,7 +491,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.handler.CloseUpgrades()
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
-	g.stopProfiles()
+	g.profiler.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.stopPushes() // no shared push applies to a stopped feed
