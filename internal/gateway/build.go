@@ -274,7 +274,7 @@ func (v adminView) Notes() []string {
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)
 	}
-	return append(append(notes, v.g.clusterNotes()...), v.g.etcdNotes()...)
+	return append(notes, v.g.clusterNotes()...)
 }
 
 // balance returns upstream name's Balance: its picker for the configured

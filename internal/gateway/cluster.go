@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
@@ -101,20 +102,17 @@ func nodeID(cfg *config.Config, adminLn net.Listener) string {
 	return net.JoinHostPort(host, port)
 }
 
-// clusterNotes are /readyz's notes on cluster mode: ready, but degraded.
+// clusterNotes are /readyz's notes on cluster mode (ready, but
+// degraded): Redis's and etcd's while either does not answer.
 func (g *Gateway) clusterNotes() []string {
-	l := g.cluster
-	if l == nil || l.Up() {
-		return nil
+	var notes []string
+	if l := g.cluster; l != nil {
+		notes = append(notes, l.ReadyNote())
 	}
-	what := "each node enforces its limits divided by the " + fmt.Sprint(l.Nodes()) + " live node(s) last counted"
-	switch l.OnFailure() {
-	case clusterlimit.Allow:
-		what = "limited requests are admitted without limits (on_failure: allow)"
-	case clusterlimit.Deny:
-		what = "limited requests are refused (on_failure: deny)"
+	if s := g.etcd.store.Load(); s != nil {
+		notes = append(notes, s.ReadyNote())
 	}
-	return []string{"cluster.redis unreachable (" + l.LastError() + "): " + what + "; HMAC replays are checked on this node only"}
+	return slices.DeleteFunc(notes, func(n string) bool { return n == "" })
 }
 
 // sameCluster reports whether a reload keeps the cluster block (it is

@@ -24,7 +24,7 @@ const sharedAppsFile = "cluster-apps.json"
 // etcdState is the gateway's etcd store, open from Start to Shutdown.
 type etcdState struct {
 	store  atomic.Pointer[clusterstore.Store]
-	pushes pushFollow // the shared pushes followed (cluster_push.go)
+	pushes clusterstore.PushFollower // the shared pushes followed (cluster_push.go)
 }
 
 // openSharedApps opens the etcd app store of cluster.etcd (it does not
@@ -136,17 +136,4 @@ func (g *Gateway) clusterView(ctx context.Context) admin.ClusterView {
 		v.Nodes = append(v.Nodes, admin.ClusterNode(n))
 	}
 	return v
-}
-
-// etcdNotes are /readyz's notes while etcd does not answer: ready, but
-// serving the shared apps as last seen.
-func (g *Gateway) etcdNotes() []string {
-	s := g.etcd.store.Load()
-	if s == nil {
-		return nil
-	}
-	if up, msg := s.Up(); !up {
-		return []string{"cluster.etcd unreachable (" + msg + "): apps, keys and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"}
-	}
-	return nil
 }

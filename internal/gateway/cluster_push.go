@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -102,44 +101,8 @@ func (h pushHandler) Confirmed(upstream string, pushRev int64) {
 	}
 }
 
-// pushFollow is the gateway's follower of shared pushes: the store it
-// follows and how to stop it.
-type pushFollow struct {
-	mu    sync.Mutex
-	store *clusterstore.Store
-	stop  func()
-}
-
 // syncPushes follows the shared pushes of the current etcd store (at
-// Start, and after a reload, which may have added push upstreams: they
-// are read again). Not called with g.mu held: stopping a follower waits
-// for an apply that may be waiting for g.mu.
-func (g *Gateway) syncPushes() {
-	s := g.etcd.store.Load()
-	p := &g.etcd.pushes
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s != nil && s == p.store {
-		s.ResyncPushes()
-		return
-	}
-	if p.stop != nil {
-		p.stop()
-	}
-	p.store, p.stop = s, nil
-	if s != nil {
-		p.stop = s.FollowPushes(pushHandler{g})
-	}
-}
-
-// stopPushes stops following shared pushes (at Shutdown, before the feeds
-// stop).
-func (g *Gateway) stopPushes() {
-	p := &g.etcd.pushes
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stop != nil {
-		p.stop()
-	}
-	p.store, p.stop = nil, nil
-}
+// Start, and after a reload, which may have added push upstreams). Not
+// called with g.mu held: stopping a follower waits for an apply that may
+// be waiting for g.mu.
+func (g *Gateway) syncPushes() { g.etcd.pushes.Sync(g.etcd.store.Load(), pushHandler{g}) }

@@ -494,7 +494,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.profiler.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone
-	g.stopPushes() // no shared push applies to a stopped feed
+	g.etcd.pushes.Stop() // no shared push applies to a stopped feed
 	g.mu.Lock()
 	feeds := g.feeds
 	g.mu.Unlock()
