@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/proxy"
@@ -107,43 +106,13 @@ func (g *Gateway) Apps() apps.Backend {
 	return g.apps
 }
 
-// appStoreView is the admin API's AppStore: the store, with grants
-// checked against the routes serving now.
-type appStoreView struct {
-	apps.Backend
-	g *Gateway
-}
-
-var _ admin.AppStore = appStoreView{}
-
-func (v appStoreView) Create(ctx context.Context, spec apps.Spec) (*apps.App, error) {
-	if err := v.checkGrants(spec.Grants); err != nil {
-		return nil, err
-	}
-	return v.Backend.Create(ctx, spec)
-}
-
-func (v appStoreView) Patch(ctx context.Context, id string, p apps.Patch) (*apps.App, error) {
-	if p.Grants != nil {
-		if err := v.checkGrants(*p.Grants); err != nil {
-			return nil, err
-		}
-	}
-	return v.Backend.Patch(ctx, id, p)
-}
-
-// checkGrants refuses a grant naming no route of the serving
-// configuration. A route removed later leaves the grant inert.
-func (v appStoreView) checkGrants(grants []string) error {
-	v.g.mu.Lock()
-	routes := v.g.cfg.Routes
-	v.g.mu.Unlock()
-	for i, name := range grants {
-		if !slices.ContainsFunc(routes, func(r config.Route) bool { return r.Name == name }) {
-			return &apps.ValidationError{Field: fmt.Sprintf("grants[%d]", i), Message: fmt.Sprintf("no route is named %q", name)}
-		}
-	}
-	return nil
+// routeServes reports whether a route of that name serves now (the
+// admin API's grant check, apps.GrantChecked).
+func (g *Gateway) routeServes(name string) bool {
+	g.mu.Lock()
+	routes := g.cfg.Routes
+	g.mu.Unlock()
+	return slices.ContainsFunc(routes, func(r config.Route) bool { return r.Name == name })
 }
 
 // publishApps turns the store's snapshot into the request path's and

@@ -35,6 +35,7 @@ import (
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/statedb"
 	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -131,8 +132,8 @@ type Gateway struct {
 	started         bool
 	ready           atomic.Bool
 	serveErr        chan error
-	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
-	sweepDone       chan struct{} // closed when sweepIdle returns
+	sweepStop       chan struct{} // closed by Shutdown to stop the idle sweep
+	sweepDone       chan struct{} // closed when the idle sweep returns
 
 	// dataLimit wraps the data listener (always: it counts the open and
 	// accepted connections for metrics, and caps them when configured).
@@ -307,7 +308,7 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Apps: apps.GrantChecked{Backend: store, Route: g.routeServes}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: g.dataAPIWriter(dstore),
@@ -357,7 +358,11 @@ func (g *Gateway) Start() (err error) {
 	go g.serveH1(h1, dataLn)
 	go g.serve(g.adminSrv, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
-	go g.sweepIdle(g.sweepStop, g.sweepDone)
+	go upstream.Sweep(g.sweepStop, g.sweepDone, func(now time.Time) time.Duration {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.pools.sweepIdle(now)
+	})
 	for _, f := range g.feeds {
 		f.Start()
 	}
