@@ -38,3 +38,21 @@ func (c GrantChecked) checkGrants(grants []string) error {
 	}
 	return nil
 }
+
+// GrantedTo counts the apps of all (in id order) granted route and lists
+// the first max of their ids (truncated: there were more).
+func GrantedTo(all []*App, route string, max int) (n int, ids []string, truncated bool) {
+	ids = []string{}
+	for _, a := range all {
+		if !a.Granted(route) {
+			continue
+		}
+		n++
+		if len(ids) < max {
+			ids = append(ids, a.ID)
+		} else {
+			truncated = true
+		}
+	}
+	return n, ids, truncated
+}

@@ -22,7 +22,7 @@ import (
 func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoint {
 	var list []discovery.Instance
 	if f := g.feeds[name]; f != nil {
-		list, _ = f.instances()
+		list, _ = f.Instances()
 	} else {
 		for _, ec := range uc.Endpoints {
 			list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
@@ -260,16 +260,7 @@ func (v adminView) Notes() []string {
 	v.g.mu.Unlock()
 	notes := []string{}
 	for _, f := range feeds {
-		_, origin := f.instances()
-		switch {
-		case origin == "snapshot":
-			notes = append(notes, "upstream "+f.upstream+": serving from its last good snapshot; "+f.sourceName()+" has not delivered since start")
-		case origin == "":
-			notes = append(notes, "upstream "+f.upstream+": no endpoints yet; waiting for "+f.sourceName())
-		}
-		if !f.connected() {
-			notes = append(notes, "upstream "+f.upstream+": "+f.sourceName()+" is unreachable")
-		}
+		notes = f.AppendReadyNotes(notes)
 	}
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)

@@ -75,11 +75,6 @@ func sourceName(d *config.Discovery) string {
 	return "push"
 }
 
-// instances, sourceName and connected keep build.go's callers as they were.
-func (f *feed) instances() ([]discovery.Instance, string) { return f.Instances() }
-func (f *feed) sourceName() string                        { return f.SourceName() }
-func (f *feed) connected() bool                           { return f.Connected() }
-
 // sameConfig reports whether a reload leaves this feed's source alone.
 func (f *feed) sameConfig(uc *config.Upstream) bool {
 	return uc.Discovery != nil && sameDiscovery(f.cfg, *uc.Discovery)
