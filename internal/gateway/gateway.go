@@ -113,7 +113,7 @@ type Gateway struct {
 	// cfg serves now: fileCfg (the file as loaded last) with the published data APIs (dataapis.go).
 	cfg, fileCfg *config.Config
 	pools        *pools
-	cert         atomic.Pointer[tls.Certificate]
+	cert         h1server.Certificate
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
@@ -210,7 +210,7 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
-		if err := g.loadCertificate(cfg.TLS); err != nil {
+		if err := g.cert.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err
 		}
 	}
@@ -355,8 +355,8 @@ func (g *Gateway) Start() (err error) {
 	}
 	g.startObservability()
 	g.h1.Store(h1)
-	go g.serveH1(h1, dataLn)
-	go g.serve(g.adminSrv, adminLn)
+	go g.serve(h1.Serve, dataLn)
+	go g.serve(g.adminSrv.Serve, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go upstream.Sweep(g.sweepStop, g.sweepDone, func(now time.Time) time.Duration {
 		g.mu.Lock()
@@ -383,16 +383,10 @@ func (g *Gateway) Start() (err error) {
 // its last fallible step.
 var newH1Server = h1server.New
 
-func (g *Gateway) serve(srv *http.Server, ln net.Listener) {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		g.ready.Store(false)
-		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
-		g.serveErr <- err
-	}
-}
-
-func (g *Gateway) serveH1(srv *h1server.Server, ln net.Listener) {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+// serve runs a listener's Serve (net/http's or h1server's); a listener
+// that stops unexpectedly makes the gateway unready and is reported.
+func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
+	if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.ready.Store(false)
 		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
 		g.serveErr <- err
@@ -431,28 +425,12 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 }
 
 // dataTLSConfig is the data listener's TLS configuration (nil: clear
-// text): the certificate as loaded last (reloads swap it), ALPN offering
-// HTTP/2 first, as net/http's ServeTLS did.
+// text), over the certificate as loaded last (reloads load it again).
 func (g *Gateway) dataTLSConfig(cfg *config.Config) *tls.Config {
 	if cfg.TLS == nil {
 		return nil
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2", "http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return g.cert.Load(), nil
-		},
-	}
-}
-
-func (g *Gateway) loadCertificate(t *config.TLS) error {
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return fmt.Errorf("tls: loading %s and %s: %w", t.CertFile, t.KeyFile, err)
-	}
-	g.cert.Store(&cert)
-	return nil
+	return g.cert.TLSConfig()
 }
 
 // Addr returns the data listener's address (after Start).
