@@ -58,9 +58,7 @@ func (g *Gateway) seedApps(ctx context.Context, store apps.Backend, cfg *config.
 		g.logger.Error("apps: seeding from the file failed; the stored apps keep serving", "error", err)
 		return
 	}
-	g.logger.Info("apps seeded from the file", "created", len(res.Created), "updated", len(res.Updated),
-		"unchanged", len(res.Unchanged), "kept_runtime", len(res.KeptRuntime), "stayed_deleted", len(res.StayedDeleted),
-		"removed", len(res.Removed), "failed", len(res.Failed), "apps", store.Current().Len())
+	g.logger.Info("apps seeded from the file", append(res.LogArgs(), "apps", store.Current().Len())...)
 }
 
 // fileApps converts the file's apps to the store's model.
@@ -164,19 +162,15 @@ func proxyApps(s *apps.Snapshot, prev *proxy.Apps, logger *slog.Logger) *proxy.A
 }
 
 // appPolicy builds a rate-limit policy from an app's limits (rate 0: no
-// rate limit; quota nil: no quota).
+// rate limit; quota nil: no quota; a quota of 0 requests, which apps
+// refuses, is refused too).
 func appPolicy(rate float64, burst int, q *apps.Quota) (ratelimit.Policy, error) {
-	var p ratelimit.Policy
-	var err error
-	if rate > 0 {
-		if p.Rate, err = ratelimit.NewRate(rate, int64(max(burst, 1))); err != nil {
-			return p, err
-		}
+	if q == nil {
+		return ratelimit.NewPolicy(rate, burst, 0, 0)
 	}
-	if q != nil {
-		if p.Quota, err = ratelimit.NewQuota(q.Requests, time.Duration(q.Per)); err != nil {
-			return p, err
-		}
+	if q.Requests == 0 {
+		_, err := ratelimit.NewQuota(0, time.Duration(q.Per))
+		return ratelimit.Policy{}, err
 	}
-	return p, nil
+	return ratelimit.NewPolicy(rate, burst, q.Requests, time.Duration(q.Per))
 }

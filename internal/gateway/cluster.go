@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"net"
-	"os"
 	"slices"
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
@@ -91,15 +90,7 @@ func nodeID(cfg *config.Config, adminLn net.Listener) string {
 	if cfg.Cluster != nil && cfg.Cluster.NodeID != "" {
 		return cfg.Cluster.NodeID
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "levee"
-	}
-	port := "0"
-	if a, ok := adminLn.Addr().(*net.TCPAddr); ok {
-		port = fmt.Sprint(a.Port)
-	}
-	return net.JoinHostPort(host, port)
+	return clusterlimit.DefaultNodeID(adminLn.Addr())
 }
 
 // clusterNotes are /readyz's notes on cluster mode (ready, but

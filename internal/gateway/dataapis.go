@@ -128,9 +128,7 @@ func (g *Gateway) seedDataAPIs(ctx context.Context, store *dataapis.Store, cfg *
 		g.logger.Error("data APIs: seeding from the file failed; the stored data APIs keep serving", "error", err)
 		return
 	}
-	g.logger.Info("data APIs seeded from the file", "created", len(res.Created), "updated", len(res.Updated),
-		"unchanged", len(res.Unchanged), "kept_runtime", len(res.KeptRuntime), "stayed_deleted", len(res.StayedDeleted),
-		"removed", len(res.Removed), "failed", len(res.Failed))
+	g.logger.Info("data APIs seeded from the file", res.LogArgs()...)
 }
 
 // dataRoutes are config's routes as the data-API lifecycle's rules
