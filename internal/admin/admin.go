@@ -130,11 +130,11 @@ type Gateway interface {
 	// Errors: ErrNotPushUpstream, or a *PushRefusedError when the list was
 	// refused whole; in cluster mode also ErrPushTooLarge and
 	// ErrStoreUnavailable (discovery.go maps each to its status).
-	PushEndpoints(name string, body []byte) (PushResult, error)
+	PushEndpoints(ctx context.Context, name string, body []byte) (PushResult, error)
 	// ConfirmUpstream applies the update held by name's delta guard.
 	// Errors: ErrNoFeed, ErrNothingHeld; in cluster mode also
 	// ErrStoreUnavailable.
-	ConfirmUpstream(name string) (ConfirmResult, error)
+	ConfirmUpstream(ctx context.Context, name string) (ConfirmResult, error)
 }
 
 // maxPushBytes bounds a pushed endpoint list (the discovery parser's own
@@ -237,12 +237,12 @@ func newMux(o Options) (*adminMux, error) {
 			return
 		}
 		name := r.PathValue("name")
-		res, err := o.Gateway.PushEndpoints(name, body)
+		res, err := o.Gateway.PushEndpoints(r.Context(), name, body)
 		writePush(w, name, res, err)
 	})
 	mux.HandleFunc("POST /api/v1/upstreams/{name}/confirm", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		res, err := o.Gateway.ConfirmUpstream(name)
+		res, err := o.Gateway.ConfirmUpstream(r.Context(), name)
 		writeConfirm(w, name, res, err)
 	})
 	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {

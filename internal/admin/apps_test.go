@@ -20,12 +20,16 @@ import (
 // fakeGateway is the smallest Gateway: ready, no upstreams.
 type fakeGateway struct{}
 
-func (fakeGateway) Ready() (bool, string)                            { return true, "" }
-func (fakeGateway) Upstreams() []UpstreamView                        { return nil }
-func (fakeGateway) Notes() []string                                  { return nil }
-func (fakeGateway) Reload() error                                    { return nil }
-func (fakeGateway) PushEndpoints(string, []byte) (PushResult, error) { return PushResult{}, nil }
-func (fakeGateway) ConfirmUpstream(string) (ConfirmResult, error)    { return ConfirmResult{}, nil }
+func (fakeGateway) Ready() (bool, string)     { return true, "" }
+func (fakeGateway) Upstreams() []UpstreamView { return nil }
+func (fakeGateway) Notes() []string           { return nil }
+func (fakeGateway) Reload() error             { return nil }
+func (fakeGateway) PushEndpoints(context.Context, string, []byte) (PushResult, error) {
+	return PushResult{}, nil
+}
+func (fakeGateway) ConfirmUpstream(context.Context, string) (ConfirmResult, error) {
+	return ConfirmResult{}, nil
+}
 
 func (fakeGateway) Endpoints(string, string, int, func(EndpointView) bool) (EndpointsPage, bool) {
 	return EndpointsPage{}, false

@@ -29,11 +29,11 @@ type countingGateway struct {
 }
 
 func (g countingGateway) Reload() error { g.acts.Add(1); return nil }
-func (g countingGateway) PushEndpoints(string, []byte) (PushResult, error) {
+func (g countingGateway) PushEndpoints(context.Context, string, []byte) (PushResult, error) {
 	g.acts.Add(1)
 	return PushResult{}, nil
 }
-func (g countingGateway) ConfirmUpstream(string) (ConfirmResult, error) {
+func (g countingGateway) ConfirmUpstream(context.Context, string) (ConfirmResult, error) {
 	g.acts.Add(1)
 	return ConfirmResult{}, nil
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -19,8 +20,12 @@ type discoveryGateway struct {
 	confErr error
 }
 
-func (g discoveryGateway) PushEndpoints(string, []byte) (PushResult, error) { return g.push, g.pushErr }
-func (g discoveryGateway) ConfirmUpstream(string) (ConfirmResult, error)    { return g.conf, g.confErr }
+func (g discoveryGateway) PushEndpoints(context.Context, string, []byte) (PushResult, error) {
+	return g.push, g.pushErr
+}
+func (g discoveryGateway) ConfirmUpstream(context.Context, string) (ConfirmResult, error) {
+	return g.conf, g.confErr
+}
 
 // TestDiscoveryOutcomesToHTTP: each typed result and sentinel error of the
 // discovery API has its one status, reason and body, set here rather than

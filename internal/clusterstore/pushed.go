@@ -285,3 +285,35 @@ func (s *Store) PutConfirm(ctx context.Context, upstream string, pushRev int64) 
 	}
 	return nil
 }
+
+// PushFollower follows the shared pushes of whichever Store is current
+// (the gateway's: open from Start to Shutdown) for one handler. The zero
+// value is ready; safe for concurrent use.
+type PushFollower struct {
+	mu    sync.Mutex
+	store *Store
+	stop  func()
+}
+
+// Sync follows s's pushes for h: at start, and after a reload, which may
+// have added push upstreams (a store already followed reads them again,
+// ResyncPushes). s nil stops following. Not to be called while h's calls
+// wait for the caller: stopping a follower waits for its call in progress.
+func (f *PushFollower) Sync(s *Store, h PushHandler) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s != nil && s == f.store {
+		s.ResyncPushes()
+		return
+	}
+	if f.stop != nil {
+		f.stop()
+	}
+	f.store, f.stop = s, nil
+	if s != nil {
+		f.stop = s.FollowPushes(h)
+	}
+}
+
+// Stop stops following (at Shutdown, before the handler's feeds stop).
+func (f *PushFollower) Stop() { f.Sync(nil, nil) }

@@ -46,6 +46,9 @@ type Feed struct {
 	persistMu sync.Mutex
 	persisted uint64
 
+	// shared orders the pushes a cluster shares (shared.go).
+	shared sharedPush
+
 	// confirmHook, when set by a test, runs in Confirm after the held set
 	// is taken from the guard and before it is applied.
 	confirmHook func()
@@ -354,4 +357,22 @@ func (f *Feed) Push(body []byte, now time.Time) (PushResult, error) {
 	}
 	d := f.offer(u, now, "push")
 	return PushResult{Decision: d, Instances: len(u.Instances), Rejected: u.Rejected}, nil
+}
+
+// AppendReadyNotes appends /readyz's notes on the feed to notes: serving
+// from its snapshot, or from nothing, because its registry has not
+// delivered since start; its registry unreachable.
+func (f *Feed) AppendReadyNotes(notes []string) []string {
+	_, origin := f.Instances()
+	up, src := f.o.Upstream, f.SourceName()
+	switch origin {
+	case "snapshot":
+		notes = append(notes, "upstream "+up+": serving from its last good snapshot; "+src+" has not delivered since start")
+	case "":
+		notes = append(notes, "upstream "+up+": no endpoints yet; waiting for "+src)
+	}
+	if !f.Connected() {
+		notes = append(notes, "upstream "+up+": "+src+" is unreachable")
+	}
+	return notes
 }

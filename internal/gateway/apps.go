@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/proxy"
@@ -59,9 +58,7 @@ func (g *Gateway) seedApps(ctx context.Context, store apps.Backend, cfg *config.
 		g.logger.Error("apps: seeding from the file failed; the stored apps keep serving", "error", err)
 		return
 	}
-	g.logger.Info("apps seeded from the file", "created", len(res.Created), "updated", len(res.Updated),
-		"unchanged", len(res.Unchanged), "kept_runtime", len(res.KeptRuntime), "stayed_deleted", len(res.StayedDeleted),
-		"removed", len(res.Removed), "failed", len(res.Failed), "apps", store.Current().Len())
+	g.logger.Info("apps seeded from the file", append(res.LogArgs(), "apps", store.Current().Len())...)
 }
 
 // fileApps converts the file's apps to the store's model.
@@ -107,43 +104,13 @@ func (g *Gateway) Apps() apps.Backend {
 	return g.apps
 }
 
-// appStoreView is the admin API's AppStore: the store, with grants
-// checked against the routes serving now.
-type appStoreView struct {
-	apps.Backend
-	g *Gateway
-}
-
-var _ admin.AppStore = appStoreView{}
-
-func (v appStoreView) Create(ctx context.Context, spec apps.Spec) (*apps.App, error) {
-	if err := v.checkGrants(spec.Grants); err != nil {
-		return nil, err
-	}
-	return v.Backend.Create(ctx, spec)
-}
-
-func (v appStoreView) Patch(ctx context.Context, id string, p apps.Patch) (*apps.App, error) {
-	if p.Grants != nil {
-		if err := v.checkGrants(*p.Grants); err != nil {
-			return nil, err
-		}
-	}
-	return v.Backend.Patch(ctx, id, p)
-}
-
-// checkGrants refuses a grant naming no route of the serving
-// configuration. A route removed later leaves the grant inert.
-func (v appStoreView) checkGrants(grants []string) error {
-	v.g.mu.Lock()
-	routes := v.g.cfg.Routes
-	v.g.mu.Unlock()
-	for i, name := range grants {
-		if !slices.ContainsFunc(routes, func(r config.Route) bool { return r.Name == name }) {
-			return &apps.ValidationError{Field: fmt.Sprintf("grants[%d]", i), Message: fmt.Sprintf("no route is named %q", name)}
-		}
-	}
-	return nil
+// routeServes reports whether a route of that name serves now (the
+// admin API's grant check, apps.GrantChecked).
+func (g *Gateway) routeServes(name string) bool {
+	g.mu.Lock()
+	routes := g.cfg.Routes
+	g.mu.Unlock()
+	return slices.ContainsFunc(routes, func(r config.Route) bool { return r.Name == name })
 }
 
 // publishApps turns the store's snapshot into the request path's and
@@ -195,19 +162,15 @@ func proxyApps(s *apps.Snapshot, prev *proxy.Apps, logger *slog.Logger) *proxy.A
 }
 
 // appPolicy builds a rate-limit policy from an app's limits (rate 0: no
-// rate limit; quota nil: no quota).
+// rate limit; quota nil: no quota; a quota of 0 requests, which apps
+// refuses, is refused too).
 func appPolicy(rate float64, burst int, q *apps.Quota) (ratelimit.Policy, error) {
-	var p ratelimit.Policy
-	var err error
-	if rate > 0 {
-		if p.Rate, err = ratelimit.NewRate(rate, int64(max(burst, 1))); err != nil {
-			return p, err
-		}
+	if q == nil {
+		return ratelimit.NewPolicy(rate, burst, 0, 0)
 	}
-	if q != nil {
-		if p.Quota, err = ratelimit.NewQuota(q.Requests, time.Duration(q.Per)); err != nil {
-			return p, err
-		}
+	if q.Requests == 0 {
+		_, err := ratelimit.NewQuota(0, time.Duration(q.Per))
+		return ratelimit.Policy{}, err
 	}
-	return p, nil
+	return ratelimit.NewPolicy(rate, burst, q.Requests, time.Duration(q.Per))
 }

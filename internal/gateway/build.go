@@ -22,7 +22,7 @@ import (
 func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoint {
 	var list []discovery.Instance
 	if f := g.feeds[name]; f != nil {
-		list, _ = f.instances()
+		list, _ = f.Instances()
 	} else {
 		for _, ec := range uc.Endpoints {
 			list = append(list, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
@@ -260,21 +260,12 @@ func (v adminView) Notes() []string {
 	v.g.mu.Unlock()
 	notes := []string{}
 	for _, f := range feeds {
-		_, origin := f.instances()
-		switch {
-		case origin == "snapshot":
-			notes = append(notes, "upstream "+f.upstream+": serving from its last good snapshot; "+f.sourceName()+" has not delivered since start")
-		case origin == "":
-			notes = append(notes, "upstream "+f.upstream+": no endpoints yet; waiting for "+f.sourceName())
-		}
-		if !f.connected() {
-			notes = append(notes, "upstream "+f.upstream+": "+f.sourceName()+" is unreachable")
-		}
+		notes = f.AppendReadyNotes(notes)
 	}
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)
 	}
-	return append(append(notes, v.g.clusterNotes()...), v.g.etcdNotes()...)
+	return append(notes, v.g.clusterNotes()...)
 }
 
 // balance returns upstream name's Balance: its picker for the configured
@@ -294,90 +285,31 @@ func (p *pools) balance(name string, uc *config.Upstream, base []*endpoint.Endpo
 		kind, key := ch.Key()
 		b.HashOn = &proxy.HashOn{Kind: kind, Name: key}
 	}
-	var picker balance.Picker
-	var tiers []balance.Picker
-	var observers []*balance.LeastRequest
-	if uc.Zones != nil && !plan.Panic {
-		picker, tiers, observers, b.Tiers = zonedPicker(uc, base, plan, prev.tiers)
-	} else {
-		var lrp *balance.LeastRequest
-		picker, lrp = newPicker(uc, b.Endpoints, prev.raw)
-		if lrp != nil {
-			observers = []*balance.LeastRequest{lrp}
-		}
+	built := balance.Build(balanceSpec(uc, plan.Panic), base, plan.Endpoints, plan.Healthy, balance.Built{Picker: prev.raw, Tiers: prev.tiers})
+	b.Tiers = built.Members
+	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(built.Observers) > 0 {
+		b.Observer = balance.LeastRequestSet(built.Observers)
 	}
-	if uc.LeastRequest != nil && uc.LeastRequest.EWMA && len(observers) > 0 {
-		b.Observer = balance.LeastRequestSet(observers)
-	}
-	b.Picker = balance.Guarded(picker, b.Endpoints, onFallback)
-	p.pickers[name] = pooledPicker{inputs: in, raw: picker, tiers: tiers, bal: b}
+	b.Picker = balance.Guarded(built.Picker, b.Endpoints, onFallback)
+	p.pickers[name] = pooledPicker{inputs: in, raw: built.Picker, tiers: built.Tiers, bal: b}
 	return b
 }
 
-// newPicker builds the configured balancer over eps, handing it prev (the
-// previous picker at the same place) so that least_request keeps its
-// latency estimates and consistent_hash its table. lrp is the picker when
-// it is a least_request one.
-func newPicker(uc *config.Upstream, eps []*endpoint.Endpoint, prev balance.Picker) (picker balance.Picker, lrp *balance.LeastRequest) {
+// balanceSpec is the picker spec of uc: its balancer, least_request
+// options, and zones unless in panic mode.
+func balanceSpec(uc *config.Upstream, panic bool) balance.Spec {
+	s := balance.Spec{}
 	switch uc.Balancer {
 	case config.BalancerLeastRequest:
-		o := balance.LeastRequestOptions{}
-		if lr := uc.LeastRequest; lr != nil {
-			o.EWMA, o.Tau = lr.EWMA, lr.Tau
-		}
-		o.Prev, _ = prev.(*balance.LeastRequest)
-		lrp = balance.NewLeastRequest(eps, o)
-		return lrp, lrp
+		s.Kind = balance.KindLeastRequest
 	case config.BalancerConsistentHash:
-		o := balance.HashOptions{}
-		o.Prev, _ = prev.(*balance.ConsistentHash)
-		return balance.NewConsistentHash(eps, o), nil
+		s.Kind = balance.KindConsistentHash
 	}
-	return balance.NewSmoothWeighted(eps), nil
-}
-
-// zonedPicker builds one picker per zone tier (the local zone, each
-// failover zone in order, then every other zone and endpoints without
-// one) over plan's effective endpoints, and a balance.Zoned over them
-// whose shares come from each tier's healthy and total configured weight.
-// members are each tier's effective endpoints, for retries (proxy.Upstream.Tiers).
-func zonedPicker(uc *config.Upstream, base []*endpoint.Endpoint, plan health.Plan, prev []balance.Picker) (_ balance.Picker, _ []balance.Picker, _ []*balance.LeastRequest, members [][]*endpoint.Endpoint) {
-	z := uc.Zones
-	n := len(z.Failover) + 2
-	tierOf := make(map[string]int, n-1)
-	tierOf[z.Local] = 0
-	for i, name := range z.Failover {
-		tierOf[name] = i + 1
+	if lr := uc.LeastRequest; lr != nil {
+		s.LeastRequest.EWMA, s.LeastRequest.Tau = lr.EWMA, lr.Tau
 	}
-	members = make([][]*endpoint.Endpoint, n)
-	healthy, total := make([]uint64, n), make([]uint64, n)
-	for i, e := range plan.Endpoints {
-		t, listed := tierOf[e.Zone]
-		if !listed {
-			t = n - 1
-		}
-		members[t] = append(members[t], e)
-		if w := uint64(base[i].Weight); w > 0 {
-			total[t] += w
-			if plan.Healthy[i] {
-				healthy[t] += w
-			}
-		}
+	if z := uc.Zones; z != nil && !panic {
+		s.Zones = &balance.ZoneSpec{Local: z.Local, Failover: z.Failover, Overprovisioning: z.Overprovisioning}
 	}
-	shares := make([]float64, n)
-	balance.ZoneShares(healthy, total, z.Overprovisioning, shares)
-	tiers := make([]balance.Picker, n)
-	var observers []*balance.LeastRequest
-	for t := range tiers {
-		var prevTier balance.Picker
-		if t < len(prev) {
-			prevTier = prev[t]
-		}
-		var lrp *balance.LeastRequest
-		tiers[t], lrp = newPicker(uc, members[t], prevTier)
-		if lrp != nil {
-			observers = append(observers, lrp)
-		}
-	}
-	return balance.NewZoned(tiers, shares), tiers, observers, members
+	return s
 }

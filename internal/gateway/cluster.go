@@ -3,8 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net"
-	"os"
-	"reflect"
+	"slices"
 
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/config"
@@ -14,11 +13,8 @@ import (
 // newClusterLimiter builds the shared limiter of cluster.redis, or returns
 // nil without one. It reads password_file; it does not connect.
 func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, error) {
-	if err := g.registerEtcdCollectors(cfg); err != nil {
-		return nil, err
-	}
 	if cfg.Cluster == nil || cfg.Cluster.Redis == nil {
-		return nil, nil
+		return nil, g.registerStoreCollector(cfg, nil)
 	}
 	r := cfg.Cluster.Redis
 	password := ""
@@ -49,6 +45,10 @@ func (g *Gateway) newClusterLimiter(cfg *config.Config) (*clusterlimit.Limiter, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.redis: %w", err)
+	}
+	if err := g.registerStoreCollector(cfg, l); err != nil {
+		_ = l.Close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -90,33 +90,18 @@ func nodeID(cfg *config.Config, adminLn net.Listener) string {
 	if cfg.Cluster != nil && cfg.Cluster.NodeID != "" {
 		return cfg.Cluster.NodeID
 	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "levee"
-	}
-	port := "0"
-	if a, ok := adminLn.Addr().(*net.TCPAddr); ok {
-		port = fmt.Sprint(a.Port)
-	}
-	return net.JoinHostPort(host, port)
+	return clusterlimit.DefaultNodeID(adminLn.Addr())
 }
 
-// clusterNotes are /readyz's notes on cluster mode: ready, but degraded.
+// clusterNotes are /readyz's notes on cluster mode (ready, but
+// degraded): Redis's and etcd's while either does not answer.
 func (g *Gateway) clusterNotes() []string {
-	l := g.cluster
-	if l == nil || l.Up() {
-		return nil
+	var notes []string
+	if l := g.cluster; l != nil {
+		notes = append(notes, l.ReadyNote())
 	}
-	what := "each node enforces its limits divided by the " + fmt.Sprint(l.Nodes()) + " live node(s) last counted"
-	switch l.OnFailure() {
-	case clusterlimit.Allow:
-		what = "limited requests are admitted without limits (on_failure: allow)"
-	case clusterlimit.Deny:
-		what = "limited requests are refused (on_failure: deny)"
+	if s := g.etcd.store.Load(); s != nil {
+		notes = append(notes, s.ReadyNote())
 	}
-	return []string{"cluster.redis unreachable (" + l.LastError() + "): " + what + "; HMAC replays are checked on this node only"}
+	return slices.DeleteFunc(notes, func(n string) bool { return n == "" })
 }
-
-// sameCluster reports whether a reload keeps the cluster block (it is
-// read at start only).
-func sameCluster(a, b *config.Cluster) bool { return reflect.DeepEqual(a, b) }

@@ -12,7 +12,6 @@ import (
 	"github.com/levee-gw/levee/internal/clusterlimit"
 	"github.com/levee-gw/levee/internal/clusterstore"
 	"github.com/levee-gw/levee/internal/config"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // This file wires cluster.etcd: the shared app store (clusterstore), this
@@ -25,7 +24,7 @@ const sharedAppsFile = "cluster-apps.json"
 // etcdState is the gateway's etcd store, open from Start to Shutdown.
 type etcdState struct {
 	store  atomic.Pointer[clusterstore.Store]
-	pushes pushFollow // the shared pushes followed (cluster_push.go)
+	pushes clusterstore.PushFollower // the shared pushes followed (cluster_push.go)
 }
 
 // openSharedApps opens the etcd app store of cluster.etcd (it does not
@@ -65,7 +64,7 @@ func (c closingStore) Close() error {
 // address is known.
 func (g *Gateway) joinEtcd(cfg *config.Config, adminLn net.Listener) {
 	if s := g.etcd.store.Load(); s != nil {
-		s.Join(clusterstore.Node{ID: nodeID(cfg, adminLn), Version: g.self.version, Admin: adminLn.Addr().String(), Since: time.Now().UTC()})
+		s.Join(clusterstore.Node{ID: nodeID(cfg, adminLn), Version: g.self.Version(), Admin: adminLn.Addr().String(), Since: time.Now().UTC()})
 	}
 }
 
@@ -83,41 +82,31 @@ func (g *Gateway) etcdNodes(cfg *config.Config) func() int {
 	}
 }
 
-// registerEtcdCollectors registers levee_cluster_store_up{store="etcd"}
-// and, without a Redis limiter (which exports it), levee_cluster_nodes.
-func (g *Gateway) registerEtcdCollectors(cfg *config.Config) error {
-	if cfg.Cluster == nil || cfg.Cluster.Etcd == nil {
+// registerStoreCollector registers levee_cluster_store_up and
+// levee_cluster_nodes (clusterlimit declares both) for the stores of
+// cluster.redis (l, nil without) and cluster.etcd.
+func (g *Gateway) registerStoreCollector(cfg *config.Config, l *clusterlimit.Limiter) error {
+	if cfg.Cluster == nil {
 		return nil
 	}
-	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "levee_cluster_store_up",
-		Help:        clusterlimit.StoreUpHelp, // one help per name, whichever store registers it
-		ConstLabels: prometheus.Labels{"store": "etcd"},
-	}, func() float64 {
-		if s := g.etcd.store.Load(); s != nil {
-			if up, _ := s.Up(); up {
-				return 1
+	o := clusterlimit.StoreOptions{Redis: l}
+	if cfg.Cluster.Etcd != nil {
+		o.EtcdUp = func() bool {
+			s := g.etcd.store.Load()
+			up := false
+			if s != nil {
+				up, _ = s.Up()
 			}
+			return up
 		}
-		return 0
-	})}
-	if cfg.Cluster.Redis == nil {
-		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "levee_cluster_nodes",
-			Help: clusterlimit.NodesHelp,
-		}, func() float64 {
+		o.EtcdNodes = func() int {
 			if s := g.etcd.store.Load(); s != nil {
-				return float64(s.Nodes())
+				return s.Nodes()
 			}
 			return 1
-		}))
-	}
-	for _, c := range cs {
-		if err := g.registry.Register(c); err != nil {
-			return err
 		}
 	}
-	return nil
+	return g.registry.Register(clusterlimit.NewStoreCollector(o))
 }
 
 // clusterView answers GET /api/v1/cluster: the nodes from etcd (listed
@@ -147,17 +136,4 @@ func (g *Gateway) clusterView(ctx context.Context) admin.ClusterView {
 		v.Nodes = append(v.Nodes, admin.ClusterNode(n))
 	}
 	return v
-}
-
-// etcdNotes are /readyz's notes while etcd does not answer: ready, but
-// serving the shared apps as last seen.
-func (g *Gateway) etcdNotes() []string {
-	s := g.etcd.store.Load()
-	if s == nil {
-		return nil
-	}
-	if up, msg := s.Up(); !up {
-		return []string{"cluster.etcd unreachable (" + msg + "): apps, keys and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"}
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"github.com/levee-gw/levee/internal/admission"
+	"github.com/levee-gw/levee/internal/dataapis"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/memguard"
@@ -13,7 +14,7 @@ import (
 // beside its stats (admission, health, h1server, memguard); the gateway only
 // tells each one where to look (the table serving at scrape time, the
 // data server once Start made it).
-func (g *Gateway) registerCollectors() error {
+func (g *Gateway) registerCollectors(endpointLabels int) error {
 	limiters := func(yield func(string, *admission.Limiter) bool) {
 		for _, up := range g.handler.Table().Upstreams() {
 			if up.Admission != nil && !yield(up.Name, up.Admission) {
@@ -24,6 +25,13 @@ func (g *Gateway) registerCollectors() error {
 	upstreams := func(yield func(string) bool) {
 		for _, up := range g.handler.Table().Upstreams() {
 			if !yield(up.Name) {
+				return
+			}
+		}
+	}
+	endpoints := func(yield func(health.UpstreamEndpoints) bool) {
+		for _, up := range g.handler.Table().Upstreams() {
+			if b := up.Balance(); b != nil && !yield(health.UpstreamEndpoints{Name: up.Name, Endpoints: b.Endpoints}) {
 				return
 			}
 		}
@@ -39,7 +47,15 @@ func (g *Gateway) registerCollectors() error {
 	if err := g.registry.Register(health.NewCollector(g.health, upstreams)); err != nil {
 		return err
 	}
-	if err := g.registry.Register(newDataAPICollector(g)); err != nil { // levee_data_apis{state}
+	if err := g.registry.Register(health.NewEndpointCollector(g.health, endpoints, endpointLabels)); err != nil {
+		return err
+	}
+	dataAPIs := func() *dataapis.Store {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.dataAPIs.store
+	}
+	if err := g.registry.Register(dataapis.NewCollector(dataAPIs)); err != nil {
 		return err
 	}
 	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {

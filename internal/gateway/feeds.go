@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -20,7 +21,6 @@ type feed struct {
 	*discovery.Feed
 	upstream string
 	cfg      config.Discovery
-	shared   sharedPush // with cluster.etcd, the shared push applied (cluster_push.go)
 }
 
 // newFeed builds (without starting) the feed of upstream name.
@@ -74,11 +74,6 @@ func sourceName(d *config.Discovery) string {
 	}
 	return "push"
 }
-
-// instances, sourceName and connected keep build.go's callers as they were.
-func (f *feed) instances() ([]discovery.Instance, string) { return f.Instances() }
-func (f *feed) sourceName() string                        { return f.SourceName() }
-func (f *feed) connected() bool                           { return f.Connected() }
 
 // sameConfig reports whether a reload leaves this feed's source alone.
 func (f *feed) sameConfig(uc *config.Upstream) bool {
@@ -155,13 +150,13 @@ func (f *feed) view() *admin.DiscoveryView {
 
 // PushEndpoints offers an endpoint list sent to the admin API to upstream
 // name's push feed. (Moved here from build.go.)
-func (v adminView) PushEndpoints(name string, body []byte) (admin.PushResult, error) {
+func (v adminView) PushEndpoints(ctx context.Context, name string, body []byte) (admin.PushResult, error) {
 	f := v.feed(name)
 	if f == nil || !f.TakesPushes() {
 		return admin.PushResult{}, admin.ErrNotPushUpstream
 	}
 	if s := v.g.etcd.store.Load(); s != nil {
-		return f.pushShared(v.g, s, body)
+		return f.pushShared(ctx, v.g, s, body)
 	}
 	return pushOutcome(f.Push(body, time.Now()))
 }
@@ -182,13 +177,13 @@ func pushOutcome(res discovery.PushResult, err error) (admin.PushResult, error) 
 
 // ConfirmUpstream applies the update held by name's delta guard. (Moved
 // here from build.go.)
-func (v adminView) ConfirmUpstream(name string) (admin.ConfirmResult, error) {
+func (v adminView) ConfirmUpstream(ctx context.Context, name string) (admin.ConfirmResult, error) {
 	f := v.feed(name)
 	if f == nil {
 		return admin.ConfirmResult{}, admin.ErrNoFeed
 	}
 	if s := v.g.etcd.store.Load(); s != nil && f.TakesPushes() {
-		return f.confirmShared(s)
+		return f.confirmShared(ctx, s)
 	}
 	d, ok := f.Confirm(time.Now())
 	if !ok {

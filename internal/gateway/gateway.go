@@ -33,7 +33,9 @@ import (
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/profiles"
 	"github.com/levee-gw/levee/internal/proxy"
+	"github.com/levee-gw/levee/internal/statedb"
 	"github.com/levee-gw/levee/internal/telemetry"
+	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -48,7 +50,7 @@ type Options struct {
 	// Version is levee's version for levee_build_info (empty: "dev").
 	Version string
 	// LockStateDir makes New take an exclusive lock on
-	// <state_dir>/levee.lock (statelock.go), held until Shutdown or the
+	// <state_dir>/levee.lock (statedb.LockDir), held until Shutdown or the
 	// process's end, and refuse a state_dir another process holds.
 	// `levee run` sets it; in-process tests leave it off, since some run
 	// several gateways on one default state_dir.
@@ -66,7 +68,8 @@ type Gateway struct {
 	// run from Start to Shutdown.
 	metrics *proxy.Metrics
 	handler *proxy.Handler
-	self    *selfMetrics // build info, reloads and the last one's result
+	self    *telemetry.SelfMetrics // build info, reloads and the last one's result
+	history admin.ReloadHistory    // the last loads, for GET /api/v1/reloads
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
 	// memory sheds work under memory pressure; nil without a memory block.
@@ -89,14 +92,14 @@ type Gateway struct {
 	cluster *clusterlimit.Limiter
 	etcd    etcdState
 	// stateLock is the lock on state_dir (nil unless Options.LockStateDir).
-	stateLock *stateLock
+	stateLock *statedb.DirLock
 	// profiler takes CPU profiles by itself (profiles.go), counted in
 	// profileMetrics.
-	profiler       profiler
+	profiler       profiles.Runner
 	profileMetrics *profiles.Metrics
-	// endpointOrder keeps each upstream's endpoints in address order for
-	// the admin API's pages (endpointpages.go).
-	endpointOrder endpointOrders
+	// endpointPager pages the admin API's endpoint reads in address
+	// order (health.Pager).
+	endpointPager health.Pager
 
 	// reloadMu serialises reloads (and Shutdown's closing of the app store
 	// against a reload's seed), held across their I/O; taken before mu.
@@ -108,7 +111,7 @@ type Gateway struct {
 	// cfg serves now: fileCfg (the file as loaded last) with the published data APIs (dataapis.go).
 	cfg, fileCfg *config.Config
 	pools        *pools
-	cert         atomic.Pointer[tls.Certificate]
+	cert         h1server.Certificate
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
@@ -127,8 +130,8 @@ type Gateway struct {
 	started         bool
 	ready           atomic.Bool
 	serveErr        chan error
-	sweepStop       chan struct{} // closed by Shutdown to stop sweepIdle
-	sweepDone       chan struct{} // closed when sweepIdle returns
+	sweepStop       chan struct{} // closed by Shutdown to stop the idle sweep
+	sweepDone       chan struct{} // closed when the idle sweep returns
 
 	// dataLimit wraps the data listener (always: it counts the open and
 	// accepted connections for metrics, and caps them when configured).
@@ -154,14 +157,14 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var lock *stateLock
+	var lock *statedb.DirLock
 	if o.LockStateDir { // before anything under state_dir is read or written
-		if lock, err = lockStateDir(cfg.StateDir); err != nil {
+		if lock, err = statedb.LockDir(cfg.StateDir); err != nil {
 			return nil, err
 		}
 		defer func() {
 			if err != nil {
-				lock.release()
+				lock.Release()
 			}
 		}()
 	}
@@ -176,9 +179,11 @@ func New(o Options) (_ *Gateway, err error) {
 		serveErr: make(chan error, 2),
 	}
 	g.stateLock = lock
-	if g.self, err = newSelfMetrics(g.registry, o.Version, time.Now()); err != nil {
+	now := time.Now()
+	if g.self, err = telemetry.NewSelfMetrics(g.registry, o.Version, now); err != nil {
 		return nil, err
 	}
+	g.history.Add(now, "start", nil)
 	if g.metrics, err = proxy.NewMetrics(g.registry); err != nil {
 		return nil, err
 	}
@@ -203,7 +208,7 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
-		if err := g.loadCertificate(cfg.TLS); err != nil {
+		if err := g.cert.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err
 		}
 	}
@@ -238,13 +243,10 @@ func New(o Options) (_ *Gateway, err error) {
 		Tracer:               tracer,
 	})
 	if err == nil {
-		err = g.registerCollectors()
+		err = g.registerCollectors(cfg.Metrics.EndpointLabels)
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.AppCollector(cfg.Metrics.AppLabels))
-	}
-	if err == nil {
-		err = g.registry.Register(newEndpointCollector(g, cfg.Metrics.EndpointLabels))
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
@@ -304,11 +306,11 @@ func (g *Gateway) Start() (err error) {
 	undo = append(undo, func() { adminLn.Close() })
 	adminHandler, err := admin.NewHandler(admin.Options{
 		Gateway: adminView{g}, Gatherer: g.registry,
-		Apps: appStoreView{Backend: store, g: g}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
+		Apps: apps.GrantChecked{Backend: store, Route: g.routeServes}, Tokens: g.adminTokens, Docs: openAPIView{g}, Profiles: profileStoreView{g},
 		OpenReads: g.adminOpenReads, Hosts: g.adminHosts,
 		Operator: operatorView{g: g, store: store},
-		DataAPIs: dataAPIView{g: g, store: dstore},
-		Reloads:  g.self.history.list, Cluster: g.clusterView,
+		DataAPIs: g.dataAPIWriter(dstore),
+		Reloads:  g.history.List, Cluster: g.clusterView,
 	})
 	if err != nil {
 		return err
@@ -351,10 +353,14 @@ func (g *Gateway) Start() (err error) {
 	}
 	g.startObservability()
 	g.h1.Store(h1)
-	go g.serveH1(h1, dataLn)
-	go g.serve(g.adminSrv, adminLn)
+	go g.serve(h1.Serve, dataLn)
+	go g.serve(g.adminSrv.Serve, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
-	go g.sweepIdle(g.sweepStop, g.sweepDone)
+	go upstream.Sweep(g.sweepStop, g.sweepDone, func(now time.Time) time.Duration {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.pools.sweepIdle(now)
+	})
 	for _, f := range g.feeds {
 		f.Start()
 	}
@@ -375,16 +381,10 @@ func (g *Gateway) Start() (err error) {
 // its last fallible step.
 var newH1Server = h1server.New
 
-func (g *Gateway) serve(srv *http.Server, ln net.Listener) {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		g.ready.Store(false)
-		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
-		g.serveErr <- err
-	}
-}
-
-func (g *Gateway) serveH1(srv *h1server.Server, ln net.Listener) {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+// serve runs a listener's Serve (net/http's or h1server's); a listener
+// that stops unexpectedly makes the gateway unready and is reported.
+func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
+	if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.ready.Store(false)
 		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
 		g.serveErr <- err
@@ -423,28 +423,12 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 }
 
 // dataTLSConfig is the data listener's TLS configuration (nil: clear
-// text): the certificate as loaded last (reloads swap it), ALPN offering
-// HTTP/2 first, as net/http's ServeTLS did.
+// text), over the certificate as loaded last (reloads load it again).
 func (g *Gateway) dataTLSConfig(cfg *config.Config) *tls.Config {
 	if cfg.TLS == nil {
 		return nil
 	}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2", "http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return g.cert.Load(), nil
-		},
-	}
-}
-
-func (g *Gateway) loadCertificate(t *config.TLS) error {
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return fmt.Errorf("tls: loading %s and %s: %w", t.CertFile, t.KeyFile, err)
-	}
-	g.cert.Store(&cert)
-	return nil
+	return g.cert.TLSConfig()
 }
 
 // Addr returns the data listener's address (after Start).
@@ -474,7 +458,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Unlock()
 	if !started {
 		g.obsReload.retiring.Wait() // what a reload before Start retired
-		g.stateLock.release()
+		g.stateLock.Release()
 		return nil
 	}
 	g.ready.Store(false)
@@ -488,10 +472,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.handler.CloseUpgrades()
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
-	g.stopProfiles()
+	g.profiler.Stop()
 	close(g.sweepStop)
 	<-g.sweepDone
-	g.stopPushes() // no shared push applies to a stopped feed
+	g.etcd.pushes.Stop() // no shared push applies to a stopped feed
 	g.mu.Lock()
 	feeds := g.feeds
 	g.mu.Unlock()
@@ -524,7 +508,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.closeDataAPIs(dstore, "")
-	g.stateLock.release() // after the stores under it are closed
+	g.stateLock.Release() // after the stores under it are closed
 	g.logger.Info("stopped")
 	return err
 }

@@ -73,17 +73,7 @@ func (v operatorView) Routes() []admin.RouteView {
 			rv.Limits.MaxQueue = limits.MaxQueue
 		}
 		if rc.Auth != config.AuthNone {
-			for _, a := range all {
-				if !a.Granted(rc.Name) {
-					continue
-				}
-				rv.GrantedApps++
-				if len(rv.GrantedAppIDs) < admin.MaxRouteAppIDs {
-					rv.GrantedAppIDs = append(rv.GrantedAppIDs, a.ID)
-				} else {
-					rv.GrantedAppIDsTruncated = true
-				}
-			}
+			rv.GrantedApps, rv.GrantedAppIDs, rv.GrantedAppIDsTruncated = apps.GrantedTo(all, rc.Name, admin.MaxRouteAppIDs)
 		}
 		out = append(out, rv)
 	}

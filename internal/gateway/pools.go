@@ -207,41 +207,13 @@ func (p *pools) closeAll() {
 
 // sweepIdle closes the idle upstream connections that have outlived their
 // upstream's idle timeout at now, and returns how long to wait before the
-// next sweep: a quarter of the shortest idle timeout, between 10ms and 1s,
-// so a connection lingers at most that long past its timeout.
+// next sweep (upstream.SweepInterval). Called by upstream.Sweep, the one
+// goroutine that sweeps, with g.mu held.
 func (p *pools) sweepIdle(now time.Time) time.Duration {
-	next := time.Second
+	idle := make([]time.Duration, 0, len(p.transports))
 	for _, t := range p.transports {
 		t.transport.SweepIdle(now)
-		if d := t.opts.Idle / 4; d > 0 && d < next {
-			next = d
-		}
+		idle = append(idle, t.opts.Idle)
 	}
-	return max(next, 10*time.Millisecond)
-}
-
-// sweepIdle closes expired idle upstream connections until stop is closed,
-// so that without traffic none outlives its upstream's idle timeout by more
-// than the sweep interval. It is the one goroutine that does so.
-func (g *Gateway) sweepIdle(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	g.mu.Lock()
-	every := g.pools.sweepIdle(time.Now())
-	g.mu.Unlock()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case now := <-tick.C:
-			g.mu.Lock()
-			next := g.pools.sweepIdle(now)
-			g.mu.Unlock()
-			if next != every {
-				every = next
-				tick.Reset(every)
-			}
-		}
-	}
+	return upstream.SweepInterval(idle)
 }

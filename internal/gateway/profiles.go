@@ -3,8 +3,6 @@ package gateway
 import (
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/config"
@@ -14,77 +12,28 @@ import (
 // profilesDir is where the captures go, under state_dir.
 const profilesDir = "profiles"
 
-// profiler runs the automatic captures (package profiles) for the serving
-// configuration's profiles block: started by Start, replaced by a reload
-// that changes the block, stopped by Shutdown.
-type profiler struct {
-	mu      sync.Mutex
-	running bool            // between Start and Shutdown
-	cfg     config.Profiles // the block the current capturer follows
-	stop    chan struct{}   // closes the current capturer's Run; nil while off
-	wg      sync.WaitGroup  // every Run goroutine, old ones included
-}
-
-// applyProfiles starts the capturer cfg's profiles block asks for, or
-// stops it, unless the block is what runs already. A stopped capturer's
-// capture in progress finishes on its own goroutine (Shutdown waits for
-// it); a reload does not.
+// applyProfiles runs the capturer cfg's profiles block asks for
+// (profiles.Runner: started by Start, replaced by a reload that changes
+// the block, stopped by Shutdown), or none.
 func (g *Gateway) applyProfiles(cfg *config.Config) {
-	p := &g.profiler
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.running || (p.stop != nil && p.cfg == cfg.Profiles) {
-		return
-	}
-	if p.stop != nil {
-		close(p.stop)
-		p.stop = nil
-	}
-	p.cfg = cfg.Profiles
 	pc := cfg.Profiles
-	if !pc.Enabled {
-		return
+	var o *profiles.Options
+	if pc.Enabled {
+		o = &profiles.Options{
+			Dir: filepath.Join(cfg.StateDir, profilesDir), CPUThreshold: pc.CPUThreshold, Sustain: pc.Sustain,
+			OnShedding: pc.OnShedding, Interval: pc.Interval, Duration: pc.Duration, Keep: pc.Keep, MaxBytes: pc.MaxBytes,
+			Record: g.recordProfile,
+		}
 	}
-	c, err := profiles.New(profiles.Options{
-		Dir: filepath.Join(cfg.StateDir, profilesDir), CPUThreshold: pc.CPUThreshold, Sustain: pc.Sustain,
-		OnShedding: pc.OnShedding, Interval: pc.Interval, Duration: pc.Duration, Keep: pc.Keep, MaxBytes: pc.MaxBytes,
-		Record: g.recordProfile,
-	})
-	if err != nil {
+	if err := g.profiler.Apply(pc, o, g.shedCount); err != nil {
 		g.logger.Error("automatic profiles are off", "error", err)
-		return
 	}
-	// The first look, here rather than at Run's first tick: a refusal in
-	// between must count as shedding, not as the baseline.
-	c.Tick(time.Now(), g.shedCount())
-	stop := make(chan struct{})
-	p.stop = stop
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		c.Run(stop, g.shedCount)
-	}()
 }
 
 // startProfiles turns the capturer on at Start.
 func (g *Gateway) startProfiles(cfg *config.Config) {
-	g.profiler.mu.Lock()
-	g.profiler.running = true
-	g.profiler.mu.Unlock()
+	g.profiler.Start()
 	g.applyProfiles(cfg)
-}
-
-// stopProfiles stops the capturer and waits for a capture in progress.
-func (g *Gateway) stopProfiles() {
-	p := &g.profiler
-	p.mu.Lock()
-	p.running = false
-	if p.stop != nil {
-		close(p.stop)
-		p.stop = nil
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // shedCount is the admission refusals of every upstream and data source

@@ -179,12 +179,12 @@ routes:
 	if err := h.g.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	h.g.profiler.wg.Wait() // the old capturer's goroutine has ended: nothing captures now
+	h.g.profiler.Wait() // the old capturer's goroutine has ended: nothing captures now
 	before := h.metric(`levee_profiles_captured_total{trigger="cpu"}`)
 	if before < 1 {
 		t.Fatalf(`levee_profiles_captured_total{trigger="cpu"} = %v after a capture`, before)
 	}
-	if h.g.profiler.stop != nil {
+	if h.g.profiler.Running() {
 		t.Fatal("a capturer is still running with profiles disabled")
 	}
 	if n := len(listProfiles(t, h)); n == 0 {

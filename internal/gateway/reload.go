@@ -24,7 +24,7 @@ func (g *Gateway) Reload() error {
 		err = g.checkReloadable(cfg)
 	}
 	if err == nil && cfg.TLS != nil {
-		err = g.loadCertificate(cfg.TLS)
+		err = g.cert.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile)
 	}
 	dstore, eff, err := g.reloadDataAPIs(cfg, err)
 	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
@@ -50,7 +50,8 @@ func (g *Gateway) Reload() error {
 	if err != nil {
 		obs.discard()
 		g.token.Store(prevToken)
-		g.self.reloaded(err, time.Now())
+		now := time.Now()
+		g.history.Add(now, g.self.Reloaded(err, now), err)
 		g.logger.Error("reload refused; previous configuration keeps serving", "error", err.Error())
 		return err
 	}
@@ -70,7 +71,8 @@ func (g *Gateway) Reload() error {
 	}
 	g.reseedDataAPIs(dstore, cfg)
 	g.applyProfiles(cfg)
-	g.self.reloaded(nil, time.Now())
+	now := time.Now()
+	g.history.Add(now, g.self.Reloaded(nil, now), nil)
 	g.logger.Info("configuration reloaded", "upstreams", len(cfg.Upstreams), "routes", len(cfg.Routes))
 	return nil
 }

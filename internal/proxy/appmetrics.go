@@ -1,10 +1,9 @@
 package proxy
 
 import (
-	"cmp"
-	"slices"
 	"sync"
 
+	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -27,37 +26,26 @@ var appThrottledDesc = prometheus.NewDesc("levee_app_throttled_total",
 
 var classLabels = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
-// AppCollector reports levee_app_requests_total from the Handler's per-app
-// counters (kept on the request path as atomics; nothing is allocated per
-// request). Which apps get a label of their own is decided at scrape time
-// and sticks: at each scrape, while fewer than topN apps are labelled, the
-// busiest unlabelled ones are promoted. A promoted app's series starts at
-// 0; what it had counted before stays in "other", so every series is
-// monotonic, as a counter must be. An app that is deleted keeps its counts
-// in "other" (its own series, if it had one, ends). Safe for concurrent
-// use.
+// AppCollector reports levee_app_requests_total and
+// levee_app_throttled_total from the Handler's per-app counters (kept on
+// the request path as atomics; nothing is allocated per request). Which
+// apps get a label of their own is decided at scrape time by
+// telemetry.TopN's rule: while fewer than topN apps are labelled, the
+// busiest unlabelled ones (most requests answered; ties by id) are
+// promoted, and a label sticks. A promoted app's series starts at 0; what
+// it had counted before stays in "other", so every series is monotonic, as
+// a counter must be. An app that is deleted keeps its counts in "other"
+// (its own series, if it had one, ends). "other" is always reported. Safe
+// for concurrent use.
 func (h *Handler) AppCollector(topN int) prometheus.Collector {
-	return &appCollector{h: h, topN: topN, promoted: map[string][appSlots]uint64{}, last: map[string]appLast{}}
+	return &appCollector{h: h, top: telemetry.NewTopN(topN, appSlots)}
 }
 
 type appCollector struct {
-	h    *Handler
-	topN int
-
+	h  *Handler
 	mu sync.Mutex
-	// promoted maps a labelled app to its counts at promotion.
-	promoted map[string][appSlots]uint64
-	// last is every app's counts at the previous scrape, with the counters
-	// they were read from (an app deleted and made again under the same id
-	// has new counters); bounded by the apps of the previous snapshot.
-	last map[string]appLast
-	// retired sums what deleted apps had contributed to "other".
-	retired [appSlots]uint64
-}
-
-type appLast struct {
-	counters *appCounters
-	counts   [appSlots]uint64
+	// top is the app labelling; bounded by the apps of the last snapshot.
+	top *telemetry.TopN
 }
 
 func (c *appCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -67,87 +55,31 @@ func (c *appCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *appCollector) Collect(ch chan<- prometheus.Metric) {
 	apps := c.h.consumers.apps.Load()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := make(map[string]appLast, len(c.last))
+	var entries []telemetry.TopNEntry
 	if apps != nil {
+		entries = make([]telemetry.TopNEntry, 0, len(apps.byID))
 		for id, a := range apps.byID {
-			var counts [appSlots]uint64
-			for i := range counts {
-				counts[i] = a.counters.byClass[i].Load()
+			e := telemetry.TopNEntry{Key: id, Source: a.counters, Counts: make([]uint64, appSlots)}
+			for i := range e.Counts {
+				e.Counts[i] = a.counters.byClass[i].Load()
 			}
-			now[id] = appLast{counters: a.counters, counts: counts}
+			for _, v := range e.Counts[:len(classLabels)] { // answered requests; 429s are in 4xx too
+				e.Rank += v
+			}
+			entries = append(entries, e)
 		}
 	}
-	// Apps gone (or made anew) since the last scrape: their part of
-	// "other" moves to retired.
-	for id, l := range c.last {
-		if cur, ok := now[id]; ok && cur.counters == l.counters {
-			continue
-		}
-		part := l.counts
-		if off, ok := c.promoted[id]; ok {
-			part = off
-			delete(c.promoted, id)
-		}
-		for i := range part {
-			c.retired[i] += part[i]
-		}
-	}
-	c.last = now
-	if free := c.topN - len(c.promoted); free > 0 {
-		var cands []string
-		for id := range now {
-			if _, ok := c.promoted[id]; !ok {
-				cands = append(cands, id)
-			}
-		}
-		total := func(id string) (n uint64) {
-			counts := now[id].counts
-			for _, v := range counts[:len(classLabels)] { // answered requests; 429s are in 4xx too
-				n += v
-			}
-			return n
-		}
-		slices.SortFunc(cands, func(a, b string) int {
-			ta, tb := total(a), total(b)
-			switch {
-			case ta > tb:
-				return -1
-			case ta < tb:
-				return 1
-			}
-			return cmp.Compare(a, b)
-		})
-		for _, id := range cands[:min(free, len(cands))] {
-			if total(id) == 0 {
-				break // promote only apps that have been seen calling
-			}
-			c.promoted[id] = now[id].counts
-		}
-	}
-	other := c.retired
-	for id, l := range now {
-		off, ok := c.promoted[id]
-		if !ok {
-			off = l.counts
-		}
-		for i := range other {
-			other[i] += off[i]
-		}
-		if ok {
-			var d [appSlots]uint64
-			for i, v := range l.counts {
-				d[i] = v - off[i]
-			}
-			sendApp(ch, id, d)
-		}
+	c.mu.Lock()
+	own, other, _ := c.top.Scrape(entries)
+	c.mu.Unlock()
+	for id, counts := range own {
+		sendApp(ch, id, counts)
 	}
 	sendApp(ch, "other", other)
 }
 
 // sendApp sends app's series: a sample per status class and its 429s.
-func sendApp(ch chan<- prometheus.Metric, app string, counts [appSlots]uint64) {
+func sendApp(ch chan<- prometheus.Metric, app string, counts []uint64) {
 	for i, label := range classLabels {
 		ch <- prometheus.MustNewConstMetric(appRequestsDesc, prometheus.CounterValue, float64(counts[i]), app, label)
 	}

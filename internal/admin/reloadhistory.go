@@ -1,12 +1,10 @@
-package gateway
+package admin
 
 import (
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/levee-gw/levee/internal/admin"
 )
 
 // reloadHistoryLen bounds the reload history GET /api/v1/reloads shows:
@@ -22,19 +20,20 @@ const (
 	maxReloadProblemBytes = 512
 )
 
-// reloadHistory is a ring of the last configuration loads. Safe for
-// concurrent use.
-type reloadHistory struct {
+// ReloadHistory is a ring of the last configuration loads, what GET
+// /api/v1/reloads shows (Options.Reloads: its List). The zero value is
+// ready; safe for concurrent use.
+type ReloadHistory struct {
 	mu   sync.Mutex
-	ring [reloadHistoryLen]admin.ReloadView
+	ring [reloadHistoryLen]ReloadView
 	next int // where the next entry goes
 	n    int // entries held, at most reloadHistoryLen
 }
 
-// add records a load at now: result "start", "success" or "error" with
+// Add records a load at now: result "start", "success" or "error" with
 // err's lines as its problems (bounded).
-func (h *reloadHistory) add(now time.Time, result string, err error) {
-	v := admin.ReloadView{Time: now.UTC(), Result: result}
+func (h *ReloadHistory) Add(now time.Time, result string, err error) {
+	v := ReloadView{Time: now.UTC(), Result: result}
 	if err != nil {
 		lines := strings.Split(err.Error(), "\n")
 		if len(lines) > maxReloadProblems {
@@ -55,11 +54,11 @@ func (h *reloadHistory) add(now time.Time, result string, err error) {
 	h.n = min(h.n+1, reloadHistoryLen)
 }
 
-// list returns the loads held, newest first.
-func (h *reloadHistory) list() []admin.ReloadView {
+// List returns the loads held, newest first.
+func (h *ReloadHistory) List() []ReloadView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]admin.ReloadView, 0, h.n)
+	out := make([]ReloadView, 0, h.n)
 	for i := 1; i <= h.n; i++ {
 		out = append(out, h.ring[(h.next-i+reloadHistoryLen)%reloadHistoryLen])
 	}

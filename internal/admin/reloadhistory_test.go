@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 // loads, newest first, and bounds what a refused one keeps of its error
 // (lines and bytes per line).
 func TestReloadHistoryBounded(t *testing.T) {
-	var h reloadHistory
+	var h ReloadHistory
 	t0 := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
-	h.add(t0, "start", nil)
-	if l := h.list(); len(l) != 1 || l[0].Result != "start" || l[0].Problems != nil {
+	h.Add(t0, "start", nil)
+	if l := h.List(); len(l) != 1 || l[0].Result != "start" || l[0].Problems != nil {
 		t.Fatalf("after start: %+v", l)
 	}
 	long := strings.Repeat("é", maxReloadProblemBytes) // 2 bytes each: cut mid-rune
@@ -31,9 +31,9 @@ func TestReloadHistoryBounded(t *testing.T) {
 		if err != nil {
 			result = "error"
 		}
-		h.add(t0.Add(time.Duration(i)*time.Second), result, err)
+		h.Add(t0.Add(time.Duration(i)*time.Second), result, err)
 	}
-	l := h.list()
+	l := h.List()
 	if len(l) != reloadHistoryLen {
 		t.Fatalf("%d entries, want %d", len(l), reloadHistoryLen)
 	}

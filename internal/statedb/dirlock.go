@@ -1,4 +1,4 @@
-package gateway
+package statedb
 
 import (
 	"errors"
@@ -11,31 +11,31 @@ import (
 	"syscall"
 )
 
-// stateLockFile is the file under state_dir that `levee run` holds an
+// LockFile is the file under state_dir that `levee run` holds an
 // exclusive lock on (flock) for its whole life.
-const stateLockFile = "levee.lock"
+const LockFile = "levee.lock"
 
-// stateLock is a held flock on <state_dir>/levee.lock. The kernel drops it
+// DirLock is a held flock on <state_dir>/levee.lock. The kernel drops it
 // when the process exits, however it exits, so a crashed levee never
 // leaves a stale lock behind; the pid written in the file is only for the
 // error message of the process refused.
-type stateLock struct {
+type DirLock struct {
 	once sync.Once
 	f    *os.File
 }
 
-// errStateDirInUse is wrapped by lockStateDir's refusal.
-var errStateDirInUse = errors.New("in use by another levee process")
+// ErrDirInUse is wrapped by LockDir's refusal.
+var ErrDirInUse = errors.New("in use by another levee process")
 
-// lockStateDir takes the lock without waiting: two levee processes on one
+// LockDir takes the lock without waiting: two levee processes on one
 // state_dir would each overwrite the other's snapshots, app store and
 // cursor key, so the second refuses to start, naming the directory and
 // the holder's pid.
-func lockStateDir(dir string) (*stateLock, error) {
+func LockDir(dir string) (*DirLock, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
 	}
-	path := filepath.Join(dir, stateLockFile)
+	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("state_dir: %w", err)
@@ -52,19 +52,19 @@ func lockStateDir(dir string) (*stateLock, error) {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("state_dir %s: %w%s (it holds %s): each levee process needs its own state_dir",
-				dir, errStateDirInUse, holder, path)
+				dir, ErrDirInUse, holder, path)
 		}
 		return nil, fmt.Errorf("state_dir %s: locking %s: %w", dir, path, err)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &stateLock{f: f}, nil
+	return &DirLock{f: f}, nil
 }
 
-// release drops the lock (once; nil-safe). The pid stays in the file: it
+// Release drops the lock (once; nil-safe). The pid stays in the file: it
 // only names a holder while the file is locked.
-func (l *stateLock) release() {
+func (l *DirLock) Release() {
 	if l == nil {
 		return
 	}

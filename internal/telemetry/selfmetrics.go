@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"runtime"
@@ -7,31 +7,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// selfMetrics are the series about levee itself rather than its traffic:
+// SelfMetrics are the series about levee itself rather than its traffic:
 // which build runs, and how the last configuration load went (the
-// LeveeConfigReloadFailed alert reads them).
-type selfMetrics struct {
+// LeveeConfigReloadFailed alert reads them). The gateway reports its
+// loads here.
+type SelfMetrics struct {
 	version      string                 // levee's version ("dev" when not set at build time)
 	reloads      *prometheus.CounterVec // result: success, error
 	reloadTime   prometheus.Gauge
 	reloadResult prometheus.Gauge
-	// history is the last loads for GET /api/v1/reloads.
-	history reloadHistory
 }
 
 // reloadResults are the result labels of levee_config_reloads_total, each
 // declared at 0 at start so that increase() sees the first reload.
 var reloadResults = []string{"success", "error"}
 
-// newSelfMetrics registers levee's own series in reg: build info with
+// NewSelfMetrics registers levee's own series in reg: build info with
 // version (empty: "dev") and the Go version, the reload counter, and the
 // last reload's time and result, which start as the load that New did
 // (a successful one, now).
-func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*selfMetrics, error) {
+func NewSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*SelfMetrics, error) {
 	if version == "" {
 		version = "dev"
 	}
-	m := &selfMetrics{
+	m := &SelfMetrics{
 		version: version,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_config_reloads_total",
@@ -56,7 +55,6 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 		m.reloads.WithLabelValues(r)
 	}
 	m.last(true, now) // the start's load: not counted as a reload
-	m.history.add(now, "start", nil)
 	for _, c := range []prometheus.Collector{m.reloads, m.reloadTime, m.reloadResult, info} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -65,20 +63,25 @@ func newSelfMetrics(reg prometheus.Registerer, version string, now time.Time) (*
 	return m, nil
 }
 
-// reloaded counts a reload and records its result at now: refused with
-// err, successful when err is nil.
-func (m *selfMetrics) reloaded(err error, now time.Time) {
+// Version is levee's version as build info reports it ("dev" when not
+// set at build time).
+func (m *SelfMetrics) Version() string { return m.version }
+
+// Reloaded counts a reload and records its result at now: refused with
+// err, successful when err is nil. It returns the result's label,
+// "success" or "error".
+func (m *SelfMetrics) Reloaded(err error, now time.Time) string {
 	ok, result := err == nil, "error"
 	if ok {
 		result = "success"
 	}
 	m.reloads.WithLabelValues(result).Inc()
 	m.last(ok, now)
-	m.history.add(now, result, err)
+	return result
 }
 
 // last sets the last load's time and result.
-func (m *selfMetrics) last(ok bool, now time.Time) {
+func (m *SelfMetrics) last(ok bool, now time.Time) {
 	v := 0.0
 	if ok {
 		v = 1

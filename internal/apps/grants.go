@@ -1,0 +1,58 @@
+package apps
+
+import (
+	"context"
+	"fmt"
+)
+
+// GrantChecked is a Backend whose creates and patches refuse a grant that
+// names no route serving now (Route reports whether one does): the admin
+// API's app store. A route removed later leaves the grant inert.
+type GrantChecked struct {
+	Backend
+	// Route reports whether a route of that name serves now.
+	Route func(name string) bool
+}
+
+func (c GrantChecked) Create(ctx context.Context, spec Spec) (*App, error) {
+	if err := c.checkGrants(spec.Grants); err != nil {
+		return nil, err
+	}
+	return c.Backend.Create(ctx, spec)
+}
+
+func (c GrantChecked) Patch(ctx context.Context, id string, p Patch) (*App, error) {
+	if p.Grants != nil {
+		if err := c.checkGrants(*p.Grants); err != nil {
+			return nil, err
+		}
+	}
+	return c.Backend.Patch(ctx, id, p)
+}
+
+func (c GrantChecked) checkGrants(grants []string) error {
+	for i, name := range grants {
+		if !c.Route(name) {
+			return &ValidationError{Field: fmt.Sprintf("grants[%d]", i), Message: fmt.Sprintf("no route is named %q", name)}
+		}
+	}
+	return nil
+}
+
+// GrantedTo counts the apps of all (in id order) granted route and lists
+// the first max of their ids (truncated: there were more).
+func GrantedTo(all []*App, route string, max int) (n int, ids []string, truncated bool) {
+	ids = []string{}
+	for _, a := range all {
+		if !a.Granted(route) {
+			continue
+		}
+		n++
+		if len(ids) < max {
+			ids = append(ids, a.ID)
+		} else {
+			truncated = true
+		}
+	}
+	return n, ids, truncated
+}
