@@ -54,11 +54,14 @@ func TestAdminUIInBrowser(t *testing.T) {
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0, token_file: %s, tokens: [{file: %s, scope: read}]}
 upstreams:
-  pushed: {discovery: {push: true}}
+  pushed: {discovery: {push: true, confirm_after: 1h}}
   wide: {discovery: {push: true}}
 routes:
   - {name: video, match: {path_prefix: /}, upstream: pushed, auth: api_key}
 `, wf, rf)
+	// confirm_after 1h: the held update must still be held when the
+	// browser confirms it, however slow the machine (the default 30 s
+	// released it once, in a run that took 36.7 s).
 	h := start(t, cfg)
 	adminCall := func(method, path, body string) (int, []byte) {
 		t.Helper()
