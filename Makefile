@@ -32,6 +32,7 @@ FUZZ_TARGETS := \
 	./internal/admin:FuzzEndpointJSON:10000 \
 	./internal/telemetry:FuzzTraceIDOf:30000 \
 	./internal/tracing:FuzzParseTraceparent:10000 \
+	./internal/jsonstr:FuzzAppend:20000 \
 	./internal/telemetry:FuzzAppendQuery:20000 \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \

@@ -1,10 +1,10 @@
 package admin
 
 import (
+	"github.com/levee-gw/levee/internal/jsonstr"
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 )
 
 // appendEndpoint appends ev as json.MarshalIndent(ev, prefix, "  ") would
@@ -77,58 +77,6 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 	return append(b, '"')
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendJSONString appends s quoted as encoding/json writes a string with
-// HTML escaping on (its default): <, > and & as \u003c..., control
-// characters escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// HTML escaping on (its default): jsonstr.AppendHTMLSafe.
+func appendJSONString(b []byte, s string) []byte { return jsonstr.AppendHTMLSafe(b, s) }

@@ -1,6 +1,7 @@
 package dataformat
 
 import (
+	"github.com/levee-gw/levee/internal/jsonstr"
 	"math"
 	"strconv"
 	"time"
@@ -8,10 +9,9 @@ import (
 )
 
 // The appenders below write one value in place at the end of a buffer and
-// allocate nothing. They are levee's own rather than telemetry's
-// appendJSONString, which is unexported, cuts strings at 2 KiB (right for
-// an access log, wrong for data) and copies byte by byte; these copy runs of
-// safe bytes at once and also escape U+2028 and U+2029.
+// allocate nothing; strings go through jsonstr, the one JSON string
+// escaper (telemetry's AppendJSONString also cuts at 2 KiB, right for an
+// access log, wrong for data).
 
 const hexDigits = "0123456789abcdef"
 
@@ -19,69 +19,9 @@ const hexDigits = "0123456789abcdef"
 // IEEE 754 double, so every JSON parser reads them back unchanged.
 const maxSafeInt = 1 << 53
 
-// jsonSafe marks the ASCII bytes that stand for themselves inside a JSON
-// string.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string (RFC 8259): quote, backslash
-// and control characters escaped (\n \r \t \b \f by name, the others as
-// \u00XX), U+2028 and U+2029 escaped (JavaScript's line separators, so the
-// text is also a valid JavaScript literal), invalid UTF-8 replaced by
-// U+FFFD (as \ufffd). Other characters are copied as they are.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendJSONString appends s as a JSON string: jsonstr.Append (RFC 8259,
+// U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd).
+func appendJSONString(b []byte, s string) []byte { return jsonstr.Append(b, s) }
 
 // appendJSONInt appends v as a JSON number when |v| <= 2^53, and as a JSON
 // string of its decimal digits beyond, where a double (what most JSON

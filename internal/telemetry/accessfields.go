@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"github.com/levee-gw/levee/internal/jsonstr"
 	"net/url"
 	"strings"
 
@@ -39,11 +40,11 @@ func appendQuery(b []byte, q string, redact []string) []byte {
 			}
 		}
 		if k, _, ok := strings.Cut(pair, "="); ok && redactedKey(k, redact) {
-			b = appendEscaped(b, k)
+			b = jsonstr.AppendEscaped(b, k)
 			b = append(b, '=')
 			b = append(b, redacted...)
 		} else {
-			b = appendEscaped(b, pair)
+			b = jsonstr.AppendEscaped(b, pair)
 		}
 		if sep != 0 {
 			b = append(b, sep)

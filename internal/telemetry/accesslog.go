@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"github.com/levee-gw/levee/internal/jsonstr"
 	"io"
 	"log/slog"
 	"math"
@@ -10,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -477,47 +477,6 @@ func AppendJSONString(b []byte, s string) []byte {
 		s = s[:maxLoggedString]
 	}
 	b = append(b, '"')
-	b = appendEscaped(b, s)
+	b = jsonstr.AppendEscaped(b, s)
 	return append(b, '"')
 }
-
-// appendEscaped appends s escaped as the inside of a JSON string. Runs of
-// bytes that need nothing (printable ASCII but '"' and '\\', the bulk of
-// any line) are appended in one copy each, not byte by byte.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	run := 0 // s[run:i] is still to be appended as it is
-	for i := 0; i < len(s); {
-		c := s[i]
-		if jsonPlain[c] {
-			i++
-			continue
-		}
-		b = append(b, s[run:i]...)
-		if c < utf8.RuneSelf {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\', c)
-			} else { // a control byte
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-		} else if r, size := utf8.DecodeRuneInString(s[i:]); r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-			i++
-		} else {
-			b = append(b, s[i:i+size]...)
-			i += size
-		}
-		run = i
-	}
-	return append(b, s[run:]...)
-}
-
-// jsonPlain holds the bytes a JSON string takes as they are: printable
-// ASCII but '"' and '\\'. (Bytes from 0x80 are checked as UTF-8.)
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
