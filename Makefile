@@ -106,7 +106,8 @@ LOAD_TEST_NAMES := \
 	TestAdminEndpointPagesRSS \
 	TestSlowClientsBesideNGINX \
 	TestStatementCheckLargeInputs \
-	TestH2FloodsAgainstNGINX
+	TestH2FloodsAgainstNGINX \
+	TestIncidentCPUPerRequest
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
