@@ -73,10 +73,13 @@ test: services vet unit load fuzz
 services:
 	scripts/install-services.sh
 
-# staticcheck is installed on first use (pinned; scripts/staticcheck.sh).
+# staticcheck and deadcode are installed on first use (pinned;
+# scripts/staticcheck.sh, scripts/deadcode.sh: no function unreachable
+# from main and the tests).
 vet:
 	$(GO) vet ./...
 	GO=$(GO) scripts/staticcheck.sh ./...
+	GO=$(GO) scripts/deadcode.sh
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 

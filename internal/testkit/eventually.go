@@ -5,7 +5,6 @@
 package testkit
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -52,6 +51,3 @@ func Until(t testing.TB, timeout time.Duration, what string, cond func() bool) t
 		return false, "not yet " + what
 	})
 }
-
-// Observe formats an observation for Eventually: Observe("open=%v", n).
-func Observe(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -148,8 +148,3 @@ func (n *NGINX) awaitPort(d time.Duration) error {
 // Stop stops nginx (SIGTERM, SIGKILL after 5 s) and waits for it.
 func (n *NGINX) Stop() { n.proc.stop() }
 
-// ErrorLog is nginx's error log so far.
-func (n *NGINX) ErrorLog() string {
-	b, _ := os.ReadFile(filepath.Join(n.Dir, "error.log"))
-	return string(b)
-}
