@@ -147,4 +147,3 @@ func (n *NGINX) awaitPort(d time.Duration) error {
 
 // Stop stops nginx (SIGTERM, SIGKILL after 5 s) and waits for it.
 func (n *NGINX) Stop() { n.proc.stop() }
-
