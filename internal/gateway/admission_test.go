@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestConcurrencyLimitSheds: with max_concurrency 2 and no queue, a third
@@ -298,11 +300,10 @@ routes:
 	// A thousand connections take a while to open on a busy 2-core host
 	// under -race (over 10 s once, beside another test run): the deadline
 	// only guards against a hang.
-	for deadline := time.Now().Add(60 * time.Second); held.Load() < inFlight; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for 1,000 slow requests in flight (%d)", held.Load())
-		}
-	}
+	testkit.Eventually(t, 60*time.Second, func() (bool, string) {
+		n := held.Load()
+		return n >= inFlight, fmt.Sprintf("%d of 1,000 slow requests in flight", n)
+	})
 
 	lat, err := sequentialLatencies(h.g.AdminAddr().String(), "/healthz", 200, 2*time.Second)
 	if err != nil {

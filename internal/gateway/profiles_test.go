@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/profiles"
 )
 
@@ -36,18 +37,18 @@ func listProfiles(t *testing.T, h *harness) []profiles.Capture {
 // capture with trigger and returns it.
 func waitForCapture(t *testing.T, h *harness, trigger string) profiles.Capture {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, c := range listProfiles(t, h) {
+	var found profiles.Capture
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		caps := listProfiles(t, h)
+		for _, c := range caps {
 			if c.Trigger == trigger && len(c.Files) == 2 {
-				return c
+				found = c
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s capture listed within 30 s: %+v", trigger, listProfiles(t, h))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("no %s capture with its 2 files listed: %+v", trigger, caps)
+	})
+	return found
 }
 
 // TestProfilesWhenShedding (issue 18, item 7): admission refusing
