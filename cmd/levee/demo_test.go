@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the child process's copier and

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/profiles"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // listProfiles reads GET /api/v1/profiles.
