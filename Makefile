@@ -110,7 +110,8 @@ LOAD_TEST_NAMES := \
 	TestSlowClientsBesideNGINX \
 	TestStatementCheckLargeInputs \
 	TestH2FloodsAgainstNGINX \
-	TestIncidentCPUPerRequest
+	TestIncidentCPUPerRequest \
+	TestOutlierSlowStartRamp
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
