@@ -91,7 +91,7 @@ routes:
 		}()
 	}
 	<-inService
-	waitFor(t, "one request queued", func() bool { return h.metric(`levee_admission_queue_length{upstream="queued"}`) == 1 })
+	waitFor(t, "one request queued", func() bool { return h.metricIs(`levee_admission_queue_length{upstream="queued"}`, 1) })
 	expectRefusal(t, h.get("/queued/", "Levee-Attempt", "2"), 503, "shed_priority")
 	release()
 	wg.Wait()
@@ -129,7 +129,7 @@ routes:
 	if base > soft-64*mib {
 		t.Fatalf("heap %.0f MiB before the ballast leaves no room to stay between the watermarks", base/mib)
 	}
-	waitFor(t, "no memory pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
+	waitFor(t, "no memory pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 0) })
 	served := func(path string) {
 		t.Helper()
 		resp := h.get(path)
@@ -153,14 +153,14 @@ routes:
 	}
 
 	grow((soft + hard) / 2) // between the watermarks
-	waitFor(t, "soft pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 1 })
+	waitFor(t, "soft pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 1) })
 	t.Logf("soft: heap %.0f MiB (base %.0f MiB)", heap()/mib, base/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	served("/normal")
 	served("/critical/")
 
 	grow(hard + 32*mib) // past the hard watermark
-	waitFor(t, "hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
+	waitFor(t, "hard pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 2) })
 	t.Logf("hard: heap %.0f MiB", heap()/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
@@ -172,7 +172,7 @@ routes:
 	runtime.KeepAlive(ballast)
 	ballast = nil
 	runtime.GC()
-	waitFor(t, "pressure to clear", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
+	waitFor(t, "pressure to clear", func() bool { return h.metricIs(`levee_memory_pressure_level`, 0) })
 	served("/sheddable/")
 	served("/normal")
 }

@@ -120,6 +120,16 @@ func (h *harness) lookupMetric(series string) (float64, bool) {
 	return testkit.Parse(h.t, h.metricsPage()).Lookup(series)
 }
 
+// metricIs reports whether the page has series at want: for a poll, in
+// which a series not there yet (registered or first counted a moment
+// later) is "not yet", not a failure; the poll's deadline fails the test
+// if it never comes.
+func (h *harness) metricIs(series string, want float64) bool {
+	h.t.Helper()
+	v, ok := h.lookupMetric(series)
+	return ok && v == want
+}
+
 // noCount asserts that series counted nothing: it is absent (a labelled
 // series of a vector appears with its first count) or 0. So that a
 // misspelt series cannot pass as absent, its family and label names must

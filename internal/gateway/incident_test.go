@@ -177,7 +177,8 @@ routes:
 	// Everything drained at once: held by the delta guard.
 	reg.set(t, []string{`"0"`, `"0"`, `"0"`, `"0"`, `"0"`})
 	waitFor(t, "the drain-all update held", func() bool {
-		return h.metric(`levee_discovery_updates_total{result="held",upstream="video"}`) >= 1
+		v, ok := h.lookupMetric(`levee_discovery_updates_total{result="held",upstream="video"}`) // appears with the first hold
+		return ok && v >= 1
 	})
 	before := backends[2].hits.Load() + backends[3].hits.Load() + backends[4].hits.Load()
 	time.Sleep(300 * time.Millisecond)

@@ -89,7 +89,7 @@ routes:
 		}
 		held <- resp
 	}()
-	waitFor(t, "the first request to take the slot", func() bool { return h.metric(`levee_admission_inflight{upstream="slow"}`) == 1 })
+	waitFor(t, "the first request to take the slot", func() bool { return h.metricIs(`levee_admission_inflight{upstream="slow"}`, 1) })
 	resp := h.get("/refused")
 	resp.Body.Close()
 	if resp.StatusCode != 503 {
