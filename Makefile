@@ -74,10 +74,13 @@ test: services vet unit load fuzz
 services:
 	scripts/install-services.sh
 
-# staticcheck is installed on first use (pinned; scripts/staticcheck.sh).
+# staticcheck and deadcode are installed on first use (pinned;
+# scripts/staticcheck.sh, scripts/deadcode.sh: no function unreachable
+# from main and the tests).
 vet:
 	$(GO) vet ./...
 	GO=$(GO) scripts/staticcheck.sh ./...
+	GO=$(GO) scripts/deadcode.sh
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
@@ -107,7 +110,9 @@ LOAD_TEST_NAMES := \
 	TestAdminEndpointPagesRSS \
 	TestSlowClientsBesideNGINX \
 	TestStatementCheckLargeInputs \
-	TestH2FloodsAgainstNGINX
+	TestH2FloodsAgainstNGINX \
+	TestIncidentCPUPerRequest \
+	TestOutlierSlowStartRamp
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

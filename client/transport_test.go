@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // backend is a real HTTP server that answers with reply(n, w, r) for its
@@ -278,7 +280,7 @@ func TestRetryAfter(t *testing.T) {
 			w.Header().Set("Retry-After", "7200")
 			w.WriteHeader(503)
 		})
-		clk := &fakeClock{now: time.Now()} // compared with a real deadline
+		clk := testkit.NewClock(time.Now()) // compared with a real deadline
 		o := opts(b, clk)
 		o.MaxRetryAfter = 3 * time.Hour
 		tr := mustNew(t, o)

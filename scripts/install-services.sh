@@ -15,6 +15,8 @@
 #   side by side with levee in the same run (internal/testsvc.NGINX).
 #   zsh and fish: levee completion zsh|fish is syntax-checked with zsh -n
 #   and fish -n (cmd/levee TestCompletionScripts).
+#   systemd (systemd-analyze): deploy/systemd/levee.service is verified
+#   (cmd/levee TestSystemdUnit).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 need=()
@@ -25,6 +27,7 @@ command -v chromium >/dev/null || need+=(chromium)
 { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; } || need+=(nginx)
 command -v zsh >/dev/null || need+=(zsh)   # levee completion zsh is checked with zsh -n
 command -v fish >/dev/null || need+=(fish) # and fish with fish -n
+command -v systemd-analyze >/dev/null || need+=(systemd) # verifies deploy/systemd/levee.service
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestSIGUSR1ReopensAccessLog: with the access log in a file, logrotate's
@@ -46,15 +48,10 @@ routes:
 	// waitFile polls (bounded) until path's content satisfies ok.
 	waitFile := func(path, what string, ok func(string) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 			b, _ := os.ReadFile(path)
-			if ok(string(b)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no %s within 10s (content %q); levee's log:\n%s", path, what, b, p.log())
-			}
-		}
+			return ok(string(b)), fmt.Sprintf("%s: no %s (content %q); levee's log:\n%s", path, what, b, p.log())
+		})
 	}
 	get("before-rotate")
 	waitFile(logPath, "line before-rotate", func(s string) bool { return strings.Contains(s, `"before-rotate"`) })

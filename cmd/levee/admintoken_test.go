@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestCLIFindsGeneratedToken: a levee run with no admin token configured
@@ -37,9 +39,7 @@ routes:
 		t.Errorf("token of %d characters, want 64 hex digits", n)
 	}
 	// The line follows "levee listening", which startProcess waited for.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.log(), "levee-state/admin-token") && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Until(t, 10*time.Second, "the admin token's log line", func() bool { return strings.Contains(p.log(), "levee-state/admin-token") })
 	if log := p.log(); !strings.Contains(log, `"file":"`+tokPath+`"`) || strings.Contains(log, strings.TrimSpace(string(tok))) {
 		t.Errorf("the startup log should name the file and never the token:\n%s", log)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the child process's copier and
@@ -296,14 +297,10 @@ func indexOf(words []string, w string) int {
 func TestDemoLinesDoWhatTheySay(t *testing.T) {
 	p := startProcess(t, "demo", "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
 	var intro string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if intro = p.stdout.String(); strings.Contains(intro, "Press Ctrl-C") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo printed no intro; stdout %q, stderr:\n%s", intro, p.log())
-		}
-	}
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		intro = p.stdout.String()
+		return strings.Contains(intro, "Press Ctrl-C"), fmt.Sprintf("the demo printed no intro; stdout %q, stderr:\n%s", intro, p.log())
+	})
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}
 	defer client.CloseIdleConnections()
 	tried := 0

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // binary is the levee binary built once for the tests that run it as a
@@ -329,11 +331,10 @@ routes:
 	// the signal.
 	waitFor := func(msg string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.log(), msg); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the log:\n%s", msg, p.log())
-			}
-		}
+		testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+			log := p.log()
+			return strings.Contains(log, msg), fmt.Sprintf("no %q in the log:\n%s", msg, log)
+		})
 	}
 	os.WriteFile(cfg, []byte(conf(b.URL)), 0o600)
 	p.cmd.Process.Signal(syscall.SIGHUP)

@@ -13,8 +13,9 @@ import (
 //  1. minRTT, the latency of the upstream when it is not queueing, is
 //     measured by a probe: the limit drops to Min until ProbeSamples
 //     requests admitted after the probe began have finished; minRTT is
-//     the 10th percentile of their latencies (probeQuantile). A probe runs at start, every ProbeInterval
-//     (jittered ±10 % so a fleet does not probe in step), and after
+//     the 10th percentile of their latencies (probeQuantile). A probe
+//     runs at start, every ProbeInterval (jittered ±10 % so a fleet does
+//     not probe in step), and after
 //     floorWindows consecutive windows ended with the limit at Min (the
 //     upstream got slower for good, so the old minRTT is wrong). After a
 //     probe the limit returns to its value before it.
@@ -26,12 +27,13 @@ import (
 //     opened and with at least MinSamples samples in it: at most one update
 //     per Window, each from at least MinSamples samples.
 //
-//  3. The update, with sampleRTT the window's mean latency:
+//  3. The update:
 //
 //     gradient = clamp((minRTT × (1 + Buffer)) / sampleRTT, 0.5, 2)
 //
-//     with sampleRTT the window's median latency (Envoy's default
-//     sample_aggregate_percentile, 50). The median, not the mean: a few
+//     with sampleRTT the window's median latency, its 50th percentile
+//     (Envoy's default sample_aggregate_percentile, 50). The median, not
+//     the arithmetic mean: a few
 //     requests delayed by something other than the upstream (a garbage
 //     collection, a busy core) must not cut the limit for everyone.
 //     limit'   = gradient × limit + sqrt(gradient × limit)
@@ -91,10 +93,11 @@ type AdaptiveOptions struct {
 	// Buffer is the latency above minRTT tolerated before the limit shrinks,
 	// as a fraction of minRTT, 0..1. Default 0.1 (10 %).
 	Buffer float64
-	// ProbeInterval is the mean time between minRTT probes, jittered ±10 %.
-	// Default 30s.
+	// ProbeInterval is the time between minRTT probes, each interval
+	// jittered by up to ±10 %. Default 30s.
 	ProbeInterval time.Duration
-	// ProbeSamples is the number of samples a probe averages. Default 25.
+	// ProbeSamples is the number of latency samples a probe collects;
+	// minRTT is their 10th percentile (probeQuantile). Default 25.
 	ProbeSamples int
 }
 
@@ -114,7 +117,8 @@ const (
 	// stray fast answer does not set it.
 	probeQuantile = 0.1
 	// maxWindowSamples bounds the latencies kept per window and per probe
-	// (2 KiB); the median is taken over at most this many. ProbeSamples
+	// (2 KiB); a window's median and a probe's 10th percentile are taken
+	// over at most this many. ProbeSamples
 	// above it still wait for that many samples, with a reservoir.
 	maxWindowSamples = 256
 )

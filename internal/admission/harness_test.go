@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,73 +11,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+// fakeClock is testkit's Clock (it moves only when told: Advance, Set),
+// its NewTimer returning this package's Timer.
+type fakeClock struct{ *testkit.Clock }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+func newFakeClock() *fakeClock { return &fakeClock{testkit.NewClock(time.Unix(1_000_000, 0))} }
 
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) NewTimer(d time.Duration) Timer {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := &fakeTimer{f: f, at: f.now.Add(d), ch: make(chan time.Time, 1)}
-	f.timers = append(f.timers, t)
-	return t
-}
-
-// Set moves the clock to t (never backwards) and fires the timers due.
-func (f *fakeClock) Set(t time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t.After(f.now) {
-		f.now = t
-	}
-	kept := f.timers[:0]
-	for _, tm := range f.timers {
-		if !tm.at.After(f.now) {
-			tm.ch <- f.now
-			continue
-		}
-		kept = append(kept, tm)
-	}
-	clear(f.timers[len(kept):])
-	f.timers = kept
-}
-
-func (f *fakeClock) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
-
-type fakeTimer struct {
-	f  *fakeClock
-	at time.Time
-	ch chan time.Time
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.f.mu.Lock()
-	defer t.f.mu.Unlock()
-	for i, x := range t.f.timers {
-		if x == t {
-			t.f.timers = append(t.f.timers[:i], t.f.timers[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
+func (f *fakeClock) NewTimer(d time.Duration) Timer { return f.Clock.NewTimer(d) }
 
 // harness runs each Acquire in its own goroutine and lets the test wait
 // until the limiter is quiescent: every goroutine still running is queued.

@@ -12,24 +12,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/levee-gw/levee/internal/statedb"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
-// testClock is a manual clock for timestamps.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Second)
-	return c.t
+// ticking returns a Now for timestamps on testkit's Clock that moves one
+// second at each reading, so every write has its own time.
+func ticking(start time.Time) func() time.Time {
+	c := testkit.NewClock(start)
+	return func() time.Time {
+		c.Advance(time.Second)
+		return c.Now()
+	}
 }
 
 // open opens a store on path (a fresh file in a temp dir when path is "")
@@ -42,7 +39,7 @@ func open(t *testing.T, path string, logs *bytes.Buffer) *Store {
 	// The query timeout is not what these tests test: a long one keeps a
 	// write of a thousand apps from timing out on a machine busy with
 	// other test processes (TestListCapsPageSize did, at 8.4 s).
-	o := Options{Config: statedb.Config{Path: path, Now: (&testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}).now, QueryTimeout: time.Minute}}
+	o := Options{Config: statedb.Config{Path: path, Now: ticking(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), QueryTimeout: time.Minute}}
 	if logs != nil {
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}

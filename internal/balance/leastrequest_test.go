@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestLeastRequestChoiceRule is a step table for the choice rule: the random
@@ -221,26 +222,22 @@ func TestLatencyDecay(t *testing.T) {
 
 func absDur(d time.Duration) time.Duration { return max(d, -d) }
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 // TestLeastRequestEWMA: with equal inflight, the endpoint with the lower
 // latency estimate wins; once its latency spikes the other wins; as the
 // spike decays without new samples, cost ∝ estimate·(inflight+1)/w brings
 // it back. Prev carries estimates over by address.
 func TestLeastRequestEWMA(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(5000, 0)}
+	clk := testkit.NewClock(time.Unix(5000, 0))
 	eps := endpoints(100, 100)
 	r := rand.New(rand.NewPCG(5, 6))
-	o := LeastRequestOptions{EWMA: true, Now: clk.now, Rand: r.Uint64}
+	o := LeastRequestOptions{EWMA: true, Now: clk.Now, Rand: r.Uint64}
 	p := NewLeastRequest(eps, o)
-	if got := p.Latency(eps[0]).Estimate(clk.t, DefaultTau); got != DefaultRTT {
+	if got := p.Latency(eps[0]).Estimate(clk.Now(), DefaultTau); got != DefaultRTT {
 		t.Fatalf("fresh estimate %v, want DefaultRTT", got)
 	}
-	p.Observe(eps[0], 10*time.Millisecond, clk.t)  // below 30ms: blended, but d = 1 at the same instant
-	p.Observe(eps[0], 200*time.Millisecond, clk.t) // peak
-	p.Observe(eps[1], 50*time.Millisecond, clk.t)  // peak over 30ms
+	p.Observe(eps[0], 10*time.Millisecond, clk.Now())  // below 30ms: blended, but d = 1 at the same instant
+	p.Observe(eps[0], 200*time.Millisecond, clk.Now()) // peak
+	p.Observe(eps[1], 50*time.Millisecond, clk.Now())  // peak over 30ms
 	if got := shares(t, p, 1000); got[1] != 1000 {
 		t.Fatalf("slow a vs fast b: counts %v, want all b", got)
 	}
@@ -251,27 +248,27 @@ func TestLeastRequestEWMA(t *testing.T) {
 	}
 	eps[1].Stats.Inflight.Store(0)
 	// Both estimates decay by the same factor: b stays ahead.
-	clk.t = clk.t.Add(3 * DefaultTau)
+	clk.Advance(3 * DefaultTau)
 	if got := shares(t, p, 1000); got[1] != 1000 {
 		t.Fatalf("after 3τ without samples: counts %v, want all b", got)
 	}
 	// New samples at both: a blends 200ms toward 5ms with d = e^−3 (about
 	// 14.7ms); b's 50ms is at least its stored 50ms, so it stays 50ms.
-	p.Observe(eps[0], 5*time.Millisecond, clk.t)
-	p.Observe(eps[1], 50*time.Millisecond, clk.t)
+	p.Observe(eps[0], 5*time.Millisecond, clk.Now())
+	p.Observe(eps[1], 50*time.Millisecond, clk.Now())
 	if got := shares(t, p, 1000); got[0] != 1000 {
 		t.Fatalf("a answered fast: counts %v, want all a", got)
 	}
 	// Rebuild with a new endpoint object for a's address: estimates carry over.
 	a2 := endpoint.New(eps[0].Address, 300)
-	q := NewLeastRequest([]*endpoint.Endpoint{a2, eps[1], endpoint.New("c", 100)}, LeastRequestOptions{EWMA: true, Now: clk.now, Prev: p})
+	q := NewLeastRequest([]*endpoint.Endpoint{a2, eps[1], endpoint.New("c", 100)}, LeastRequestOptions{EWMA: true, Now: clk.Now, Prev: p})
 	if q.Latency(a2) != p.Latency(eps[0]) {
 		t.Fatalf("estimate for %s not carried over", a2.Address)
 	}
-	if got := q.Latency(q.eps[2]).Estimate(clk.t, DefaultTau); got != DefaultRTT {
+	if got := q.Latency(q.eps[2]).Estimate(clk.Now(), DefaultTau); got != DefaultRTT {
 		t.Fatalf("new address estimate %v, want DefaultRTT", got)
 	}
-	if q.Observe(eps[0], time.Millisecond, clk.t) {
+	if q.Observe(eps[0], time.Millisecond, clk.Now()) {
 		t.Fatal("Observe accepted an endpoint that is not in the snapshot")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
@@ -449,13 +450,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 // waitFor polls cond every 10 ms until it holds, failing after 10 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Until(t, 10*time.Second, what, cond)
 }
 
 // TestNodesFromMembership: with Options.Nodes (cluster.etcd's membership)

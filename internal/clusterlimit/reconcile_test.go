@@ -13,21 +13,16 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
-// fakeClock is a time the test steps; safe for concurrent use (the
-// heartbeat reads it).
-type fakeClock struct{ us atomic.Int64 }
+// fakeClock is testkit's Clock, a time the test steps; safe for
+// concurrent use (the heartbeat reads it).
+type fakeClock = testkit.Clock
 
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.us.Store(t.UnixMicro())
-	return c
-}
-func (c *fakeClock) Now() time.Time                   { return time.UnixMicro(c.us.Load()) }
-func (c *fakeClock) Add(d time.Duration)              { c.us.Add(d.Microseconds()) }
-func (c *fakeClock) Set(t time.Time)                  { c.us.Store(t.UnixMicro()) }
+func newFakeClock(t time.Time) *fakeClock { return testkit.NewClock(t) }
+
 func hourQuota(t testing.TB, n int64) ratelimit.Quota { return mustQuota(t, n, time.Hour) }
 
 func mustQuota(t testing.TB, n int64, per time.Duration) ratelimit.Quota {
@@ -97,7 +92,7 @@ func TestQuotaReconciledWhenRedisReturns(t *testing.T) {
 
 	r.Kill()
 	for i := range k {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		node := nodes[i%2]
 		if d, _ := node.Decide(ctx, checks, nil, clock.Now()); !d.Allowed {
 			t.Fatalf("local decision %d refused: %+v (local share is %d)", i, d, n/2)
@@ -125,7 +120,7 @@ func TestQuotaReconciledWhenRedisReturns(t *testing.T) {
 	t.Logf("shared counter after Redis returned: %d (nodes reconciled 6 + 5)", k)
 	admitted := 0
 	for i := range 2 * n {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		d, _ := nodes[i%2].Decide(ctx, checks, nil, clock.Now())
 		if d.Allowed {
 			admitted++
@@ -256,7 +251,7 @@ func TestReconcileCapacity(t *testing.T) {
 	if got := testutil.ToFloat64(l.m.reconDropped.WithLabelValues("capacity")); got != 2 {
 		t.Fatalf("dropped for capacity: %v, want 2", got)
 	}
-	clock.Add(time.Minute) // m's window ended: room for one
+	clock.Advance(time.Minute) // m's window ended: room for one
 	count("e", hour)
 	count("f", hour)
 	if got := testutil.ToFloat64(l.m.reconDropped.WithLabelValues("capacity")); got != 3 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // The helpers of the wall-clock-judged tests (built without the race
@@ -74,12 +76,5 @@ func api(t *testing.T, n *Node, method, path, body string) (int, map[string]any,
 // and returns how long it took.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testkit.Until(t, limit, what, cond)
 }

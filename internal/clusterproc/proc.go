@@ -132,17 +132,6 @@ func Launch(t testing.TB, bin, name, configPath string) *Node {
 // Pid is the process id.
 func (n *Node) Pid() int { return n.cmd.Process.Pid }
 
-// Wait waits up to d for the process to exit and returns its exit code
-// (-1 if it was killed by a signal) and whether it exited.
-func (n *Node) Wait(d time.Duration) (int, bool) {
-	select {
-	case <-n.done:
-		return n.cmd.ProcessState.ExitCode(), true
-	case <-time.After(d):
-		return 0, false
-	}
-}
-
 func (n *Node) exited() bool {
 	select {
 	case <-n.done:

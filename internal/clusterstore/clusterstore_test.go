@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -33,14 +34,7 @@ func open(t *testing.T, e *testsvc.Etcd, dir string) *Store {
 // bounded deadline, not a judgment of speed) and returns how long it took.
 func eventually(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testkit.Until(t, 10*time.Second, what, cond)
 }
 
 func digest(t *testing.T, nk apps.NewKey) [32]byte {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -41,13 +43,7 @@ func fill(t testing.TB, c *Cache, key string, p Policy, now time.Time, body stri
 // waitFor polls cond until it holds, failing the test after 5 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+	testkit.Until(t, 5*time.Second, what, cond)
 }
 
 // noLeaks fails the test when goroutines it started outlive it.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 	"github.com/levee-gw/levee/internal/valuekind"
 )
@@ -501,13 +502,10 @@ func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 // runs (2 s at most: a cancelled statement stops within milliseconds).
 func waitNoActive(t testing.TB, pg *testsvc.Postgres, text string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for activeCount(t, pg, text) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q still running in the database 2s after its query ended", text)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 2*time.Second, func() (bool, string) {
+		n := activeCount(t, pg, text)
+		return n == 0, fmt.Sprintf("%q still running in the database (%d) after its query ended", text, n)
+	})
 }
 
 func waitActive(t testing.TB, pg *testsvc.Postgres, text string) {
@@ -524,13 +522,10 @@ func waitActive(t testing.TB, pg *testsvc.Postgres, text string) {
 // waitIdle polls until the source has no connection in use.
 func waitIdle(t testing.TB, s *Source) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for s.Stats().InUse != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("connections still in use: %+v", s.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 2*time.Second, func() (bool, string) {
+		st := s.Stats()
+		return st.InUse == 0, fmt.Sprintf("connections still in use: %+v", st)
+	})
 }
 
 // hangBound catches a call that hangs. These tests run under the race

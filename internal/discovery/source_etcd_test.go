@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 )
 
@@ -77,14 +78,7 @@ func inst(addr string) string { return fmt.Sprintf(`{"address": %q}`, addr) }
 // waitFor polls cond every 10ms until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testkit.Until(t, timeout, what, cond)
 }
 
 func TestEtcdSourceInitialStateWithBadKeys(t *testing.T) {

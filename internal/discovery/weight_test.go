@@ -13,7 +13,7 @@ type weightCase struct {
 	reason Reason
 }
 
-// weightCases covers every spelling in issue 3 and the DESIGN's "string 0"
+// weightCases covers every spelling in issue 3 and the outage's "string 0" (docs/balancing.md)
 // outage, plus the rounding and grammar edges. It is shared with the fuzz
 // seeds.
 var weightCases = []weightCase{

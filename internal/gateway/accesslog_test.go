@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // accessLines returns the access log lines in h's log output, by request
@@ -34,23 +36,17 @@ func accessLines(t *testing.T, h *harness) map[string]map[string]any {
 // id: lines are written by the log's own goroutine, after the answer.
 func waitLines(t *testing.T, h *harness, ids ...string) map[string]map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lines := accessLines(t, h)
-		missing := ""
+	var lines map[string]map[string]any
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		lines = accessLines(t, h)
 		for _, id := range ids {
 			if lines[id] == nil {
-				missing = id
+				return false, fmt.Sprintf("no access log line for %q; log:\n%s", id, h.logs.String())
 			}
 		}
-		if missing == "" {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no access log line for %q within 10s; log:\n%s", missing, h.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true, ""
+	})
+	return lines
 }
 
 // accessDo sends a request with headers (name, value pairs) and returns the

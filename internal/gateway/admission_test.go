@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestConcurrencyLimitSheds: with max_concurrency 2 and no queue, a third
@@ -89,7 +91,7 @@ routes:
 		}()
 	}
 	<-inService
-	waitFor(t, "one request queued", func() bool { return h.metric(`levee_admission_queue_length{upstream="queued"}`) == 1 })
+	waitFor(t, "one request queued", func() bool { return h.metricIs(`levee_admission_queue_length{upstream="queued"}`, 1) })
 	expectRefusal(t, h.get("/queued/", "Levee-Attempt", "2"), 503, "shed_priority")
 	release()
 	wg.Wait()
@@ -127,7 +129,7 @@ routes:
 	if base > soft-64*mib {
 		t.Fatalf("heap %.0f MiB before the ballast leaves no room to stay between the watermarks", base/mib)
 	}
-	waitFor(t, "no memory pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
+	waitFor(t, "no memory pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 0) })
 	served := func(path string) {
 		t.Helper()
 		resp := h.get(path)
@@ -151,14 +153,14 @@ routes:
 	}
 
 	grow((soft + hard) / 2) // between the watermarks
-	waitFor(t, "soft pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 1 })
+	waitFor(t, "soft pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 1) })
 	t.Logf("soft: heap %.0f MiB (base %.0f MiB)", heap()/mib, base/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	served("/normal")
 	served("/critical/")
 
 	grow(hard + 32*mib) // past the hard watermark
-	waitFor(t, "hard pressure", func() bool { return h.metric(`levee_memory_pressure_level`) == 2 })
+	waitFor(t, "hard pressure", func() bool { return h.metricIs(`levee_memory_pressure_level`, 2) })
 	t.Logf("hard: heap %.0f MiB", heap()/mib)
 	expectRefusal(t, h.get("/sheddable/"), 503, "memory_pressure")
 	expectRefusal(t, h.get("/normal"), 503, "memory_pressure")
@@ -170,7 +172,7 @@ routes:
 	runtime.KeepAlive(ballast)
 	ballast = nil
 	runtime.GC()
-	waitFor(t, "pressure to clear", func() bool { return h.metric(`levee_memory_pressure_level`) == 0 })
+	waitFor(t, "pressure to clear", func() bool { return h.metricIs(`levee_memory_pressure_level`, 0) })
 	served("/sheddable/")
 	served("/normal")
 }
@@ -298,11 +300,10 @@ routes:
 	// A thousand connections take a while to open on a busy 2-core host
 	// under -race (over 10 s once, beside another test run): the deadline
 	// only guards against a hang.
-	for deadline := time.Now().Add(60 * time.Second); held.Load() < inFlight; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for 1,000 slow requests in flight (%d)", held.Load())
-		}
-	}
+	testkit.Eventually(t, 60*time.Second, func() (bool, string) {
+		n := held.Load()
+		return n >= inFlight, fmt.Sprintf("%d of 1,000 slow requests in flight", n)
+	})
 
 	lat, err := sequentialLatencies(h.g.AdminAddr().String(), "/healthz", 200, 2*time.Second)
 	if err != nil {

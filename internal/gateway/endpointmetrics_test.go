@@ -163,7 +163,7 @@ routes:
 		}
 	}()
 	inflight := func() float64 {
-		return samples(h.metricsPage(), "levee_endpoint_inflight")[key("hang", hostPort(hang))]
+		return h.metric("levee_endpoint_inflight" + key("hang", hostPort(hang))) // fails when absent: 0 must be read, not assumed
 	}
 	waitFor(t, "in-flight 1", func() bool { return inflight() == 1 })
 	cancel()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // bigUpstreamConfig is a levee with one push upstream, pushed.
@@ -45,18 +47,12 @@ func bigPush(t *testing.T, h *harness, n int) map[string]bool {
 	if st, doc := pushEndpoints(t, h, "pushed", b.String()); st != 200 {
 		t.Fatalf("pushing %d endpoints: %d %v", n, st, doc)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
 		var doc struct{ Total int }
 		getJSON(t, h.admin+"/api/v1/upstreams/pushed/endpoints?limit=1", &doc)
-		if doc.Total == n {
-			return want
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s the upstream serves %d endpoints, want %d", doc.Total, n)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the state, with its deadline above
-	}
+		return doc.Total == n, fmt.Sprintf("the upstream serves %d endpoints, want %d", doc.Total, n)
+	})
+	return want
 }
 
 // TestEndpointPagesOfPushedUpstream: a real levee with a push upstream of

@@ -171,9 +171,7 @@ func TestZoneKilledUnderLoad(t *testing.T) {
 	if inB < total/2 {
 		t.Errorf("zone b served %d of %d, want most of the two thirds after the kill", inB, total)
 	}
-	if got := h.metric(`levee_retry_budget_exhausted_total{upstream="u"}`); got != 0 {
-		t.Errorf("levee_retry_budget_exhausted_total = %v, want 0", got)
-	}
+	h.noCount(`levee_retry_budget_exhausted_total{upstream="u"}`)
 }
 
 // rawExchange sends raw bytes on a new connection to addr, half-closes
@@ -261,19 +259,16 @@ routes:
 			t.Errorf("upstream %s: endpoint is %q after clients' bad bodies, want healthy", up, s)
 		}
 		for _, reason := range health.EjectionReasons {
-			if got := h.metric(fmt.Sprintf(`levee_upstream_ejections_total{reason=%q,upstream=%q}`, reason, up)); got != 0 {
-				t.Errorf("upstream %s: %v ejections for %s", up, got, reason)
-			}
+			h.noCount(fmt.Sprintf(`levee_upstream_ejections_total{reason=%q,upstream=%q}`, reason, up))
 		}
 	}
 	var answered float64
 	for _, rt := range []string{"stream", "replay"} {
 		for _, code := range []string{"400", "499"} {
-			answered += h.metric(fmt.Sprintf(`levee_requests_total{code=%q,route=%q,upstream=%q}`, code, rt, map[string]string{"stream": "u", "replay": "r"}[rt]))
+			v, _ := h.lookupMetric(fmt.Sprintf(`levee_requests_total{code=%q,route=%q,upstream=%q}`, code, rt, map[string]string{"stream": "u", "replay": "r"}[rt]))
+			answered += v // one of the two codes may have no series: the sum is checked below
 		}
-		if got := h.metric(fmt.Sprintf(`levee_requests_total{code="502",route=%q,upstream=%q}`, rt, map[string]string{"stream": "u", "replay": "r"}[rt])); got != 0 {
-			t.Errorf("route %s: %v answers 502 to clients' bad bodies", rt, got)
-		}
+		h.noCount(fmt.Sprintf(`levee_requests_total{code="502",route=%q,upstream=%q}`, rt, map[string]string{"stream": "u", "replay": "r"}[rt]))
 	}
 	if want := float64(2 * 2 * len(bad)); answered != want {
 		t.Errorf("%v requests recorded 400 or 499, want %v", answered, want)

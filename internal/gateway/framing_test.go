@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // Raw-socket tests of framing, trailers, upgrades, CONNECT and header
@@ -113,25 +115,20 @@ func (u *rawUpstream) serve(c net.Conn, buf *bytes.Buffer) {
 // the bytes of every connection so far.
 func (u *rawUpstream) settle() []string {
 	u.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var out []string
+	testkit.Eventually(u.t, 10*time.Second, func() (bool, string) {
 		u.mu.Lock()
-		active := u.active
-		var out []string
-		if active == 0 {
-			for _, b := range u.conns {
-				out = append(out, b.String())
-			}
+		defer u.mu.Unlock()
+		if u.active != 0 {
+			return false, fmt.Sprintf("%d upstream connections still open", u.active)
 		}
-		u.mu.Unlock()
-		if active == 0 {
-			return out
+		out = out[:0]
+		for _, b := range u.conns {
+			out = append(out, b.String())
 		}
-		if time.Now().After(deadline) {
-			u.t.Fatal("upstream connections still open after 10 s")
-		}
-		time.Sleep(5 * time.Millisecond) // polling for the state, bounded above
-	}
+		return true, ""
+	})
+	return out
 }
 
 // upstreamRequest is one request as the upstream received it.

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -103,18 +104,57 @@ func (h *harness) get(path string, hdr ...string) *http.Response {
 	return resp
 }
 
-// metric returns the value of the sample whose line starts with prefix on
-// the admin /metrics page, or 0 when there is none.
-func (h *harness) metric(prefix string) float64 {
+// metric returns series' value on the admin /metrics page (series as
+// the page spells it: name{label="value",...}, labels sorted by name),
+// failing the test when the page does not have it: an absent series is
+// not read as 0.
+func (h *harness) metric(series string) float64 {
 	h.t.Helper()
-	for _, line := range strings.Split(h.metricsPage(), "\n") {
-		if strings.HasPrefix(line, prefix+" ") {
-			var v float64
-			fmt.Sscanf(strings.TrimPrefix(line, prefix+" "), "%g", &v)
-			return v
+	return testkit.Parse(h.t, h.metricsPage()).Value(h.t, series)
+}
+
+// lookupMetric returns series' value and whether the page has it, for a
+// poll on a series that appears with its first count.
+func (h *harness) lookupMetric(series string) (float64, bool) {
+	h.t.Helper()
+	return testkit.Parse(h.t, h.metricsPage()).Lookup(series)
+}
+
+// metricIs reports whether the page has series at want: for a poll, in
+// which a series not there yet (registered or first counted a moment
+// later) is "not yet", not a failure; the poll's deadline fails the test
+// if it never comes.
+func (h *harness) metricIs(series string, want float64) bool {
+	h.t.Helper()
+	v, ok := h.lookupMetric(series)
+	return ok && v == want
+}
+
+// noCount asserts that series counted nothing: it is absent (a labelled
+// series of a vector appears with its first count) or 0. So that a
+// misspelt series cannot pass as absent, its family and label names must
+// be ones docs/metrics.md lists (TestMetricsCatalogue holds that list to
+// the registry).
+func (h *harness) noCount(series string) {
+	h.t.Helper()
+	name, labels, _ := strings.Cut(series, "{")
+	want, ok := documented(h.t)[name]
+	if !ok {
+		h.t.Fatalf("%s: no family %s in docs/metrics.md", series, name)
+	}
+	var got []string
+	for _, kv := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			got = append(got, k)
 		}
 	}
-	return 0
+	slices.Sort(got)
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		h.t.Fatalf("%s: labels %v, docs/metrics.md gives %s the labels %v", series, got, name, want)
+	}
+	if v, ok := h.lookupMetric(series); ok && v != 0 {
+		h.t.Errorf("%s = %v, want it absent or 0 (nothing counted)", series, v)
+	}
 }
 
 // metricsPage returns the admin /metrics page.

@@ -2,20 +2,14 @@
 
 package gateway
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
-// TestActiveCheckDetectionTime (issue 4, b; judged by the wall clock, so it
-// runs in the load step, without -race): a backend that accepts and never
-// answers is marked unhealthy within unhealthy_after × interval + timeout,
-// plus 100 ms for scheduling, over real sockets. The same bound on the
-// health manager's fake clock is TestManagerHangingCheckTimesOut.
-func TestActiveCheckDetectionTime(t *testing.T) {
-	_, _, took := hangingBackendDetected(t)
-	const margin = 100 * time.Millisecond
-	if bound := hangUnhealthyAfter*hangInterval + hangTimeout + margin; took > bound {
-		t.Errorf("took %v, want at most %v", took, bound)
-	}
+// TestOutlierSlowStartRamp is TestOutlierEjectsRefusingEndpointAndSlowStartsItBack
+// with its wall-clock half: once the refused endpoint returns, its share
+// over successive batches of requests ramps from about 5 % to about a
+// third during its 1 s slow start, with a batch in between. The batches
+// are timed against the ramp on the wall clock, so it runs in the load
+// step (Makefile LOAD_TEST_NAMES), without the race detector.
+func TestOutlierSlowStartRamp(t *testing.T) {
+	outlierEjectsAndSlowStarts(t, true)
 }

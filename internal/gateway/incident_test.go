@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -86,18 +87,23 @@ func newEtcdRegistry(t *testing.T, addrs []string) *etcdRegistry {
 // TestIncidentReplayed is the outage levee was written after: under steady
 // load over five endpoints fed by a registry, the registry sends one
 // endpoint's weight as the string "0" and another's as "abc". Within a
-// second neither gets a request, no client request fails, CPU per request
-// stays within 3x, and the rejection is counted. Then the registry drains
-// everything: the delta guard holds it and the previous endpoints keep
-// serving until an operator confirms, after which requests get 503
-// no_available_endpoint with Retry-After.
+// second neither gets a request, no client request fails, and the
+// rejection is counted. Then the registry drains everything: the delta
+// guard holds it and the previous endpoints keep serving until an operator
+// confirms, after which requests get 503 no_available_endpoint with
+// Retry-After. That CPU per request stays within 3x is judged on the wall
+// clock: TestIncidentCPUPerRequest (incident_load_test.go, the load step,
+// without the race detector) replays the same incident with that half.
 func TestIncidentReplayed(t *testing.T) {
 	for _, kind := range []string{"file", "etcd"} {
-		t.Run(kind, func(t *testing.T) { replayIncident(t, kind) })
+		t.Run(kind, func(t *testing.T) { replayIncident(t, kind, false) })
 	}
 }
 
-func replayIncident(t *testing.T, kind string) {
+// replayIncident replays the incident from a registry of kind (file or
+// etcd); with judgeCPU it also measures CPU per request before and after
+// the poisoned update and fails on a rise over 3x.
+func replayIncident(t *testing.T, kind string, judgeCPU bool) {
 	const n = 5
 	backends := make([]*countingBackend, n)
 	addrs := make([]string, n)
@@ -127,8 +133,11 @@ routes:
 
 	load := startLoad(h, 8, 2*time.Millisecond)
 	defer load.stop()
-	time.Sleep(time.Second)
-	cpuBefore := load.cpuPerRequest(time.Second)
+	var cpuBefore, cpuAfter float64
+	time.Sleep(time.Second) // the load's warm-up, not a wait for a state
+	if judgeCPU {
+		cpuBefore = load.cpuPerRequest(time.Second)
+	}
 
 	// The poisoned update.
 	reg.set(t, []string{`"0"`, `"abc"`, "3", "3", "3"})
@@ -137,29 +146,39 @@ routes:
 	applyDelay := time.Since(changed)
 	time.Sleep(time.Until(changed.Add(time.Second)))
 	hits0, hits1 := backends[0].hits.Load(), backends[1].hits.Load()
+	// The two are watched over 2 s (the second one measures CPU when
+	// judged).
 	time.Sleep(time.Second)
-	cpuAfter := load.cpuPerRequest(time.Second)
+	if judgeCPU {
+		cpuAfter = load.cpuPerRequest(time.Second)
+	} else {
+		time.Sleep(time.Second)
+	}
 	if d0, d1 := backends[0].hits.Load()-hits0, backends[1].hits.Load()-hits1; d0 != 0 || d1 != 0 {
 		t.Errorf("from 1 s after the update: drained endpoint got %d requests, rejected one got %d; want 0 and 0", d0, d1)
 	}
 	if got := h.metric(`levee_discovery_rejected_total{reason="not_a_number",upstream="video"}`); got < 1 {
 		t.Errorf("levee_discovery_rejected_total{reason=not_a_number} = %v, want >= 1", got)
 	}
-	t.Logf("%s: update applied after %v; CPU per request before %.1f µs, after %.1f µs (ratio %.2f)",
-		kind, applyDelay.Round(time.Millisecond), cpuBefore*1e6, cpuAfter*1e6, cpuAfter/cpuBefore)
-	// The outage's spin was in every pick: requests would never finish,
-	// which the failed-request count below catches. This bound catches a
-	// lesser blow-up (work per request growing with the bad data); 1.5x
-	// was within reach of the race detector on a busy host with nothing
-	// wrong (1.52 seen), so it is 3x.
-	if cpuAfter > 3*cpuBefore {
-		t.Errorf("CPU per request rose from %.1f to %.1f µs (more than 3x)", cpuBefore*1e6, cpuAfter*1e6)
+	t.Logf("%s: update applied after %v", kind, applyDelay.Round(time.Millisecond))
+	if judgeCPU {
+		t.Logf("%s: CPU per request before %.1f µs, after %.1f µs (ratio %.2f)",
+			kind, cpuBefore*1e6, cpuAfter*1e6, cpuAfter/cpuBefore)
+		// The outage's spin was in every pick: requests would never
+		// finish, which the failed-request count below catches. This
+		// bound catches a lesser blow-up (work per request growing with
+		// the bad data); 1.5x was within reach of the race detector on a
+		// busy host with nothing wrong (1.52 seen), so it is 3x.
+		if cpuAfter > 3*cpuBefore {
+			t.Errorf("CPU per request rose from %.1f to %.1f µs (more than 3x)", cpuBefore*1e6, cpuAfter*1e6)
+		}
 	}
 
 	// Everything drained at once: held by the delta guard.
 	reg.set(t, []string{`"0"`, `"0"`, `"0"`, `"0"`, `"0"`})
 	waitFor(t, "the drain-all update held", func() bool {
-		return h.metric(`levee_discovery_updates_total{result="held",upstream="video"}`) >= 1
+		v, ok := h.lookupMetric(`levee_discovery_updates_total{result="held",upstream="video"}`) // appears with the first hold
+		return ok && v >= 1
 	})
 	before := backends[2].hits.Load() + backends[3].hits.Load() + backends[4].hits.Load()
 	time.Sleep(300 * time.Millisecond)
@@ -226,7 +245,6 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
-// waitFor polls cond (bounded: 10 s) and fails the test if it never holds.
 // repeatUntil starts n goroutines, counted in wg, that each call do again
 // and again until stop is closed.
 func repeatUntil(stop <-chan struct{}, wg *sync.WaitGroup, n int, do func()) {
@@ -246,13 +264,10 @@ func repeatUntil(stop <-chan struct{}, wg *sync.WaitGroup, n int, do func()) {
 	}
 }
 
+// waitFor polls cond (bounded: 10 s) and fails the test if it never holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testkit.Until(t, 10*time.Second, what, cond)
 }
 
 // steadyLoad is closed-loop traffic from a few clients with a pause

@@ -260,7 +260,7 @@ routes:
 	reload(t, h, conf(on(rc2)))
 	get(tid2)
 	split(t, waitSpans(t, rc2, tid2, 2))
-	waitFor(t, "4 spans counted exported", func() bool { return h.metric("levee_tracing_spans_exported_total") == 4 })
+	waitFor(t, "4 spans counted exported", func() bool { return h.metricIs("levee_tracing_spans_exported_total", 4) })
 
 	reload(t, h, conf(""))
 	get(tid3)

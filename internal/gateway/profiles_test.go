@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/profiles"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // listProfiles reads GET /api/v1/profiles.
@@ -36,18 +37,18 @@ func listProfiles(t *testing.T, h *harness) []profiles.Capture {
 // capture with trigger and returns it.
 func waitForCapture(t *testing.T, h *harness, trigger string) profiles.Capture {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, c := range listProfiles(t, h) {
+	var found profiles.Capture
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		caps := listProfiles(t, h)
+		for _, c := range caps {
 			if c.Trigger == trigger && len(c.Files) == 2 {
-				return c
+				found = c
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s capture listed within 30 s: %+v", trigger, listProfiles(t, h))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("no %s capture with its 2 files listed: %+v", trigger, caps)
+	})
+	return found
 }
 
 // TestProfilesWhenShedding (issue 18, item 7): admission refusing
@@ -88,7 +89,7 @@ routes:
 		}
 		held <- resp
 	}()
-	waitFor(t, "the first request to take the slot", func() bool { return h.metric(`levee_admission_inflight{upstream="slow"}`) == 1 })
+	waitFor(t, "the first request to take the slot", func() bool { return h.metricIs(`levee_admission_inflight{upstream="slow"}`, 1) })
 	resp := h.get("/refused")
 	resp.Body.Close()
 	if resp.StatusCode != 503 {

@@ -17,6 +17,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // otlpReceiver is a real OTLP/HTTP endpoint (protobuf) on loopback that
@@ -144,17 +146,12 @@ func (pr *parentRecorder) parents(path string) []string {
 // waitSpans polls (bounded) until the receiver holds n spans of trace id.
 func waitSpans(t *testing.T, rc *otlpReceiver, id string, n int) []*tracepb.Span {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		spans := rc.trace(id)
-		if len(spans) >= n {
-			return spans
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s: %d spans received within 10s, want %d", id, len(spans), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var spans []*tracepb.Span
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		spans = rc.trace(id)
+		return len(spans) >= n, fmt.Sprintf("trace %s: %d spans received, want %d", id, len(spans), n)
+	})
+	return spans
 }
 
 // split returns the server span and the attempt spans (in attempt order).

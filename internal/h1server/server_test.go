@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // TestMain fails the package's tests if a connection goroutine, watcher or
@@ -368,23 +370,50 @@ func TestClientGoneCancelsContext(t *testing.T) {
 	}
 }
 
+// watchState returns the watch state of the server's one connection
+// (-1 with none or several).
+func watchState(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.mu.conns) != 1 {
+		return -1
+	}
+	for c := range s.mu.conns {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.watch
+	}
+	return -1
+}
+
 func TestPipelinedRequestDuringSlowHandler(t *testing.T) {
 	// The watcher reads the second request while the first is served; it
-	// must be kept, not taken for a client that left.
+	// must be kept, not taken for a client that left. The handler holds
+	// the first request until the watcher's read has returned with the
+	// second.
+	release := make(chan struct{})
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			select {
 			case <-r.Context().Done():
 				t.Error("context cancelled for a client that is still there")
-			case <-time.After(100 * time.Millisecond):
+			case <-release:
 			}
 		}
 		io.WriteString(w, r.URL.Path)
 	}))
 	c, br := ts.dial()
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(30 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		st := watchState(ts.srv)
+		return st == watchReading, fmt.Sprintf("watch state %d, want %d (reading)", st, watchReading)
+	})
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		st := watchState(ts.srv)
+		return st == watchEnded, fmt.Sprintf("watch state %d, want %d (its read returned)", st, watchEnded)
+	})
+	close(release)
 	for _, want := range []string{"/slow", "/next"} {
 		if _, body := readResponse(t, br, "GET"); body != want {
 			t.Fatalf("%q, want %q", body, want)
@@ -437,12 +466,18 @@ func TestShutdownDrains(t *testing.T) {
 }
 
 func TestShutdownDeadlineThenClose(t *testing.T) {
+	started := make(chan struct{})
 	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
 		<-r.Context().Done() // only Close ends it
 	}))
 	c, br := ts.dial()
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(20 * time.Millisecond)
+	select { // the request is in its handler when Shutdown begins
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not start within 10 s")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := ts.srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {

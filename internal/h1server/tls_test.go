@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // Tests of the server over TLS (Options.TLSConfig): real TLS over loopback,
@@ -360,13 +362,7 @@ func TestTLSShutdownAndClose(t *testing.T) {
 		ts := tlsServer(t, tlsEcho, func(o *Options) { o.ReadHeaderTimeout = 5 * time.Second })
 		_, rbr := ts.dial()
 		// The connection is tracked once Accept returned; poll for it.
-		deadline := time.Now().Add(5 * time.Second)
-		for ts.srv.closeIdle() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the connection was never tracked")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Until(t, 5*time.Second, "the connection to be tracked", func() bool { return ts.srv.closeIdle() > 0 })
 		start := time.Now()
 		ts.srv.Close()
 		expectEOF(t, rbr)

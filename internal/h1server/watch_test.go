@@ -1,10 +1,13 @@
 package h1server
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func (l *watchList) counts() (started, sweepers uint64, running bool) {
@@ -46,16 +49,10 @@ func TestWatchOnlySlowHandlers(t *testing.T) {
 	slowThenLeave := func(round int) {
 		c, _ := ts.dial()
 		io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			if started, _, _ := ts.srv.watches.counts(); started == uint64(round) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: no watcher 3 s into a slow handler", round)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Eventually(t, 3*time.Second, func() (bool, string) {
+			started, _, _ := ts.srv.watches.counts()
+			return started == uint64(round), fmt.Sprintf("round %d: %d watchers started into a slow handler", round, started)
+		})
 		c.Close()
 		select {
 		case <-cancelled:
@@ -65,16 +62,10 @@ func TestWatchOnlySlowHandlers(t *testing.T) {
 	}
 	slowThenLeave(1)
 
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if _, _, running := ts.srv.watches.counts(); !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper still runs 3 s after the last handler ended (watchIdle 50 ms)")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Until(t, 3*time.Second, "the sweeper to stop after the last handler ended (watchIdle 50 ms)", func() bool {
+		_, _, running := ts.srv.watches.counts()
+		return !running
+	})
 	_, before, _ := ts.srv.watches.counts()
 	slowThenLeave(2)
 	if _, after, _ := ts.srv.watches.counts(); after != before+1 {

@@ -1,77 +1,25 @@
 package health
 
 import (
-	"sort"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
-// fakeClock is a Clock that moves only when a test calls Advance; timers
-// due by then run in Advance's goroutine, in the order they are due.
+// fakeClock is testkit's Clock (it moves only when a test calls Advance;
+// timers due by then run in Advance's goroutine, in the order they are
+// due), with what stepUntil needs.
 type fakeClock struct {
+	*testkit.Clock
 	// quiet, when set, reports that whatever the clock drives has done
 	// all it can at the current time; stepUntil waits for it before each
 	// step, so that no step outruns the code under test.
 	quiet func() bool
-
-	mu     sync.Mutex
-	now    time.Time
-	seq    int
-	timers map[int]fakeTimer
 }
 
-type fakeTimer struct {
-	at time.Time
-	f  func()
-}
-
-func newFakeClock(now time.Time) *fakeClock {
-	return &fakeClock{now: now, timers: map[int]fakeTimer{}}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
-	c.mu.Lock()
-	c.seq++
-	id := c.seq
-	c.timers[id] = fakeTimer{at: c.now.Add(d), f: f}
-	c.mu.Unlock()
-	if d <= 0 {
-		c.Advance(0)
-	}
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := c.timers[id]
-		delete(c.timers, id)
-		return ok
-	}
-}
-
-// Advance moves the clock by d and runs the timers that are due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []fakeTimer
-	for id, t := range c.timers {
-		if !t.at.After(c.now) {
-			due = append(due, t)
-			delete(c.timers, id)
-		}
-	}
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
+func newFakeClock(now time.Time) *fakeClock { return &fakeClock{Clock: testkit.NewClock(now)} }
 
 // stepUntil advances c by step until cond holds, giving the Manager's
 // goroutines a moment of real time after each step; it fails after 10 s of

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -26,11 +27,7 @@ func testEndpoints(n int) []*endpoint.Endpoint {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testkit.Until(t, 20*time.Second, what, cond)
 }
 
 func states(m *Manager, name string) map[State]int {

@@ -1,12 +1,15 @@
 package memguard
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,17 +64,15 @@ func TestStartSamples(t *testing.T) {
 	g.Start()
 	defer g.Stop()
 	heap.Store(1 << 39)
-	for deadline := time.Now().Add(5 * time.Second); g.Level() != Soft; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("level %v after the heap passed the soft watermark", g.Level())
-		}
-	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		l := g.Level()
+		return l == Soft, fmt.Sprintf("level %v after the heap passed the soft watermark", l)
+	})
 	heap.Store(0)
-	for deadline := time.Now().Add(5 * time.Second); g.Level() != OK; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("level %v after the heap fell", g.Level())
-		}
-	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		l := g.Level()
+		return l == OK, fmt.Sprintf("level %v after the heap fell", l)
+	})
 }
 
 func TestReadHeapIsLive(t *testing.T) {

@@ -3,6 +3,7 @@ package netlimit
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func TestRefusalBodyLengthMatches(t *testing.T) {
@@ -72,11 +75,10 @@ func TestLimit(t *testing.T) {
 	}
 	c1.Close()
 	// The server notices the close asynchronously: poll, bounded.
-	for deadline := time.Now().Add(5 * time.Second); ln.Open() != 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("open = %d after a close, want 1", ln.Open())
-		}
-	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		n := ln.Open()
+		return n == 1, fmt.Sprintf("open = %d after a close, want 1", n)
+	})
 	c4, b4 := dial()
 	defer c4.Close()
 	defer c2.Close()
@@ -121,17 +123,13 @@ func TestLimitPerIP(t *testing.T) {
 	}
 	c1.Close()
 	c2.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
 		ln.mu.Lock()
 		n := len(ln.mu.byIP)
 		ln.mu.Unlock()
-		if n == 0 && ln.Open() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after closing everything: %d addresses tracked, %d open", n, ln.Open())
-		}
-	}
+		open := ln.Open()
+		return n == 0 && open == 0, fmt.Sprintf("after closing everything: %d addresses tracked, %d open", n, open)
+	})
 }
 
 // TestConnKeepsSocketMethods: the counted connection still offers the

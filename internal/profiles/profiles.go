@@ -1,9 +1,11 @@
 // Package profiles captures a CPU profile and a goroutine dump by itself
 // when levee is in trouble: when the process's CPU use has stayed above a
 // share of GOMAXPROCS for a while, or when admission control starts
-// shedding. In the first outage of docs/DESIGN a flame graph found the
-// spinning gcd loop about two hours in; a profile taken in the first
-// minute, without anyone asking, is what this package is for.
+// shedding. In the outage levee was written after (docs/balancing.md: a
+// gcd loop spinning on a registry weight of "0"; TestIncidentReplayed
+// replays it) a flame graph found the spinning loop about two hours in; a
+// profile taken in the first minute, without anyone asking, is what this
+// package is for (docs/profiles.md).
 //
 // Captures are bounded three ways: at most one per Interval (the first
 // trigger wins, the rest are counted as skipped), the newest Keep kept,

@@ -347,17 +347,12 @@ func refuseDetailN(w http.ResponseWriter, reason Reason, detail string) (int, in
 	return v.(*refusal).write(w)
 }
 
-// RefuseParam is Refuse with the parameter at fault and a detail in the
+// refuseParamN is refuseN with the parameter at fault and a detail in the
 // JSON body ({"error","reason","parameter","detail"}), and a Retry-After
-// of retryAfter when the reason carries one and it is > 0. Unlike
-// RefuseDetail it renders each answer anew: param and detail may quote a
-// (clipped) part of the request, so they must not fill a cache. Either may
-// be empty, and is then left out.
-func RefuseParam(w http.ResponseWriter, reason Reason, param, detail string, retryAfter time.Duration) int {
-	status, _ := refuseParamN(w, reason, param, detail, retryAfter)
-	return status
-}
-
+// of retryAfter when the reason carries one and it is > 0; it returns the
+// status and the bytes written. Unlike RefuseDetail it renders each answer
+// anew: param and detail may quote a (clipped) part of the request, so
+// they must not fill a cache. Either may be empty, and is then left out.
 func refuseParamN(w http.ResponseWriter, reason Reason, param, detail string, retryAfter time.Duration) (int, int64) {
 	base := refusals[reason]
 	if base == nil || (param == "" && detail == "") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -143,13 +144,7 @@ func (s *countingServer) addr() string { return s.Listener.Addr().String() }
 // eventually polls cond every few milliseconds for up to 5s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Until(t, 5*time.Second, what, cond)
 }
 
 var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func TestTraceIDOf(t *testing.T) {
@@ -218,11 +220,5 @@ func readFile(path string) string {
 // waitFor polls cond for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Until(t, 10*time.Second, "the condition", cond)
 }

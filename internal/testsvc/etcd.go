@@ -39,13 +39,19 @@ func requireServices() bool { return os.Getenv("LEVEE_REQUIRE_SERVICES") == "1" 
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
 	bin := lookService(t, "etcd", "etcd-server")
-	e := &Etcd{dir: t.TempDir(), port: freePort(t), peerPort: freePort(t)}
+	e := &Etcd{dir: t.TempDir()}
 	e.logPath = filepath.Join(e.dir, "etcd.log")
-	e.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", e.port)
-	if err := e.start(bin); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(e.Stop)
+	startOnFreePorts(t, "etcd", 2, func(ports []int) error {
+		e.port, e.peerPort = ports[0], ports[1]
+		e.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", e.port)
+		// A failed start may have left a data directory naming the old
+		// peer URL; each attempt starts from none.
+		if err := os.RemoveAll(filepath.Join(e.dir, "data")); err != nil {
+			return err
+		}
+		return e.start(bin)
+	})
 	return e
 }
 
@@ -73,20 +79,17 @@ func (e *Etcd) start(bin string) error {
 		log.Close()
 		close(e.done)
 	}()
-	// Ready when the client port answers /health (bounded wait).
+	// Ready when the client port answers /health and is ours (bounded
+	// wait; another process's server on the port does not count).
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(e.Endpoint, "http://"), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			if e.healthy() {
-				return nil
-			}
+		if e.healthy() && listensOn(e.cmd.Process.Pid, e.port) {
+			return nil
 		}
 		select {
 		case <-e.done:
 			out, _ := os.ReadFile(e.logPath)
-			return fmt.Errorf("etcd exited at start: %s", out)
+			return portTakenError(fmt.Errorf("etcd exited at start: %s", out), string(out))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -160,14 +163,4 @@ func (e *Etcd) Restart(t testing.TB) {
 	if err := e.start(bin); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

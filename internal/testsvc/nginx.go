@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,6 +21,7 @@ type NGINX struct {
 	Address string
 	// Dir holds nginx.conf, the logs and the temporary files.
 	Dir  string
+	port int
 	proc *daemon
 }
 
@@ -62,7 +64,15 @@ func StartNGINX(t testing.TB, o NGINXOptions) *NGINX {
 		t.Skip("nginx is not installed (scripts/install-services.sh installs it; make test requires it)")
 	}
 	n := &NGINX{Dir: t.TempDir()}
-	port := freePort(t)
+	t.Cleanup(n.Stop)
+	startOnFreePorts(t, "nginx", 1, func(ports []int) error { return n.start(bin, o, ports[0]) })
+	return n
+}
+
+// start writes nginx.conf for port and starts nginx, returning once it
+// listens.
+func (n *NGINX) start(bin string, o NGINXOptions, port int) error {
+	n.port = port
 	n.Address = fmt.Sprintf("127.0.0.1:%d", port)
 	workers := max(o.Workers, 1)
 	listen := fmt.Sprintf("listen %s;", n.Address)
@@ -91,31 +101,40 @@ http {
 `, workers, n.Dir, o.HTTP, listen, o.Server)
 	path := filepath.Join(n.Dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var err error
 	// -e: the error log before the configuration is read (the default
 	// path may not be writable).
 	n.proc, err = startDaemon(filepath.Join(n.Dir, "stderr.log"), bin, "-c", path, "-p", n.Dir, "-e", filepath.Join(n.Dir, "error.log"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	t.Cleanup(n.Stop)
 	if err := n.awaitPort(10 * time.Second); err != nil {
+		n.proc.stop()
 		b, _ := os.ReadFile(filepath.Join(n.Dir, "error.log"))
-		t.Fatalf("%v\nerror.log:\n%s\nstderr:\n%s", err, b, n.proc.output())
+		out := string(b) + n.proc.output()
+		// The logs are appended to across attempts: only a bind failure
+		// on this attempt's address counts.
+		if strings.Contains(out, n.Address+" failed (98") {
+			return fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return fmt.Errorf("%v\nerror.log:\n%s\nstderr:\n%s", err, b, n.proc.output())
 	}
-	return n
+	return nil
 }
 
-// awaitPort waits until the listen address accepts a connection (bounded
-// by d) or the process ends.
+// awaitPort waits until the listen address accepts a connection and the
+// listener is nginx's (bounded by d), or the process ends (nginx retries a
+// bind in use 5 times, 0.5 s apart, then exits).
 func (n *NGINX) awaitPort(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if c, err := net.DialTimeout("tcp", n.Address, 200*time.Millisecond); err == nil {
 			c.Close()
-			return nil
+			if listensOn(n.proc.cmd.Process.Pid, n.port) {
+				return nil
+			}
 		}
 		select {
 		case <-n.proc.done:
@@ -128,9 +147,3 @@ func (n *NGINX) awaitPort(d time.Duration) error {
 
 // Stop stops nginx (SIGTERM, SIGKILL after 5 s) and waits for it.
 func (n *NGINX) Stop() { n.proc.stop() }
-
-// ErrorLog is nginx's error log so far.
-func (n *NGINX) ErrorLog() string {
-	b, _ := os.ReadFile(filepath.Join(n.Dir, "error.log"))
-	return string(b)
-}

@@ -104,11 +104,11 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v: %s", err, out)
 	}
-	p.Port = freePort(t)
-	p.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startOnFreePorts(t, "postgres", 1, func(ports []int) error {
+		p.Port = ports[0]
+		p.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
+		return p.Start()
+	})
 	return p
 }
 
@@ -150,14 +150,14 @@ func (p *Postgres) Start() error {
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(filepath.Join(p.dataDir, "postmaster.pid")); err == nil {
 			lines := strings.Split(string(b), "\n")
-			if len(lines) > 7 && strings.TrimSpace(lines[7]) == "ready" {
+			if len(lines) > 7 && strings.TrimSpace(lines[7]) == "ready" && listensOn(cmd.Process.Pid, p.Port) {
 				return nil
 			}
 		}
 		select {
 		case <-done:
 			out, _ := os.ReadFile(p.logPath)
-			return fmt.Errorf("postgres exited at start: %s", out)
+			return portTakenError(fmt.Errorf("postgres exited at start: %s", out), lastLines(string(out), 5))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -264,4 +264,11 @@ func (p *Postgres) psql(sql string) (string, error) {
 		return "", errors.New("psql did not finish within 60s")
 	}
 	return strings.TrimSuffix(stdout.String(), "\n"), nil
+}
+
+// lastLines returns the last n lines of s (the log is appended to by every
+// start: only the latest start's lines say why it failed).
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

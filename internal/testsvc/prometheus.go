@@ -19,6 +19,7 @@ type Prometheus struct {
 	// URL is the server's base URL, http://127.0.0.1:PORT.
 	URL string
 
+	port    int
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{}
@@ -60,11 +61,21 @@ func StartPrometheus(t testing.TB, config string) *Prometheus {
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	p := &Prometheus{URL: fmt.Sprintf("http://127.0.0.1:%d", port), logPath: filepath.Join(dir, "prometheus.log")}
+	p := &Prometheus{logPath: filepath.Join(dir, "prometheus.log")}
+	t.Cleanup(p.Stop)
+	startOnFreePorts(t, "prometheus", 1, func(ports []int) error {
+		return p.start(bin, dir, cfgPath, ports[0])
+	})
+	return p
+}
+
+// start starts the server on port and waits until it is ready.
+func (p *Prometheus) start(bin, dir, cfgPath string, port int) error {
+	p.port = port
+	p.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	log, err := os.Create(p.logPath)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	p.cmd = exec.Command(bin,
 		"--config.file="+cfgPath,
@@ -75,22 +86,20 @@ func StartPrometheus(t testing.TB, config string) *Prometheus {
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		log.Close()
-		t.Fatalf("starting prometheus: %v", err)
+		return fmt.Errorf("starting prometheus: %w", err)
 	}
-	p.done = make(chan struct{})
+	done := make(chan struct{})
+	p.done = done
+	cmd := p.cmd
 	go func() {
-		_ = p.cmd.Wait()
+		_ = cmd.Wait()
 		log.Close()
-		close(p.done)
+		close(done)
 	}()
-	t.Cleanup(p.Stop)
-	if err := p.waitReady(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return p.waitReady()
 }
 
-// waitReady polls /-/ready until it answers 200, the server exits, or
+// waitReady polls /-/ready until it answers 200 on a port that is ours, the server exits, or
 // prometheusReadyTimeout passes.
 func (p *Prometheus) waitReady() error {
 	client := &http.Client{Timeout: time.Second}
@@ -99,13 +108,13 @@ func (p *Prometheus) waitReady() error {
 	for time.Now().Before(deadline) {
 		if resp, err := client.Get(p.URL + "/-/ready"); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && listensOn(p.cmd.Process.Pid, p.port) {
 				return nil
 			}
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("prometheus exited at start: %s", p.Log())
+			return portTakenError(fmt.Errorf("prometheus exited at start: %s", p.Log()), p.Log())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

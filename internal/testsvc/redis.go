@@ -35,12 +35,13 @@ func StartRedis(t testing.TB) *Redis {
 		}
 		t.Skip("redis-server is not installed (scripts/install-services.sh installs it; make test requires it)")
 	}
-	r := &Redis{bin: bin, dir: t.TempDir(), port: freePort(t)}
-	r.Address = fmt.Sprintf("127.0.0.1:%d", r.port)
-	if err := r.start(); err != nil {
-		t.Fatal(err)
-	}
+	r := &Redis{bin: bin, dir: t.TempDir()}
 	t.Cleanup(r.Stop)
+	startOnFreePorts(t, "redis-server", 1, func(ports []int) error {
+		r.port = ports[0]
+		r.Address = fmt.Sprintf("127.0.0.1:%d", r.port)
+		return r.start()
+	})
 	return r
 }
 
@@ -51,15 +52,17 @@ func (r *Redis) start() error {
 	if err != nil {
 		return err
 	}
-	// Ready when PING answers PONG (bounded wait).
+	// Ready when PING answers PONG on a port that is ours (bounded wait;
+	// another process's server on the port does not count).
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if r.ping() {
+		if r.ping() && listensOn(r.proc.cmd.Process.Pid, r.port) {
 			return nil
 		}
 		select {
 		case <-r.proc.done:
-			return fmt.Errorf("redis-server exited at start: %s", r.proc.output())
+			out := r.proc.output()
+			return portTakenError(fmt.Errorf("redis-server exited at start: %s", out), out)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

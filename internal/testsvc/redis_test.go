@@ -3,6 +3,8 @@ package testsvc
 import (
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 func TestRedisStartsFreezesAndRestarts(t *testing.T) {
@@ -15,13 +17,7 @@ func TestRedisStartsFreezesAndRestarts(t *testing.T) {
 		t.Fatal("frozen redis answered PING")
 	}
 	r.Thaw()
-	deadline := time.Now().Add(5 * time.Second)
-	for !r.ping() {
-		if time.Now().After(deadline) {
-			t.Fatal("thawed redis did not answer within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Until(t, 5*time.Second, "thawed redis to answer PING", r.ping)
 	r.Freeze()
 	r.Kill()
 	if r.ping() {

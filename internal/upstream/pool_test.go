@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testkit"
 )
 
 // countingServer is an httptest upstream that counts the TCP connections it
@@ -59,13 +61,7 @@ func get(t *testing.T, f Forwarder, addr, path string) (int, string) {
 // eventually polls cond every few milliseconds for up to 5s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Until(t, 5*time.Second, what, cond)
 }
 
 // TestPooledConnectionsDoRawIO: the fast path reuses one connection for

@@ -226,12 +226,6 @@ func Normalize(p string, mode EscapedSlashes) (string, error) {
 	return b.string(), nil
 }
 
-// IsNormal reports whether p is in normal form under mode.
-func IsNormal(p string, mode EscapedSlashes) bool {
-	q, err := Normalize(p, mode)
-	return err == nil && q == p
-}
-
 // Unescape decodes every escape of s, a path Normalize returned (so its
 // escapes are valid). It returns s itself when s has none.
 func Unescape(s string) string {
