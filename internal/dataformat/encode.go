@@ -13,7 +13,6 @@ import (
 // escaper (telemetry's AppendJSONString also cuts at 2 KiB, right for an
 // access log, wrong for data).
 
-
 // maxSafeInt is 2^53: integers of at most this magnitude are exact in an
 // IEEE 754 double, so every JSON parser reads them back unchanged.
 const maxSafeInt = 1 << 53
