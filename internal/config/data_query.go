@@ -32,9 +32,11 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 		page = &dataquery.Page{Keyset: d.Page.Keyset, Default: d.Page.Default, Max: d.Page.Max, Key: validationCursorKey, Scope: "validate"}
 	}
 	if d.SQL != "" {
-		params, err := d.QueryParams()
-		if err != nil {
-			return // reported by the params reader
+		params := d.QueryParams()
+		for _, prm := range params {
+			if prm.Type == 0 {
+				return // reported by the params reader
+			}
 		}
 		if _, err := dataquery.CompileSQL(d.SQL, params, page, dialect); err != nil {
 			// The path already names sql: "routes[2].data.sql: COPY is not a query ...".
@@ -64,7 +66,7 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 
 // dataParams reads a SQL-mode route's `params`: a mapping of names to
 // parameter blocks.
-func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, []string) {
+func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*dataquery.Param, []string) {
 	if n.Kind == yaml.AliasNode {
 		return nil, nil
 	}
@@ -72,7 +74,7 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 		p.Add(n, path, "must be a mapping of parameter names to their declarations, got %s", engine.Describe(n))
 		return nil, nil
 	}
-	out := map[string]*DataParam{}
+	out := map[string]*dataquery.Param{}
 	var order []string
 	for _, e := range p.Pairs(path, n) {
 		pp := engine.Key(path, e.Key)
@@ -80,7 +82,7 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*DataParam, [
 			p.Add(e.K, pp, "at most %d parameters", dataquery.MaxParams)
 			break
 		}
-		dp := &DataParam{}
+		dp := &dataquery.Param{Name: e.Key}
 		if fs, ok := p.Block(pp, e.V, dataParamBlock); ok {
 			p.Bind(fs, e.V, pp, dataParamBlock, dp)
 			for _, k := range []string{"default", "min", "max"} {

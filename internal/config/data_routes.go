@@ -214,18 +214,18 @@ func (p *parser) dataRouteRules(r *Route, path string, f map[string]*yaml.Node) 
 var (
 	dataParamBlock = engine.NewBlock(
 		engine.Field{Name: "type", Kind: engine.KindEnum, Enum: dataParamTypes, Required: true, Doc: "the parameter's type",
-			Bind: engine.At(func(d *DataParam) *string { return &d.Type })},
+			Bind: engine.At(func(d *dataquery.Param) *dataquery.Kind { return &d.Type })},
 		engine.Field{Name: "list", Kind: engine.KindBool, Def: false, Doc: "a comma-separated list of the type (written IN (:name))",
-			Bind: engine.At(func(d *DataParam) *bool { return &d.List })},
+			Bind: engine.At(func(d *dataquery.Param) *bool { return &d.List })},
 		engine.Field{Name: "required", Kind: engine.KindBool, Def: false, Doc: "the request must give it",
-			Bind: engine.At(func(d *DataParam) *bool { return &d.Required })},
+			Bind: engine.At(func(d *dataquery.Param) *bool { return &d.Required })},
 		engine.Field{Name: "default", Kind: engine.KindEither, Either: dataScalarForms, Doc: "the value when the request gives none; NULL when omitted"},
 		engine.Field{Name: "min", Kind: engine.KindEither, Either: dataScalarForms, Doc: "lowest value (numbers, dates, timestamps)"},
 		engine.Field{Name: "max", Kind: engine.KindEither, Either: dataScalarForms, Doc: "highest value (numbers, dates, timestamps)"},
 		engine.Field{Name: "max_len", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxMaxLen, Doc: "longest string, in bytes; 1024 when omitted",
-			Bind: engine.At(func(d *DataParam) *int { return &d.MaxLen })},
+			Bind: engine.At(func(d *dataquery.Param) *int { return &d.MaxLen })},
 		engine.Field{Name: "max_items", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxMaxItems, Doc: "most items of a list; 100 when omitted",
-			Bind: engine.At(func(d *DataParam) *int { return &d.MaxItems })},
+			Bind: engine.At(func(d *dataquery.Param) *int { return &d.MaxItems })},
 	)
 	dataPageBlock = engine.NewBlock(
 		engine.Field{Name: "keyset", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxKeyset, Item: &engine.Field{Kind: engine.KindString},
@@ -299,7 +299,7 @@ type RouteData struct {
 	SQL string
 	// Params are the SQL-mode parameters by name (`params`), in file order
 	// in ParamOrder.
-	Params     map[string]*DataParam
+	Params     map[string]*dataquery.Param
 	ParamOrder []string
 	// Table is a table-mode route's table or view (`table`, may be
 	// schema.table); Columns the allow-listed columns it answers with
@@ -340,38 +340,15 @@ type RouteData struct {
 	SendTimeout time.Duration
 }
 
-// QueryParams returns the route's declared parameters, in declaration
-// order, as dataquery.Param, the one parameter type the compiler, the data
-// route and the OpenAPI document share; DataParam is only the file's
-// spelling of it (every value as written, for the effective rendering).
-// The error is the first type that is not a kind, which the params reader
-// has already reported.
-func (d *RouteData) QueryParams() ([]dataquery.Param, error) {
+// QueryParams returns the route's declared parameters in declaration
+// order: dataquery.Param, the one parameter type the file's reader, the
+// compiler, the data route and the OpenAPI document share.
+func (d *RouteData) QueryParams() []dataquery.Param {
 	out := make([]dataquery.Param, 0, len(d.ParamOrder))
 	for _, name := range d.ParamOrder {
-		p := d.Params[name]
-		kind, err := dataquery.ParseKind(p.Type)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, dataquery.Param{Name: name, Type: kind, List: p.List, Required: p.Required, Default: p.Default,
-			Min: p.Min, Max: p.Max, MaxLen: p.MaxLen, MaxItems: p.MaxItems})
+		out = append(out, *d.Params[name])
 	}
-	return out, nil
-}
-
-// DataParam is one declared parameter of a SQL-mode route
-// (`params.<name>`): see dataquery.Param for the rules of each field.
-type DataParam struct {
-	Type     string
-	List     bool
-	Required bool
-	// Default, Min and Max are as written in the file (a number, a
-	// boolean or a string), parsed by the parameter's type.
-	Default  string
-	Min, Max string
-	MaxLen   int
-	MaxItems int
+	return out
 }
 
 // DataPage is a data route's `page`: keyset pagination of JSON answers.
@@ -427,7 +404,7 @@ func (d *RouteData) Version() string {
 			str("")
 			continue
 		}
-		str(p.Type)
+		str(p.Type.String()) // the name: versions are the same as when Type was a string
 		str(fmt.Sprint(p.List, p.Required))
 		str(p.Default)
 		str(p.Min)

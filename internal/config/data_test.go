@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/levee-gw/levee/internal/dataquery"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -195,9 +196,11 @@ func TestDataVersionCoversEveryField(t *testing.T) {
 	}
 	base := *c.Routes[0].Data
 	changed := map[string]func(d *RouteData){
-		"Source":     func(d *RouteData) { d.Source = "other" },
-		"SQL":        func(d *RouteData) { d.SQL += " " },
-		"Params":     func(d *RouteData) { d.Params = map[string]*DataParam{"customer_id": {Type: "int64", Min: "2"}} },
+		"Source": func(d *RouteData) { d.Source = "other" },
+		"SQL":    func(d *RouteData) { d.SQL += " " },
+		"Params": func(d *RouteData) {
+			d.Params = map[string]*dataquery.Param{"customer_id": {Name: "customer_id", Type: dataquery.Int64, Min: "2"}}
+		},
 		"ParamOrder": func(d *RouteData) { d.ParamOrder = append(slices.Clone(d.ParamOrder), "x") },
 		"Table":      func(d *RouteData) { d.Table = "t" },
 		"Columns":    func(d *RouteData) { d.Columns = []string{"a"} },

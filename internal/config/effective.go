@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/levee-gw/levee/internal/dataquery"
 	"reflect"
 
 	"github.com/levee-gw/levee/internal/config/engine"
@@ -94,9 +95,11 @@ var specialForms = map[string]func(sv reflect.Value) any{
 		return engine.BlockValue{B: accessLogBlock, V: reflect.ValueOf(l.AccessLog)}
 	},
 	// default, min and max are kept as written; "" is unset.
-	"DataParam.default": func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Default) },
-	"DataParam.min":     func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Min) },
-	"DataParam.max":     func(sv reflect.Value) any { return optString(sv.Interface().(DataParam).Max) },
+	// A parameter's type is its name.
+	"Param.type":    func(sv reflect.Value) any { return sv.Interface().(dataquery.Param).Type.String() },
+	"Param.default": func(sv reflect.Value) any { return optString(sv.Interface().(dataquery.Param).Default) },
+	"Param.min":     func(sv reflect.Value) any { return optString(sv.Interface().(dataquery.Param).Min) },
+	"Param.max":     func(sv reflect.Value) any { return optString(sv.Interface().(dataquery.Param).Max) },
 }
 
 // optString is s, or nil (left out) when empty.
@@ -110,7 +113,7 @@ func optString(s string) any {
 // mapOrders names the Config lists that keep a map's entries in the
 // file's order, by the map's Go type.
 var mapOrders = map[reflect.Type]string{
-	reflect.TypeFor[map[string]*Upstream]():   "UpstreamOrder",
-	reflect.TypeFor[map[string]*DataSource](): "DataSourceOrder",
-	reflect.TypeFor[map[string]*DataParam]():  "ParamOrder",
+	reflect.TypeFor[map[string]*Upstream]():        "UpstreamOrder",
+	reflect.TypeFor[map[string]*DataSource]():      "DataSourceOrder",
+	reflect.TypeFor[map[string]*dataquery.Param](): "ParamOrder",
 }

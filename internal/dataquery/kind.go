@@ -50,6 +50,17 @@ func (k Kind) String() string {
 
 func (k Kind) valid() bool { return k > 0 && int(k) < len(kindNames) }
 
+// UnmarshalText sets k from its configuration name: the config file's
+// `type` binds straight into a Param through it.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
 // ParseKind turns a configuration name ("int64", "float64", "bool",
 // "string", "date", "timestamp", "uuid") into a Kind.
 func ParseKind(s string) (Kind, error) {

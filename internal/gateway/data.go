@@ -198,7 +198,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		o.CachePolicy = datacache.Policy{TTL: c.TTL, StaleIfError: c.StaleIfError, MaxWait: wait}
 	}
 	if d.SQL != "" {
-		o.Params, _ = d.QueryParams() // validated by config
+		o.Params = d.QueryParams()
 		q, err := dataquery.CompileSQL(d.SQL, o.Params, page, dialect)
 		if err != nil {
 			return nil, err

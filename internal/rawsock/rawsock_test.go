@@ -116,7 +116,12 @@ func TestReadDeadline(t *testing.T) {
 
 func TestWriteDeadline(t *testing.T) {
 	w, _ := tcpPair(t) // the peer never reads
-	if err := w.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+	// The deadline leaves the first write(2), which copies what fits in
+	// the socket buffers, ample time to happen on a loaded machine: with
+	// 50 ms, a run under -race beside another suite was descheduled past
+	// it and (rightly) wrote nothing. The buffers fill at once, so the
+	// test still waits only the deadline.
+	if err := w.SetWriteDeadline(time.Now().Add(2 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	n, err := w.Write(make([]byte, 64<<20))

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"cmp"
+	"encoding"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -315,7 +317,17 @@ func (p *Parser) Read(path string, v *yaml.Node, fd *Field, ptr any) bool {
 			p.Add(v, path, "must be one of %s, got %s", QuotedList(fd.Enum), Describe(v))
 			return false
 		}
-		*ptr.(*string) = s
+		switch d := ptr.(type) {
+		case *string:
+			*d = s
+		case encoding.TextUnmarshaler: // a typed enum (dataquery.Kind)
+			if err := d.UnmarshalText([]byte(s)); err != nil {
+				p.Add(v, path, "must be one of %s, got %s", QuotedList(fd.Enum), Describe(v))
+				return false
+			}
+		default:
+			panic(fmt.Sprintf("config: %s binds a %T, want *string or an encoding.TextUnmarshaler", path, ptr))
+		}
 		return true
 	case KindInt:
 		i, ok := p.Integer(path, v, fd.Lo, fd.Hi)
