@@ -233,7 +233,10 @@ func ValidID(s string) bool { return limits.ValidID(s) }
 const idRule = limits.IDRule
 
 // Normalize fills in the defaults of s (Name, Status, Burst) and sorts its
-// grants. It does not validate.
+// grants. It does not validate. It writes only to s and to copies of its
+// map and slice: a Spec copied from the file's (fileDefinition) shares
+// them, and the gateway's seed and the cluster store's re-seed normalise
+// such copies at the same time.
 func (s *Spec) Normalize() {
 	if s.Name == "" {
 		s.Name = s.ID
@@ -242,6 +245,7 @@ func (s *Spec) Normalize() {
 		s.Status = StatusActive
 	}
 	s.Limits.Burst = defaultBurst(s.Limits.Rate, s.Limits.Burst)
+	s.RouteLimits = maps.Clone(s.RouteLimits)
 	for r, l := range s.RouteLimits {
 		l.Burst = defaultBurst(l.Rate, l.Burst)
 		s.RouteLimits[r] = l

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -196,5 +197,34 @@ func TestCreateReplacesTombstone(t *testing.T) {
 	wantIDs(t, "KeptRuntime", res.KeptRuntime, "a")
 	if a, _ := s.Current().App("a"); a.Limits.Rate != 7 || a.Source != SourceAPI {
 		t.Errorf("%+v", a)
+	}
+}
+
+// TestFileDefinitionLeavesTheFileAlone: the gateway's seed and the cluster
+// store's re-seed (its watch loop) build definitions from the same file
+// apps at once; normalising must not write to the file's map (under -race
+// beside another suite this was a data race, and concurrent map writes
+// can end the process).
+func TestFileDefinitionLeavesTheFileAlone(t *testing.T) {
+	fa := FileApp{Spec: Spec{ID: "acme", Grants: []string{"b", "a"},
+		RouteLimits: map[string]RouteLimit{"a": {Rate: 10}, "b": {Rate: 100}}}}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spec, _, _, err := fileDefinition(fa)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if spec.RouteLimits["a"].Burst == 0 || spec.Grants[0] != "a" {
+				t.Errorf("definition not normalised: %+v", spec)
+			}
+		}()
+	}
+	wg.Wait()
+	if fa.RouteLimits["a"].Burst != 0 || fa.RouteLimits["b"].Burst != 0 || fa.Grants[0] != "b" {
+		t.Errorf("the file's app was changed: %+v", fa.Spec)
 	}
 }
