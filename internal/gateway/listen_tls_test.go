@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/testkit"
-	"golang.org/x/net/http2"
 )
 
 // The TLS listener's certificates chosen by SNI, their rotation on reload,
@@ -236,7 +235,7 @@ func TestTLSCertificatesBySNI(t *testing.T) {
 		}
 	}
 	// Verified by a client that trusts the CA, over HTTP/2.
-	tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "api.wild.example.com"}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "api.wild.example.com"}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/h2")
 	if err != nil {
@@ -292,28 +291,26 @@ func TestTLSCertificateRotation(t *testing.T) {
 	if st := requestOn(t, keep, "before"); st != 200 {
 		t.Fatalf("before the rotation: %d", st)
 	}
-	// An HTTP/2 connection kept open across the rotation too.
-	h2c, err := handshake(t, addr, clientCfg("h2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := (&http2.Transport{}).NewClientConn(h2c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2get := func() int {
-		req, _ := http.NewRequest("GET", "https://rot.example.com/h2", nil)
-		resp, err := cc.RoundTrip(req)
+	// An HTTP/2 connection kept open across the rotation too: the
+	// transport's one connection (MaxConnsPerHost 1), whose certificate
+	// each answer shows.
+	tr := &http.Transport{TLSClientConfig: clientCfg(), ForceAttemptHTTP2: true, MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	h2get := func() (int, string) {
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/h2")
 		if err != nil {
 			t.Logf("HTTP/2 request: %v", err)
-			return 0
+			return 0, ""
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s, want HTTP/2", resp.Proto)
+		}
+		return resp.StatusCode, resp.TLS.PeerCertificates[0].Subject.CommonName
 	}
-	if st := h2get(); st != 200 {
-		t.Fatalf("HTTP/2 before the rotation: %d", st)
+	if st, cn := h2get(); st != 200 || cn != "rot-old" {
+		t.Fatalf("HTTP/2 before the rotation: %d, certificate %q", st, cn)
 	}
 
 	notAfterNew := notAfterOld.Add(60 * 24 * time.Hour)
@@ -338,8 +335,8 @@ func TestTLSCertificateRotation(t *testing.T) {
 		if st := requestOn(t, keep, fmt.Sprintf("kept-%d", i)); st != 200 {
 			t.Fatalf("the connection opened before the rotation, request %d: %d", i, st)
 		}
-		if st := h2get(); st != 200 {
-			t.Fatalf("the HTTP/2 connection opened before the rotation, request %d: %d", i, st)
+		if st, cn := h2get(); st != 200 || cn != "rot-old" {
+			t.Fatalf("the HTTP/2 connection opened before the rotation, request %d: %d, certificate %q (rot-old: the same connection)", i, st, cn)
 		}
 	}
 	if cn := keep.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "rot-old" {
@@ -493,7 +490,7 @@ func TestTLSClientCertificates(t *testing.T) {
 			if st := requestOn(t, c, mode+"-alice-h1"); st != 200 {
 				t.Fatalf("alice over HTTP/1.1: %d", st)
 			}
-			tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "mtls.example.com", Certificates: []tls.Certificate{alice.pair}}}
+			tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "mtls.example.com", Certificates: []tls.Certificate{alice.pair}}, ForceAttemptHTTP2: true}
 			defer tr.CloseIdleConnections()
 			req, _ := http.NewRequest("GET", "https://"+addr+"/h2", nil)
 			req.Header.Set("X-Request-Id", mode+"-alice-h2")
