@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"crypto/tls"
+	"errors"
 	"sync/atomic"
 
 	"github.com/levee-gw/levee/internal/certset"
@@ -43,10 +44,18 @@ func (c *Certificate) TLSConfig() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return c.set.Load().Config(), nil
+			s := c.set.Load()
+			if s == nil {
+				return nil, errNoCertificate
+			}
+			return s.Config(), nil
 		},
 	}
 }
+
+// errNoCertificate fails a handshake before any set was loaded (the
+// gateway loads one before it listens).
+var errNoCertificate = errors.New("h1server: no certificate loaded")
 
 var certExpiryDesc = prometheus.NewDesc("levee_tls_certificate_expiry_timestamp_seconds",
 	"When each certificate the data listener serves expires (its leaf's NotAfter, Unix seconds), by the certificate's first name (one series per configured certificate: tls.cert_file and tls.certificates). None on a clear-text listener.", []string{"name"}, nil)
