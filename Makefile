@@ -41,6 +41,7 @@ FUZZ_TARGETS := \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/h1server:FuzzH2Parsers:30000 \
+	./internal/certset:FuzzChoice:20000 \
 	./internal/urlpath:FuzzNormalizePath:20000 \
 	./internal/dataquery:FuzzScanSQL:30000 \
 	./internal/dataquery:FuzzStatementCheck:30000 \

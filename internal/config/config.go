@@ -140,7 +140,8 @@ func Read(r io.Reader) (*Config, error) {
 //
 // Input over 4 MiB, nesting deeper than 64 levels, aliases (*name), merge
 // keys (<<) and more than one document are refused. Parse reads the file
-// system only to check that TLS files exist and are readable; relative
+// system to check that the files it names exist and are readable, and
+// loads the TLS certificates, keys and CA files as the gateway will; relative
 // paths are resolved against the working directory. It is safe to call
 // concurrently.
 func Parse(data []byte) (*Config, error) {
@@ -165,8 +166,7 @@ func Parse(data []byte) (*Config, error) {
 var rootBlock = engine.NewBlock(
 	engine.Field{Name: "listen", Kind: engine.KindString, Required: true, Doc: "host:port of the data-plane listener", Reload: engine.Restart,
 		Check: checkListen, Bind: engine.At(func(c *Config) *string { return &c.Listen })},
-	engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: tlsBlock, Doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", Reload: engine.RestartOnOff,
-		Bind: engine.Opt(func(c *Config) **TLS { return &c.TLS }, func() *TLS { return &TLS{} })},
+	engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: tlsBlock, Doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", Reload: engine.RestartOnOff},
 	engine.Field{Name: "admin", Kind: engine.KindBlock, Sub: adminBlock, Required: true, Doc: "the admin API"},
 	engine.Field{Name: "state_dir", Kind: engine.KindString, NonEmpty: true, Def: DefaultStateDir, Doc: "directory of the app store and snapshots",
 		Empty: "must not be empty (omit it for the default " + strconv.Quote(DefaultStateDir) + ")",
@@ -201,6 +201,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	// listen, tls, state_dir, server and metrics.
 	bad := p.Bind(f, root, "", rootBlock, c)
 	p.log(&c.Log, f["log"])
+	if v := f["tls"]; v != nil {
+		p.tls(c, v)
+	}
 	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// The server block: client-facing connections (`server`, `server.paths`)
-// and the data-plane listener's TLS (`tls`).
+// The server block: client-facing connections (`server`, `server.paths`);
+// (the data-plane listener's TLS, `tls`, is tls.go's).
 
 // Bounds of this file's fields, used by their table entries and readers.
 const (
@@ -21,12 +21,6 @@ const (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	tlsBlock = engine.NewBlock(
-		engine.Field{Name: "cert_file", Kind: engine.KindString, Required: true, Doc: "PEM certificate chain the listener serves; must be readable",
-			Check: checkReadable, Bind: engine.At(func(t *TLS) *string { return &t.CertFile })},
-		engine.Field{Name: "key_file", Kind: engine.KindString, Required: true, Doc: "PEM private key of cert_file; must be readable", NotSecret: "a path; the key is read from the file",
-			Check: checkReadable, Bind: engine.At(func(t *TLS) *string { return &t.KeyFile })},
-	)
 	serverPathsBlock = engine.NewBlock(
 		engine.Field{Name: "escaped_slashes", Kind: engine.KindEnum, Enum: escapedSlashesModes, Def: DefaultEscapedSlashes,
 			Doc:  "what a %2F in a request path does: refuse it, keep it encoded, or decode it",
@@ -70,18 +64,6 @@ var (
 			Bind: engine.At(func(s *Server) *int64 { return &s.AnswerBuffer })},
 	)
 )
-
-// TLS names the certificate and key that the data-plane listener serves
-// (`tls`). Both files must exist and be readable regular files when the
-// configuration is parsed; their contents are not checked here.
-type TLS struct {
-	// CertFile is the PEM certificate chain path (`cert_file`, required).
-	// A relative path is relative to the process's working directory.
-	CertFile string
-	// KeyFile is the PEM private key path (`key_file`, required). A
-	// relative path is relative to the process's working directory.
-	KeyFile string
-}
 
 // Server holds limits for downstream (client-facing) connections
 // (`server`). Every field is optional.

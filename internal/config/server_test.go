@@ -49,7 +49,7 @@ var rejectsServer = []rejectCase{
 		"server: must be a mapping, got a sequence",
 	}},
 	{"tls missing key_file", head + "tls:\n  cert_file: testdata/tls/cert.pem\n" + upstreams + routes, []string{
-		"tls.key_file: required",
+		"tls.key_file: required with tls.cert_file",
 	}},
 	{"tls cert file does not exist", head + "tls:\n  cert_file: testdata/tls/missing.pem\n  key_file: testdata/tls/key.pem\n" + upstreams + routes, []string{
 		`tls.cert_file: file not found: "testdata/tls/missing.pem"`,
@@ -58,8 +58,8 @@ var rejectsServer = []rejectCase{
 		`tls.key_file: not a regular file: "testdata/tls"`,
 	}},
 	{"tls empty", head + "tls: {}\n" + upstreams + routes, []string{
-		"tls.cert_file: required",
-		"tls.key_file: required",
+		"tls.cert_file: required unless tls.certificates is set",
+		"tls.key_file: required unless tls.certificates is set",
 	}},
 	{"max_header_bytes out of range", head + "server:\n  max_header_bytes: 512B\n" + upstreams + routes, []string{
 		`server.max_header_bytes: must be from 1KiB to 16MiB, got "512B"`,

@@ -61,5 +61,8 @@ func (g *Gateway) registerCollectors(endpointLabels int) error {
 	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {
 		return err
 	}
+	if err := g.registry.Register(h1server.NewCertificateCollector(&g.cert)); err != nil {
+		return err
+	}
 	return g.registry.Register(h1server.NewCollector(g.h1.Load))
 }

@@ -208,7 +208,7 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if cfg.TLS != nil {
-		if err := g.cert.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+		if err := g.cert.Load(cfg.TLS.Spec()); err != nil {
 			return nil, err
 		}
 	}

@@ -24,7 +24,7 @@ func (g *Gateway) Reload() error {
 		err = g.checkReloadable(cfg)
 	}
 	if err == nil && cfg.TLS != nil {
-		err = g.cert.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		err = g.cert.Load(cfg.TLS.Spec())
 	}
 	dstore, eff, err := g.reloadDataAPIs(cfg, err)
 	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {

@@ -2,37 +2,78 @@ package h1server
 
 import (
 	"crypto/tls"
-	"fmt"
+	"errors"
 	"sync/atomic"
+
+	"github.com/levee-gw/levee/internal/certset"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Certificate is the data listener's certificate as loaded last: a reload
-// loads a new one (Load) and the next handshake serves it. The zero value
-// holds none; safe for concurrent use.
+// Certificate is the data listener's TLS as loaded last: its certificates
+// chosen by SNI, its version and cipher policy and its client certificate
+// rule, one immutable certset.Set swapped whole. A reload loads a new set
+// (Load) and every handshake that starts from then on uses it; a
+// connection already open keeps the certificate it was served (TLS does
+// not renegotiate). The zero value holds none; safe for concurrent use.
 type Certificate struct {
-	cert atomic.Pointer[tls.Certificate]
+	set atomic.Pointer[certset.Set]
 }
 
-// Load reads the certificate and key pair; on error the one loaded before
-// stays.
-func (c *Certificate) Load(certFile, keyFile string) error {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+// Load reads spec's files (certset.Load); on error the set loaded before
+// stays and the error names every problem.
+func (c *Certificate) Load(spec certset.Spec) error {
+	s, err := certset.Load(spec)
 	if err != nil {
-		return fmt.Errorf("tls: loading %s and %s: %w", certFile, keyFile, err)
+		return err
 	}
-	c.cert.Store(&cert)
+	c.set.Store(s)
 	return nil
 }
 
+// Set is the set loaded last (nil before the first Load).
+func (c *Certificate) Set() *certset.Set { return c.set.Load() }
+
 // TLSConfig is the data listener's TLS configuration (Options.TLSConfig)
-// over c: the certificate as loaded last, ALPN offering HTTP/2 first, as
-// net/http's ServeTLS did.
+// over c: each handshake takes the configuration of the set loaded last
+// (GetConfigForClient), so a reload changes the certificates, the minimum
+// version, the cipher suites and the client certificate rule of every
+// handshake from then on. ALPN offers HTTP/2 first, as net/http's
+// ServeTLS did.
 func (c *Certificate) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return c.cert.Load(), nil
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			s := c.set.Load()
+			if s == nil {
+				return nil, errNoCertificate
+			}
+			return s.Config(), nil
 		},
+	}
+}
+
+// errNoCertificate fails a handshake before any set was loaded (the
+// gateway loads one before it listens).
+var errNoCertificate = errors.New("h1server: no certificate loaded")
+
+var certExpiryDesc = prometheus.NewDesc("levee_tls_certificate_expiry_timestamp_seconds",
+	"When each certificate the data listener serves expires (its leaf's NotAfter, Unix seconds), by the certificate's first name (one series per configured certificate: tls.cert_file and tls.certificates). None on a clear-text listener.", []string{"name"}, nil)
+
+// NewCertificateCollector reports the expiry of every certificate of the
+// set c holds at scrape time (nothing before the first Load).
+func NewCertificateCollector(c *Certificate) prometheus.Collector { return certCollector{c} }
+
+type certCollector struct{ c *Certificate }
+
+func (cc certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiryDesc }
+
+func (cc certCollector) Collect(ch chan<- prometheus.Metric) {
+	s := cc.c.Set()
+	if s == nil {
+		return
+	}
+	for _, e := range s.Entries() {
+		ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(e.NotAfter.Unix()), e.Name)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/levee-gw/levee/internal/certset"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/levee-gw/levee/internal/upstream"
 )
@@ -40,6 +41,12 @@ func logAccess(x *exchange, r *http.Request, d time.Duration, appID string) {
 		Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
 		Reason: string(x.reason), UpstreamStatus: x.upstreamStatus, BytesIn: x.body.bytesRead(),
 		BytesOut: x.bytesOut, Duration: d, Attempts: x.attempts, App: appID,
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		// Only a client that sent a certificate pays for its strings.
+		if c, ok := certset.ClientOf(r.TLS); ok {
+			e.TLSClientSubject, e.TLSClientSHA256 = c.Subject, c.SHA256
+		}
 	}
 	if tm := x.timing; tm != nil {
 		e.Connect, e.FirstByte = tm.Connect, tm.FirstByte

@@ -46,6 +46,10 @@ type AccessEntry struct {
 	Connect, FirstByte time.Duration
 	Attempts           int    // tries sent upstream (more than 1 after retries); 0 when none
 	App                string // the authenticated app's id; "" when none
+	// TLSClientSubject and TLSClientSHA256 are the verified client
+	// certificate's subject (RFC 2253) and the hex SHA-256 of its DER
+	// (certset.Client); "" when the client sent none (or clear text).
+	TLSClientSubject, TLSClientSHA256 string
 }
 
 // AccessOptions configure an AccessLog.
@@ -251,6 +255,12 @@ func (a *AccessLog) Log(e *AccessEntry) {
 	if e.App != "" {
 		b = append(b, `,"app":`...)
 		b = AppendJSONString(b, e.App)
+	}
+	if e.TLSClientSubject != "" || e.TLSClientSHA256 != "" {
+		b = append(b, `,"tls_client_subject":`...)
+		b = AppendJSONString(b, e.TLSClientSubject)
+		b = append(b, `,"tls_client_sha256":`...)
+		b = AppendJSONString(b, e.TLSClientSHA256)
 	}
 	if e.Attempts > 1 {
 		b = append(b, `,"attempts":`...)
