@@ -32,6 +32,11 @@ type exchange struct {
 	reason   Reason
 	bytesOut int64
 	reqID    string
+	// client is the request's client address and forwardedFor the
+	// X-Forwarded-For to send ("": the peer alone), computed once
+	// (clientaddr.go).
+	client       string
+	forwardedFor string
 	attempts int
 	app      *App
 	sentPath string // the path as sent, when normalising changed it
