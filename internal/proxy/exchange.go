@@ -37,11 +37,11 @@ type exchange struct {
 	// (clientaddr.go).
 	client       string
 	forwardedFor string
-	attempts int
-	app      *App
-	sentPath string // the path as sent, when normalising changed it
-	prio     admission.Priority
-	reserved int64 // bytes of the memory budget held (memory.go)
+	attempts     int
+	app          *App
+	sentPath     string // the path as sent, when normalising changed it
+	prio         admission.Priority
+	reserved     int64 // bytes of the memory budget held (memory.go)
 	// outcome is the last attempt's (see admissionOutcome).
 	outcome endpoint.Outcome
 	// For the access log: the last attempt's endpoint status (0: none

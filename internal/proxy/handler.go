@@ -68,7 +68,7 @@ type Handler struct {
 	underscores UnderscoreMode
 	// trusted: Options.TrustedProxies (nil: none)
 	trusted *TrustedProxies
-	tracer      atomic.Pointer[tracing.Tracer]
+	tracer  atomic.Pointer[tracing.Tracer]
 
 	upgrades  upgradeSet
 	consumers *consumerState
