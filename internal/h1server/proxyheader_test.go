@@ -102,13 +102,34 @@ func TestProxyProtocolSetsRemoteAddr(t *testing.T) {
 			t.Fatalf("LOCAL: %q, want the peer %q", body, c.LocalAddr())
 		}
 	})
+	t.Run("h2c handed off", func(t *testing.T) {
+		p := new(http.Protocols)
+		p.SetUnencryptedHTTP2(true)
+		tr := &http.Transport{Protocols: p, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				_, err = io.WriteString(nc, "PROXY TCP6 2001:db8::c 2001:db8::1 7000 80\r\n")
+			}
+			return nc, err
+		}}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + ts.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || string(b) != "[2001:db8::c]:7000" {
+			t.Fatalf("%s %q, want HTTP/2 from [2001:db8::c]:7000", resp.Proto, b)
+		}
+	})
 	st := ts.srv.Stats()
-	if st.ProxyProtocolHeaders["v1"] != 3 || st.ProxyProtocolHeaders["v2"] != 3 {
-		t.Errorf("headers counted %v, want v1 3, v2 3", st.ProxyProtocolHeaders)
+	if st.ProxyProtocolHeaders["v1"] != 4 || st.ProxyProtocolHeaders["v2"] != 3 {
+		t.Errorf("headers counted %v, want v1 4, v2 3", st.ProxyProtocolHeaders)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := "192.0.2.7 2001:db8::7 2001:db8::9 203.0.113.5 192.0.2.8 127.0.0.1"
+	want := "192.0.2.7 2001:db8::7 2001:db8::9 203.0.113.5 192.0.2.8 127.0.0.1 2001:db8::c"
 	if got := strings.Join(claimed, " "); got != want {
 		t.Errorf("claimed %q, want %q", got, want)
 	}
