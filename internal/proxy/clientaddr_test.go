@@ -133,3 +133,24 @@ func FuzzClientAddress(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkClientAddress: the cost of the client address per request,
+// without trusted proxies (the default) and through a trusted proxy with a
+// three-hop X-Forwarded-For.
+func BenchmarkClientAddress(b *testing.B) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "10.0.0.1:5000"
+	r.Header["X-Forwarded-For"] = []string{"6.6.6.6, 203.0.113.9, 10.0.0.3"}
+	tp := &TrustedProxies{Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	for _, bc := range []struct {
+		name string
+		tp   *TrustedProxies
+	}{{"untrusted", nil}, {"trusted", tp}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				clientAddress(r, bc.tp)
+			}
+		})
+	}
+}
