@@ -14,6 +14,8 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # slow target such as FuzzZoned). FUZZSCALE multiplies every budget.
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
+	./internal/proxyproto:FuzzRead:5000 \
+	./internal/proxy:FuzzClientAddress:5000 \
 	./internal/admin:FuzzDuplicateKey:3000 \
 	./internal/admin:FuzzBrowserHeaders:3000 \
 	./internal/config:FuzzParse:3000 \

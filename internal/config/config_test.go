@@ -272,6 +272,7 @@ func TestDefaults(t *testing.T) {
 			HTTP2MaxConcurrentStreams: 250,
 			Paths:                     ServerPaths{EscapedSlashes: "reject"},
 			UnderscoresInHeaders:      "drop",
+			TrustedProxiesHeader:      "x-forwarded-for",
 			BodyTimeout:               30 * time.Second,
 			SendTimeout:               60 * time.Second,
 			AnswerBuffer:              1 << 20,

@@ -62,6 +62,14 @@ var (
 		engine.Field{Name: "answer_buffer", Kind: engine.KindSize, Lo: 0, Hi: maxAnswerBuffer, Def: int64(DefaultAnswerBuffer),
 			Doc:  "largest upstream answer of known length read whole before it is written to the client, so its admission slot is released at once; 0: 32 KiB",
 			Bind: engine.At(func(s *Server) *int64 { return &s.AnswerBuffer })},
+		engine.Field{Name: "proxy_protocol", Kind: engine.KindBlock, Sub: proxyProtocolBlock, Reload: engine.Restart, Doc: "read a PROXY protocol header (v1 or v2) from trusted peers first; none when omitted",
+			Bind: engine.Opt(func(s *Server) **ProxyProtocol { return &s.ProxyProtocol }, func() *ProxyProtocol { return &ProxyProtocol{} })},
+		engine.Field{Name: "trusted_proxies", Kind: engine.KindList, MinItems: 1, MaxItems: MaxTrustedPrefixes, Item: &engine.Field{Kind: engine.KindString}, Reload: engine.Restart,
+			Doc:   "peers (CIDR prefixes or addresses) whose trusted_proxies_header names the client; from any other peer it is replaced",
+			Check: checkPrefixList, Bind: engine.At(func(s *Server) *[]string { return &s.TrustedProxies })},
+		engine.Field{Name: "trusted_proxies_header", Kind: engine.KindEnum, Enum: trustedHeaders, Def: DefaultTrustedProxiesHeader, Reload: engine.Restart,
+			Doc:  "the header trusted_proxies' addresses are read from: x-forwarded-for or forwarded (RFC 7239)",
+			Bind: engine.At(func(s *Server) *string { return &s.TrustedProxiesHeader })},
 	)
 )
 
@@ -141,6 +149,18 @@ type Server struct {
 	// of unknown length, stream with the slot held. Default
 	// DefaultAnswerBuffer (1MiB); 0: only the copy buffer.
 	AnswerBuffer int64
+	// ProxyProtocol, when set, makes the data listener read a PROXY
+	// protocol header from trusted peers first (`proxy_protocol`; nil:
+	// none is read). See proxy_protocol.go.
+	ProxyProtocol *ProxyProtocol
+	// TrustedProxies are the peers whose TrustedProxiesHeader names the
+	// client (`trusted_proxies`, CIDR prefixes or addresses, canonical
+	// after parsing; nil: none, every peer is the client and the header
+	// is replaced). TrustedProxiesHeader is that header
+	// (`trusted_proxies_header`: TrustedHeaderXFF, the default, or
+	// TrustedHeaderForwarded).
+	TrustedProxies       []string
+	TrustedProxiesHeader string
 }
 
 // ServerPaths is the request-path normalisation policy (`server.paths`).

@@ -241,6 +241,7 @@ func New(o Options) (_ *Gateway, err error) {
 
 		UnderscoresInHeaders: underscoreMode(cfg.Server.UnderscoresInHeaders),
 		Tracer:               tracer,
+		TrustedProxies:       trustedProxies(cfg),
 	})
 	if err == nil {
 		err = g.registerCollectors(cfg.Metrics.EndpointLabels)
@@ -326,8 +327,9 @@ func (g *Gateway) Start() (err error) {
 			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
 			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
 		},
-		Logger:    g.logger,
-		TLSConfig: g.dataTLSConfig(cfg),
+		Logger:        g.logger,
+		TLSConfig:     g.dataTLSConfig(cfg),
+		ProxyProtocol: proxyProtocol(cfg),
 	})
 	if err != nil {
 		return err
@@ -340,6 +342,9 @@ func (g *Gateway) Start() (err error) {
 	// Without caps (0) the listener only counts.
 	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
 		func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
+	if cfg.Server.ProxyProtocol != nil {
+		limited.DeferPerIP() // counted by h1server's Claim, per the header's client
+	}
 	g.dataLimit.Store(limited)
 	dataLn = limited
 	g.dataLn, g.adminLn = dataLn, adminLn

@@ -226,7 +226,7 @@ routes:
 	resp.Body.Close()
 	got := <-seen
 	checks := map[string]string{
-		"X-Forwarded-For":     "203.0.113.9, 127.0.0.1",
+		"X-Forwarded-For":     "127.0.0.1", // the client's replaced, never appended to (issue 24)
 		"X-Forwarded-Proto":   "http",
 		"X-Forwarded-Host":    strings.TrimPrefix(h.base, "http://"),
 		"X-Request-Id":        "client-id-42",

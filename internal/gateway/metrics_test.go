@@ -209,6 +209,8 @@ func TestPreDeclaredSeries(t *testing.T) {
 		`levee_request_bytes_total{route="keyed"} 0`,
 		`levee_response_bytes_total{route="web"} 0`,
 		`levee_tls_handshakes_total{result="success"} 0`,
+		`levee_proxy_protocol_refused_total{reason="untrusted"} 0`,
+		`levee_proxy_protocol_headers_total{version="v2"} 0`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)

@@ -14,6 +14,12 @@ var http2GoAwaysDesc = prometheus.NewDesc("levee_http2_goaways_total",
 var http2ResetDroppedDesc = prometheus.NewDesc("levee_http2_reset_streams_dropped_total",
 	"HTTP/2 streams a client opened and reset at once (a HEADERS frame followed by an RST_STREAM for it in the same read: Rapid Reset) that levee's data listener dropped before serving them.", nil, nil)
 
+var proxyRefusedDesc = prometheus.NewDesc("levee_proxy_protocol_refused_total",
+	"Connections to the data listener closed unanswered for their PROXY protocol header (server.proxy_protocol), by reason: untrusted (a peer outside proxy_protocol.trusted), missing (no header), malformed, unsupported (UDP or UNIX), truncated (closed within it), timeout (not complete within the read header timeout).", []string{"reason"}, nil)
+
+var proxyHeadersDesc = prometheus.NewDesc("levee_proxy_protocol_headers_total",
+	"PROXY protocol headers the data listener accepted from trusted peers, by version (v1, v2).", []string{"version"}, nil)
+
 // NewCollector reports the handoff, TLS handshake and HTTP/2 GOAWAY
 // counters (kept by the server as atomics) of the server that server
 // returns at scrape time; every reason reads 0 while it returns nil
@@ -27,6 +33,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tlsHandshakesDesc
 	ch <- http2GoAwaysDesc
 	ch <- http2ResetDroppedDesc
+	ch <- proxyRefusedDesc
+	ch <- proxyHeadersDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -44,4 +52,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(http2GoAwaysDesc, prometheus.CounterValue, float64(st.HTTP2GoAways[reason]), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(http2ResetDroppedDesc, prometheus.CounterValue, float64(st.HTTP2ResetStreamsDropped))
+	for _, reason := range ProxyProtocolReasons() {
+		ch <- prometheus.MustNewConstMetric(proxyRefusedDesc, prometheus.CounterValue, float64(st.ProxyProtocolRefused[reason]), reason)
+	}
+	for _, v := range [...]string{"v1", "v2"} {
+		ch <- prometheus.MustNewConstMetric(proxyHeadersDesc, prometheus.CounterValue, float64(st.ProxyProtocolHeaders[v]), v)
+	}
 }

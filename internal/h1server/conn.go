@@ -159,6 +159,9 @@ func (c *conn) serve() {
 		c.releaseBuf()
 		c.srv.untrack(c)
 	}()
+	if c.srv.proxyProtocol != nil && !c.readProxyHeader() {
+		return
+	}
 	if c.tls != nil {
 		serve, off := c.handshake()
 		if !serve {

@@ -48,6 +48,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,11 @@ type Options struct {
 	// in clear text. New keeps a clone; NextProtos should offer "h2" only
 	// if the Fallback serves it. nil: clear text.
 	TLSConfig *tls.Config
+	// ProxyProtocol, when set, makes every connection start with a PROXY
+	// protocol header from a trusted peer, read before anything else (the
+	// TLS handshake too) within ReadHeaderTimeout (proxyheader.go). nil:
+	// none is read.
+	ProxyProtocol *ProxyProtocol
 }
 
 // Stats are the server's counters since it was made.
@@ -105,6 +111,12 @@ type Stats struct {
 	// (streams a client opened and cancelled at once) the flood guard
 	// took out before net/http read them (h2drop.go).
 	HTTP2ResetStreamsDropped uint64
+	// ProxyProtocolRefused counts the connections closed for their PROXY
+	// protocol header (or its absence, or an untrusted peer), by reason
+	// (ProxyProtocolReasons); ProxyProtocolHeaders the headers accepted,
+	// by version ("v1", "v2").
+	ProxyProtocolRefused map[string]uint64
+	ProxyProtocolHeaders map[string]uint64
 }
 
 // tlsResultNames are the result labels of Stats.TLSHandshakes: success, or
@@ -137,6 +149,12 @@ type Server struct {
 	headerTooLarge func(w http.ResponseWriter)
 	logger         *slog.Logger
 	tlsConfig      *tls.Config // nil: clear text
+	proxyProtocol  *ProxyProtocol
+
+	// proxyRefused counts PROXY headers refused, indexed like
+	// proxyproto.Reasons(); proxyAccepted those read, by version - 1.
+	proxyRefused  [numProxyReasons]atomic.Uint64
+	proxyAccepted [2]atomic.Uint64
 
 	handoffs [numHandoffReasons]atomic.Uint64
 	// handshakes counts TLS handshakes, indexed like tlsResultNames.
@@ -197,6 +215,11 @@ func New(o Options) (*Server, error) {
 	if o.TLSConfig != nil {
 		s.tlsConfig = o.TLSConfig.Clone()
 	}
+	if o.ProxyProtocol != nil {
+		pp := *o.ProxyProtocol
+		pp.Trusted = append([]netip.Prefix(nil), pp.Trusted...)
+		s.proxyProtocol = &pp
+	}
 	fbMax := o.Fallback.MaxHeaderBytes
 	if fbMax <= 0 {
 		fbMax = http.DefaultMaxHeaderBytes
@@ -244,6 +267,11 @@ func (s *Server) Stats() Stats {
 		HTTP2GoAways:  make(map[string]uint64, numGoAwayReasons),
 
 		HTTP2ResetStreamsDropped: s.h2ResetDropped.Load(),
+		ProxyProtocolRefused:     make(map[string]uint64, numProxyReasons),
+		ProxyProtocolHeaders:     map[string]uint64{"v1": s.proxyAccepted[0].Load(), "v2": s.proxyAccepted[1].Load()},
+	}
+	for i, r := range ProxyProtocolReasons() {
+		st.ProxyProtocolRefused[r] = s.proxyRefused[i].Load()
 	}
 	for i := range s.handoffs {
 		st.Handoffs[handoffNames[i]] = s.handoffs[i].Load()

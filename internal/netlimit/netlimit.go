@@ -59,6 +59,9 @@ type Listener struct {
 	accepted atomic.Uint64
 	refusing atomic.Int64
 	onRefuse func()
+	// deferIP: the per-address slot is taken by Claim, with the address a
+	// PROXY protocol header gave, not at Accept (DeferPerIP).
+	deferIP bool
 
 	mu struct {
 		sync.Mutex
@@ -86,10 +89,44 @@ func LimitPerIP(ln net.Listener, max, perIP int, onRefuse func()) *Listener {
 	return l
 }
 
+// DeferPerIP makes l count the per-address cap against the address each
+// connection's server passes to Claim (the client a PROXY protocol header
+// names), instead of the peer's address at Accept. Call it before Accept.
+func (l *Listener) DeferPerIP() { l.deferIP = true }
+
+// Claim takes the per-address slot of c, a connection l returned after
+// DeferPerIP, for the client address ip. At the cap, it answers c 429
+// connection_limit (as Accept does; it waits for the request head, at most
+// lingerTimeout, on the caller's goroutine), closes c and reports false.
+// A connection of another listener, or of one without DeferPerIP, is
+// claimed already: true.
+func Claim(c net.Conn, ip netip.Addr) bool {
+	lc, ok := c.(*conn)
+	if !ok || !lc.l.deferIP || lc.l.perIP <= 0 {
+		return true
+	}
+	ip = ip.Unmap()
+	if !lc.l.takeIP(ip) {
+		if lc.l.onRefuse != nil {
+			lc.l.onRefuse()
+		}
+		refuse(c, refusalPerIP)
+		return false
+	}
+	lc.mu.Lock()
+	lc.ip = ip
+	closed := lc.closed
+	lc.mu.Unlock()
+	if closed {
+		lc.l.releaseIP(ip)
+	}
+	return true
+}
+
 // claimIP takes a per-address slot for c, reporting false when the address
 // is at its cap.
 func (l *Listener) claimIP(c net.Conn) (netip.Addr, bool) {
-	if l.perIP <= 0 {
+	if l.perIP <= 0 || l.deferIP {
 		return netip.Addr{}, true
 	}
 	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
@@ -97,13 +134,18 @@ func (l *Listener) claimIP(c net.Conn) (netip.Addr, bool) {
 		return netip.Addr{}, true
 	}
 	ip := ap.Addr().Unmap()
+	return ip, l.takeIP(ip)
+}
+
+// takeIP counts one more connection from ip, reporting false at the cap.
+func (l *Listener) takeIP(ip netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.byIP[ip] >= l.perIP {
-		return ip, false
+		return false
 	}
 	l.mu.byIP[ip]++
-	return ip, true
+	return true
 }
 
 func (l *Listener) releaseIP(ip netip.Addr) {
@@ -207,8 +249,11 @@ func awaitRequestHead(c net.Conn) bool {
 type conn struct {
 	net.Conn
 	l    *Listener
-	ip   netip.Addr // valid when counted against a per-address cap
 	once sync.Once
+	mu   sync.Mutex // ip and closed: Claim may run beside a Close (Shutdown)
+	// ip is valid when counted against a per-address cap.
+	ip     netip.Addr
+	closed bool
 }
 
 // CloseWrite and SyscallConn forward to the accepted connection: the
@@ -232,7 +277,11 @@ func (c *conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.open.Add(-1)
-		c.l.releaseIP(c.ip)
+		c.mu.Lock()
+		ip := c.ip
+		c.closed = true
+		c.mu.Unlock()
+		c.l.releaseIP(ip)
 	})
 	return err
 }

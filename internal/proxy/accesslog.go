@@ -36,7 +36,7 @@ func logAccess(x *exchange, r *http.Request, d time.Duration, appID string) {
 		ua = v[0]
 	}
 	e := telemetry.AccessEntry{
-		Time: x.start, RequestID: x.reqID, TraceID: traceID, Client: r.RemoteAddr, Method: r.Method,
+		Time: x.start, RequestID: x.reqID, TraceID: traceID, Client: x.client, Method: r.Method,
 		Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Proto: r.Proto, UserAgent: ua, Status: x.status,
 		Route: x.route.Name, Upstream: x.route.Upstream.Name, Endpoint: x.endpoint,
 		Reason: string(x.reason), UpstreamStatus: x.upstreamStatus, BytesIn: x.body.bytesRead(),

@@ -144,7 +144,7 @@ func admitUpstream(w http.ResponseWriter, r *http.Request, x *exchange, up *Upst
 	if x.app != nil {
 		consumer = x.app.ID
 	} else {
-		consumer = consumerKey(r)
+		consumer = clientHost(x.client)
 	}
 	rel, err := up.Admission.Acquire(r.Context(), consumer, x.prio)
 	if err != nil {
@@ -173,7 +173,7 @@ func admissionRefusal(err error) *admission.Refusal {
 // pickFirst is step 6: the first attempt's endpoint from the upstream's
 // picker; without one the request is refused 503 no_available_endpoint.
 func (h *Handler) pickFirst(w http.ResponseWriter, r *http.Request, x *exchange, up *Upstream, bal *Balance) (*endpoint.Endpoint, bool) {
-	ep, err := pick(bal, r)
+	ep, err := pick(bal, r, x.client)
 	if err != nil {
 		if !errors.Is(err, balance.ErrNoEndpoint) {
 			h.logger.Error("picker failed", "upstream", up.Name, "error", err)
@@ -222,7 +222,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 	var limited bool
 	if h.consumers.shared != nil {
 		var replayed bool
-		if d, limited, replayed = h.limitShared(r, rt, x.app, sig, now); replayed {
+		if d, limited, replayed = h.limitShared(r, x.client, rt, x.app, sig, now); replayed {
 			w.Header()["Www-Authenticate"] = challenge(rt.Auth)
 			x.reason = ReasonUnauthenticated
 			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
@@ -230,7 +230,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 			return false
 		}
 	} else {
-		d, limited = h.limit(r, rt, x.app, now)
+		d, limited = h.limit(x.client, rt, x.app, now)
 	}
 	if !limited {
 		return true
@@ -268,12 +268,13 @@ func isClientRetry(h http.Header) bool {
 	return len(v) > 0 && v[0] != "" && v[0] != "1"
 }
 
-// consumerKey names who a request is from, for fair queueing: the client
-// address (the authenticated app takes its place once apps exist).
-func consumerKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// clientHost is the client address without its port (clientaddr.go's
+// client may carry one or not): an anonymous caller's consumer key for
+// fair queueing, and the key of a consistent hash on client_ip.
+func clientHost(client string) string {
+	host, _, err := net.SplitHostPort(client)
 	if err != nil {
-		return r.RemoteAddr
+		return client
 	}
 	return host
 }

@@ -301,17 +301,17 @@ func hashSignedBody(r *http.Request) (digest [32]byte, held int64, ok bool) {
 // route with AnonymousLimit, of its client address) at now. It returns the
 // decision to report in the RateLimit headers (ok false: the route has no
 // limit for this caller) and, on a refusal, its reason.
-func (h *Handler) limit(r *http.Request, rt *Route, app *App, now time.Time) (d ratelimit.Decision, limited bool) {
+func (h *Handler) limit(client string, rt *Route, app *App, now time.Time) (d ratelimit.Decision, limited bool) {
 	cs := h.consumers
 	if app == nil {
 		if rt.AnonymousLimit == (ratelimit.Policy{}) {
 			return d, false
 		}
-		addr, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil {
+		addr, ok := clientIP(client)
+		if !ok {
 			return d, false
 		}
-		return cs.anonLimits.Allow(anonKey{route: rt.Name, addr: addr.Addr().Unmap()}, rt.AnonymousLimit, now), true
+		return cs.anonLimits.Allow(anonKey{route: rt.Name, addr: addr}, rt.AnonymousLimit, now), true
 	}
 	per, hasRoute := app.RouteLimits[rt.Name]
 	if hasRoute && per != (ratelimit.Policy{}) {

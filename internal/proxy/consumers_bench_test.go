@@ -120,7 +120,7 @@ func BenchmarkRateLimitDecision(b *testing.B) {
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if d, limited := h.limit(req, rt, app, now); !limited || !d.Allowed {
+		if d, limited := h.limit(req.RemoteAddr, rt, app, now); !limited || !d.Allowed {
 			b.Fatal("refused")
 		}
 	}

@@ -32,11 +32,16 @@ type exchange struct {
 	reason   Reason
 	bytesOut int64
 	reqID    string
-	attempts int
-	app      *App
-	sentPath string // the path as sent, when normalising changed it
-	prio     admission.Priority
-	reserved int64 // bytes of the memory budget held (memory.go)
+	// client is the request's client address and forwardedFor the
+	// X-Forwarded-For to send ("": the peer alone), computed once
+	// (clientaddr.go).
+	client       string
+	forwardedFor string
+	attempts     int
+	app          *App
+	sentPath     string // the path as sent, when normalising changed it
+	prio         admission.Priority
+	reserved     int64 // bytes of the memory budget held (memory.go)
 	// outcome is the last attempt's (see admissionOutcome).
 	outcome endpoint.Outcome
 	// For the access log: the last attempt's endpoint status (0: none

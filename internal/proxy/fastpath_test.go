@@ -457,7 +457,7 @@ func TestFastPathRequestHead(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"X-Forwarded-For":   "203.0.113.9, 127.0.0.1",
+		"X-Forwarded-For":   "127.0.0.1", // the client's replaced, never appended to (issue 24)
 		"X-Forwarded-Proto": "http",
 		"X-Forwarded-Host":  "shop.example",
 		"X-Request-Id":      "req-7",

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,10 @@ type Options struct {
 	// Shared, when set, decides consumer limits and signature replays for
 	// a cluster of nodes (SharedLimits); nil: in this process only.
 	Shared SharedLimits
+	// TrustedProxies, when set, are the peers whose X-Forwarded-For (or
+	// Forwarded) names the client (clientaddr.go); nil: the peer is the
+	// client and its forwarding headers are replaced upstream.
+	TrustedProxies *TrustedProxies
 }
 
 // Handler is the data plane's http.Handler. Safe for concurrent use.
@@ -61,7 +66,9 @@ type Handler struct {
 	memory budget
 	// underscores: Options.UnderscoresInHeaders
 	underscores UnderscoreMode
-	tracer      atomic.Pointer[tracing.Tracer]
+	// trusted: Options.TrustedProxies (nil: none)
+	trusted *TrustedProxies
+	tracer  atomic.Pointer[tracing.Tracer]
 
 	upgrades  upgradeSet
 	consumers *consumerState
@@ -90,6 +97,9 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 	cs.shared = o.Shared
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: budget{o.Memory}, consumers: cs,
 		underscores: o.UnderscoresInHeaders}
+	if tp := o.TrustedProxies; tp != nil && len(tp.Prefixes) > 0 {
+		h.trusted = &TrustedProxies{Prefixes: append([]netip.Prefix(nil), tp.Prefixes...), Forwarded: tp.Forwarded}
+	}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.out = responder{memory: h.memory, upgrades: &h.upgrades, logger: logger}
 	h.table.Store(t)
@@ -114,6 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.metrics.inflight.Inc()
 	defer h.finish(&x, r)
 	x.reqID = requestID(r.Header)
+	x.client, x.forwardedFor = clientAddress(r, h.trusted)
 	w.Header()["X-Request-Id"] = []string{x.reqID}
 	if x.tracer != nil {
 		beginTrace(&x, r)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
 	"strings"
 
@@ -11,10 +10,10 @@ import (
 
 // pick chooses the endpoint for r: by the request's key on a
 // consistent-hash upstream, else by the upstream's picker alone.
-func pick(up *Balance, r *http.Request) (*endpoint.Endpoint, error) {
+func pick(up *Balance, r *http.Request, client string) (*endpoint.Endpoint, error) {
 	if up.HashOn != nil {
 		if kp, ok := up.Picker.(balance.KeyPicker); ok {
-			if key, found := requestKey(r, up.HashOn); found {
+			if key, found := requestKey(r, up.HashOn, client); found {
 				return kp.PickKey(balance.HashKey(key))
 			}
 		}
@@ -28,7 +27,7 @@ const maxKeyBytes = 1024
 
 // requestKey extracts the hash key h names from r; found is false when the
 // request does not carry it.
-func requestKey(r *http.Request, h *HashOn) (key string, found bool) {
+func requestKey(r *http.Request, h *HashOn, client string) (key string, found bool) {
 	switch h.Kind {
 	case "header":
 		v := r.Header[h.Name]
@@ -49,11 +48,10 @@ func requestKey(r *http.Request, h *HashOn) (key string, found bool) {
 		}
 		key = v
 	case "client_ip":
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
+		key = clientHost(client)
+		if key == "" {
 			return "", false
 		}
-		key = host
 	case "path":
 		key = r.URL.Path
 	default:

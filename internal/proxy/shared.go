@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/levee-gw/levee/internal/auth"
@@ -32,13 +31,13 @@ type SharedLimits interface {
 // route) and, for a client address, NUL, route, NUL, address (an id is
 // never empty, so the three cannot collide). limited is false when no
 // policy applies (a signature may still have been recorded).
-func (h *Handler) limitShared(r *http.Request, rt *Route, app *App, sig *[32]byte, now time.Time) (d ratelimit.Decision, limited, replayed bool) {
+func (h *Handler) limitShared(r *http.Request, client string, rt *Route, app *App, sig *[32]byte, now time.Time) (d ratelimit.Decision, limited, replayed bool) {
 	var buf [2]ratelimit.Check
 	checks := buf[:0]
 	if app == nil {
 		if rt.AnonymousLimit != (ratelimit.Policy{}) {
-			if addr, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-				key := "\x00" + rt.Name + "\x00" + addr.Addr().Unmap().String()
+			if addr, ok := clientIP(client); ok {
+				key := "\x00" + rt.Name + "\x00" + addr.String()
 				checks = append(checks, ratelimit.Check{Key: key, Policy: rt.AnonymousLimit})
 			}
 		}

@@ -47,21 +47,21 @@ func TestLimitSharedChecks(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "[::ffff:192.0.2.7]:4000"
 
-	d, limited, replayed := h.limitShared(r, rt, apps.App("a"), nil, time.Now())
+	d, limited, replayed := h.limitShared(r, r.RemoteAddr, rt, apps.App("a"), nil, time.Now())
 	want := []ratelimit.Check{{Key: "a\x00r1", Policy: routeLimit}, {Key: "a", Policy: appLimit}}
 	if !limited || replayed || d != rec.decision || !reflect.DeepEqual(rec.calls[0], want) {
 		t.Fatalf("app: limited %v replayed %v d %+v checks %+v, want %+v", limited, replayed, d, rec.calls[0], want)
 	}
-	h.limitShared(r, rt, nil, nil, time.Now())
+	h.limitShared(r, r.RemoteAddr, rt, nil, nil, time.Now())
 	if want := []ratelimit.Check{{Key: "\x00r1\x00192.0.2.7", Policy: rt.AnonymousLimit}}; !reflect.DeepEqual(rec.calls[1], want) {
 		t.Fatalf("anonymous: checks %+v, want %+v", rec.calls[1], want)
 	}
-	if _, limited, _ := h.limitShared(r, rt, apps.App("free"), nil, time.Now()); limited || len(rec.calls) != 2 {
+	if _, limited, _ := h.limitShared(r, r.RemoteAddr, rt, apps.App("free"), nil, time.Now()); limited || len(rec.calls) != 2 {
 		t.Fatalf("an app without limits: limited %v, %d calls; want no call", limited, len(rec.calls))
 	}
 	sig := &[32]byte{9}
 	rec.replayed = true
-	if _, limited, replayed := h.limitShared(r, rt, apps.App("free"), sig, time.Now()); !replayed || limited || rec.sigs[2] != sig {
+	if _, limited, replayed := h.limitShared(r, r.RemoteAddr, rt, apps.App("free"), sig, time.Now()); !replayed || limited || rec.sigs[2] != sig {
 		t.Fatalf("a signature without limits: limited %v replayed %v; want one call with the signature, replayed", limited, replayed)
 	}
 }

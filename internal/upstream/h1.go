@@ -289,7 +289,7 @@ func (p *h1Pool) idleCount(addr string) int {
 // safe, and the first failure is not the endpoint's.
 //
 // tm, when set, receives the connect and first-byte times (Timing).
-func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID string, tm *Timing) (*http.Response, error) {
+func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID, xff string, tm *Timing) (*http.Response, error) {
 	e := p.endpoint(addr)
 	c := p.get(e, time.Now())
 	if tm != nil {
@@ -311,7 +311,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID str
 			c = newH1Conn(nc, e, p)
 		}
 		c.timing = tm
-		resp, err := c.exchange(ctx, r, addr, reqID, p.responseHeader)
+		resp, err := c.exchange(ctx, r, addr, reqID, xff, p.responseHeader)
 		c.timing = nil
 		if err == nil {
 			return resp, nil
@@ -396,12 +396,12 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 // closed; on error the hook is stopped and the caller closes c. Errors met
 // before the first response byte are wrapped as staleError when their cause
 // says the endpoint had closed the connection.
-func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff string, headerTimeout time.Duration) (*http.Response, error) {
 	// A client that goes away frees this connection's I/O at once: the
 	// pending write or read fails, and the caller (seeing ctx done)
 	// classifies the request as abandoned rather than as a timeout.
 	c.stop = context.AfterFunc(ctx, c.abort)
-	resp, err := c.exchangeHead(ctx, r, addr, reqID, headerTimeout)
+	resp, err := c.exchangeHead(ctx, r, addr, reqID, xff, headerTimeout)
 	if err == nil && ctx.Err() != nil {
 		// The hook may have fired before the header deadline was cleared.
 		err = ctx.Err()
@@ -419,12 +419,12 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID stri
 // head and arming the response-header deadline.
 var testHookHeadWritten func()
 
-func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID string, headerTimeout time.Duration) (*http.Response, error) {
+func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID, xff string, headerTimeout time.Duration) (*http.Response, error) {
 	var sent time.Time
 	if c.timing != nil {
 		sent = time.Now()
 	}
-	err := writeRequestHead(c.bw, r, addr, reqID)
+	err := writeRequestHead(c.bw, r, addr, reqID, xff)
 	if err == nil {
 		err = c.bw.Flush()
 	}

@@ -63,25 +63,28 @@ func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
 		host   string
 		remote string
 		header http.Header
+		xff    string // Outbound.ForwardedFor
 	}{
-		{"plain", "h.example", "192.0.2.1:5000", http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}}},
+		{"plain", "h.example", "192.0.2.1:5000", http.Header{"Accept": {"*/*"}, "User-Agent": {"curl/8"}}, ""},
 		{"hop-by-hop and Connection-listed", "h.example", "192.0.2.1:5000", http.Header{
 			"Connection": {"close, X-A", "x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"},
 			"Keep-Alive": {"1"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"}, "Trailer": {"X"},
-			"Proxy-Connection": {"x"}, "Proxy-Authenticate": {"x"}}},
-		{"Te without trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip"}}},
-		{"Te with trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip, trailers"}}},
+			"Proxy-Connection": {"x"}, "Proxy-Authenticate": {"x"}}, ""},
+		{"Te without trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip"}}, ""},
+		{"Te with trailers", "h.example", "192.0.2.1:5000", http.Header{"Te": {"gzip, trailers"}}, ""},
 		{"prior forwarding", "h.example", "[2001:db8::1]:443", http.Header{
-			"X-Forwarded-For": {"198.51.100.1", "198.51.100.2"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"}}},
-		{"no Host, no remote port", "", "pipe", http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Forwarded-Host": {"kept"}}},
-		{"several values", "h.example", "192.0.2.1:5000", http.Header{"Cookie": {"a=1", "b=2"}, "X-Request-Id": {"one", "two"}}},
+			"X-Forwarded-For": {"198.51.100.1", "198.51.100.2"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"}}, ""},
+		{"no Host, no remote port", "", "pipe", http.Header{"X-Forwarded-For": {"198.51.100.1"}, "X-Forwarded-Host": {"kept"}}, ""},
+		{"several values", "h.example", "192.0.2.1:5000", http.Header{"Cookie": {"a=1", "b=2"}, "X-Request-Id": {"one", "two"}}, ""},
+		{"untrusted Forwarded dropped", "h.example", "192.0.2.1:5000", http.Header{"Forwarded": {"for=6.6.6.6"}, "X-Forwarded-For": {"6.6.6.6"}}, ""},
+		{"trusted chain", "h.example", "10.0.0.9:5000", http.Header{"Forwarded": {"for=203.0.113.5"}, "X-Forwarded-For": {"6.6.6.6, 203.0.113.5"}}, "203.0.113.5, 10.0.0.9"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/p?q=1", nil)
 			r.Host, r.RemoteAddr, r.Header = tc.host, tc.remote, tc.header
 			var buf strings.Builder
 			bw := bufio.NewWriter(&buf)
-			if err := writeRequestHead(bw, r, "10.0.0.1:80", "rid"); err != nil {
+			if err := writeRequestHead(bw, r, "10.0.0.1:80", "rid", tc.xff); err != nil {
 				t.Fatal(err)
 			}
 			bw.Flush()
@@ -89,9 +92,19 @@ func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
 			if err != nil {
 				t.Fatalf("head does not parse: %v\n%s", err, buf.String())
 			}
-			want := OutboundHeader(r, "rid")
+			want := OutboundHeader(r, "rid", tc.xff)
 			if ua := want["User-Agent"]; len(ua) == 1 && ua[0] == "" {
 				delete(want, "User-Agent") // the transport sends none
+			}
+			wantXFF := tc.xff
+			if wantXFF == "" {
+				wantXFF, _, _ = net.SplitHostPort(tc.remote)
+			}
+			if got := sent.Header["X-Forwarded-For"]; fmt.Sprint(got) != fmt.Sprint([]string{wantXFF}) && wantXFF != "" || wantXFF == "" && got != nil {
+				t.Errorf("X-Forwarded-For %q, want %q alone (never the client's)", got, wantXFF)
+			}
+			if _, ok := sent.Header["Forwarded"]; ok != (tc.xff != "") {
+				t.Errorf("Forwarded sent: %v, want it only from a trusted proxy", ok)
 			}
 			if fmt.Sprint(sent.Header) != fmt.Sprint(want) {
 				t.Errorf("fast path sends\n%v\nstandard path sends\n%v", sent.Header, want)
@@ -111,14 +124,23 @@ func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
 	for _, h := range []http.Header{
 		{"X-A": {"v\r\nX-Injected: 1"}},
 		{"X-A": {"v\nX"}},
-		{"X-Forwarded-For": {"1.2.3.4\r\nX: y"}},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header = h
 		bw := bufio.NewWriter(io.Discard)
-		if err := writeRequestHead(bw, r, "a:1", "rid"); !errors.Is(err, errInvalidHeader) {
+		if err := writeRequestHead(bw, r, "a:1", "rid", ""); !errors.Is(err, errInvalidHeader) {
 			t.Errorf("%v: err %v, want errInvalidHeader", h, err)
 		}
+	}
+	// The client's X-Forwarded-For is never written (replaced), so its
+	// line break cannot split the head; a bad chain from the proxy fails.
+	r0 := httptest.NewRequest("GET", "/", nil)
+	r0.Header = http.Header{"X-Forwarded-For": {"1.2.3.4\r\nX: y"}}
+	if err := writeRequestHead(bufio.NewWriter(io.Discard), r0, "a:1", "rid", ""); err != nil {
+		t.Errorf("client X-Forwarded-For with CRLF: %v, want it dropped", err)
+	}
+	if err := writeRequestHead(bufio.NewWriter(io.Discard), r0, "a:1", "rid", "1.2.3.4\nX: y"); !errors.Is(err, errInvalidHeader) {
+		t.Errorf("ForwardedFor with LF: %v, want errInvalidHeader", err)
 	}
 	// A request target that could split the request line falls back to
 	// the escaped form.
@@ -127,7 +149,7 @@ func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
 	r.RequestURI = "/a b HTTP/1.1\r\nX: y"
 	var buf strings.Builder
 	bw := bufio.NewWriter(&buf)
-	if err := writeRequestHead(bw, r, "a:1", "rid"); err != nil {
+	if err := writeRequestHead(bw, r, "a:1", "rid", ""); err != nil {
 		t.Fatal(err)
 	}
 	bw.Flush()
@@ -208,7 +230,7 @@ func TestClientGoneWhileHeadIsWritten(t *testing.T) {
 	defer func() { testHookHeadWritten = nil }()
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	start := time.Now()
-	_, err = c.exchange(ctx, r, ln.Addr().String(), "id", 10*time.Second)
+	_, err = c.exchange(ctx, r, ln.Addr().String(), "id", "", 10*time.Second)
 	if took := time.Since(start); err == nil || took > 2*time.Second {
 		t.Fatalf("exchange returned %v after %v; want an error at once (not after the 10s header timeout)", err, took)
 	}

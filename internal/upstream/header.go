@@ -26,7 +26,7 @@ func OutboundRequest(ctx context.Context, r *http.Request, o Outbound) *http.Req
 	out.RequestURI = ""
 	out.Close = false
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
-	out.Header = OutboundHeader(r, reqID)
+	out.Header = OutboundHeader(r, reqID, o.ForwardedFor)
 	out.Trailer = o.Trailer // never r.Trailer: the proxy screens trailers
 	if length == 0 {
 		out.Body = nil // nothing to send: spare the transport a body copy
@@ -76,7 +76,10 @@ func IsUpgrade(h http.Header) bool {
 // OutboundHeader builds the headers sent upstream: the client's, less
 // hop-by-hop ones, plus X-Forwarded-For/-Proto/-Host and X-Request-Id.
 // Values are shared with the inbound header (never mutated), not copied.
-func OutboundHeader(r *http.Request, reqID string) http.Header {
+// X-Forwarded-For is xff when set (Outbound.ForwardedFor: a trusted
+// proxy's chain), else the peer's address alone: the client's is replaced,
+// never appended to, and its Forwarded header is dropped.
+func OutboundHeader(r *http.Request, reqID, xff string) http.Header {
 	in := r.Header
 	out := make(http.Header, len(in)+4)
 	conn := in["Connection"]
@@ -93,12 +96,14 @@ func OutboundHeader(r *http.Request, reqID string) http.Header {
 		out["Connection"] = []string{"Upgrade"}
 		out["Upgrade"] = in["Upgrade"]
 	}
-	clientIP, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err == nil {
-		if prior := in["X-Forwarded-For"]; len(prior) > 0 {
-			clientIP = strings.Join(prior, ", ") + ", " + clientIP
-		}
+	if xff != "" {
+		out["X-Forwarded-For"] = []string{xff}
+	} else if clientIP, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		out["X-Forwarded-For"] = []string{clientIP}
+		delete(out, "Forwarded")
+	} else {
+		delete(out, "X-Forwarded-For")
+		delete(out, "Forwarded")
 	}
 	if r.TLS != nil {
 		out["X-Forwarded-Proto"] = protoHTTPS
@@ -129,7 +134,8 @@ var (
 // X-Request-Id), in map order. It builds no header map and allocates
 // nothing. A value carrying CR or LF fails it with errInvalidHeader (the
 // server in front rejects those already; this keeps it so).
-func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID string) error {
+// X-Forwarded-For and Forwarded as OutboundHeader sends them for xff.
+func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID, xff string) error {
 	target := r.RequestURI
 	if target == "*" && r.Method == http.MethodOptions {
 		// asterisk-form: OPTIONS for the server as a whole
@@ -164,8 +170,10 @@ func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID string) err
 		case "Host", "Content-Length", "X-Forwarded-Proto", "X-Request-Id":
 			continue // written below, or not at all
 		case "X-Forwarded-For":
-			if ipErr == nil {
-				continue
+			continue // the client's is replaced: written below
+		case "Forwarded":
+			if xff == "" {
+				continue // from an untrusted peer: dropped
 			}
 		case "X-Forwarded-Host":
 			if r.Host != "" {
@@ -192,16 +200,14 @@ func writeRequestHead(bw *bufio.Writer, r *http.Request, addr, reqID string) err
 	if te := in["Te"]; len(te) > 0 && ConnectionListed(te, "trailers") {
 		bw.WriteString("Te: trailers\r\n")
 	}
-	if ipErr == nil {
-		bw.WriteString("X-Forwarded-For: ")
-		for _, v := range in["X-Forwarded-For"] {
-			if !validValue(v) {
-				return errInvalidHeader
-			}
-			bw.WriteString(v)
-			bw.WriteString(", ")
+	if xff != "" || ipErr == nil {
+		if xff == "" {
+			xff = clientIP
+		} else if !validValue(xff) {
+			return errInvalidHeader
 		}
-		bw.WriteString(clientIP)
+		bw.WriteString("X-Forwarded-For: ")
+		bw.WriteString(xff)
 		bw.WriteString("\r\n")
 	}
 	if r.TLS != nil {

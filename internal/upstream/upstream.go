@@ -29,6 +29,12 @@ type Outbound struct {
 	Addr string
 	// RequestID is sent as X-Request-Id.
 	RequestID string
+	// ForwardedFor is the X-Forwarded-For sent when the request came
+	// through a trusted proxy (the proxy's client address: the chain from
+	// the client to the peer); the client's Forwarded header is then kept.
+	// "": the peer's address alone, and no Forwarded: a client-sent
+	// X-Forwarded-For or Forwarded never reaches the upstream.
+	ForwardedFor string
 	// Body and Length are the attempt's body (nil and 0: none).
 	Body   io.ReadCloser
 	Length int64
@@ -100,7 +106,7 @@ func NewTransport(o Options) *Transport {
 // pool and everything else through the standard http.Transport.
 func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
 	if o.Length == 0 && FastPath(r) {
-		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.Timing)
+		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.ForwardedFor, o.Timing)
 	}
 	if o.Timing != nil {
 		return roundTripTimed(ctx, t.std, r, o)
