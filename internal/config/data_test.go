@@ -135,7 +135,7 @@ func TestDataConfigRejects(t *testing.T) {
 		{"sql and table", "source: local\n      table: customers", "source: local\n      sql: SELECT 1\n      table: customers",
 			"routes[1].data.table: give sql or table, not both"},
 		{"neither", "source: local\n      table: customers", "source: local", "routes[1].data.sql: required (or table, for a table-mode route)"},
-		{"filter op", "region: [eq, in]", "region: [eq, near]", `routes[1].data.filters.region[1]: must be one of eq, neq, lt, lte, gt, gte, in, is, like, got "near"`},
+		{"filter op", "region: [eq, in]", "region: [eq, near]", `routes[1].data.filters.region[1]: must be one of eq, neq, lt, lte, gt, gte, in, is, like, ilike, got "near"`},
 		{"filter on unlisted column", "id: [eq]}", "secret: [eq]}", "routes[1].data.table: "},
 		{"columns missing", "      columns: [id, name, region, created_at]\n", "", "routes[1].data.columns: required with table"},
 		{"params on table", "      order: [id]\n", "      order: [id]\n      params: {x: {type: int64}}\n", "routes[1].data.params: only applies to a SQL-mode route"},
@@ -189,7 +189,7 @@ func TestDataConfigRejects(t *testing.T) {
 // cached answers and accepting old cursors).
 func TestDataVersionCoversEveryField(t *testing.T) {
 	// column_types only feeds the OpenAPI document: the answer is the same.
-	leftOut := map[string]bool{"Cache": true, "StatementTimeout": true, "SendTimeout": true, "ColumnTypes": true, "ColumnTypeOrder": true}
+	leftOut := map[string]bool{"CountMax": true, "Cache": true, "StatementTimeout": true, "SendTimeout": true, "ColumnTypes": true, "ColumnTypeOrder": true}
 	c, err := Parse([]byte(dataYAML(t, "")))
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +206,7 @@ func TestDataVersionCoversEveryField(t *testing.T) {
 		"Columns":    func(d *RouteData) { d.Columns = []string{"a"} },
 		"Filters":    func(d *RouteData) { d.Filters = map[string][]string{"a": {"eq"}} },
 		"Order":      func(d *RouteData) { d.Order = []string{"a"} },
+		"Orders":     func(d *RouteData) { d.Orders = []DataOrder{{Order: "a", Keyset: "a,id"}} },
 		"Page":       func(d *RouteData) { d.Page = &DataPage{Keyset: []string{"id"}, Default: 5, Max: 10} },
 		"MaxRows":    func(d *RouteData) { d.MaxRows++ },
 		"MaxBytes":   func(d *RouteData) { d.MaxBytes++ },
