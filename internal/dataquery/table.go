@@ -122,10 +122,10 @@ type TableQuery struct {
 	findex  map[string]int // column → filters index
 	columns map[string]int // column → Columns index
 	page    *pager
-	from    string      // the quoted table
-	names   []string    // Columns' names
-	quoted  []string    // Columns' quoted names
-	keycols []string    // the route's own order's keyset (the page's), nil unpaged
+	from    string       // the quoted table
+	names   []string     // Columns' names
+	quoted  []string     // Columns' quoted names
+	keycols []string     // the route's own order's keyset (the page's), nil unpaged
 	orders  []tableOrder // allowed client orders (selectorder.go)
 }
 
