@@ -83,7 +83,7 @@ var clientOracleCols = map[string]string{
 	"id": "id::text", "region": "region", "name": "name", "price": "price::text", "qty": "qty::text",
 	"score": "score::text", "active": "active::text",
 	"created_at": `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`,
-	"note": "note", "code": "code::text",
+	"note":       "note", "code": "code::text",
 }
 
 var clientAllCols = []string{"id", "region", "name", "price", "qty", "score", "active", "created_at", "note", "code"}
