@@ -353,7 +353,7 @@ func (f *tableFilter) checkValue(param, what string, x any) *Error {
 	switch f.dbCheck {
 	case checkDecimal:
 		if s, _ := x.(string); !isDecimal(s) {
-			return invalid(param, what+quote(s)+" is not a decimal number (numeric column)")
+			return invalid(param, what+quote(s)+" is not a decimal number")
 		}
 	case checkInt2, checkInt4:
 		n, _ := x.(int64)

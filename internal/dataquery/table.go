@@ -379,7 +379,7 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 			}
 		}
 	}
-	where, nwhere := string(b.sql[len(prefix):]), len(b.args)
+	whereEnd, nwhere := len(b.sql), len(b.args)
 	if oi >= 0 {
 		if len(canon) > 0 {
 			canon = append(canon, '&')
@@ -392,7 +392,7 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 		}
 		canon = t.canonSelect(canon, sel)
 	}
-	out := Bound{Params: string(canon), where: where, nwhere: nwhere}
+	out := Bound{Params: string(canon), nwhere: nwhere}
 	if paged {
 		limit, after, e := pageArgs(pg, q, out.Params)
 		if e != nil {
@@ -414,6 +414,7 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 		b.text(orderSQL)
 	}
 	out.SQL, out.Args = string(b.sql), b.args
+	out.where = out.SQL[len(prefix):whereEnd] // a substring: no copy
 	return out, nil
 }
 
