@@ -1,12 +1,12 @@
 package openapi
 
 import (
-	"strconv"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
