@@ -102,6 +102,7 @@ LOAD_TEST_NAMES := \
 	TestActiveCheckDetectionTime \
 	TestMillionRowsHeap \
 	TestDataStormReplayed \
+	TestDataSelectSpeed \
 	TestAlertsFireInPrometheus \
 	TestProcsSharedLimitAccuracy \
 	TestProcsRedisOutage \
