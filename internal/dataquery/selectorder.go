@@ -126,7 +126,7 @@ func (t *TableQuery) compileOrders(spec TableSpec, page *Page) error {
 		keyset := o.Keyset
 		if keyset == "" {
 			if page != nil {
-				return fmt.Errorf("%s: order %q has no keyset: a paged route's every order needs one (its columns, then a unique NOT NULL column: keyset: %s,id)", what, o.Order, canon)
+				return fmt.Errorf("%s: order %q has no keyset: a paged route's every order needs one (its items, then a unique NOT NULL column unless they are unique already: keyset: %q)", what, o.Order, canon+",<column>")
 			}
 			keyset = canon
 		}
@@ -135,11 +135,11 @@ func (t *TableQuery) compileOrders(spec TableSpec, page *Page) error {
 			return fmt.Errorf("%s.keyset: %w", what, err)
 		}
 		if len(knames) < len(names) {
-			return fmt.Errorf("%s.keyset %q must begin with the order's items (%s)", what, keyset, canon)
+			return fmt.Errorf("%s.keyset: %q must begin with the order's items (%s, same directions)", what, keyset, canon)
 		}
 		for j := range names {
 			if knames[j] != names[j] || kdesc[j] != desc[j] {
-				return fmt.Errorf("%s.keyset %q must begin with the order's items (%s)", what, keyset, canon)
+				return fmt.Errorf("%s.keyset: %q must begin with the order's items (%s, same directions)", what, keyset, canon)
 			}
 		}
 		items := make([]orderItem, len(knames))
