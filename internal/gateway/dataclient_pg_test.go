@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/levee-gw/levee/internal/testsvc"
 )
@@ -352,6 +353,19 @@ func TestDataClientChoicesAgainstPsql(t *testing.T) {
 	})
 
 	t.Run("hostile values", func(t *testing.T) {
+		// The server logs every statement from here on: what levee sent
+		// is checked below to hold no request byte.
+		pg.Exec(t, "ALTER SYSTEM SET log_statement = 'all'")
+		pg.Exec(t, "SELECT pg_reload_conf()")
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(pg.LogText(t), `"items10" WHERE "code" = $1`) {
+			if time.Now().After(deadline) {
+				t.Fatal("log_statement = all did not take effect within 10 s")
+			}
+			clientGet(t, h, "/v1/items?code=eq.77", nil)
+			time.Sleep(50 * time.Millisecond) // the reload is asynchronous: poll the log
+		}
+		logFrom := len(pg.LogText(t))
 		deep := "or=(id.eq.1,and(id.eq.2,or(id.eq.3,and(id.eq.4,id.eq.5))))"
 		var many strings.Builder
 		many.WriteString("or=(")
@@ -416,10 +430,45 @@ func TestDataClientChoicesAgainstPsql(t *testing.T) {
 				t.Errorf("Prefer: %s: %d %s", pref, status, body)
 			}
 		}
+		// Values that reach the database, as bind parameters only.
+		for _, q := range []string{
+			"name=eq." + url.QueryEscape("'; DROP TABLE items10; --"),
+			"or=(name.eq." + url.QueryEscape(`"x') OR 1=1 --"`) + ",region.ilike." + url.QueryEscape("*'; SELECT pg_sleep(1)*") + ")",
+			"region=in.(" + url.QueryEscape(`north\,') OR ('1'='1`) + ",south)",
+		} {
+			if status, _, body := clientGet(t, h, "/v1/items?"+q, map[string]string{"Prefer": "count=exact"}); status != 200 {
+				t.Errorf("%s: %d %s", q, status, body)
+			}
+		}
 		// The table is whole.
 		if n := pg.QueryText(t, "SELECT count(*) FROM items10"); *n[0][0] != "300" {
 			t.Errorf("items10 has %s rows", *n[0][0])
 		}
+		logged := pg.LogText(t)[logFrom:]
+		statements, params := 0, 0
+		for _, line := range strings.Split(logged, "\n") {
+			_, stmt, ok := strings.Cut(line, "execute ")
+			if strings.Contains(line, "DETAIL:  parameters:") {
+				params++
+			}
+			if !ok || !strings.Contains(stmt, "items10") {
+				continue
+			}
+			statements++
+			if _, sql, ok := strings.Cut(stmt, ": "); ok {
+				rest := strings.ReplaceAll(sql, "ESCAPE '!'", "")
+				for _, bad := range []string{"'", "DROP", "pg_sleep", "--", "OR 1=1"} {
+					if strings.Contains(rest, bad) {
+						t.Errorf("a statement levee sent holds %q: %s", bad, sql)
+					}
+				}
+			}
+		}
+		if statements < 6 || params < 6 || !strings.Contains(logged, "DROP TABLE items10") {
+			t.Errorf("the query log has %d statements on items10 and %d parameter lines (the hostile value among them: %v)",
+				statements, params, strings.Contains(logged, "DROP TABLE items10"))
+		}
+		t.Logf("query log: %d statements on items10, each with only placeholders; %d parameter lines carry the values", statements, params)
 	})
 }
 
