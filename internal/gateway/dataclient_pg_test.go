@@ -74,6 +74,15 @@ routes:
       page: {keyset: [id], default: 50, max: 100}
       limits: {max_rows: 500}
       count_max: 200
+  - name: sqlitems
+    match: {path_prefix: /v1/sqlitems}
+    data:
+      source: sales
+      sql: SELECT id, price FROM items10 WHERE region = :region ORDER BY id
+      params:
+        region: {type: string, required: true}
+      page: {keyset: [id], default: 10, max: 50}
+      count_max: 100
 `, dataQuote(stateDir), dataQuote(dsn))
 }
 
@@ -306,6 +315,20 @@ func TestDataClientChoicesAgainstPsql(t *testing.T) {
 			t.Errorf("count=planned: %d %q, the planner's reltuples %s", status, hdr.Get("Content-Range"), *ref[0][0])
 		}
 		t.Logf("estimated %q, planned %q", total, hdr.Get("Content-Range"))
+
+		// A SQL-mode route counts its statement, wrapped, in every format.
+		for _, c := range []struct{ accept, want string }{
+			{"", "0-9/75"}, {"application/x-ndjson", "0-9/75"}, {"text/csv", "0-9/75"},
+		} {
+			status, hdr, body := clientGet(t, h, "/v1/sqlitems?region=south&limit=10", map[string]string{"Prefer": "count=exact", "Accept": c.accept})
+			if status != 200 || hdr.Get("Content-Range") != c.want {
+				t.Errorf("SQL route, count=exact, %q: %d %q %.200s, want %s", c.accept, status, hdr.Get("Content-Range"), body, c.want)
+			}
+		}
+		status, hdr, _ = clientGet(t, h, "/v1/sqlitems?region=south&limit=10", map[string]string{"Prefer": "count=planned"})
+		if n, err := strconv.Atoi(strings.TrimPrefix(hdr.Get("Content-Range"), "0-9/")); status != 200 || err != nil || n < 1 || n > 300 {
+			t.Errorf("SQL route count=planned: %d %q", status, hdr.Get("Content-Range"))
+		}
 	})
 
 	t.Run("limit in every format", func(t *testing.T) {
