@@ -36,6 +36,16 @@ routes:
       page: {keyset: [id], default: 10, max: 20}
       limits: {max_rows: 100}
       count_max: 30
+  - name: cached
+    match: {path_prefix: /v1/cached}
+    data:
+      source: sales
+      table: orders
+      columns: [id, customer_id, total]
+      filters: {customer_id: [eq]}
+      orders: [{order: total.desc, keyset: "total.desc,id"}]
+      page: {keyset: [id], default: 3, max: 20}
+      cache: {ttl: 1h}
 `, dataQuote(t.TempDir()), dataQuote(dbPath)))
 
 	cases := []struct {
@@ -132,6 +142,29 @@ routes:
 	if status != 200 || string(body) != "id\r\n807\r\n806\r\n" {
 		t.Errorf("CSV limit=2: %d %q", status, body)
 	}
+	// The cache keeps an answer per select and order.
+	first := map[string]string{}
+	for _, q := range []string{"select=id", "select=id,total", "select=id&order=total.desc", "select=total&order=total.desc", ""} {
+		status, hdr, body := clientGet(t, h, "/v1/cached?customer_id=eq.4&"+q, nil)
+		if status != 200 || hdr.Get("Levee-Cache") != "miss" {
+			t.Errorf("%s: first request %d %q %s, want a miss", q, status, hdr.Get("Levee-Cache"), body)
+		}
+		first[q] = string(body)
+	}
+	for q, want := range first {
+		status, hdr, body := clientGet(t, h, "/v1/cached?customer_id=eq.4&"+q, nil)
+		if status != 200 || hdr.Get("Levee-Cache") != "hit" || string(body) != want {
+			t.Errorf("%s: again %d %q %s, want the hit %s", q, status, hdr.Get("Levee-Cache"), body, want)
+		}
+	}
+	if first["select=id"] == first["select=id,total"] || first["select=id"] == first["select=id&order=total.desc"] {
+		t.Errorf("answers of different selects or orders are the same: %v", first)
+	}
+	// A counted answer bypasses the cache.
+	if _, hdr, _ := clientGet(t, h, "/v1/cached?customer_id=eq.4&select=id", map[string]string{"Prefer": "count=exact"}); hdr.Get("Levee-Cache") != "" || hdr.Get("Content-Range") != "0-2/7" {
+		t.Errorf("counted: Levee-Cache %q, Content-Range %q", hdr.Get("Levee-Cache"), hdr.Get("Content-Range"))
+	}
+
 	// A cursor is foreign across select and order.
 	_, _, body = clientGet(t, h, "/v1/orders?order=total.desc&limit=2", nil)
 	var p jsonPage
