@@ -22,7 +22,7 @@ FUZZ_TARGETS := \
 	./internal/clusterstore:FuzzDecodeRecord:2000 \
 	./internal/clusterstore:FuzzPushValue:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \
-	./internal/dataquery:FuzzChoices:3000 \
+	./internal/dataquery:FuzzChoices:20000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \

@@ -248,7 +248,7 @@ func choices(d *Data) []any {
 	}
 	if len(d.Orders) > 0 {
 		out = append(out, obj{{"name", "order"}, {"in", "query"}, {"required", false},
-			{"description", "One of the orders this route allows, in PostgREST's syntax (col, col.asc, col.desc; .asc may be left out). " +
+			{"description", "One of the orders this route allows: " + strings.Join(d.Orders, "; ") + ", in PostgREST's syntax (col, col.asc, col.desc; .asc may be left out). " +
 				"Pages follow each order's keyset; a cursor is valid only under the order (and select) it was made with."},
 			{"schema", obj{{"type", "string"}}}, {"x-levee-orders", d.Orders}})
 	}
