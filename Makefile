@@ -24,6 +24,7 @@ FUZZ_TARGETS := \
 	./internal/clusterstore:FuzzDecodeRecord:2000 \
 	./internal/clusterstore:FuzzPushValue:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \
+	./internal/dataquery:FuzzChoices:20000 \
 	./internal/balance:FuzzSmoothWeighted:600 \
 	./internal/balance:FuzzLeastRequest:5000 \
 	./internal/balance:FuzzConsistentHash:300 \
@@ -104,6 +105,7 @@ LOAD_TEST_NAMES := \
 	TestActiveCheckDetectionTime \
 	TestMillionRowsHeap \
 	TestDataStormReplayed \
+	TestDataSelectSpeed \
 	TestAlertsFireInPrometheus \
 	TestProcsSharedLimitAccuracy \
 	TestProcsRedisOutage \

@@ -46,7 +46,7 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 	}
 	// Table mode: the column kinds come from the database at run time; the
 	// declaration's shape is checked here with every column a string.
-	spec := dataquery.TableSpec{Table: d.Table, Order: d.Order, Filters: map[string][]dataquery.Op{}}
+	spec := dataquery.TableSpec{Table: d.Table, Order: d.Order, Orders: d.QueryOrders(), Filters: map[string][]dataquery.Op{}}
 	for _, c := range d.Columns {
 		spec.Columns = append(spec.Columns, dataquery.Column{Name: c, Kind: dataquery.String})
 	}
@@ -60,6 +60,11 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 		}
 	}
 	if _, err := dataquery.CompileTable(spec, page, dialect); err != nil {
+		if at, msg, ok := strings.Cut(err.Error(), ": "); ok && strings.HasPrefix(at, "orders[") && f["orders"] != nil {
+			// "orders[1].keyset: ..." is said of the route's data.orders[1].keyset.
+			p.Add(f["orders"], path+"."+at, "%s", msg)
+			return
+		}
 		p.Add(f["table"], engine.Key(path, "table"), "%v", err)
 	}
 }

@@ -46,6 +46,9 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	if v := f["filters"]; v != nil {
 		d.Filters = p.dataFilters(engine.Key(path, "filters"), v)
 	}
+	if v := f["orders"]; v != nil {
+		d.Orders = p.dataOrders(engine.Key(path, "orders"), v)
+	}
 	if v := f["page"]; v != nil {
 		d.Page = p.dataPage(engine.Key(path, "page"), v)
 	}
@@ -64,7 +67,7 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 		p.Add(n, engine.Key(path, "sql"), "required (or table, for a table-mode route)")
 		return d
 	case sqlMode:
-		for _, k := range []string{"columns", "filters", "order"} {
+		for _, k := range []string{"columns", "filters", "order", "orders"} {
 			if f[k] != nil {
 				p.Add(f[k], engine.Key(path, k), "only applies to a table-mode route (with table); a SQL-mode route selects its own columns")
 			}
@@ -259,6 +262,10 @@ var (
 		engine.Field{Name: "filters", Kind: engine.KindMap, Pattern: "^.+$", Item: &engine.Field{Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataOps}},
 			Doc: "table mode: per column, the operators a request may filter it with"},
 		engine.Field{Name: "order", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindString}, Doc: `table mode: the order, each column optionally followed by " desc"`},
+		engine.Field{Name: "orders", Kind: engine.KindList, MaxItems: dataquery.MaxOrders, Item: &engine.Field{Kind: engine.KindBlock, Sub: dataOrderBlock},
+			Doc: "table mode: the orders a request may choose with order=, each with its keyset", NotSecret: "column names"},
+		engine.Field{Name: "count_max", Kind: engine.KindInt, Lo: 1, Hi: maxDataCountMax, Def: DefaultDataCountMax, Doc: "most rows Prefer: count=exact counts; a count above it is refused",
+			Bind: engine.At(func(d *RouteData) *int { return &d.CountMax })},
 		engine.Field{Name: "column_types", Kind: engine.KindMap, Pattern: "^.+$", MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataColumnKinds},
 			Doc: "the answer's columns and their kinds, shown in the OpenAPI document instead of asking the database"},
 		engine.Field{Name: "page", Kind: engine.KindBlock, Sub: dataPageBlock, Doc: "keyset pages of JSON answers; not paged when omitted"},
@@ -310,6 +317,12 @@ type RouteData struct {
 	Columns []string
 	Filters map[string][]string
 	Order   []string
+	// Orders are the orders a request may choose with order= (`orders`,
+	// table mode), each with the keyset it is paged by.
+	Orders []DataOrder
+	// CountMax caps Prefer: count=exact (`count_max`, default
+	// DefaultDataCountMax): the count reads at most CountMax+1 rows.
+	CountMax int
 	// ColumnTypes declares the answer's columns and their kinds
 	// (`column_types`, column -> one of datasource's column kinds), in
 	// file order in ColumnTypeOrder: the OpenAPI document then shows them
@@ -424,6 +437,11 @@ func (d *RouteData) Version() string {
 		strs(d.Filters[c])
 	}
 	strs(d.Order)
+	num(int64(len(d.Orders)))
+	for _, o := range d.Orders {
+		str(o.Order)
+		str(o.Keyset)
+	}
 	if d.Page != nil {
 		strs(d.Page.Keyset)
 		num(int64(d.Page.Default))
@@ -432,7 +450,7 @@ func (d *RouteData) Version() string {
 	num(int64(d.MaxRows))
 	num(d.MaxBytes)
 	strs(d.Formats)
-	// Cache, StatementTimeout and SendTimeout change how the route
+	// CountMax, Cache, StatementTimeout and SendTimeout change how the route
 	// answers, not what: they are left out, so changing them keeps the
 	// cursors clients hold.
 	return hex.EncodeToString(h.Sum(nil)[:8])

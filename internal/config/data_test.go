@@ -135,7 +135,7 @@ func TestDataConfigRejects(t *testing.T) {
 		{"sql and table", "source: local\n      table: customers", "source: local\n      sql: SELECT 1\n      table: customers",
 			"routes[1].data.table: give sql or table, not both"},
 		{"neither", "source: local\n      table: customers", "source: local", "routes[1].data.sql: required (or table, for a table-mode route)"},
-		{"filter op", "region: [eq, in]", "region: [eq, near]", `routes[1].data.filters.region[1]: must be one of eq, neq, lt, lte, gt, gte, in, is, like, got "near"`},
+		{"filter op", "region: [eq, in]", "region: [eq, near]", `routes[1].data.filters.region[1]: must be one of eq, neq, lt, lte, gt, gte, in, is, like, ilike, got "near"`},
 		{"filter on unlisted column", "id: [eq]}", "secret: [eq]}", "routes[1].data.table: "},
 		{"columns missing", "      columns: [id, name, region, created_at]\n", "", "routes[1].data.columns: required with table"},
 		{"params on table", "      order: [id]\n", "      order: [id]\n      params: {x: {type: int64}}\n", "routes[1].data.params: only applies to a SQL-mode route"},
@@ -160,6 +160,20 @@ func TestDataConfigRejects(t *testing.T) {
 			`routes[1].data.column_types.name: must be one of int64, float64, bool, string, date, timestamp, uuid, numeric, bytes, json, got "text"`},
 		{"column typed but not answered", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: string, region: string, created_at: timestamp, secret: string}\n",
 			"routes[1].data.column_types.secret: declares a column the route does not answer with (columns: id, name, region, created_at)"},
+		{"order without keyset on a paged route", "      order: [id]\n", "      order: [id]\n      orders: [{order: created_at.desc}]\n",
+			`routes[1].data.orders[0]: order "created_at.desc" has no keyset: a paged route's every order needs one (its items, then a unique NOT NULL column unless they are unique already: keyset: "created_at.desc,<column>")`},
+		{"keyset not beginning with its order", "      order: [id]\n", "      order: [id]\n      orders: [{order: id.desc, keyset: id.desc}, {order: created_at.desc, keyset: \"created_at,id\"}]\n",
+			`routes[1].data.orders[1].keyset: "created_at,id" must begin with the order's items (created_at.desc, same directions)`},
+		{"order on an unlisted column", "      order: [id]\n", "      order: [id]\n      orders: [{order: secret, keyset: \"secret,id\"}]\n",
+			`routes[1].data.orders[0].order: "secret" is not one of the columns`},
+		{"nullslast", "      order: [id]\n", "      order: [id]\n      orders: [{order: id.desc.nullslast, keyset: id.desc}]\n",
+			`routes[1].data.orders[0].order: order "id.desc.nullslast": nullslast is not supported`},
+		{"orders on a SQL route", "      formats: [json, ndjson, csv]\n", "      formats: [json, ndjson, csv]\n      orders: [{order: id, keyset: id}]\n",
+			"routes[0].data.orders: only applies to a table-mode route"},
+		{"count_max zero", "      order: [id]\n", "      order: [id]\n      count_max: 0\n", "routes[1].data.count_max: "},
+		{"filter named or", "columns: [id, name, region, created_at]\n      filters: {region: [eq, in], created_at: [gte, lt], id: [eq]}",
+			"columns: [id, name, region, created_at, or]\n      filters: {region: [eq, in], created_at: [gte, lt], id: [eq], or: [eq]}",
+			`routes[1].data.table: filters: "or" is a query key of its own (select, order, or, and) and cannot be a filter's name`},
 		{"column answered but not typed", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: string, region: string}\n",
 			`routes[1].data.column_types: must declare every column the route answers with, "created_at" is missing`},
 	} {
@@ -189,7 +203,7 @@ func TestDataConfigRejects(t *testing.T) {
 // cached answers and accepting old cursors).
 func TestDataVersionCoversEveryField(t *testing.T) {
 	// column_types only feeds the OpenAPI document: the answer is the same.
-	leftOut := map[string]bool{"Cache": true, "StatementTimeout": true, "SendTimeout": true, "ColumnTypes": true, "ColumnTypeOrder": true}
+	leftOut := map[string]bool{"CountMax": true, "Cache": true, "StatementTimeout": true, "SendTimeout": true, "ColumnTypes": true, "ColumnTypeOrder": true}
 	c, err := Parse([]byte(dataYAML(t, "")))
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +220,7 @@ func TestDataVersionCoversEveryField(t *testing.T) {
 		"Columns":    func(d *RouteData) { d.Columns = []string{"a"} },
 		"Filters":    func(d *RouteData) { d.Filters = map[string][]string{"a": {"eq"}} },
 		"Order":      func(d *RouteData) { d.Order = []string{"a"} },
+		"Orders":     func(d *RouteData) { d.Orders = []DataOrder{{Order: "a", Keyset: "a,id"}} },
 		"Page":       func(d *RouteData) { d.Page = &DataPage{Keyset: []string{"id"}, Default: 5, Max: 10} },
 		"MaxRows":    func(d *RouteData) { d.MaxRows++ },
 		"MaxBytes":   func(d *RouteData) { d.MaxBytes++ },

@@ -45,6 +45,12 @@ type body struct {
 	keyIdx []int
 	last   []any
 	more   bool // paged: a row past the page exists
+	// max is the client's limit= of an answer that is not a page (0:
+	// none): the answer ends, complete, after max rows.
+	max int
+	// ncols is the number of result columns the answer shows: the rest
+	// (Bound.Hidden) are keyset columns fetched only for the cursor.
+	ncols int
 
 	// trailer is the response's trailer map: Levee-Truncated is set in it
 	// when a cap cut the answer (CSV cannot say so in its body).
@@ -63,11 +69,15 @@ func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.B
 	for i, c := range rcols {
 		names[i] = c.Name
 	}
+	bd.ncols = len(names) - b.Hidden
+	if bd.ncols < 1 {
+		return nil, errors.New("the statement's result has no column to show")
+	}
 	var dst io.Writer = &bd.out
 	if flight != nil {
 		dst = io.MultiWriter(&bd.out, flight)
 	}
-	cols, err := rt.columns(names)
+	cols, err := rt.columns(names[:bd.ncols])
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +87,11 @@ func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.B
 	}
 	bd.w = w
 	if bd.paged {
-		for _, k := range q.Keyset() {
+		keyset := b.Keyset
+		if keyset == nil {
+			keyset = q.Keyset()
+		}
+		for _, k := range keyset {
 			i := indexOf(names, k)
 			if i < 0 {
 				w.Discard()
@@ -128,6 +142,10 @@ func (bd *body) Read(p []byte) (int, error) {
 // answer ends. Bounded: each pass reads at most one row.
 func (bd *body) fill() {
 	for bd.out.Len() == 0 {
+		if bd.max > 0 && bd.rowsSent == bd.max {
+			bd.finish(dataformat.Tail{})
+			return
+		}
 		if !bd.rows.Next() {
 			if err := bd.rows.Err(); err != nil {
 				bd.abort(err)
@@ -142,7 +160,7 @@ func (bd *body) fill() {
 			bd.finish(dataformat.Tail{})
 			return
 		}
-		if err := bd.w.Row(vals); err != nil {
+		if err := bd.w.Row(vals[:bd.ncols]); err != nil {
 			if errors.Is(err, dataformat.ErrLimit) {
 				bd.finish(dataformat.Tail{})
 				return

@@ -135,10 +135,12 @@ func askTable(ctx context.Context, src *datasource.Source, t *TableOptions) (lea
 		return learnt{}, err
 	}
 	kinds := make(map[string]string, len(cols))
+	dbTypes := make(map[string]string, len(cols))
 	for _, c := range cols {
 		kinds[c.Name] = c.Kind
+		dbTypes[c.Name] = c.Type
 	}
-	spec := dataquery.TableSpec{Table: t.Table, Filters: t.Filters, Order: t.Order}
+	spec := dataquery.TableSpec{Table: t.Table, Filters: t.Filters, Order: t.Order, Orders: t.Orders}
 	for _, name := range t.Columns {
 		kind, ok := kinds[name]
 		if !ok {
@@ -148,7 +150,7 @@ func askTable(ctx context.Context, src *datasource.Source, t *TableOptions) (lea
 		if _, filtered := t.Filters[name]; filtered && !filterable {
 			return learnt{}, &mismatchError{msg: "column " + strconv.Quote(name) + " is " + kind + ", which cannot be filtered"}
 		}
-		spec.Columns = append(spec.Columns, dataquery.Column{Name: name, Kind: k})
+		spec.Columns = append(spec.Columns, dataquery.Column{Name: name, Kind: k, DBType: dbTypes[name]})
 	}
 	q, err := dataquery.CompileTable(spec, t.Page, t.Dialect)
 	if err != nil {

@@ -9,6 +9,8 @@
 //  2. binds the request's query string to the route's statement
 //     (dataquery: every value a bind argument, every refusal naming its
 //     parameter),
+//     and, with Prefer: count=, counts the rows its filters select (at
+//     most count_max + 1 read; count.go),
 //  3. answers from the route's cache when it can (datacache: fresh hits,
 //     single flight between concurrent misses, the last good answer while
 //     the source fails),

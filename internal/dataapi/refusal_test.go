@@ -91,13 +91,14 @@ func TestValueRefusedNamesParameter(t *testing.T) {
 // page size or cursor never share a cache key.
 func TestCacheKeyParts(t *testing.T) {
 	b := dataquery.Bound{Params: "customer_id=3", Limit: 10}
-	base := cacheKey("v1", dataformat.JSON, b, url.Values{})
+	base := cacheKey("v1", dataformat.JSON, b, url.Values{}, 0)
 	other := []string{
-		cacheKey("v2", dataformat.JSON, b, url.Values{}),
-		cacheKey("v1", dataformat.NDJSON, b, url.Values{}),
-		cacheKey("v1", dataformat.JSON, dataquery.Bound{Params: "customer_id=4", Limit: 10}, url.Values{}),
-		cacheKey("v1", dataformat.JSON, dataquery.Bound{Params: "customer_id=3", Limit: 11}, url.Values{}),
-		cacheKey("v1", dataformat.JSON, b, url.Values{"cursor": {"abc"}}),
+		cacheKey("v2", dataformat.JSON, b, url.Values{}, 0),
+		cacheKey("v1", dataformat.NDJSON, b, url.Values{}, 0),
+		cacheKey("v1", dataformat.JSON, dataquery.Bound{Params: "customer_id=4", Limit: 10}, url.Values{}, 0),
+		cacheKey("v1", dataformat.JSON, dataquery.Bound{Params: "customer_id=3", Limit: 11}, url.Values{}, 0),
+		cacheKey("v1", dataformat.JSON, b, url.Values{"cursor": {"abc"}}, 0),
+		cacheKey("v1", dataformat.JSON, b, url.Values{}, 5),
 	}
 	for i, k := range other {
 		if k == base {

@@ -50,6 +50,9 @@ type Options struct {
 	Limits dataformat.Limits
 	// StatementTimeout is the route's own timeout (0: the source's).
 	StatementTimeout time.Duration
+	// CountMax caps Prefer: count=exact (count.go); 0 means
+	// DefaultCountMax.
+	CountMax int
 	// Cache and CachePolicy: answers are cached when both are set and
 	// CachePolicy.TTL > 0.
 	Cache       *datacache.Cache
@@ -68,6 +71,7 @@ type TableOptions struct {
 	Columns []string
 	Filters map[string][]dataquery.Op
 	Order   []string
+	Orders  []dataquery.OrderSpec
 	Page    *dataquery.Page
 	Dialect dataquery.Dialect
 }
@@ -118,15 +122,33 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the query string is malformed (a bad %-escape or a ';')"}
 	}
 	paged := format == dataformat.JSON && q.Keyset() != nil
+	// limit= of an answer that is not a page (NDJSON, CSV, JSON of a route
+	// without page): up to max_rows, read here, not by the query.
+	limit, err := rt.streamLimit(vals, paged)
+	if err != nil {
+		return nil, refusal(ctx, err)
+	}
+	countMode, err := dataquery.ParsePrefer(r.Header.Values("Prefer"))
+	if err != nil {
+		return nil, refusal(ctx, err)
+	}
 	b, err := q.Bind(vals, paged)
 	if err != nil {
 		return nil, refusal(ctx, err)
 	}
+	var total int64
+	if countMode != dataquery.CountNone {
+		if total, err = rt.count(ctx, q, vals, countMode); err != nil {
+			return nil, refusal(ctx, err)
+		}
+	}
 	now := rt.o.Now()
 	var flight *datacache.Flight
 	key := ""
-	if rt.cached() {
-		key = cacheKey(rt.o.Version, format, b, vals)
+	// A counted answer is neither served from the cache nor cached: its
+	// Content-Range is of the moment.
+	if rt.cached() && countMode == dataquery.CountNone {
+		key = cacheKey(rt.o.Version, format, b, vals, limit)
 		res, err := rt.o.Cache.Begin(ctx, key, rt.o.CachePolicy, now)
 		if err != nil {
 			return nil, refusal(ctx, err)
@@ -160,6 +182,9 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		return nil, queryRefusal(ctx, err, q, vals, paged)
 	}
 	body, err := rt.newBody(rows, q, b, format, flight, now)
+	if body != nil {
+		body.max = limit
+	}
 	if err != nil {
 		rows.Close()
 		if flight != nil {
@@ -186,6 +211,10 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 		}
 		body.trailer = nil
 	}
+	if countMode != dataquery.CountNone {
+		h["Content-Range"] = []string{contentRange(body, b, limit, rt.o.Limits.MaxRows, total)}
+		h["Preference-Applied"] = []string{"count=" + countMode}
+	}
 	if flight != nil {
 		h["Levee-Cache"] = []string{datacache.Miss.Header()}
 		if flight.Leader() {
@@ -211,7 +240,7 @@ func (rt *Route) query(ctx context.Context) (dataquery.Query, error) {
 
 // cacheKey is the cache key of one answer: the route's version, the
 // format, the canonical parameters and the page asked for.
-func cacheKey(version string, f dataformat.Format, b dataquery.Bound, vals url.Values) string {
+func cacheKey(version string, f dataformat.Format, b dataquery.Bound, vals url.Values, limit int) string {
 	var sb strings.Builder
 	sb.WriteString(version)
 	sb.WriteByte(0)
@@ -220,6 +249,10 @@ func cacheKey(version string, f dataformat.Format, b dataquery.Bound, vals url.V
 	sb.WriteString(b.Params)
 	sb.WriteByte(0)
 	sb.WriteString(strconv.Itoa(b.Limit))
+	if limit > 0 {
+		sb.WriteString("/")
+		sb.WriteString(strconv.Itoa(limit))
+	}
 	if c := vals["cursor"]; len(c) == 1 {
 		sb.WriteByte(0)
 		sb.WriteString(c[0])

@@ -25,6 +25,20 @@ type Bound struct {
 	Params string
 	// cursor reports that a cursor was given (the page after another).
 	cursor bool
+	// Keyset, when not nil, are the columns whose values make the next
+	// page's cursor (a client-chosen order's keyset); nil: the query's
+	// Keyset. Shared: do not modify.
+	Keyset []string
+	// Hidden is the number of trailing result columns that are not part
+	// of the answer: keyset columns a select= left out, fetched only for
+	// the cursor.
+	Hidden int
+	// pg is the pager of a client-chosen order (nil: the query's).
+	pg *pager
+	// where is a table-mode statement's " WHERE ..." of the filters (""
+	// without), whose arguments are the first nwhere (count.go).
+	where  string
+	nwhere int
 }
 
 // Query is what both compiled modes offer the caller.
@@ -101,6 +115,9 @@ func pageArgs(g *pager, q url.Values, params string) (limit int, after []any, e 
 
 // nextCursor is NextCursor for either mode.
 func nextCursor(g *pager, b Bound, last []any) (string, error) {
+	if b.pg != nil {
+		g = b.pg
+	}
 	if g == nil {
 		return "", errNotPaged
 	}
@@ -109,3 +126,7 @@ func nextCursor(g *pager, b Bound, last []any) (string, error) {
 	}
 	return encodeCursor(g.signer, g.scope, b.Params, true, last)
 }
+
+// Cursor reports whether the request gave a cursor (the page after
+// another).
+func (b Bound) Cursor() bool { return b.cursor }

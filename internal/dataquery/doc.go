@@ -45,7 +45,17 @@
 // see cursor.go for the format. A cursor= that is empty means the first
 // page. NDJSON and CSV answers are not paged (Bind with paged false): every
 // row is selected, limit= and cursor= are refused, and the caller caps the
-// rows.
+// rows (package dataapi reads an unpaged answer's limit= itself, up to
+// max_rows, and takes it out of the query string before Bind).
+//
+// # Client choices (table mode)
+//
+// select= picks and orders the answer's columns, order= one of the
+// TableSpec's Orders (each paged by its own keyset), and or=/and= groups
+// combine filters, each condition with an optional not. (selectorder.go,
+// filterops.go). Both choices are part of Bound.Params. count.go builds
+// the statements of Prefer: count= (a COUNT over a LIMIT max+1 subquery,
+// or EXPLAIN for the planner's estimate).
 //
 // # Dialects
 //

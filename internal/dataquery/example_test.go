@@ -18,7 +18,7 @@ func TestIssueExamples(t *testing.T) {
 	}
 	customers := mustTable(t, TableSpec{
 		Table:   "customers",
-		Columns: []Column{{"id", Int64}, {"name", String}, {"region", String}, {"created_at", Timestamp}},
+		Columns: []Column{{Name: "id", Kind: Int64}, {Name: "name", Kind: String}, {Name: "region", Kind: String}, {Name: "created_at", Kind: Timestamp}},
 		Filters: map[string][]Op{"region": {OpEq, OpIn}, "created_at": {OpGte, OpLt}, "id": {OpEq}},
 		Order:   []string{"id"},
 	}, &Page{Keyset: []string{"id"}, Default: 100, Max: 1000, Key: testKey, Scope: "customers-v1@1"}, Postgres)

@@ -318,13 +318,13 @@ func TestParseKindAndOp(t *testing.T) {
 	if _, err := ParseKind("integer"); err == nil {
 		t.Error("ParseKind(integer) accepted")
 	}
-	for o := OpEq; o <= OpLike; o++ {
+	for o := OpEq; o <= OpIlike; o++ {
 		if got, err := ParseOp(o.String()); err != nil || got != o {
 			t.Errorf("ParseOp(%q) = %v, %v", o.String(), got, err)
 		}
 	}
-	if _, err := ParseOp("ilike"); err == nil {
-		t.Error("ParseOp(ilike) accepted")
+	if _, err := ParseOp("match"); err == nil {
+		t.Error("ParseOp(match) accepted")
 	}
 }
 

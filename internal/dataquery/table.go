@@ -18,6 +18,10 @@ import (
 //	like                  like.ab*c: LIKE with * as the wildcard; a literal %, _ or !
 //	                      is escaped (ESCAPE '!'); string columns only. SQLite's LIKE
 //	                      ignores ASCII case, PostgreSQL's does not.
+//	ilike                 as like, ignoring case (PostgreSQL's ILIKE; SQLite's LIKE)
+//
+// Any allowed operator may be negated with a not. prefix (not.eq.x is
+// NOT ("col" = $1)); see filterops.go, also for or=(...) groups.
 //
 // lt, lte, gt and gte are not allowed on bool columns. The zero Op is
 // invalid.
@@ -33,9 +37,10 @@ const (
 	OpIn
 	OpIs
 	OpLike
+	OpIlike
 )
 
-var opNames = [...]string{"", "eq", "neq", "lt", "lte", "gt", "gte", "in", "is", "like"}
+var opNames = [...]string{"", "eq", "neq", "lt", "lte", "gt", "gte", "in", "is", "like", "ilike"}
 
 var opSQL = [...]string{OpEq: " = ", OpNeq: " <> ", OpLt: " < ", OpLte: " <= ", OpGt: " > ", OpGte: " >= "}
 
@@ -72,6 +77,11 @@ func opByName(s string) Op {
 type Column struct {
 	Name string
 	Kind Kind
+	// DBType is the database's own type name when known (PostgreSQL's
+	// typname: int4, numeric, ...): a filter value is then also held to
+	// what that type reads (filterops.go, checkValue), and like/ilike
+	// need a text type.
+	DBType string
 }
 
 // TableSpec declares a table-mode query.
@@ -83,11 +93,15 @@ type Column struct {
 // filtered. Order lists columns, each optionally followed by " asc" or
 // " desc" (ascending by default); with a Page it must be the keyset, or
 // empty to order by the keyset ascending.
+//
+// Orders are the orders a request may choose with order= (selectorder.go);
+// without them order= is refused. select= is always available.
 type TableSpec struct {
 	Table   string
 	Columns []Column
 	Filters map[string][]Op
 	Order   []string
+	Orders  []OrderSpec
 }
 
 // Bounds of a table-mode declaration and request.
@@ -108,13 +122,19 @@ type TableQuery struct {
 	findex  map[string]int // column → filters index
 	columns map[string]int // column → Columns index
 	page    *pager
+	from    string       // the quoted table
+	names   []string     // Columns' names
+	quoted  []string     // Columns' quoted names
+	keycols []string     // the route's own order's keyset (the page's), nil unpaged
+	orders  []tableOrder // allowed client orders (selectorder.go)
 }
 
 type tableFilter struct {
-	name   string
-	quoted string
-	rule   rule
-	ops    uint16 // 1<<Op for each allowed Op
+	name    string
+	quoted  string
+	rule    rule
+	ops     uint16 // 1<<Op for each allowed Op
+	dbCheck uint8  // checkValue's database-type check
 }
 
 // CompileTable checks a table-mode declaration and compiles it. Filters
@@ -155,8 +175,11 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 		}
 		t.columns[c.Name] = i
 		sel = append(sel, d.QuoteIdent(c.Name))
+		t.names = append(t.names, c.Name)
 	}
-	t.prefix = "SELECT " + strings.Join(sel, ", ") + " FROM " + strings.Join(table, ".")
+	t.quoted = sel
+	t.from = strings.Join(table, ".")
+	t.prefix = "SELECT " + strings.Join(sel, ", ") + " FROM " + t.from
 
 	names := make([]string, 0, len(spec.Filters))
 	for name := range spec.Filters {
@@ -170,9 +193,12 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 			return nil, fmt.Errorf("filters: %q is not one of the columns", clip(name))
 		case name == "limit" || name == "cursor":
 			return nil, fmt.Errorf("filters: %q is a paging key and cannot be a filter's name", name)
+		case reservedKey(name):
+			return nil, fmt.Errorf("filters: %q is a query key of its own (select, order, or, and) and cannot be a filter's name", name)
 		}
 		kind := spec.Columns[ci].Kind
-		f := tableFilter{name: name, quoted: d.QuoteIdent(name)}
+		dbType := spec.Columns[ci].DBType
+		f := tableFilter{name: name, quoted: d.QuoteIdent(name), dbCheck: dbCheckOf(d, dbType)}
 		f.rule, _ = newRule("", kind, false, 0, 0, "", "")
 		for _, o := range spec.Filters[name] {
 			switch {
@@ -180,8 +206,10 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 				return nil, fmt.Errorf("filters: %q: invalid operator %v", name, o)
 			case f.ops&(1<<o) != 0:
 				return nil, fmt.Errorf("filters: %q: operator %v listed twice", name, o)
-			case o == OpLike && kind != String:
-				return nil, fmt.Errorf("filters: %q: like applies to string columns, not %v", name, kind)
+			case (o == OpLike || o == OpIlike) && kind != String:
+				return nil, fmt.Errorf("filters: %q: %v applies to string columns, not %v", name, o, kind)
+			case (o == OpLike || o == OpIlike) && (!textType(d, dbType) || f.dbCheck == checkDecimal):
+				return nil, fmt.Errorf("filters: %q: %v applies to text columns, not %s", name, o, dbType)
 			case (o == OpLt || o == OpLte || o == OpGt || o == OpGte) && kind == Bool:
 				return nil, fmt.Errorf("filters: %q: %v does not apply to a bool column", name, o)
 			}
@@ -236,6 +264,10 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 			return nil, err
 		}
 		t.page = g
+		t.keycols = g.keyset
+	}
+	if err := t.compileOrders(spec, page); err != nil {
+		return nil, err
 	}
 	if len(items) > 0 {
 		var b strings.Builder
@@ -275,6 +307,10 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 		var e *Error
 		if k == "limit" || k == "cursor" {
 			e = pagingKey(t.page, k, vs, paged)
+		} else if reservedKey(k) {
+			if len(vs) > 1 {
+				e = paramErr(k, ReasonDuplicateParameter, "parameter "+strconv.Quote(k)+" given more than once")
+			}
 		} else if _, ok := t.findex[k]; ok {
 			if len(vs) > MaxFiltersPerColumn {
 				e = invalid(k, "more than "+strconv.Itoa(MaxFiltersPerColumn)+" filters")
@@ -291,8 +327,30 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 	if bad != nil {
 		return Bound{}, bad
 	}
-	b := builder{d: t.d, sql: make([]byte, 0, len(t.prefix)+len(t.order)+64*len(q)+32), args: make([]any, 0, len(q)+2), names: names}
-	b.text(t.prefix)
+	sel, e := t.selectArg(q["select"])
+	if e != nil {
+		return Bound{}, e
+	}
+	oi, e := t.orderArg(q["order"])
+	if e != nil {
+		return Bound{}, e
+	}
+	pg, orderSQL, keyset := t.page, t.order, t.keycols
+	if oi >= 0 {
+		o := &t.orders[oi]
+		pg, orderSQL, keyset = o.page, o.sql, o.keyset
+	}
+	paged = paged && pg != nil
+	prefix, hidden := t.prefix, 0
+	if sel != nil {
+		var ks []string
+		if paged {
+			ks = keyset
+		}
+		prefix, hidden = t.selectPrefix(sel, ks)
+	}
+	b := builder{d: t.d, sql: make([]byte, 0, len(prefix)+len(orderSQL)+64*len(q)+32), args: make([]any, 0, len(q)+2), names: names}
+	b.text(prefix)
 	var canonBuf [256]byte
 	canon := canonBuf[:0]
 	conj := " WHERE "
@@ -311,87 +369,76 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 			}
 		}
 	}
-	out := Bound{Params: string(canon)}
-	if paged && t.page != nil {
-		limit, after, e := pageArgs(t.page, q, out.Params)
+	for _, key := range [...]string{"and", "or"} {
+		if vs := q[key]; len(vs) > 0 {
+			b.text(conj)
+			conj = " AND "
+			var e *Error
+			if canon, e = t.logicArg(&b, canon, key, vs[0]); e != nil {
+				return Bound{}, e
+			}
+		}
+	}
+	whereEnd, nwhere := len(b.sql), len(b.args)
+	if oi >= 0 {
+		if len(canon) > 0 {
+			canon = append(canon, '&')
+		}
+		canon = append(append(canon, "order="...), t.orders[oi].canon...)
+	}
+	if sel != nil {
+		if len(canon) > 0 {
+			canon = append(canon, '&')
+		}
+		canon = t.canonSelect(canon, sel)
+	}
+	out := Bound{Params: string(canon), nwhere: nwhere}
+	if paged {
+		limit, after, e := pageArgs(pg, q, out.Params)
 		if e != nil {
 			return Bound{}, e
 		}
-		out.Limit, out.cursor = limit, after != nil
+		out.Limit, out.cursor, out.pg, out.Hidden = limit, after != nil, pg, hidden
+		if oi >= 0 || hidden > 0 {
+			out.Keyset = keyset
+		}
 		if after != nil {
 			b.text(conj)
-			t.page.predicate(&b, after)
+			pg.predicate(&b, after)
 		}
-		b.text(t.order)
+		b.text(orderSQL)
 		b.text(" LIMIT ")
 		b.name = "limit"
 		b.arg(int64(limit + 1))
 	} else {
-		b.text(t.order)
+		b.text(orderSQL)
 	}
 	out.SQL, out.Args = string(b.sql), b.args
+	out.where = out.SQL[len(prefix):whereEnd] // a substring: no copy
 	return out, nil
 }
 
-// bind appends one filter's condition to b and its canonical op.value to
-// canon.
+// reservedKey reports the query keys of their own in table mode: select=,
+// order= and the logical groups or=, and=.
+func reservedKey(k string) bool {
+	return k == "select" || k == "order" || k == "or" || k == "and"
+}
+
+// bind appends one filter's condition to b and its canonical
+// [not.]op.value to canon.
 func (f *tableFilter) bind(b *builder, canon []byte, v string) ([]byte, *Error) {
 	opName, val, ok := strings.Cut(v, ".")
+	not := false
+	if ok && opName == "not" {
+		not = true
+		opName, val, ok = strings.Cut(val, ".")
+	}
 	op := opByName(opName)
 	if !ok || op == 0 || f.ops&(1<<op) == 0 {
 		return canon, paramErr(f.name, ReasonOperatorNotAllowed,
-			"filter on "+strconv.Quote(f.name)+" must be op.value with op one of ["+f.opList()+"], not "+quote(v))
+			"filter on "+strconv.Quote(f.name)+" must be [not.]op.value with op one of ["+f.opList()+"], not "+quote(v))
 	}
-	canon = append(append(canon, opNames[op]...), '.')
-	b.text(f.quoted)
-	b.name = f.name
-	switch op {
-	case OpIs:
-		switch {
-		case val == "null":
-			b.text(" IS NULL")
-		case (val == "true" || val == "false") && f.rule.kind == Bool:
-			b.text(" IS ")
-			b.text(strings.ToUpper(val))
-		default:
-			return canon, invalid(f.name, "is. takes null (or true, false on a bool column), not "+quote(val))
-		}
-		return append(canon, val...), nil
-	case OpIn:
-		if len(val) < 2 || val[0] != '(' || val[len(val)-1] != ')' {
-			return canon, invalid(f.name, "in. takes a list in parentheses, in.(a,b), not "+quote(val))
-		}
-		items, e := f.rule.items(f.name, val[1:len(val)-1], DefaultMaxItems)
-		if e != nil {
-			return canon, e
-		}
-		b.text(" IN (")
-		for i, it := range items.([]any) {
-			if i > 0 {
-				b.text(", ")
-			}
-			b.arg(it)
-		}
-		b.text(")")
-		canon = append(canon, '(')
-		canon = appendCanon(canon, f.rule.kind, items)
-		return append(canon, ')'), nil
-	case OpLike:
-		if _, e := f.rule.scalar(f.name, val); e != nil {
-			return canon, e
-		}
-		b.text(" LIKE ")
-		b.arg(likePattern(val))
-		b.text(" ESCAPE '!'")
-		return appendCanon(canon, String, val), nil
-	}
-	x, e := f.rule.scalar(f.name, val)
-	if e != nil {
-		return canon, e
-	}
-	b.text(opSQL[op])
-	b.arg(x)
-	return appendCanon(canon, f.rule.kind, x), nil
+	return f.cond(b, canon, f.name, not, op, val)
 }
 
 func (f *tableFilter) opList() string {

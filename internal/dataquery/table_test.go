@@ -9,8 +9,8 @@ import (
 )
 
 var customerColumns = []Column{
-	{"id", Int64}, {"name", String}, {"region", String}, {"score", Float64}, {"active", Bool},
-	{"born", Date}, {"created_at", Timestamp}, {"uid", UUID},
+	{Name: "id", Kind: Int64}, {Name: "name", Kind: String}, {Name: "region", Kind: String}, {Name: "score", Kind: Float64}, {Name: "active", Kind: Bool},
+	{Name: "born", Kind: Date}, {Name: "created_at", Kind: Timestamp}, {Name: "uid", Kind: UUID},
 }
 
 func customersSpec() TableSpec {
@@ -94,7 +94,7 @@ func TestTableRefuses(t *testing.T) {
 	spec := customersSpec()
 	spec.Filters["created_at"] = []Op{OpGte, OpLt}
 	q := mustTable(t, spec, &Page{Keyset: []string{"id"}, Key: testKey, Scope: "customers-v1"}, SQLite)
-	unfiltered := mustTable(t, TableSpec{Table: "t", Columns: []Column{{"id", Int64}, {"x", String}}, Filters: map[string][]Op{"id": {OpEq}}}, nil, SQLite)
+	unfiltered := mustTable(t, TableSpec{Table: "t", Columns: []Column{{Name: "id", Kind: Int64}, {Name: "x", Kind: String}}, Filters: map[string][]Op{"id": {OpEq}}}, nil, SQLite)
 	tests := []struct {
 		q      *TableQuery
 		in     string
@@ -142,7 +142,7 @@ func TestTableRefuses(t *testing.T) {
 // TestCompileTableRefuses: configuration errors of table mode.
 func TestCompileTableRefuses(t *testing.T) {
 	base := func(f func(*TableSpec)) TableSpec {
-		s := TableSpec{Table: "t", Columns: []Column{{"id", Int64}, {"ok", Bool}, {"s", String}}}
+		s := TableSpec{Table: "t", Columns: []Column{{Name: "id", Kind: Int64}, {Name: "ok", Kind: Bool}, {Name: "s", Kind: String}}}
 		f(&s)
 		return s
 	}
@@ -158,7 +158,7 @@ func TestCompileTableRefuses(t *testing.T) {
 		{"NUL", base(func(s *TableSpec) { s.Table = "a\x00" }), nil, "NUL"},
 		{"long", base(func(s *TableSpec) { s.Table = strings.Repeat("t", 64) }), nil, "longer than 63"},
 		{"no columns", base(func(s *TableSpec) { s.Columns = nil }), nil, "columns: 0"},
-		{"column twice", base(func(s *TableSpec) { s.Columns = append(s.Columns, Column{"id", Int64}) }), nil, "listed twice"},
+		{"column twice", base(func(s *TableSpec) { s.Columns = append(s.Columns, Column{Name: "id", Kind: Int64}) }), nil, "listed twice"},
 		{"column kind", base(func(s *TableSpec) { s.Columns[0].Kind = 0 }), nil, "invalid type"},
 		{"filter on unknown column", base(func(s *TableSpec) { s.Filters = map[string][]Op{"x": {OpEq}} }), nil, `"x" is not one of the columns`},
 		{"like on int", base(func(s *TableSpec) { s.Filters = map[string][]Op{"id": {OpLike}} }), nil, "like applies to string"},
@@ -205,7 +205,7 @@ func TestTablePaging(t *testing.T) {
 	if b2.SQL != want || !reflect.DeepEqual(b2.Args, []any{int64(0), "north", "north", int64(7), int64(6)}) || b2.Limit != 5 {
 		t.Errorf("next page:\n got %q %v\nwant %q", b2.SQL, b2.Args, want)
 	}
-	noFilter := mustTable(t, TableSpec{Table: "s.t", Columns: []Column{{"id", Int64}}}, &Page{Keyset: []string{"id"}, Key: testKey}, Postgres)
+	noFilter := mustTable(t, TableSpec{Table: "s.t", Columns: []Column{{Name: "id", Kind: Int64}}}, &Page{Keyset: []string{"id"}, Key: testKey}, Postgres)
 	b3, _ := noFilter.Bind(nil, true)
 	c3, _ := noFilter.NextCursor(b3, []any{int64(4)})
 	b3, err = noFilter.Bind(query(t, "cursor="+c3), true)
@@ -223,7 +223,7 @@ func TestTablePaging(t *testing.T) {
 
 // TestQuotedIdentifiers: configured names with quotes stay one identifier.
 func TestQuotedIdentifiers(t *testing.T) {
-	q := mustTable(t, TableSpec{Table: `we"ird.ta ble`, Columns: []Column{{`a"b`, Int64}}, Filters: map[string][]Op{`a"b`: {OpEq}}}, nil, Postgres)
+	q := mustTable(t, TableSpec{Table: `we"ird.ta ble`, Columns: []Column{{Name: `a"b`, Kind: Int64}}, Filters: map[string][]Op{`a"b`: {OpEq}}}, nil, Postgres)
 	b, err := q.Bind(query(t, `a"b=eq.1`), false)
 	if want := `SELECT "a""b" FROM "we""ird"."ta ble" WHERE "a""b" = $1`; err != nil || b.SQL != want {
 		t.Errorf("%q, %v; want %q", b.SQL, err, want)

@@ -179,6 +179,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		Metrics: g.dataMetrics, Logger: g.logger,
 		Limits:           dataformat.Limits{MaxRows: d.MaxRows, MaxBytes: d.MaxBytes},
 		StatementTimeout: d.StatementTimeout,
+		CountMax:         d.CountMax,
 	}
 	for _, f := range d.Formats {
 		format, err := dataformat.ParseFormat(f)
@@ -215,7 +216,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 				filters[col] = append(filters[col], op)
 			}
 		}
-		o.Table = &dataapi.TableOptions{Table: d.Table, Columns: d.Columns, Filters: filters, Order: d.Order, Page: page, Dialect: dialect}
+		o.Table = &dataapi.TableOptions{Table: d.Table, Columns: d.Columns, Filters: filters, Order: d.Order, Orders: d.QueryOrders(), Page: page, Dialect: dialect}
 	}
 	return dataapi.New(o)
 }

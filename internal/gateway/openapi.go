@@ -100,6 +100,14 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 			od.Filters = append(od.Filters, openapi.Filter{Column: col, Ops: ops})
 		}
 	}
+	if d.Table != "" {
+		od.Select = d.Columns
+		for _, o := range d.Orders {
+			if _, _, canon, err := dataquery.ParseOrder(o.Order); err == nil {
+				od.Orders = append(od.Orders, canon)
+			}
+		}
+	}
 	if p := d.Page; p != nil {
 		od.Page = &openapi.Page{Keyset: p.Keyset, Default: p.Default, Max: p.Max}
 	}

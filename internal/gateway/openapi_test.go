@@ -225,19 +225,20 @@ upstreams:
 		orders := params(t, doc, "/v1/orders")
 		expectJSON(t, "customer_id", orders["customer_id"]["schema"], `{"format":"int64","minimum":1,"type":"integer"}`)
 		expectJSON(t, "customer_id required", orders["customer_id"]["required"], `true`)
-		expectJSON(t, "limit", orders["limit"]["schema"], `{"default":3,"format":"int64","maximum":5,"minimum":1,"type":"integer"}`)
+		expectJSON(t, "limit", orders["limit"]["schema"], `{"default":3,"format":"int64","maximum":10000,"minimum":1,"type":"integer"}`) // JSON pages up to 5, NDJSON and CSV up to max_rows
 		expectJSON(t, "cursor", orders["cursor"]["schema"].(map[string]any)["type"], `"string"`)
 		customers := params(t, doc, "/v1/customers")
-		if len(customers) != 5 {
-			t.Errorf("customers' parameters: %v, want region, created_at, id, limit, cursor", asJSON(customers))
+		if len(customers) != 9 {
+			t.Errorf("customers' parameters: %v, want region, created_at, id, select, or, and, Prefer, limit, cursor", asJSON(customers))
 		}
-		expectJSON(t, "region filter", customers["region"]["schema"], `{"items":{"pattern":"^(eq\\..*|in\\.\\(.*\\))$","type":"string"},"maxItems":8,"minItems":1,"type":"array"}`)
+		expectJSON(t, "select", customers["select"]["x-levee-columns"], `["id","name","region","created_at"]`)
+		expectJSON(t, "region filter", customers["region"]["schema"], `{"items":{"pattern":"^(not\\.)?(eq\\..*|in\\.\\(.*\\))$","type":"string"},"maxItems":8,"minItems":1,"type":"array"}`)
 		if d, _ := customers["created_at"]["description"].(string); !strings.Contains(d, "parsed as string") || !strings.Contains(d, "gte, lt") {
 			t.Errorf("created_at filter: %q (TEXT column: parsed as string; gte, lt)", d)
 		}
 		// The refusals a data route can give, with their statuses.
 		for status, want := range map[string]string{
-			"400": `["bad_path","invalid_parameter","unknown_parameter","operator_not_allowed","invalid_cursor","invalid_limit"]`,
+			"400": `["bad_path","invalid_parameter","unknown_parameter","duplicate_parameter","operator_not_allowed","invalid_cursor","invalid_limit"]`,
 			"406": `["not_acceptable"]`, "429": `["consumer_limit"]`,
 			"503": `["queue_full","queue_timeout","shed_priority","data_source_unavailable","db_pool_exhausted"]`,
 			"504": `["statement_timeout"]`,
@@ -287,7 +288,7 @@ upstreams:
 		if d, _ := dig(doc, "paths", "/v1/gone", "get", "description").(string); !strings.Contains(d, "did not answer") {
 			t.Errorf("gone's description does not say why its columns are unknown: %q", d)
 		}
-		expectJSON(t, "gone filter still typed by its operators", dig(params(t, doc, "/v1/gone")["a"], "schema", "items", "pattern"), `"^(eq\\..*|like\\..*)$"`)
+		expectJSON(t, "gone filter still typed by its operators", dig(params(t, doc, "/v1/gone")["a"], "schema", "items", "pattern"), `"^(not\\.)?(eq\\..*|like\\..*)$"`)
 		// The source accepts connections and never answers, and its
 		// connect timeout (5 s) is past the document's deadline: asking it
 		// costs the deadline (2 s). Within dataapi.ColumnsRetry of that

@@ -21,11 +21,21 @@ func (r *renderer) dataParams(d *Data) []any {
 	for _, f := range d.Filters {
 		out = append(out, filter(f, d.MaxFilters))
 	}
-	if pg := d.Page; pg != nil && slices.Contains(d.Formats, MediaJSON) {
+	out = append(out, choices(d)...)
+	pg := d.Page
+	paged := pg != nil && slices.Contains(d.Formats, MediaJSON)
+	if d.MaxRows > 0 {
+		desc := fmt.Sprintf("The most rows of the answer: 1 to max_rows (%d).", d.MaxRows)
+		limit := obj{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}, {"maximum", d.MaxRows}}
+		if paged {
+			desc = fmt.Sprintf("Rows per page of a JSON answer (1 to %d, default %d); the most rows of an NDJSON or CSV answer (1 to max_rows, %d).", pg.Max, pg.Default, d.MaxRows)
+			limit.set("maximum", max(pg.Max, d.MaxRows))
+			limit.set("default", pg.Default)
+		}
+		out = append(out, obj{{"name", "limit"}, {"in", "query"}, {"required", false}, {"description", desc}, {"schema", limit}})
+	}
+	if paged {
 		out = append(out,
-			obj{{"name", "limit"}, {"in", "query"}, {"required", false},
-				{"description", "Rows per page (JSON answers only; NDJSON and CSV refuse it)."},
-				{"schema", obj{{"type", "integer"}, {"format", "int64"}, {"minimum", 1}, {"maximum", pg.Max}, {"default", pg.Default}}}},
 			obj{{"name", "cursor"}, {"in", "query"}, {"required", false},
 				{"description", "The `next_cursor` of the previous page: opaque, bound to this route, its version and the other parameters " +
 					"(any other value is refused 400 `invalid_cursor`). Pages are ordered by the keyset [" + strings.Join(pg.Keyset, ", ") + "]. " +
@@ -216,7 +226,62 @@ func splitList(s string) []string {
 // opPatterns are the regular expressions of a filter with each operator.
 var opPatterns = map[string]string{
 	"eq": `eq\..*`, "neq": `neq\..*`, "lt": `lt\..*`, "lte": `lte\..*`, "gt": `gt\..*`, "gte": `gte\..*`,
-	"in": `in\.\(.*\)`, "is": `is\.(null|true|false)`, "like": `like\..*`,
+	"in": `in\.\(.*\)`, "is": `is\.(null|true|false)`, "like": `like\..*`, "ilike": `ilike\..*`,
+}
+
+// choices are a table-mode route's select=, order=, or=, and= and the
+// Prefer header's count.
+func choices(d *Data) []any {
+	if d.Table == "" {
+		return []any{prefer()}
+	}
+	var out []any
+	if len(d.Select) > 0 {
+		names := make([]string, len(d.Select))
+		for i, c := range d.Select {
+			names[i] = regexpQuote(c)
+		}
+		one := "(" + strings.Join(names, "|") + ")"
+		out = append(out, obj{{"name", "select"}, {"in", "query"}, {"required", false},
+			{"description", "The columns of the answer, in this order, each once: a comma-separated subset of " + strings.Join(d.Select, ", ") + " (* for all, the default)."},
+			{"schema", obj{{"type", "string"}, {"pattern", "^(\\*|" + one + "(," + one + ")*)$"}}}, {"x-levee-columns", d.Select}})
+	}
+	if len(d.Orders) > 0 {
+		out = append(out, obj{{"name", "order"}, {"in", "query"}, {"required", false},
+			{"description", "One of the orders this route allows: " + strings.Join(d.Orders, "; ") + ", in PostgREST's syntax (col, col.asc, col.desc; .asc may be left out). " +
+				"Pages follow each order's keyset; a cursor is valid only under the order (and select) it was made with."},
+			{"schema", obj{{"type", "string"}}}, {"x-levee-orders", d.Orders}})
+	}
+	if len(d.Filters) > 0 {
+		for _, k := range []string{"or", "and"} {
+			out = append(out, obj{{"name", k}, {"in", "query"}, {"required", false},
+				{"description", "A logical group of filters, PostgREST's " + k + "=(col.op.value,...), nesting and(...), or(...), not.and(...), not.or(...) " +
+					"at most " + strconv.Itoa(dataquery.MaxLogicDepth) + " deep and " + strconv.Itoa(dataquery.MaxLogicTerms) + " conditions in all; each condition obeys its column's filter operators. " +
+					"Quote a value holding a comma or parenthesis: \"a,b\"."},
+				{"schema", obj{{"type", "string"}, {"pattern", "^\\(.*\\)$"}}}})
+		}
+	}
+	return append(out, prefer())
+}
+
+// prefer is the Prefer header's count preference.
+func prefer() obj {
+	return obj{{"name", "Prefer"}, {"in", "header"}, {"required", false},
+		{"description", "count=exact (at most the route's count_max, else 400), count=planned (PostgreSQL's planner estimate) or count=estimated " +
+			"(exact up to count_max, planned beyond): the total is in Content-Range (0-24/3573458), as PostgREST sends it."},
+		{"schema", obj{{"type", "string"}}}}
+}
+
+// regexpQuote escapes a column name for a pattern.
+func regexpQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // filter is one table-mode column a request may filter on: a repeatable
@@ -228,12 +293,12 @@ func filter(f Filter, maxFilters int) obj {
 			alts = append(alts, p)
 		}
 	}
-	item := obj{{"type", "string"}, {"pattern", "^(" + strings.Join(alts, "|") + ")$"}}
+	item := obj{{"type", "string"}, {"pattern", "^(not\\.)?(" + strings.Join(alts, "|") + ")$"}}
 	kind := f.Kind
 	if kind == "" {
 		kind = "the column's type (unknown for now: the data source could not be asked)"
 	}
-	desc := fmt.Sprintf("Filters column `%s` with PostgREST's operators: %s (`%s=eq.V`, `%s=in.(A,B)`, `is.null`; `like` takes `*` as the wildcard). "+
+	desc := fmt.Sprintf("Filters column `%s` with PostgREST's operators: %s (`%s=eq.V`, `%s=in.(A,B)`, `is.null`; `like` and `ilike` take `*` as the wildcard; `not.` before the operator negates it). "+
 		"Values are parsed as %s. Repeated filters on the column are ANDed.", f.Column, strings.Join(f.Ops, ", "), f.Column, f.Column, kind)
 	s := obj{{"type", "array"}, {"items", item}, {"minItems", 1}}
 	if maxFilters > 0 {
@@ -253,6 +318,9 @@ func (r *renderer) dataOK(rt *Route, head bool) obj {
 	}
 	headers := obj{{"Levee-Truncated", obj{{"description", "Present (as a header, or a trailer on a long answer) when a cap cut the answer: max_rows or max_bytes."},
 		{"schema", obj{{"type", "string"}, {"enum", []string{"max_rows", "max_bytes"}}}}}}}
+	headers.set("Content-Range", obj{{"description", "With Prefer: count=...: the rows of the answer and the total, as PostgREST sends it: 0-24/3573458 (*/N after a cursor or with no rows)."},
+		{"schema", obj{{"type", "string"}}}})
+	headers.set("Preference-Applied", obj{{"description", "The count preference applied (count=exact, planned or estimated)."}, {"schema", obj{{"type", "string"}}}})
 	if d.Cached {
 		headers.set("Levee-Cache", obj{{"description", "hit (fresh from the cache), stale (the source failing: an older answer within stale_if_error) or miss."},
 			{"schema", obj{{"type", "string"}, {"enum", []string{"hit", "stale", "miss"}}}}})

@@ -108,6 +108,11 @@ type Data struct {
 	MaxBytes int64
 	// Cached is true when answers are cached (Levee-Cache, Age).
 	Cached bool
+	// Select are a table-mode route's columns a request may choose with
+	// select= (nil in SQL mode); Orders the orders it may choose with
+	// order=, canonical (nil: the order is fixed).
+	Select []string
+	Orders []string
 }
 
 // Filter is a table-mode column a request may filter on.

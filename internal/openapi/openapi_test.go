@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,6 +67,7 @@ func sample() Document {
 		}},
 		{Name: "customers-v1", PathPrefix: "/v1/customers", Methods: []string{"GET"}, Refusals: data, Data: &Data{
 			Source: "sales", Table: "customers", Formats: []string{MediaCSV, MediaJSON}, MaxRows: 5, MaxBytes: 1024, MaxFilters: 8,
+			Select: []string{"id", "score", "name", "created_at"}, Orders: []string{"id.desc", "created_at.desc,id.asc"},
 			Filters:      []Filter{{Column: "region", Kind: valuekind.String, Ops: []string{"eq", "in"}}, {Column: "created_at", Kind: valuekind.Timestamp, Ops: []string{"gte", "lt", "is"}}},
 			ColumnsKnown: true,
 			Columns: []Column{{"id", "INTEGER", valuekind.Int64}, {"score", "REAL", valuekind.Float64}, {"vip", "BOOLEAN", valuekind.Bool}, {"name", "TEXT", valuekind.String},
@@ -189,8 +191,9 @@ func TestRenderShapes(t *testing.T) {
 		{"uuid", at(t, param("", "/v1/orders", 7), "schema", "format"), `"uuid"`},
 		{"list", param("", "/v1/orders", 8), `{"description":"Type int64; a comma-separated list of 1 to 100 items (a comma or backslash inside an item is escaped with a backslash).","explode":false,"in":"query","name":"ids","required":true,"schema":{"items":{"format":"int64","type":"integer"},"maxItems":100,"minItems":1,"type":"array"},"style":"form"}`},
 		{"list default", at(t, param("", "/v1/orders", 9), "schema", "default"), `["a,b","c"]`},
-		{"limit", at(t, param("", "/v1/orders", 10), "schema"), `{"default":100,"format":"int64","maximum":1000,"minimum":1,"type":"integer"}`},
-		{"cursor", at(t, param("", "/v1/orders", 11), "name"), `"cursor"`},
+		{"prefer", at(t, param("", "/v1/orders", 10), "in"), `"header"`},
+		{"limit", at(t, param("", "/v1/orders", 11), "schema"), `{"default":100,"format":"int64","maximum":10000,"minimum":1,"type":"integer"}`},
+		{"cursor", at(t, param("", "/v1/orders", 12), "name"), `"cursor"`},
 	}
 	for _, c := range cases {
 		if got := mustJSON(c.got); got != c.want {
@@ -238,7 +241,12 @@ func TestRenderDataAnswers(t *testing.T) {
 		{"db type", at(t, m, "components", "schemas", "customers-v1.row", "properties", "photo", "x-levee-db-type"), `"BLOB"`},
 		{"closed row", at(t, m, "components", "schemas", "customers-v1.row", "additionalProperties"), `false`},
 		{"unknown columns", at(t, m, "components", "schemas", "down-v1.row", "x-levee-columns"), `"unknown"`},
-		{"filter", at(t, m, "paths", "/v1/customers", "get", "parameters", 1, "schema"), `{"items":{"pattern":"^(gte\\..*|lt\\..*|is\\.(null|true|false))$","type":"string"},"maxItems":8,"minItems":1,"type":"array"}`},
+		{"filter", at(t, m, "paths", "/v1/customers", "get", "parameters", 1, "schema"), `{"items":{"pattern":"^(not\\.)?(gte\\..*|lt\\..*|is\\.(null|true|false))$","type":"string"},"maxItems":8,"minItems":1,"type":"array"}`},
+		{"select", at(t, m, "paths", "/v1/customers", "get", "parameters", 2, "schema", "pattern"), `"^(\\*|(id|score|name|created_at)(,(id|score|name|created_at))*)$"`},
+		{"order", at(t, m, "paths", "/v1/customers", "get", "parameters", 3, "x-levee-orders"), `["id.desc","created_at.desc,id.asc"]`},
+		{"or", at(t, m, "paths", "/v1/customers", "get", "parameters", 4, "name"), `"or"`},
+		{"prefer", at(t, m, "paths", "/v1/customers", "get", "parameters", 6, "in"), `"header"`},
+		{"content-range", at(t, m, "paths", "/v1/customers", "get", "responses", "200", "headers", "Content-Range", "schema", "type"), `"string"`},
 		{"filter explode", at(t, m, "paths", "/v1/customers", "get", "parameters", 1, "explode"), `true`},
 		{"data 503 retry", at(t, m, "paths", "/v1/orders", "get", "responses", "503", "headers", "Retry-After", "description"), `"Seconds to wait before retrying."`},
 		{"data 504 no retry", at(t, m, "paths", "/v1/orders", "get", "responses", "504", "content", "application/json", "schema", "properties", "reason", "enum"), `["statement_timeout"]`},
@@ -249,7 +257,8 @@ func TestRenderDataAnswers(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
 		}
 	}
-	// A paged route without JSON pages nothing: no limit, no cursor.
+	// A paged route without JSON pages nothing: no cursor; limit= is up
+	// to max_rows.
 	d := sample()
 	d.Routes[5].Data.Formats = []string{MediaNDJSON, MediaCSV}
 	nd, err := Render(d)
@@ -257,8 +266,11 @@ func TestRenderDataAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range at(t, decode(t, nd), "paths", "/v1/orders", "get", "parameters").([]any) {
-		if name := p.(map[string]any)["name"]; name == "limit" || name == "cursor" {
+		if name := p.(map[string]any)["name"]; name == "cursor" {
 			t.Errorf("NDJSON and CSV only, yet parameter %v is documented", name)
+		}
+		if p.(map[string]any)["name"] == "limit" && mustJSON(p.(map[string]any)["schema"].(map[string]any)["maximum"]) != strconv.Itoa(d.Routes[5].Data.MaxRows) {
+			t.Errorf("NDJSON and CSV only: limit %s, want up to max_rows", mustJSON(p))
 		}
 	}
 	if _, has := at(t, m, "paths", "/v1/orders", "get", "responses", "504").(map[string]any)["headers"]; has {

@@ -91,7 +91,7 @@ func TestRouteRefusals(t *testing.T) {
 				ReasonNotAcceptable, ReasonStatementTimeout, ReasonDataSourceDown, ReasonDBPoolExhausted, ReasonQueryFailed}},
 		{"data, table, limits", RouteShape{Memory: true, Admission: &AdmissionShape{}, Data: &dataquery.RouteShape{Filters: true}},
 			[]Reason{ReasonBadPath, ReasonHeaderTooLarge, ReasonMemoryPressure, ReasonConcurrencyLimit, ReasonShedPriority, ReasonConsumerLimit,
-				ReasonInvalidParameter, ReasonUnknownParameter, ReasonOperatorNotAllowed,
+				ReasonInvalidParameter, ReasonUnknownParameter, ReasonDuplicateParameter, ReasonOperatorNotAllowed, ReasonInvalidLimit,
 				ReasonNotAcceptable, ReasonStatementTimeout, ReasonDataSourceDown, ReasonDBPoolExhausted, ReasonQueryFailed}},
 	}
 	for _, c := range cases {

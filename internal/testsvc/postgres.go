@@ -272,3 +272,14 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// LogText returns the server's log so far (its stderr, every start): a
+// test that sets log_statement reads the statements the server ran.
+func (p *Postgres) LogText(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
