@@ -61,6 +61,9 @@ func CompileRegex(pattern string) (*regexp.Regexp, error) {
 	if len(pattern) > MaxRegexLen {
 		return nil, errRegexLen
 	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, err // the error quotes the pattern as written
+	}
 	return regexp.Compile(`^(?:` + pattern + `)$`)
 }
 

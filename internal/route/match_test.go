@@ -109,23 +109,23 @@ func TestTemplateValues(t *testing.T) {
 
 func TestConflicts(t *testing.T) {
 	rs := []Rule[int]{
-		{Host: "a.test", PathPrefix: "/x", Methods: []string{"GET"}},                                          // 0
-		{Host: "A.TEST.", PathPrefix: "/x", Methods: []string{"POST", "GET"}},                                 // 1: same as 0 on GET
-		{Host: "a.test", PathPrefix: "/x"},                                                                    // 2: no methods: fine
-		{Host: "a.test", PathTemplate: "/p/{id}"},                                                             // 3
-		{Host: "a.test", PathTemplate: "/p/{name}"},                                                           // 4: same shape as 3
-		{Host: "a.test", PathTemplate: "/p/{id:int}"},                                                         // 5: more specific: fine
-		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "x-a", Kind: CondExact, Value: "1"}}},             // 6
-		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "X-A", Kind: CondExact, Value: "1"}}},             // 7: same as 6
-		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "X-A", Kind: CondExact, Value: "2"}}},             // 8: other value: fine
-		{Host: "a.test", PathRegex: "/r.*"},                                                                   // 9
-		{Host: "a.test", PathRegex: "/r.+"},                                                                   // 10: undecided: fine
-		{Host: "a.test", PathRegex: "/r.*"},                                                                   // 11: same as 9
-		{Host: "a.test", PathPrefix: "/", Query: []Cond{{Name: "a", Kind: CondPresent}}},                      // 12
-		{Host: "a.test", Query: []Cond{{Name: "a", Kind: CondPresent}}},                                       // 13: "" is "/": same as 12
-		{Host: "a.test", Query: []Cond{{Name: "A", Kind: CondPresent}}},                                       // 14: query names are case-sensitive
-		{Host: "*.test", PathPrefix: "/x", Methods: []string{"GET"}},                                          // 15: another host class
-		{Host: "a.test", Path: "/x", Methods: []string{"GET"}},                                                // 16: another kind
+		{Host: "a.test", PathPrefix: "/x", Methods: []string{"GET"}},                              // 0
+		{Host: "A.TEST.", PathPrefix: "/x", Methods: []string{"POST", "GET"}},                     // 1: same as 0 on GET
+		{Host: "a.test", PathPrefix: "/x"},                                                        // 2: no methods: fine
+		{Host: "a.test", PathTemplate: "/p/{id}"},                                                 // 3
+		{Host: "a.test", PathTemplate: "/p/{name}"},                                               // 4: same shape as 3
+		{Host: "a.test", PathTemplate: "/p/{id:int}"},                                             // 5: more specific: fine
+		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "x-a", Kind: CondExact, Value: "1"}}}, // 6
+		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "X-A", Kind: CondExact, Value: "1"}}}, // 7: same as 6
+		{Host: "a.test", Path: "/e", Headers: []Cond{{Name: "X-A", Kind: CondExact, Value: "2"}}}, // 8: other value: fine
+		{Host: "a.test", PathRegex: "/r.*"},                                                       // 9
+		{Host: "a.test", PathRegex: "/r.+"},                                                       // 10: undecided: fine
+		{Host: "a.test", PathRegex: "/r.*"},                                                       // 11: same as 9
+		{Host: "a.test", PathPrefix: "/", Query: []Cond{{Name: "a", Kind: CondPresent}}},          // 12
+		{Host: "a.test", Query: []Cond{{Name: "a", Kind: CondPresent}}},                           // 13: "" is "/": same as 12
+		{Host: "a.test", Query: []Cond{{Name: "A", Kind: CondPresent}}},                           // 14: query names are case-sensitive
+		{Host: "*.test", PathPrefix: "/x", Methods: []string{"GET"}},                              // 15: another host class
+		{Host: "a.test", Path: "/x", Methods: []string{"GET"}},                                    // 16: another kind
 	}
 	var got []string
 	Conflicts(rs, func(i, j int, m string) { got = append(got, fmt.Sprintf("%d~%d:%s", i, j, m)) })
