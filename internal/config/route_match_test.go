@@ -77,6 +77,31 @@ var rejectsRouteMatch = []rejectCase{
 	}},
 }
 
+// rejectsRewrite are TestParseRejects' cases of `rewrite`.
+var rejectsRewrite = []rejectCase{
+	{"bad rewrites", head + upstreams + `routes:
+  - {name: a, match: {path_prefix: /a}, upstream: video, rewrite: {strip_prefix: /a, replace_prefix: /b}}
+  - {name: b, match: {path: /b}, upstream: video, rewrite: {replace_prefix: /c}}
+  - {name: c, match: {path_prefix: /c, raw_path: true}, upstream: video, rewrite: {strip_prefix: /c}}
+  - {name: d, match: {path_prefix: /d}, upstream: video, rewrite: {strip_prefix: "/d/../e"}}
+  - {name: e, match: {path_prefix: /e}, upstream: video, rewrite: {path_regex: {pattern: "((", substitution: /x}}}
+  - {name: f, match: {path_prefix: /f}, upstream: video, rewrite: {path_regex: {pattern: "^/f"}}}
+  - {name: g, match: {path_prefix: /g}, upstream: video, rewrite: {host: "bad host"}}
+  - {name: h, match: {path_prefix: /h}, upstream: video, rewrite: {host: "h.internal:99999"}}
+  - {name: i, match: {path_prefix: /i}, upstream: video, rewrite: {}}
+`, []string{
+		`routes[0].rewrite.replace_prefix: a rewrite changes the path one way: one of strip_prefix, replace_prefix and path_regex, got strip_prefix and replace_prefix`,
+		`routes[1].rewrite.replace_prefix: needs the route's match.path_prefix (the prefix it replaces), got match.path`,
+		`routes[2].rewrite.strip_prefix: not with match.raw_path: a raw path is forwarded as sent`,
+		`routes[3].rewrite.strip_prefix: must be a normal path: no "//", "." or ".." segment, got "/d/../e"`,
+		"routes[4].rewrite.path_regex.pattern: must be an RE2 pattern of at most 1 KiB: error parsing regexp: missing closing ): `((`, got \"((\"",
+		`routes[5].rewrite.path_regex.substitution: required`,
+		`routes[6].rewrite.host: must be a host name such as "api.internal" or an IP address, optionally with ":port", got "bad host"`,
+		`routes[7].rewrite.host: must have a port from 1 to 65535, got "h.internal:99999"`,
+		`routes[8].rewrite: must set at least one of strip_prefix, replace_prefix, path_regex and host`,
+	}},
+}
+
 func TestParseMatchKinds(t *testing.T) {
 	cfg, err := Parse([]byte(head + upstreams + `routes:
   - {name: exact, match: {path: /v1/health}, upstream: video}

@@ -36,6 +36,7 @@ var (
 		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+		engine.Field{Name: "rewrite", Kind: engine.KindBlock, Sub: rewriteBlock, Doc: "changes the forwarded path (one of strip_prefix, replace_prefix, path_regex) or Host"},
 	)
 )
 
@@ -144,6 +145,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["upgrades"]; v != nil {
 		r.Upgrades = p.upgrades(engine.Key(path, "upgrades"), v)
 	}
+	if v := f["rewrite"]; v != nil {
+		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
+	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
 		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
@@ -234,6 +238,9 @@ type Route struct {
 	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
 	// never hands an upstream a connection that would bypass its routing.
 	Upgrades []string
+	// Rewrite, when not nil, changes the path or Host the route forwards
+	// (`rewrite`, route_rewrite.go).
+	Rewrite *Rewrite
 }
 
 // The accepted values of Route.Priority, most important first.
