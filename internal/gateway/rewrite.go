@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/proxy"
 )
@@ -28,4 +29,47 @@ func proxyRewrite(rc *config.Route) (*proxy.Rewrite, error) {
 		rw.Regex, rw.Substitution = re, c.PathRegex.Substitution
 	}
 	return rw, nil
+}
+
+// matchView is a route's match as GET /api/v1/routes shows it.
+func matchView(m *config.Match) admin.MatchView {
+	return admin.MatchView{Host: m.Host, Path: m.Path, PathPrefix: m.PathPrefix, PathTemplate: m.PathTemplate,
+		PathRegex: m.PathRegex, Methods: m.Methods, Headers: condViews(m.Headers), Query: condViews(m.Query), RawPath: m.RawPath}
+}
+
+func condViews(cs []config.MatchCond) []admin.CondView {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]admin.CondView, len(cs))
+	for i, c := range cs {
+		v := admin.CondView{Name: c.Name}
+		switch {
+		case c.Present:
+			v.Test = "present"
+		case c.Absent:
+			v.Test = "absent"
+		case c.Prefix != "":
+			v.Test, v.Value = "prefix", c.Prefix
+		case c.Regex != "":
+			v.Test, v.Value = "regex", c.Regex
+		default:
+			v.Test, v.Value = "exact", c.Exact
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// rewriteView is a route's rewrite as GET /api/v1/routes shows it; nil
+// for none.
+func rewriteView(rw *config.Rewrite) *admin.RewriteView {
+	if rw == nil {
+		return nil
+	}
+	v := &admin.RewriteView{StripPrefix: rw.StripPrefix, ReplacePrefix: rw.ReplacePrefix, Host: rw.Host}
+	if rw.PathRegex != nil {
+		v.PathRegex, v.Substitution = rw.PathRegex.Pattern, rw.PathRegex.Substitution
+	}
+	return v
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -108,6 +109,21 @@ func TestRoutePrecedence(t *testing.T) {
 	}
 	h := start(t, cfg.String())
 	addr := strings.TrimPrefix(h.base, "http://")
+
+	// GET /api/v1/routes shows each route's match, whatever its kind.
+	raw := compactJSON(t, adminGet(t, h, "/api/v1/routes", nil))
+	for _, want := range []string{
+		`"match":{"host":"api.test","path":"/health"}`,
+		`"match":{"host":"api.test","path_template":"/v1/products/{id:int}"}`,
+		`"match":{"host":"api.test","path_regex":"/img-[0-9]+"}`,
+		`"match":{"host":"api.test","path_prefix":"/v1/products","headers":[{"name":"x-canary","test":"exact","value":"1"}]}`,
+		`"match":{"path_prefix":"/","query":[{"name":"debug","test":"present"}]}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("GET /api/v1/routes lacks %s:\n%s", want, raw)
+		}
+	}
+
 	for _, c := range precedenceCases {
 		before := map[string]int{}
 		for n, u := range ups {
@@ -130,6 +146,15 @@ func TestRoutePrecedence(t *testing.T) {
 			t.Errorf("%s %s%s %q: went to %q, want %q", c.method, c.host, c.target, c.hdr, winner, c.want)
 		}
 	}
+}
+
+func compactJSON(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // sendRawHost is sendRaw with a Host of the caller's.
@@ -188,6 +213,17 @@ apps:
   - {id: good, api_key_sha256: [%[2]s], grants: [keyed]}
 `, up.addr(), keyHash(goodKey)))
 	addr := strings.TrimPrefix(h.base, "http://")
+	raw := compactJSON(t, adminGet(t, h, "/api/v1/routes", nil))
+	for _, want := range []string{
+		`"rewrite":{"strip_prefix":"/api"}`,
+		`"rewrite":{"replace_prefix":"/internal/v2"}`,
+		`"rewrite":{"path_regex":"^/r/([^/]+)/([^/]+)$","substitution":"/$2/$1"}`,
+		`"rewrite":{"host":"backend.internal:8080"}`,
+	} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("GET /api/v1/routes lacks %s:\n%s", want, raw)
+		}
+	}
 	tests := []struct {
 		target string
 		key    bool
