@@ -312,7 +312,7 @@ func TestExampleYAML(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ExampleYAML does not parse:\n%v", err)
 	}
-	if cfg.TLS != nil || len(cfg.Upstreams) != 2 || len(cfg.Routes) != 3 {
+	if cfg.TLS != nil || len(cfg.Upstreams) != 2 || len(cfg.Routes) != 4 {
 		t.Errorf("ExampleYAML parsed to %d upstreams, %d routes, TLS %v", len(cfg.Upstreams), len(cfg.Routes), cfg.TLS)
 	}
 	if w := cfg.Upstreams["video"].Endpoints[2].Weight; w != 0 {

@@ -76,7 +76,8 @@ type Match struct {
 	// "/v1/products" and "/v1/products/...", never "/v1/productsXYZ"; a
 	// prefix ending in "/" matches any path that starts with it. It
 	// starts with "/". Default DefaultPathPrefix ("/"), which matches
-	// every path; "" when another path kind is set.
+	// every path; it stays "/" when another path kind is set, and is then
+	// not used (see Prefix).
 	PathPrefix string
 	// PathTemplate is a path template (`path_template`, see
 	// route.ParseTemplate): "/v1/products/{id:int}".
@@ -134,6 +135,18 @@ func (m *Match) PathKind() string {
 	return "path_prefix"
 }
 
+// Prefix returns PathPrefix when the match is by prefix, else "".
+func (m *Match) Prefix() string {
+	if m.PathKind() != "path_prefix" {
+		return ""
+	}
+	return m.PathPrefix
+}
+
+// matchPrefixOmit is what the effective configuration leaves out of a
+// match by another path kind than path_prefix.
+var matchPrefixOmit = []string{"path_prefix"}
+
 // Conds returns the match's header and query conditions as package route
 // takes them.
 func (m *Match) Conds() (headers, query []route.Cond) {
@@ -167,7 +180,7 @@ func routeConds(cs []MatchCond) []route.Cond {
 func (m *Match) routeRule() route.Rule[int] {
 	h, q := m.Conds()
 	return route.Rule[int]{Host: m.Host, Path: m.Path, PathTemplate: m.PathTemplate, PathRegex: m.PathRegex,
-		PathPrefix: m.PathPrefix, Headers: h, Query: q, Methods: m.Methods}
+		PathPrefix: m.Prefix(), Headers: h, Query: q, Methods: m.Methods}
 }
 
 // match reads a route's `match` and reports whether it was all valid.
@@ -189,9 +202,6 @@ func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 	if len(given) > 1 {
 		p.Add(f[given[1]], engine.Key(path, given[1]), "a route matches one of path, path_prefix, path_template and path_regex, got %s", strings.Join(given, " and "))
 		ok = false
-	}
-	if f["path_prefix"] == nil && len(given) == 1 {
-		m.PathPrefix = ""
 	}
 	if v := f["headers"]; v != nil {
 		var cok bool

@@ -114,14 +114,14 @@ func TestParseMatchKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := func(i int) *Match { return &cfg.Routes[i].Match }
-	if m := got(0); m.Path != "/v1/health" || m.PathPrefix != "" || m.PathKind() != "path" {
+	if m := got(0); m.Path != "/v1/health" || m.Prefix() != "" || m.PathKind() != "path" {
 		t.Errorf("exact: %+v", m)
 	}
-	if m := got(1); m.PathTemplate != "/v1/products/{id:int}" || m.PathPrefix != "" || m.PathKind() != "path_template" {
+	if m := got(1); m.PathTemplate != "/v1/products/{id:int}" || m.Prefix() != "" || m.PathPrefix != "/" || m.PathKind() != "path_template" {
 		t.Errorf("template: %+v", m)
 	}
 	h, q := got(2).Conds()
-	if m := got(2); m.PathRegex != `/v1/.*\.json` || m.PathPrefix != "" || len(h) != 1 || h[0].Value != "1" || len(q) != 1 || q[0].Name != "debug" {
+	if m := got(2); m.PathRegex != `/v1/.*\.json` || m.Prefix() != "" || len(h) != 1 || h[0].Value != "1" || len(q) != 1 || q[0].Name != "debug" {
 		t.Errorf("regex: %+v, %+v, %+v", m, h, q)
 	}
 	if m := got(3); m.PathPrefix != "/v1/products" || m.PathKind() != "path_prefix" {

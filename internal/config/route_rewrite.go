@@ -100,7 +100,7 @@ func (p *parser) rewrite(path string, n *yaml.Node, m *Match, isData bool) *Rewr
 	case len(given) == 1 && m.RawPath:
 		p.Add(f[given[0]], engine.Key(path, given[0]), "not with match.raw_path: a raw path is forwarded as sent")
 		return nil
-	case f["replace_prefix"] != nil && (m.PathKind() != "path_prefix" || m.PathPrefix == ""):
+	case f["replace_prefix"] != nil && m.PathKind() != "path_prefix":
 		p.Add(f["replace_prefix"], engine.Key(path, "replace_prefix"), "needs the route's match.path_prefix (the prefix it replaces), got match.%s", m.PathKind())
 		return nil
 	}

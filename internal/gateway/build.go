@@ -117,7 +117,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Path:           rc.Match.Path,
 			PathTemplate:   rc.Match.PathTemplate,
 			PathRegex:      rc.Match.PathRegex,
-			PathPrefix:     rc.Match.PathPrefix,
+			PathPrefix:     rc.Match.Prefix(),
 			Methods:        rc.Match.Methods,
 			Upstream:       up,
 			MaxBodyBytes:   rc.MaxBodyBytes,

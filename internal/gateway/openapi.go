@@ -77,7 +77,7 @@ func columnsReader(d *config.RouteData, dr *dataapi.Route) openapi.ColumnsReader
 // describeRoute is route rc as the document shows it, its columns not yet
 // filled in.
 func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
-	rt := openapi.Route{Name: rc.Name, Host: rc.Match.Host, PathPrefix: rc.Match.PathPrefix, Methods: rc.Match.Methods,
+	rt := openapi.Route{Name: rc.Name, Host: rc.Match.Host, PathPrefix: rc.Match.Prefix(), Methods: rc.Match.Methods,
 		Auth: openapi.Auth(rc.Auth), Upstream: rc.Upstream}
 	if rc.Auth == config.AuthNone {
 		rt.Auth = openapi.AuthNone

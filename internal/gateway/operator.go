@@ -35,7 +35,7 @@ func (v operatorView) Routes() []admin.RouteView {
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rv := admin.RouteView{
-			Name: rc.Name,
+			Name:  rc.Name,
 			Match: matchView(&rc.Match), Rewrite: rewriteView(rc.Rewrite),
 			Kind: "upstream", Upstream: rc.Upstream, Auth: rc.Auth,
 			GrantedAppIDs: []string{},

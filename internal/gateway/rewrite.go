@@ -33,7 +33,7 @@ func proxyRewrite(rc *config.Route) (*proxy.Rewrite, error) {
 
 // matchView is a route's match as GET /api/v1/routes shows it.
 func matchView(m *config.Match) admin.MatchView {
-	return admin.MatchView{Host: m.Host, Path: m.Path, PathPrefix: m.PathPrefix, PathTemplate: m.PathTemplate,
+	return admin.MatchView{Host: m.Host, Path: m.Path, PathPrefix: m.Prefix(), PathTemplate: m.PathTemplate,
 		PathRegex: m.PathRegex, Methods: m.Methods, Headers: condViews(m.Headers), Query: condViews(m.Query), RawPath: m.RawPath}
 }
 
