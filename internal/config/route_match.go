@@ -183,6 +183,56 @@ func (m *Match) routeRule() route.Rule[int] {
 		PathPrefix: m.Prefix(), Headers: h, Query: q, Methods: m.Methods}
 }
 
+// routeRule is the route's match as package route takes it: a data route
+// answers only its own path, so its path_prefix is matched exactly
+// (Route.DataPath).
+func (r *Route) routeRule() route.Rule[int] {
+	rule := r.Match.routeRule()
+	if r.Data != nil && rule.PathPrefix != "" {
+		rule.Path, rule.PathPrefix = rule.PathPrefix, ""
+	}
+	return rule
+}
+
+// DataPath reports whether the route's path_prefix is matched as an exact
+// path: on a data route, which answers only its own path (or its
+// template's), never a path below it.
+func (r *Route) DataPath() bool { return r.Data != nil && r.Match.Prefix() != "" }
+
+// PathCaptures returns a path_template's capture names and a function that
+// returns a matching path's captured segments in that order; nil, nil
+// without a template.
+func (m *Match) PathCaptures() (names []string, values func(path string) []string) {
+	if m.PathTemplate == "" {
+		return nil, nil
+	}
+	t, err := route.ParseTemplate(m.PathTemplate)
+	if err != nil {
+		return nil, nil // refused by the reader
+	}
+	return t.Names(), t.Values
+}
+
+// dataRouteMatch checks a data route's match: a path_template's captures
+// are parameters of its SQL (declared in data.params), so a table-mode
+// route, which has none, takes no capture.
+func (p *parser) dataRouteMatch(r *Route, path string, n *yaml.Node) {
+	names, _ := r.Match.PathCaptures()
+	if len(names) == 0 || r.Data == nil {
+		return
+	}
+	tp := engine.Key(engine.Key(path, "match"), "path_template")
+	if r.Data.SQL == "" {
+		p.Add(n, tp, "a table-mode data route takes no capture (%s); use a sql route with params", engine.Quote(names[0]))
+		return
+	}
+	for _, name := range names {
+		if r.Data.Params[name] == nil {
+			p.Add(n, tp, "capture %s must be a parameter declared in data.params", engine.Quote(name))
+		}
+	}
+}
+
 // match reads a route's `match` and reports whether it was all valid.
 func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
 	f, ok := p.Block(path, n, matchBlock)
@@ -355,7 +405,7 @@ func overlapsBy(routes []Route, seen []routeSeen, report func(i, j int, what str
 	for i := range routes {
 		if seen[i].matchOK {
 			idx = append(idx, i)
-			rules = append(rules, routes[i].Match.routeRule())
+			rules = append(rules, routes[i].routeRule())
 		}
 	}
 	route.Conflicts(rules, func(a, b int, method string) {

@@ -131,3 +131,40 @@ func TestParseMatchKinds(t *testing.T) {
 		t.Errorf("default: %+v", m)
 	}
 }
+
+// TestDataRouteMatch: a data route's path_template captures are declared
+// parameters of its SQL; a table-mode route takes none; two data routes on
+// one path tie (a data route's path_prefix is matched exactly), while an
+// upstream route with the same prefix does not.
+func TestDataRouteMatch(t *testing.T) {
+	_, err := Parse([]byte(dataYAML(t, `  - name: one
+    match: {path_template: "/v1/orders/{id:int}"}
+    data: {source: sales, sql: "SELECT id FROM orders WHERE id = :id", params: {id: {type: int64, required: true}}}
+  - name: bad-capture
+    match: {path_template: "/v2/orders/{order}"}
+    data: {source: sales, sql: "SELECT id FROM orders WHERE id = :id", params: {id: {type: int64, required: true}}}
+  - name: table-capture
+    match: {path_template: "/v2/customers/{id}"}
+    data: {source: local, table: customers, columns: [id]}
+  - name: orders-again
+    match: {path_prefix: /v1/orders, methods: [GET]}
+    data: {source: local, table: customers, columns: [id]}
+`)))
+	want := []string{
+		`routes[3].match.path_template: capture "order" must be a parameter declared in data.params`,
+		`routes[4].match.path_template: a table-mode data route takes no capture ("id"); use a sql route with params`,
+		`routes[5].match: duplicates routes[0] (same host, path_prefix and method "GET")`,
+	}
+	got := ""
+	if err != nil {
+		got = err.Error()
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+	if strings.Count(got, "\n") != len(want)-1 {
+		t.Errorf("want %d errors, got:\n%s", len(want), got)
+	}
+}

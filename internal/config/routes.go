@@ -154,6 +154,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	case v != nil:
 		r.Data = p.routeData(c, engine.Key(path, "data"), v)
 		p.dataRouteRules(&r, path, f)
+		if m := f["match"]; m != nil && r.Data != nil {
+			p.dataRouteMatch(&r, path, m)
+		}
 		p.keepDefinition(c, path, n, r.Name)
 	case f["upstream"] == nil:
 		p.Add(n, engine.Key(path, "upstream"), "required")

@@ -130,6 +130,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			ForwardTrailers: rc.ForwardTrailers,
 		}
 		rt.Headers, rt.Query = rc.Match.Conds()
+		if rc.DataPath() { // a data route answers only its own path
+			rt.Path, rt.PathPrefix = rt.PathPrefix, ""
+		}
 		if rt.Rewrite, err = proxyRewrite(rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].rewrite: %w", rc.Name, err)
 		}

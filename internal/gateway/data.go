@@ -180,6 +180,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		Limits:           dataformat.Limits{MaxRows: d.MaxRows, MaxBytes: d.MaxBytes},
 		StatementTimeout: d.StatementTimeout,
 	}
+	o.PathNames, o.PathValues = rc.Match.PathCaptures()
 	for _, f := range d.Formats {
 		format, err := dataformat.ParseFormat(f)
 		if err != nil {
