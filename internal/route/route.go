@@ -70,7 +70,7 @@ import (
 const maxStackHost = 255
 
 // Rule is one route's match conditions, already validated by the caller
-// (CheckRule). At most one of Path, PathTemplate, PathRegex and PathPrefix
+// (ParseTemplate, CompileRegex). At most one of Path, PathTemplate, PathRegex and PathPrefix
 // is set; with none, the rule matches every path (PathPrefix "/").
 type Rule[T any] struct {
 	// Host is the host the rule serves, lower-case, without a port:
@@ -108,50 +108,6 @@ type Rule[T any] struct {
 	Value T
 }
 
-// CheckRule reports what NewTable could not use in r: a bad template or
-// regex (of the path or a condition), or more than one path kind. Callers
-// validating configuration report their own messages first; this is the
-// backstop that keeps both sides agreeing.
-func CheckRule[T any](r *Rule[T]) error {
-	n := 0
-	for _, s := range []string{r.Path, r.PathTemplate, r.PathRegex, r.PathPrefix} {
-		if s != "" {
-			n++
-		}
-	}
-	if n > 1 {
-		return errManyKinds
-	}
-	if r.PathTemplate != "" {
-		if _, err := ParseTemplate(r.PathTemplate); err != nil {
-			return err
-		}
-	}
-	if r.PathRegex != "" {
-		if _, err := CompileRegex(r.PathRegex); err != nil {
-			return err
-		}
-	}
-	for _, cs := range [][]Cond{r.Headers, r.Query} {
-		for _, c := range cs {
-			if c.Kind == CondRegex {
-				if _, err := CompileRegex(c.Value); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-type manyKindsError struct{}
-
-func (manyKindsError) Error() string {
-	return "at most one of path, path_template, path_regex and path_prefix"
-}
-
-var errManyKinds error = manyKindsError{}
-
 // Table is an immutable routing table. It is safe for concurrent use, and
 // Match and Lookup allocate nothing. The zero value and a nil *Table match
 // nothing.
@@ -166,9 +122,10 @@ type Table[T any] struct {
 }
 
 // NewTable builds a Table from rules, which it does not retain: later changes
-// to the slice or to a rule's slices do not affect the Table. A rule that
-// CheckRule refuses matches no request (a template or regex that does not
-// parse) or is taken by its first path kind.
+// to the slice or to a rule's slices do not affect the Table. A template or
+// regex that does not parse (which the caller's validation refuses) matches
+// no request; with more than one path kind set, the first of Path,
+// PathTemplate, PathRegex and PathPrefix counts.
 func NewTable[T any](rules []Rule[T]) *Table[T] {
 	t := &Table[T]{n: len(rules), allow: newAllowCache()}
 	for i := range rules {
