@@ -82,7 +82,16 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 	if rc.Auth == config.AuthNone {
 		rt.Auth = openapi.AuthNone
 	}
-	if rt.PathPrefix == "" {
+	switch m := &rc.Match; {
+	case rc.DataPath(): // a data route answers only its own path
+		rt.PathKind, rt.PathPrefix = "path", m.PathPrefix
+	case m.PathKind() == "path":
+		rt.PathKind, rt.PathPrefix = "path", m.Path
+	case m.PathKind() == "path_template":
+		rt.PathKind, rt.PathPrefix = "path_template", m.PathTemplate
+	case m.PathKind() == "path_regex":
+		rt.PathKind, rt.PathPrefix = "path_regex", m.PathRegex
+	case rt.PathPrefix == "":
 		rt.PathPrefix = "/"
 	}
 	for _, r := range proxy.RouteRefusals(routeShape(cfg, rc)) {
