@@ -108,9 +108,10 @@ type Rule[T any] struct {
 	Value T
 }
 
-// Table is an immutable routing table. It is safe for concurrent use, and
-// Match and Lookup allocate nothing. The zero value and a nil *Table match
-// nothing.
+// Table is an immutable routing table (but for its bounded Allow cache). It
+// is safe for concurrent use, and its lookups allocate nothing, except to
+// decode a %-escaped query parameter a query condition tests. The zero
+// value and a nil *Table match nothing.
 type Table[T any] struct {
 	exact    map[string]*group[T] // by canonical host
 	wildcard map[string]*group[T] // by suffix with its leading dot: ".example.com"
