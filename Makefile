@@ -30,6 +30,8 @@ FUZZ_TARGETS := \
 	./internal/balance:FuzzConsistentHash:300 \
 	./internal/balance:FuzzZoned:1000 \
 	./internal/route:FuzzMatch:50000 \
+	./internal/route:FuzzParseTemplate:20000 \
+	./internal/route:FuzzQueryCond:20000 \
 	./internal/openapi:FuzzRender:3000 \
 	./internal/telemetry:FuzzAppendJSONString:20000 \
 	./internal/admin:FuzzEndpointJSON:10000 \

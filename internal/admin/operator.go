@@ -20,6 +20,8 @@ type Operator interface {
 type RouteView struct {
 	Name  string    `json:"name"`
 	Match MatchView `json:"match"`
+	// Rewrite is the route's rewrite; absent when it has none.
+	Rewrite *RewriteView `json:"rewrite,omitempty"`
 	// Kind is "upstream" (proxied) or "data" (answered from a data
 	// source).
 	Kind       string `json:"kind"`
@@ -40,12 +42,36 @@ type RouteView struct {
 // to every one of thousands of apps, and GET /api/v1/apps pages them.
 const MaxRouteAppIDs = 100
 
-// MatchView is a route's match, as in the file (empty: any).
+// MatchView is a route's match, as in the file (empty: any). PathPrefix
+// is "" when another path kind (Path, PathTemplate, PathRegex) is set.
 type MatchView struct {
-	Host       string   `json:"host,omitempty"`
-	PathPrefix string   `json:"path_prefix"`
-	Methods    []string `json:"methods,omitempty"`
-	RawPath    bool     `json:"raw_path,omitempty"`
+	Host         string     `json:"host,omitempty"`
+	Path         string     `json:"path,omitempty"`
+	PathPrefix   string     `json:"path_prefix,omitempty"`
+	PathTemplate string     `json:"path_template,omitempty"`
+	PathRegex    string     `json:"path_regex,omitempty"`
+	Methods      []string   `json:"methods,omitempty"`
+	Headers      []CondView `json:"headers,omitempty"`
+	Query        []CondView `json:"query,omitempty"`
+	RawPath      bool       `json:"raw_path,omitempty"`
+}
+
+// CondView is one header or query condition: the name, the test (exact,
+// prefix, regex, present or absent) and, for the first three, the value.
+type CondView struct {
+	Name  string `json:"name"`
+	Test  string `json:"test"`
+	Value string `json:"value,omitempty"`
+}
+
+// RewriteView is a route's rewrite, as in the file; nil: none.
+type RewriteView struct {
+	StripPrefix   string `json:"strip_prefix,omitempty"`
+	ReplacePrefix string `json:"replace_prefix,omitempty"`
+	// PathRegex and Substitution are rewrite.path_regex.
+	PathRegex    string `json:"path_regex,omitempty"`
+	Substitution string `json:"substitution,omitempty"`
+	Host         string `json:"host,omitempty"`
 }
 
 // RouteLimitsView sums up what bounds a route's requests: its own limits

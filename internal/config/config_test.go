@@ -130,7 +130,7 @@ var rejectsFile = []rejectCase{
 }
 
 func TestParseRejects(t *testing.T) {
-	tests := slices.Concat(rejectsFile, rejectsServer, rejectsUpstreams, rejectsRoutes)
+	tests := slices.Concat(rejectsFile, rejectsServer, rejectsUpstreams, rejectsRoutes, rejectsRouteMatch, rejectsRewrite)
 	// The table's own faults that would hide a case (its size is no test:
 	// a count of cases cannot fail for a reason in Parse). A repeated name
 	// runs as "name#01" and reads as one case in the output; a case with
@@ -313,7 +313,7 @@ func TestExampleYAML(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ExampleYAML does not parse:\n%v", err)
 	}
-	if cfg.TLS != nil || len(cfg.Upstreams) != 2 || len(cfg.Routes) != 3 {
+	if cfg.TLS != nil || len(cfg.Upstreams) != 2 || len(cfg.Routes) != 4 {
 		t.Errorf("ExampleYAML parsed to %d upstreams, %d routes, TLS %v", len(cfg.Upstreams), len(cfg.Routes), cfg.TLS)
 	}
 	if w := cfg.Upstreams["video"].Endpoints[2].Weight; w != 0 {

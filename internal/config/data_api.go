@@ -276,11 +276,7 @@ func RouteConflicts(routes []Route) []RouteConflict {
 	for i := range seen {
 		seen[i].matchOK = true
 	}
-	overlapsBy(routes, seen, func(i, j int, method string) {
-		what := "same host and path_prefix"
-		if method != "" {
-			what = "same host, path_prefix and method " + engine.Quote(method)
-		}
+	overlapsBy(routes, seen, func(i, j int, what string) {
 		out = append(out, RouteConflict{i, j, fmt.Sprintf("route %s duplicates route %s (%s)", engine.Quote(routes[i].Name), engine.Quote(routes[j].Name), what)})
 	})
 	return out

@@ -45,6 +45,9 @@ var effectiveRenderer = &engine.Renderer{
 		if r, ok := sv.Interface().(Route); ok && r.Data != nil {
 			return dataRouteOmits // a data route has no body, trailers or upgrades
 		}
+		if m, ok := sv.Interface().(Match); ok && m.PathKind() != "path_prefix" {
+			return matchPrefixOmit // its default stands aside for the kind given
+		}
 		return nil
 	},
 	Redacted: Redacted,

@@ -230,6 +230,10 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 	proxied := c.Routes[0]
 	proxied.Data = nil
 	c.Routes = append(c.Routes, proxied)
+	// And one matched by prefix: another path kind leaves path_prefix out.
+	byPrefix := proxied
+	byPrefix.Match.Path, byPrefix.Match.PathTemplate, byPrefix.Match.PathRegex = "", "", ""
+	c.Routes = append(c.Routes, byPrefix)
 	out, err := Effective(&c)
 	if err != nil {
 		t.Fatal(err)

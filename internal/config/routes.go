@@ -2,7 +2,6 @@ package config
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/levee-gw/levee/internal/config/engine"
@@ -16,15 +15,6 @@ import (
 
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
-	matchBlock = engine.NewBlock(
-		engine.Field{Name: "host", Kind: engine.KindString, Doc: `Host matched, exactly or as "*.example.com"; any when omitted`,
-			Check: checkMatchHost, Bind: engine.At(func(m *Match) *string { return &m.Host })},
-		engine.Field{Name: "path_prefix", Kind: engine.KindString, Def: DefaultPathPrefix, Doc: "path prefix matched, on segment boundaries",
-			Check: engine.ProblemOf(checkPathPrefix), Bind: engine.At(func(m *Match) *string { return &m.PathPrefix })},
-		engine.Field{Name: "methods", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindString, Pattern: tokenPattern}, Doc: "methods matched; any when omitted"},
-		engine.Field{Name: "raw_path", Kind: engine.KindBool, Doc: "match the path as sent rather than normalised",
-			Bind: engine.At(func(m *Match) *bool { return &m.RawPath })},
-	)
 	routeBlock = engine.NewBlock(
 		engine.Field{Name: "name", Kind: engine.KindString, Required: true, Pattern: namePattern, Doc: "the route's name, unique",
 			Check: checkName, Bind: engine.At(func(r *Route) *string { return &r.Name })},
@@ -46,6 +36,7 @@ var (
 		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
+		engine.Field{Name: "rewrite", Kind: engine.KindBlock, Sub: rewriteBlock, Doc: "changes the forwarded path (one of strip_prefix, replace_prefix, path_regex) or Host"},
 	)
 )
 
@@ -100,64 +91,12 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 	p.overlaps(c.Routes, seen)
 }
 
-// overlaps reports each route whose host and path prefix equal an earlier
-// route's while the method sets overlap (or both are empty, meaning any
-// method). A route with methods does not overlap one without: the more
-// specific route is a deliberate exception. Linear in the total number of
-// methods.
+// overlaps reports each route that ties with an earlier route on the
+// route precedence and can take the same requests (overlapsBy).
 func (p *parser) overlaps(routes []Route, seen []routeSeen) {
-	overlapsBy(routes, seen, func(i, j int, method string) {
-		path := engine.Key(engine.Index("routes", i), "match")
-		if method == "" {
-			p.Add(seen[i].node, path, "duplicates routes[%d] (same host and path_prefix)", j)
-		} else {
-			p.Add(seen[i].node, path, "duplicates routes[%d] (same host, path_prefix and method %s)", j, engine.Quote(method))
-		}
+	overlapsBy(routes, seen, func(i, j int, what string) {
+		p.Add(seen[i].node, engine.Key(engine.Index("routes", i), "match"), "duplicates routes[%d] (%s)", j, what)
 	})
-}
-
-// overlapsBy finds the overlaps that overlaps reports and calls report
-// with route i, the earlier route j it duplicates, and the method they
-// share ("" when neither lists methods).
-func overlapsBy(routes []Route, seen []routeSeen, report func(i, j int, method string)) {
-	type target struct{ host, prefix string }
-	type group struct {
-		any      int            // index of the first route without methods, or -1
-		byMethod map[string]int // method -> first route listing it
-	}
-	groups := make(map[target]*group)
-	for i, r := range routes {
-		if !seen[i].matchOK {
-			continue
-		}
-		t := target{r.Match.Host, r.Match.PathPrefix}
-		g := groups[t]
-		if g == nil {
-			g = &group{any: -1, byMethod: map[string]int{}}
-			groups[t] = g
-		}
-		if len(r.Match.Methods) == 0 {
-			if g.any >= 0 {
-				report(i, g.any, "")
-			} else {
-				g.any = i
-			}
-			continue
-		}
-		dup, dupMethod := -1, ""
-		for _, m := range r.Match.Methods {
-			if j, ok := g.byMethod[m]; ok && (dup < 0 || j < dup) {
-				dup, dupMethod = j, m
-			}
-		}
-		if dup >= 0 {
-			report(i, dup, dupMethod)
-			continue
-		}
-		for _, m := range r.Match.Methods {
-			g.byMethod[m] = i
-		}
-	}
 }
 
 // route reads one item of `routes`. It returns the nodes of the name and
@@ -206,76 +145,24 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["upgrades"]; v != nil {
 		r.Upgrades = p.upgrades(engine.Key(path, "upgrades"), v)
 	}
+	if v := f["rewrite"]; v != nil {
+		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
+	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
 		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
 	case v != nil:
 		r.Data = p.routeData(c, engine.Key(path, "data"), v)
 		p.dataRouteRules(&r, path, f)
+		if m := f["match"]; m != nil && r.Data != nil {
+			p.dataRouteMatch(&r, path, m)
+		}
 		p.keepDefinition(c, path, n, r.Name)
 	case f["upstream"] == nil:
 		p.Add(n, engine.Key(path, "upstream"), "required")
 	}
 	return r, s, nameNode, upNode
 }
-
-// match reads a route's `match` and reports whether it was all valid.
-func (p *parser) match(m *Match, path string, n *yaml.Node) bool {
-	f, ok := p.Block(path, n, matchBlock)
-	if !ok {
-		return false
-	}
-	ok = p.Bind(f, n, path, matchBlock, m) == nil // host, path_prefix and raw_path
-	if v := f["methods"]; v != nil {
-		ok = p.methods(m, engine.Key(path, "methods"), v) && ok
-	}
-	return ok
-}
-
-// methods reads `methods`: a non-empty list of distinct method tokens.
-func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
-	items, ok := p.Sequence(path, n)
-	if !ok {
-		return false
-	}
-	if len(items) == 0 {
-		p.Add(n, path, "must list at least one method; omit it to match any method")
-		return false
-	}
-	first := make(map[string]int, len(items))
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			ok = false
-			continue
-		}
-		if !validToken(s) {
-			p.Add(item, ip, "must be an HTTP method such as \"GET\", got %s", engine.Quote(s))
-			ok = false
-			continue
-		}
-		up := strings.ToUpper(s)
-		if j, dup := first[up]; dup {
-			p.Add(item, ip, "duplicate method %s (first at methods[%d])", engine.Quote(up), j)
-			ok = false
-			continue
-		}
-		first[up] = i
-		m.Methods = append(m.Methods, up)
-	}
-	return ok
-}
-
-// checkMatchHost normalises a route's `match.host` (normalizeMatchHost).
-var checkMatchHost = engine.CheckStr(func(p *engine.Parser, path string, n *yaml.Node, s *string) bool {
-	host, problem := normalizeMatchHost(*s)
-	if problem != "" {
-		p.Add(n, path, "%s, got %s", problem, engine.Quote(*s))
-	}
-	*s = host
-	return problem == ""
-})
 
 // Route sends the requests it matches to an upstream (`routes[i]`).
 type Route struct {
@@ -354,6 +241,9 @@ type Route struct {
 	// section 7.8 lets a server ignore Upgrade); "h2c" is an error: levee
 	// never hands an upstream a connection that would bypass its routing.
 	Upgrades []string
+	// Rewrite, when not nil, changes the path or Host the route forwards
+	// (`rewrite`, route_rewrite.go).
+	Rewrite *Rewrite
 }
 
 // The accepted values of Route.Priority, most important first.
@@ -363,36 +253,8 @@ const (
 	PrioritySheddable = "sheddable"
 )
 
-// Match is the condition under which a route takes a request (`match`).
-// All given conditions must hold.
-type Match struct {
-	// Host is the request host to match, without a port (`host`): an
-	// exact name ("api.example.com") or a name whose whole leftmost label
-	// is the wildcard ("*.example.com"); "*" appears nowhere else. Stored
-	// lower-case. Empty, the default, matches any host.
-	Host string
-	// PathPrefix is the prefix the request path must start with
-	// (`path_prefix`). It starts with "/". Default DefaultPathPrefix ("/"),
-	// which matches every path.
-	PathPrefix string
-	// Methods lists the HTTP methods matched (`methods`), each an RFC 7230
-	// token stored upper-case, no duplicates. nil, the default, matches any
-	// method but CONNECT, which is refused (405) unless the route lists it
-	// here. An explicit empty list is an error.
-	Methods []string
-	// RawPath forwards the request target's path bytes as received
-	// instead of their normal form (`raw_path`, a boolean). Default
-	// false. The route is still matched (so its auth is decided) on the
-	// normal form; the backend gets the bytes as sent, so it must resolve
-	// them as levee does: a risk, see "Request paths" in
-	// docs/configuration.md.
-	RawPath bool
-}
-
 // Defaults of this file's fields, each the def of its table entry.
 const (
-	// DefaultPathPrefix is Match.PathPrefix when omitted: every path.
-	DefaultPathPrefix = "/"
 	// DefaultMaxBodyBytes is Route.MaxBodyBytes when omitted: 0, no limit.
 	DefaultMaxBodyBytes int64 = 0
 	// DefaultRouteTimeout is Route.Timeout when omitted: 0, no deadline.

@@ -59,6 +59,13 @@ type Options struct {
 	CachePolicy datacache.Policy
 	Metrics     *Metrics
 	Logger      *slog.Logger
+	// PathNames and PathValues bind a path template's captures: PathValues
+	// returns the request path's captured segments in the order of
+	// PathNames, each bound as the query parameter of that name (typed by
+	// its declaration); a query string that also gives one is refused.
+	// nil: the route has no template.
+	PathNames  []string
+	PathValues func(path string) []string
 	// Now is the clock (time.Now when nil): cache freshness and the
 	// spacing of the attempts to learn the columns are judged on it.
 	Now func() time.Time
@@ -120,6 +127,11 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the query string is malformed (a bad %-escape or a ';')"}
+	}
+	if rt.o.PathValues != nil {
+		if ref := bindPath(vals, r.URL.Path, rt.o.PathNames, rt.o.PathValues); ref != nil {
+			return nil, ref
+		}
 	}
 	paged := format == dataformat.JSON && q.Keyset() != nil
 	// limit= of an answer that is not a page (NDJSON, CSV, JSON of a route
@@ -314,4 +326,22 @@ func (rt *Route) ask(ctx context.Context) (learnt, error) {
 		rt.logger.Error("data route: cannot read the table's columns", "table", rt.o.Table.Table, "error", err)
 	}
 	return v, err
+}
+
+// bindPath adds a path template's captures to vals, each under its name.
+// A capture the query string also gives is refused (one value, from one
+// place); a path the template does not match (the router matched it, so
+// only a caller's bug) is refused as no route.
+func bindPath(vals url.Values, path string, names []string, values func(string) []string) *upstream.Refusal {
+	got := values(path)
+	if len(got) != len(names) {
+		return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the path does not match the route's template"}
+	}
+	for i, name := range names {
+		if _, dup := vals[name]; dup {
+			return &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Param: name, Detail: "given by the path; not also in the query string"}
+		}
+		vals[name] = []string{got[i]}
+	}
+	return nil
 }

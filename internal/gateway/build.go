@@ -114,7 +114,10 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			AnonymousLimit: anon,
 			Name:           rc.Name,
 			Host:           rc.Match.Host,
-			PathPrefix:     rc.Match.PathPrefix,
+			Path:           rc.Match.Path,
+			PathTemplate:   rc.Match.PathTemplate,
+			PathRegex:      rc.Match.PathRegex,
+			PathPrefix:     rc.Match.Prefix(),
 			Methods:        rc.Match.Methods,
 			Upstream:       up,
 			MaxBodyBytes:   rc.MaxBodyBytes,
@@ -125,6 +128,13 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
+		}
+		rt.Headers, rt.Query = rc.Match.Conds()
+		if rc.DataPath() { // a data route answers only its own path
+			rt.Path, rt.PathPrefix = rt.PathPrefix, ""
+		}
+		if rt.Rewrite, err = proxyRewrite(rc); err != nil {
+			return nil, fmt.Errorf("routes[%s].rewrite: %w", rc.Name, err)
 		}
 		rt.BodyTimeout, rt.SendTimeout, rt.BufferBodyBytes = cfg.Server.BodyTimeout, cfg.Server.SendTimeout, bufferBodyBytes(retry)
 		rt.BufferAnswerBytes = cfg.Server.AnswerBuffer

@@ -181,6 +181,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		StatementTimeout: d.StatementTimeout,
 		CountMax:         d.CountMax,
 	}
+	o.PathNames, o.PathValues = rc.Match.PathCaptures()
 	for _, f := range d.Formats {
 		format, err := dataformat.ParseFormat(f)
 		if err != nil {

@@ -367,7 +367,10 @@ func TestDataAPIPrecedence(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(doc["problems"]), "data API rt") {
 		t.Fatalf("refusal does not name the data API: %v", doc)
 	}
-	write(fileVersionRoute("orders", "/v1/orders", 5) + "  - {name: web2, match: {path_prefix: /v1/rt, methods: [GET]}, upstream: web}\n")
+	// A data route answers only its own path (issue 25), so the file
+	// route that collides with it is one on that exact path; a prefix
+	// route /v1/rt would take only the paths below it.
+	write(fileVersionRoute("orders", "/v1/orders", 5) + "  - {name: web2, match: {path: /v1/rt, methods: [GET]}, upstream: web}\n")
 	doc = in.expectAPI("POST", "/api/v1/reload", "", 422, "invalid_config")
 	if !strings.Contains(fmt.Sprint(doc["problems"]), `route "rt" duplicates route "web2"`) {
 		t.Fatalf("refusal does not name the collision: %v", doc)

@@ -77,12 +77,21 @@ func columnsReader(d *config.RouteData, dr *dataapi.Route) openapi.ColumnsReader
 // describeRoute is route rc as the document shows it, its columns not yet
 // filled in.
 func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
-	rt := openapi.Route{Name: rc.Name, Host: rc.Match.Host, PathPrefix: rc.Match.PathPrefix, Methods: rc.Match.Methods,
+	rt := openapi.Route{Name: rc.Name, Host: rc.Match.Host, PathPrefix: rc.Match.Prefix(), Methods: rc.Match.Methods,
 		Auth: openapi.Auth(rc.Auth), Upstream: rc.Upstream}
 	if rc.Auth == config.AuthNone {
 		rt.Auth = openapi.AuthNone
 	}
-	if rt.PathPrefix == "" {
+	switch m := &rc.Match; {
+	case rc.DataPath(): // a data route answers only its own path
+		rt.PathKind, rt.PathPrefix = "path", m.PathPrefix
+	case m.PathKind() == "path":
+		rt.PathKind, rt.PathPrefix = "path", m.Path
+	case m.PathKind() == "path_template":
+		rt.PathKind, rt.PathPrefix = "path_template", m.PathTemplate
+	case m.PathKind() == "path_regex":
+		rt.PathKind, rt.PathPrefix = "path_regex", m.PathRegex
+	case rt.PathPrefix == "":
 		rt.PathPrefix = "/"
 	}
 	for _, r := range proxy.RouteRefusals(routeShape(cfg, rc)) {

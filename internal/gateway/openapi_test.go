@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -207,7 +208,12 @@ upstreams:
 	expectJSON(t, "openapi", doc["openapi"], `"3.1.0"`)
 	for path, id := range map[string]string{"/v1/orders": "orders", "/v1/customers": "customers", "/api": "api", "/v1/gone": "gone"} {
 		expectJSON(t, path+" operationId", dig(doc, "paths", path, "get", "operationId"), `"`+id+`"`)
-		expectJSON(t, path+" prefix", dig(doc, "paths", path, "x-levee-path-prefix"), `true`)
+		// A data route answers only its own path (issue 25): not a prefix.
+		prefix := path == "/api"
+		expectJSON(t, path+" prefix", dig(doc, "paths", path, "x-levee-path-prefix"), strconv.FormatBool(prefix))
+		if !prefix {
+			expectJSON(t, path+" match", dig(doc, "paths", path, "x-levee-match"), `"path"`)
+		}
 	}
 
 	t.Run("proxied route", func(t *testing.T) {

@@ -35,9 +35,8 @@ func (v operatorView) Routes() []admin.RouteView {
 	for i := range cfg.Routes {
 		rc := &cfg.Routes[i]
 		rv := admin.RouteView{
-			Name: rc.Name,
-			Match: admin.MatchView{Host: rc.Match.Host, PathPrefix: rc.Match.PathPrefix,
-				Methods: rc.Match.Methods, RawPath: rc.Match.RawPath},
+			Name:  rc.Name,
+			Match: matchView(&rc.Match), Rewrite: rewriteView(rc.Rewrite),
 			Kind: "upstream", Upstream: rc.Upstream, Auth: rc.Auth,
 			GrantedAppIDs: []string{},
 			Limits:        admin.RouteLimitsView{Priority: rc.Priority, Concurrency: admin.ConcurrencyOf(0, false)},

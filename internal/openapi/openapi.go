@@ -51,8 +51,13 @@ type Route struct {
 	Name string
 	// Host is match.host ("" any host; may be "*.example.com").
 	Host string
-	// PathPrefix is match.path_prefix ("/" matches every path).
+	// PathPrefix is match.path_prefix ("/" matches every path), or with
+	// PathKind set the path, template or regex of that kind.
 	PathPrefix string
+	// PathKind is "" for a prefix, else the match's kind: "path" (exact),
+	// "path_template" or "path_regex". The document keys the path item by
+	// the text as written (braces percent-encoded) and says which it is.
+	PathKind string
 	// Methods are match.methods, upper case; nil means every method but
 	// CONNECT.
 	Methods []string
@@ -313,7 +318,10 @@ func (r *renderer) route(paths *obj, rt *Route) {
 	}
 	item, _ := paths.get(key).(obj)
 	if item == nil {
-		item = obj{{"x-levee-path-prefix", true}}
+		item = obj{{"x-levee-path-prefix", rt.PathKind == ""}}
+		if rt.PathKind != "" {
+			item.set("x-levee-match", rt.PathKind)
+		}
 		if key != rt.PathPrefix {
 			item.set("x-levee-path", rt.PathPrefix)
 		}
@@ -349,9 +357,16 @@ func routeSummary(rt *Route) string {
 func (r *renderer) operation(rt *Route, id, method string, others []string) obj {
 	op := obj{{"operationId", id}, {"tags", []string{rt.Name}}, {"summary", routeSummary(rt)}}
 	var desc strings.Builder
-	if rt.PathPrefix == "/" {
+	switch {
+	case rt.PathKind == "path":
+		fmt.Fprintf(&desc, "Matches the path `%s` exactly", rt.PathPrefix)
+	case rt.PathKind == "path_template":
+		fmt.Fprintf(&desc, "Matches the path template `%s` (each {capture} one whole segment)", rt.PathPrefix)
+	case rt.PathKind == "path_regex":
+		fmt.Fprintf(&desc, "Matches the paths the whole of which match the RE2 pattern `%s`", rt.PathPrefix)
+	case rt.PathPrefix == "/":
 		desc.WriteString("Matches every path")
-	} else {
+	default:
 		fmt.Fprintf(&desc, "Matches the path prefix `%s`: this path and every path below it (levee routes by prefix; OpenAPI has no prefix paths)", rt.PathPrefix)
 	}
 	if rt.Host != "" {

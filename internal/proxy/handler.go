@@ -140,6 +140,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.admitConsumer(w, r, &x, rt, sentPath) { // 3. identity, grant, limits, app slot
 		return
 	}
+	if rt.Rewrite != nil && !h.rewriteRequest(w, r, &x, t, rt.Rewrite) { // 3a. the forwarded path and Host
+		return
+	}
 	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole
 		return
 	}

@@ -57,7 +57,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok bool, allow []strin
 		case target == "*" && r.Method == http.MethodOptions,
 			r.Method == http.MethodConnect && r.URL.Path == "":
 			// asterisk-form and authority-form have no path to normalise.
-			rt, ok, allow = t.router.LookupAllow(r.Host, r.URL.Path, r.Method)
+			rt, ok, allow = t.router.LookupRequest(r.Host, r.URL.Path, r.Method, r.Header, r.URL.RawQuery)
 			return rt, ok, allow, false, ""
 		}
 		var host string
@@ -85,7 +85,7 @@ func (t *Table) routeRequest(r *http.Request) (rt *Route, ok bool, allow []strin
 	if path != norm {
 		r.URL.RawPath = norm
 	}
-	rt, ok, allow = t.router.LookupAllow(r.Host, path, r.Method)
+	rt, ok, allow = t.router.LookupRequest(r.Host, path, r.Method, r.Header, r.URL.RawQuery)
 	if slashesKept && t.escapedSlashes == urlpath.Reject && (!ok || !rt.RawPath) {
 		return nil, false, nil, true, ""
 	}
@@ -187,7 +187,7 @@ func (t *Table) ambiguous(r *http.Request, rt *Route, rawPath, norm string, slas
 		if err != nil {
 			return true
 		}
-		other, ok, _ := t.router.Lookup(r.Host, urlpath.Unescape(p), r.Method)
+		other, ok, _ := t.router.LookupRequest(r.Host, urlpath.Unescape(p), r.Method, r.Header, r.URL.RawQuery)
 		if !ok || other != rt {
 			return true
 		}

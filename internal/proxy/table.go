@@ -95,11 +95,20 @@ type HashOn struct {
 // Immutable once placed in a Table.
 type Route struct {
 	Name string
-	// Host, PathPrefix and Methods are the match conditions (see route.Table).
-	Host       string
-	PathPrefix string
-	Methods    []string
-	Upstream   *Upstream
+	// Host, the path kind (Path, PathTemplate, PathRegex or PathPrefix),
+	// Methods, Headers and Query are the match conditions (see
+	// route.Table).
+	Host         string
+	Path         string
+	PathTemplate string
+	PathRegex    string
+	PathPrefix   string
+	Methods      []string
+	Headers      []route.Cond
+	Query        []route.Cond
+	// Rewrite, when set, changes the forwarded path or Host (rewrite.go).
+	Rewrite  *Rewrite
+	Upstream *Upstream
 	// SendTimeout, when > 0, bounds each write of the answer to the client
 	// (NGINX's send_timeout; see sender in copy.go): a client that takes no byte of
 	// the answer for that long has its connection (HTTP/2: its stream)
@@ -175,7 +184,8 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	rules := make([]route.Rule[*Route], 0, len(routes))
 	for _, rt := range routes {
 		rt.metrics = newRouteMetrics(m, rt.Name, rt.Upstream.Name)
-		rules = append(rules, route.Rule[*Route]{Host: rt.Host, PathPrefix: rt.PathPrefix, Methods: rt.Methods, Value: rt})
+		rules = append(rules, route.Rule[*Route]{Host: rt.Host, Path: rt.Path, PathTemplate: rt.PathTemplate, PathRegex: rt.PathRegex,
+			PathPrefix: rt.PathPrefix, Headers: rt.Headers, Query: rt.Query, Methods: rt.Methods, Value: rt})
 	}
 	for _, up := range upstreams {
 		up.duration = m.upstreamDuration.WithLabelValues(up.Name)

@@ -87,6 +87,11 @@ func reference[T any](rs []Rule[T], host, path, method string) (idx int, methodM
 			if !strings.HasPrefix(path, prefix) {
 				continue
 			}
+			// Segment boundaries: the path ends at the prefix, goes on
+			// with "/", or the prefix ends in "/".
+			if rest := path[len(prefix):]; rest != "" && rest[0] != '/' && !strings.HasSuffix(prefix, "/") {
+				continue
+			}
 			pathMatched = true
 			methods = append(methods, r.Methods...)
 			listed := false

@@ -1,7 +1,36 @@
-// Package route is levee's request router: it maps a request's host, path
-// and method to the value the caller attached to a rule (in levee, a
-// *proxy.Route). It is pure code with no I/O and imports nothing internal;
-// it is generic over the value so that it stays a leaf.
+// Package route is levee's request router: it maps a request's host, path,
+// method, headers and query to the value the caller attached to a rule (in
+// levee, a *proxy.Route). It is pure code with no I/O and imports nothing
+// internal; it is generic over the value so that it stays a leaf.
+//
+// # Precedence
+//
+// One function, compare (precedence.go), orders the rules; Lookup returns
+// the first rule in that order whose conditions all hold, with one twist
+// for methods (below). The order, most specific first:
+//
+//  1. host: an exact host, then wildcard hosts by longest suffix
+//     ("*.a.example.com" before "*.example.com"), then rules with no host;
+//  2. path kind: an exact path, then a template, then a prefix, then a
+//     regex;
+//  3. within a kind: templates segment by segment (a literal before an
+//     {x:int} capture before an {x} capture), prefixes longest first;
+//     regexes are not ordered among themselves (see 6);
+//  4. more header and query conditions first;
+//  5. a rule that lists methods before one that lists none;
+//  6. the earlier rule in the input. Callers refuse two rules that tie on
+//     1 to 5 and can match one request (Conflicts), so this decides only
+//     between different regexes at one host: the one place the input
+//     order matters, as validation cannot decide whether two regexes
+//     overlap.
+//
+// Methods: the search stops at the first host group (1) in which some
+// rule's path and conditions hold. If none of that group's such rules
+// admits the method, the result is a method mismatch (405) with the Allow
+// value of their methods: one host's method restrictions are never bypassed
+// by a less specific host's rules. Within a group, a more specific rule
+// whose methods exclude the request's does not hide a less specific one
+// that admits it.
 //
 // # Algorithm
 //
@@ -11,33 +40,26 @@
 //   - wildcard: map from suffix (".example.com" for "*.example.com") to its group;
 //   - any-host: one group for rules with Host "".
 //
-// Each group is a radix tree over PathPrefix (see prefixTree), which yields
-// the group's rules in match order: longest prefix first, then rules that
-// list methods before rules that list none, then input order.
-//
-// Lookup walks the groups in precedence order: the exact group of the host,
-// then the wildcard groups of the host's proper dot-suffixes, longest suffix
-// first (one map lookup per dot), then the any-host group. In each group it
-// returns the first rule, in match order, whose prefix is a prefix of the
-// path and whose methods admit the method. A group in which no prefix
-// matches the path is skipped; a group in which some prefix matched but no
-// method did ends the search with a method mismatch.
+// In a group, exact paths are a map from path to rules, prefixes a radix
+// tree (prefixTree), templates and regexes slices in precedence order.
 //
 // Work per call: O(len(host)) to strip and lower-case the host; at most
 // 1 + (dots in the host) map lookups plus the any-host group; in each group
-// visited, O(len(path)) to walk the tree plus the method check of each rule
-// on the matched prefix chain. The number of rules in the table does not
-// enter, except through the rules that share a matching prefix. No
-// allocation, as long as no rule Host is longer than 255 bytes (see
-// maxStackHost).
+// visited, one map lookup for exact paths, O(len(path)) per template and
+// regex of the group, O(len(path)) to walk the prefix tree, plus the
+// condition and method checks of the rules whose path matched. No
+// allocation for host, path and method matching as long as no rule Host is
+// longer than 255 bytes (see maxStackHost); a query condition decodes a
+// %-escaped parameter on the heap; a method mismatch's Allow value is built
+// once and then served from a bounded cache (allowCache).
 //
-// Locking: none. A Table is immutable after NewTable, so any number of
-// goroutines may call Match and Lookup at once; a new configuration means a
-// new Table, published by the caller (for example with atomic.Pointer).
+// Locking: a Table is immutable after NewTable, but for its Allow cache
+// (allowCache, a mutex held only on a method mismatch), so any number of
+// goroutines may call Match and Lookup at once; a new configuration means
+// a new Table, published by the caller (for example with atomic.Pointer).
 package route
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -47,7 +69,9 @@ import (
 // does Lookup lower-case on the heap instead.
 const maxStackHost = 255
 
-// Rule is one route's match conditions, already validated by the caller.
+// Rule is one route's match conditions, already validated by the caller
+// (ParseTemplate, CompileRegex). At most one of Path, PathTemplate, PathRegex and PathPrefix
+// is set; with none, the rule matches every path (PathPrefix "/").
 type Rule[T any] struct {
 	// Host is the host the rule serves, lower-case, without a port:
 	//   - "" matches any host;
@@ -59,9 +83,23 @@ type Rule[T any] struct {
 	// IPv6 literal ("[::1]" is stored as "::1"), so those spellings are
 	// equivalent.
 	Host string
-	// PathPrefix is matched as a plain string prefix of the raw request path
-	// (see Table.Lookup). It starts with "/"; "" means "/".
+	// Path, when set, is matched exactly against the request path.
+	Path string
+	// PathTemplate, when set, is a template (see ParseTemplate) the whole
+	// request path must match.
+	PathTemplate string
+	// PathRegex, when set, is an RE2 pattern the whole request path must
+	// match (NewTable anchors it; see CompileRegex).
+	PathRegex string
+	// PathPrefix is matched on segment boundaries: "/v1/products" matches
+	// "/v1/products" and "/v1/products/..." but not "/v1/productsXYZ"; a
+	// prefix ending in "/" matches any path starting with it ("/video/"
+	// matches "/video/" and "/video/x", not "/video"). It starts with "/";
+	// "" means "/".
 	PathPrefix string
+	// Headers and Query are conditions that must all hold (see Cond).
+	Headers []Cond
+	Query   []Cond
 	// Methods lists the upper-case method tokens the rule accepts, compared
 	// case-sensitively as RFC 9110 section 9.1 requires. Empty accepts any
 	// method. HEAD is not implied by GET: list it if the route serves it.
@@ -70,49 +108,44 @@ type Rule[T any] struct {
 	Value T
 }
 
-// Table is an immutable routing table. It is safe for concurrent use, and
-// Match and Lookup allocate nothing. The zero value and a nil *Table match
-// nothing.
+// Table is an immutable routing table (but for its bounded Allow cache). It
+// is safe for concurrent use, and its lookups allocate nothing, except to
+// decode a %-escaped query parameter a query condition tests. The zero
+// value and a nil *Table match nothing.
 type Table[T any] struct {
-	exact    map[string]*prefixTree[T] // by canonical host
-	wildcard map[string]*prefixTree[T] // by suffix with its leading dot: ".example.com"
-	anyHost  *prefixTree[T]            // rules with Host ""; nil when there are none
-	maxExact int                       // longest key in exact
-	maxWild  int                       // longest key in wildcard
-	n        int                       // rules in the table
+	exact    map[string]*group[T] // by canonical host
+	wildcard map[string]*group[T] // by suffix with its leading dot: ".example.com"
+	anyHost  *group[T]            // rules with Host ""; nil when there are none
+	maxExact int                  // longest key in exact
+	maxWild  int                  // longest key in wildcard
+	n        int                  // rules in the table
+	allow    *allowCache
 }
 
 // NewTable builds a Table from rules, which it does not retain: later changes
-// to the slice or to a rule's Methods do not affect the Table. When two rules
-// have the same host and prefix, both list methods or both list none, and
-// both admit a request, the earlier one in rules wins.
+// to the slice or to a rule's slices do not affect the Table. A template or
+// regex that does not parse (which the caller's validation refuses) matches
+// no request; with more than one path kind set, the first of Path,
+// PathTemplate, PathRegex and PathPrefix counts.
 func NewTable[T any](rules []Rule[T]) *Table[T] {
-	t := &Table[T]{n: len(rules)}
-	for _, r := range rules {
-		host := canonicalRuleHost(r.Host)
-		var g *prefixTree[T]
+	t := &Table[T]{n: len(rules), allow: newAllowCache()}
+	for i := range rules {
+		r := newRule(i, &rules[i])
+		var g *group[T]
 		switch {
-		case host == "":
+		case r.host == "":
 			if t.anyHost == nil {
-				t.anyHost = &prefixTree[T]{}
+				t.anyHost = &group[T]{}
 			}
 			g = t.anyHost
-		case strings.HasPrefix(host, "*."):
-			g = treeFor(&t.wildcard, host[1:])
-			t.maxWild = max(t.maxWild, len(host)-1)
+		case r.hostClass == hostWildcard:
+			g = groupFor(&t.wildcard, r.host[1:])
+			t.maxWild = max(t.maxWild, len(r.host)-1)
 		default:
-			g = treeFor(&t.exact, host)
-			t.maxExact = max(t.maxExact, len(host))
+			g = groupFor(&t.exact, r.host)
+			t.maxExact = max(t.maxExact, len(r.host))
 		}
-		prefix := r.PathPrefix
-		if prefix == "" {
-			prefix = "/"
-		}
-		var methods []string
-		if len(r.Methods) > 0 {
-			methods = slices.Clone(r.Methods)
-		}
-		g.insert(prefix, rule[T]{methods: methods, value: r.Value})
+		g.add(r)
 	}
 	for _, g := range t.exact {
 		g.finish()
@@ -126,13 +159,13 @@ func NewTable[T any](rules []Rule[T]) *Table[T] {
 	return t
 }
 
-func treeFor[T any](m *map[string]*prefixTree[T], key string) *prefixTree[T] {
+func groupFor[T any](m *map[string]*group[T], key string) *group[T] {
 	if *m == nil {
-		*m = make(map[string]*prefixTree[T])
+		*m = make(map[string]*group[T])
 	}
 	g := (*m)[key]
 	if g == nil {
-		g = &prefixTree[T]{}
+		g = &group[T]{}
 		(*m)[key] = g
 	}
 	return g
@@ -171,11 +204,32 @@ func (t *Table[T]) Match(host, path, method string) (v T, ok bool) {
 	return v, ok
 }
 
-// Lookup returns the Value of the rule chosen for a request. ok is false when
-// no rule matches; methodMismatch is then true if the search stopped at a
-// host group with a rule matching the path but none admitting the method, so
-// the caller can answer 405 Method Not Allowed instead of 404 Not Found.
-// methodMismatch is false whenever ok is true.
+// Lookup returns the Value of the rule chosen for a request with no
+// headers and no query (LookupRequest). ok is false when no rule matches;
+// methodMismatch is then true if the search stopped at a host group with a
+// rule matching the path but none admitting the method, so the caller can
+// answer 405 Method Not Allowed instead of 404 Not Found. methodMismatch is
+// false whenever ok is true.
+func (t *Table[T]) Lookup(host, path, method string) (v T, ok, methodMismatch bool) {
+	v, ok, allow := t.LookupRequest(host, path, method, nil, "")
+	return v, ok, allow != nil
+}
+
+// LookupAllow is LookupRequest for a request with no headers and no query.
+func (t *Table[T]) LookupAllow(host, path, method string) (v T, ok bool, allow []string) {
+	return t.LookupRequest(host, path, method, nil, "")
+}
+
+// LookupRequest returns the Value of the rule chosen for a request: the
+// first rule in precedence order (see the package comment) whose host,
+// path, header and query conditions hold and whose methods admit method.
+// ok is false when no rule matches; allow is then, on a method mismatch,
+// the value of the Allow header a 405 answer carries (RFC 9110 section
+// 15.5.6): the methods of every rule of the host group that ended the
+// search whose path and conditions hold, sorted, distinct and joined with
+// ", ", as a one-element slice. The slice is shared: callers may put it
+// into a header map as is but must not modify it. allow is nil whenever ok
+// is true or no rule's path and conditions held.
 //
 // host is the request's Host as received, in any case, with or without a
 // port: "API.Example.com:8080", "[::1]:80" and "[::1]" are understood, and
@@ -184,50 +238,23 @@ func (t *Table[T]) Match(host, path, method string) (v T, ok bool) {
 // ASCII one. A bracket-less host with more than one colon is taken as a bare
 // IPv6 address with no port.
 //
-// Host groups are tried in this order, each at most once:
-//  1. the rules whose Host equals the host;
-//  2. the wildcard rules whose suffix the host ends with, longest suffix
-//     first ("*.a.example.com" before "*.example.com");
-//  3. the rules with Host "".
+// path is matched as given: no cleaning or decoding is done here (levee
+// passes its normal, decoded form). An empty path is taken as "/" (RFC 9112
+// section 3.2.1); "*" matches no rule. header has canonical keys, as
+// net/http keeps them (nil: none); rawQuery is the query as received,
+// without "?".
 //
-// Within a group, the rule with the longest PathPrefix that is a prefix of
-// path and whose Methods admit method wins; between rules with the same
-// prefix, one that lists the method beats one that lists no methods, and then
-// the earlier rule wins. A longer prefix whose Methods exclude the method does
-// not hide a shorter one in the same group: with "/api/admin" for GET and
-// "/api" for any method, POST /api/admin/x goes to "/api".
-//
-// Prefixes are plain string prefixes of the raw path, as in an NGINX prefix
-// location: "/video/" matches "/video/" and "/video/x"; "/video" matches
-// "/video", "/video/x" and also "/videos". No cleaning or decoding is done:
-// the caller passes the path it will forward. An empty path is taken as "/"
-// (RFC 9112 section 3.2.1); "*" matches no rule.
-//
-// Fall-through: a group none of whose prefixes match the path is skipped and
-// the next group is tried, so a host that routes only /a does not hide the
-// any-host rule for /b. A group that has a prefix matching the path but no
-// rule admitting the method ends the search (methodMismatch): one host's
-// method restrictions are never bypassed by a less specific host's rules.
-func (t *Table[T]) Lookup(host, path, method string) (v T, ok, methodMismatch bool) {
-	v, ok, allow := t.LookupAllow(host, path, method)
-	return v, ok, allow != nil
-}
-
-// LookupAllow is Lookup reporting a method mismatch by the value of the
-// Allow header a 405 answer carries (RFC 9110 section 15.5.6): the methods
-// of every rule in the host group that ended the search whose prefix
-// matches path (the rules a request with another method could have
-// reached), sorted, distinct and joined with ", ", as a one-element slice.
-// The slice is computed once when the table is built and shared: callers
-// may put it into a header map as is but must not modify it. allow is nil
-// whenever ok is true or no rule's prefix matched.
-func (t *Table[T]) LookupAllow(host, path, method string) (v T, ok bool, allow []string) {
+// Fall-through: a group none of whose rules' paths and conditions hold is
+// skipped and the next group is tried, so a host that routes only /a does
+// not hide the any-host rule for /b.
+func (t *Table[T]) LookupRequest(host, path, method string, header map[string][]string, rawQuery string) (v T, ok bool, allow []string) {
 	if t == nil {
 		return v, false, nil
 	}
 	if path == "" {
 		path = "/"
 	}
+	req := request{path: path, method: method, header: header, query: rawQuery}
 	h := hostOnly(host)
 	n := len(h)
 
@@ -252,10 +279,11 @@ func (t *Table[T]) LookupAllow(host, path, method string) (v T, ok bool, allow [
 		}
 	}
 
+	var mm mismatch
 	if n > 0 && n <= t.maxExact { // then k.off == 0
-		if g := treeAt(t.exact, &k, 0); g != nil {
-			if v, ok, allow := g.match(path, method); ok || allow != nil {
-				return v, ok, allow
+		if g := groupAt(t.exact, &k, 0); g != nil {
+			if v, ok := g.match(&req, &mm); ok || mm.n > 0 {
+				return v, ok, t.allowOf(ok, &mm)
 			}
 		}
 	}
@@ -267,19 +295,28 @@ func (t *Table[T]) LookupAllow(host, path, method string) (v T, ok bool, allow [
 			if h[i] != '.' {
 				continue
 			}
-			if g := treeAt(t.wildcard, &k, i); g != nil {
-				if v, ok, allow := g.match(path, method); ok || allow != nil {
-					return v, ok, allow
+			if g := groupAt(t.wildcard, &k, i); g != nil {
+				if v, ok := g.match(&req, &mm); ok || mm.n > 0 {
+					return v, ok, t.allowOf(ok, &mm)
 				}
 			}
 		}
 	}
 	if t.anyHost != nil {
-		if v, ok, allow := t.anyHost.match(path, method); ok || allow != nil {
-			return v, ok, allow
+		if v, ok := t.anyHost.match(&req, &mm); ok || mm.n > 0 {
+			return v, ok, t.allowOf(ok, &mm)
 		}
 	}
 	return v, false, nil
+}
+
+// allowOf is the Allow value of a mismatch, nil when there is none or the
+// lookup matched.
+func (t *Table[T]) allowOf(ok bool, mm *mismatch) []string {
+	if ok || mm.n == 0 {
+		return nil
+	}
+	return t.allow.get(mm)
 }
 
 // hostKey yields the lower-cased suffixes of a request host as map keys
@@ -291,9 +328,9 @@ type hostKey struct {
 	off int
 }
 
-// treeAt looks up the suffix of the host starting at byte i (i >= k.off).
+// groupAt looks up the suffix of the host starting at byte i (i >= k.off).
 // The string conversion in the map index does not allocate.
-func treeAt[T any](m map[string]*prefixTree[T], k *hostKey, i int) *prefixTree[T] {
+func groupAt[T any](m map[string]*group[T], k *hostKey, i int) *group[T] {
 	if k.low == nil {
 		return m[k.h[i:]]
 	}

@@ -46,7 +46,8 @@ func TestLookup(t *testing.T) {
 		{"method-specific beats method-less", "api.example.com", "/v1/users", "POST", "api-users-post", false},
 		{"second method-specific rule", "api.example.com", "/v1/users/7", "DELETE", "api-users-delete", false},
 		{"method-less takes other methods", "api.example.com", "/v1/users", "PUT", "api-users", false},
-		{"prefix without slash is a plain string prefix", "api.example.com", "/v1/usersettings", "POST", "api-users-post", false},
+		{"prefix without slash matches on segment boundaries only", "api.example.com", "/v1/usersettings", "POST", "api-v1", false},
+		{"prefix without slash matches itself", "api.example.com", "/v1/users", "POST", "api-users-post", false},
 		{"prefix with slash does not match the bare word", "api.example.com", "/v1", "GET", "api-root", false},
 
 		// Host spelling.
@@ -71,11 +72,13 @@ func TestLookup(t *testing.T) {
 		{"exact beats wildcard", "api.example.com", "/x", "GET", "api-root", false},
 		{"longer wildcard first", "x.eu.example.com", "/eu/1", "GET", "wild-eu", false},
 		{"longer wildcard falls through to shorter", "x.eu.example.com", "/other", "GET", "wild-example", false},
-		{"wildcard upper case with port", "X.CDN.Example.Com:8443", "/videos", "GET", "wild-cdn-video", false},
+		{"wildcard upper case with port", "X.CDN.Example.Com:8443", "/video/s", "GET", "wild-cdn-video", false},
+		{"wildcard prefix not on a segment boundary", "X.CDN.Example.Com:8443", "/videos", "GET", "wild-example", false},
 
 		// Fall-through between groups and method mismatch.
 		{"exact without path match falls through to wildcard", "only-a.example.com", "/b", "GET", "wild-example", false},
-		{"exact with path match stays", "only-a.example.com", "/abc", "GET", "only-a", false},
+		{"exact with path match stays", "only-a.example.com", "/a/bc", "GET", "only-a", false},
+		{"exact host without a segment match falls through", "only-a.example.com", "/abc", "GET", "wild-example", false},
 		{"falls through to any-host", "unknown.test", "/b/c", "GET", "any-b", false},
 		{"method mismatch stops at the host", "readonly.example.com", "/data/1", "POST", "", true},
 		{"method listed", "readonly.example.com", "/data/1", "HEAD", "readonly-data", false},

@@ -309,16 +309,37 @@
     const b = tbody('routes');
     if (doc.routes.length === 0) b.append(el('tr', {}, el('td', { colspan: 7 }, 'no routes')));
     for (const r of doc.routes) {
-      const m = r.match;
-      const match = (m.host ? m.host : '*') + (m.path_prefix || '/') + (m.methods && m.methods.length ? ' ' + m.methods.join(',') : '');
+      const match = routeDetails(r);
       const l = r.limits;
       const limits = ['priority ' + l.priority, 'concurrency ' + l.concurrency, l.timeout ? 'timeout ' + l.timeout : '',
         l.retry_attempts > 1 ? l.retry_attempts + ' attempts' : '', l.anonymous_rate ? 'anonymous ' + l.anonymous_rate + '/s' : '',
         l.max_rows ? 'max rows ' + l.max_rows : ''].filter(Boolean).join(' · ');
-      b.append(el('tr', { class: 'route' }, el('td', {}, r.name), el('td', {}, el('code', {}, match)), el('td', {}, r.kind),
+      b.append(el('tr', { class: 'route' }, el('td', {}, r.name), el('td', {}, match), el('td', {}, r.kind),
         el('td', {}, r.upstream || r.data_source || ''), el('td', {}, r.auth),
         el('td', { class: 'num' }, num(r.granted_apps)), el('td', { class: 'meta' }, limits)));
     }
+  }
+
+  // routeDetails renders a route's match and what it changes as a small
+  // table of key/values: one row per set field, so a new block adds rows.
+  function routeDetails(r) {
+    const m = r.match;
+    const cond = (c) => c.name + ' ' + c.test + (c.value !== undefined ? ' ' + c.value : '');
+    const rows = [
+      ['host', m.host || '*'],
+      ['path', m.path], ['path_prefix', m.path_prefix], ['path_template', m.path_template], ['path_regex', m.path_regex],
+      ['methods', m.methods && m.methods.join(', ')],
+      ['headers', m.headers && m.headers.map(cond).join('; ')],
+      ['query', m.query && m.query.map(cond).join('; ')],
+      ['raw_path', m.raw_path ? 'true' : ''],
+    ];
+    const rw = r.rewrite;
+    if (rw) {
+      rows.push(['rewrite.strip_prefix', rw.strip_prefix], ['rewrite.replace_prefix', rw.replace_prefix],
+        ['rewrite.path_regex', rw.path_regex ? rw.path_regex + ' → ' + rw.substitution : ''], ['rewrite.host', rw.host]);
+    }
+    return el('table', { class: 'kv' }, ...rows.filter((kv) => kv[1]).map((kv) =>
+      el('tr', {}, el('th', {}, kv[0]), el('td', {}, el('code', {}, kv[1])))));
   }
 
   // Apps: list, suspend or activate, create and revoke keys.
