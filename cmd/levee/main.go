@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/levee-gw/levee/internal/config"
@@ -32,8 +33,21 @@ import (
 // (TestExampleAdminIsTheCLIDefault).
 const defaultAdminAddr = "127.0.0.1:9901"
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are set at build time by the Makefile's BUILD
+// (-ldflags "-X main.version=v0.1.0 -X main.commit=... -X main.date=...");
+// a plain `go build` leaves them as below.
+var (
+	version = "dev"
+	commit  = "unknown"
+	date    = "unknown"
+)
+
+// versionLine is what `levee version` prints: "levee vX.Y.Z (commit,
+// date, go)", the date being the commit's (UTC), the Go version the one
+// levee was built with.
+func versionLine() string {
+	return fmt.Sprintf("levee %s (%s, %s, %s)", version, commit, date, runtime.Version())
+}
 
 const usage = `levee: an API gateway and layer-7 load balancer that stays up.
 
@@ -49,7 +63,7 @@ Usage:
                                print a shell completion script
   levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
                                data APIs through the admin API ("levee data-apis help")
-  levee version                print the version
+  levee version                print the version: vX.Y.Z (commit, date, go)
 `
 
 func main() {
@@ -77,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "data-apis":
 		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "levee", version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

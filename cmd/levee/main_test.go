@@ -22,6 +22,9 @@ import (
 	"github.com/levee-gw/levee/internal/testkit"
 )
 
+// testVersion is the version the test binary is stamped with.
+const testVersion = "v0.1.0-3-g0123abcd4567"
+
 // binary is the levee binary built once for the tests that run it as a
 // separate process (signals, exit codes, the demo).
 var binary string
@@ -33,9 +36,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "levee")
-	// Built as the Dockerfile builds it (static, no cgo), so that these
-	// tests run the binary the distroless image ships (TestBinaryIsStatic).
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, ".")
+	// Built as the Makefile's BUILD (and so the Dockerfile) builds it
+	// (static, no cgo, stamped), so that these tests run the binary the
+	// distroless image ships (TestBinaryIsStatic, TestVersion).
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-buildid= -X main.version="+testVersion+" -X main.commit=0123abcd4567 -X main.date=2026-12-01T10:00:00Z", "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
