@@ -3,7 +3,7 @@
 // internal/gateway.
 //
 //	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGUSR1 reopens the access log file, SIGTERM drains
-//	levee validate -config FILE  print every problem as path: message; exit 1 if any
+//	levee validate -config FILE  print every problem as file:line:col: path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
 //	levee completion SHELL       print a bash, zsh or fish completion script
@@ -54,7 +54,8 @@ const usage = `levee: an API gateway and layer-7 load balancer that stays up.
 Usage:
   levee run -config FILE       serve; SIGHUP reloads the file, SIGUSR1 reopens the access log file,
                                SIGTERM drains and stops
-  levee validate -config FILE  check FILE (- reads standard input); print every problem as path: message
+  levee validate -config FILE  check FILE (- reads standard input); print every problem as
+                               FILE:line:col: path: message
   levee demo [-listen ADDR] [-admin ADDR]
                                serve a built-in demo with its own upstreams
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
@@ -133,19 +134,20 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		load, name = func() (*config.Config, error) { return config.Read(stdin) }, "standard input"
 	}
 	if _, err := load(); err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, name, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: valid\n", name)
 	return 0
 }
 
-// printConfigError prints one line per problem.
-func printConfigError(w io.Writer, err error) {
+// printConfigError prints one line per problem, each placed in the file
+// (named file) as a compiler does: "file:line:col: path: message".
+func printConfigError(w io.Writer, file string, err error) {
 	var errs *config.Errors
 	if errors.As(err, &errs) {
 		for _, fe := range *errs {
-			fmt.Fprintln(w, fe.Error())
+			fmt.Fprintln(w, fe.Located(file))
 		}
 		return
 	}
@@ -164,7 +166,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version, LockStateDir: true})
 	if err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, path, err)
 		return 1
 	}
 	return serve(g, stderr, func() {})
@@ -236,7 +238,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
 	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, "the demo's configuration", err)
 		return 1
 	}
 	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) })

@@ -93,9 +93,9 @@ routes:
 	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	wantPrefixes := []string{
-		`upstreams.video.endpoints[1].weight: must be a number from 0 to 10000, got "abc"`,
-		`upstreams.video.timeouts.connect: `,
-		`routes[0].upstream: `,
+		bad + `:8:43: upstreams.video.endpoints[1].weight: must be a number from 0 to 10000, got "abc"`,
+		bad + `:9:25: upstreams.video.timeouts.connect: `,
+		bad + `:11:60: routes[0].upstream: `,
 	}
 	if len(lines) != len(wantPrefixes) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(wantPrefixes), errOut.String())
