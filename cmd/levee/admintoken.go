@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,14 +9,41 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/levee-gw/levee/internal/adminclient"
 	"github.com/levee-gw/levee/internal/config"
 )
 
-// tokenFileEnv names a file holding the admin token, read when
-// -token-file is not given.
-const tokenFileEnv = "LEVEE_ADMIN_TOKEN_FILE"
+// The environment of the admin CLI (levee apps, levee data-apis): adminEnv
+// is the admin API's URL when -admin is not given, tokenFileEnv a file
+// holding the admin token when -token-file is not given
+// (legacyTokenFileEnv, its earlier name, is still read after it).
+const (
+	adminEnv           = "LEVEE_ADMIN"
+	tokenFileEnv       = "LEVEE_TOKEN_FILE"
+	legacyTokenFileEnv = "LEVEE_ADMIN_TOKEN_FILE"
+)
+
+// cliFile reads the CLI file (config.CLIFilePath: $XDG_CONFIG_HOME or
+// ~/.config, levee/cli.yaml); none is no error. A problem in it is
+// placed in it: "file:line:col: key: message".
+func cliFile() (config.CLIDefaults, error) {
+	path := config.CLIFilePath()
+	if path == "" {
+		return config.CLIDefaults{}, nil
+	}
+	d, err := config.ReadCLIFile(path)
+	var errs *config.Errors
+	if errors.As(err, &errs) {
+		lines := make([]string, len(*errs))
+		for i, fe := range *errs {
+			lines[i] = fe.Located(path)
+		}
+		return d, errors.New(strings.Join(lines, "\n"))
+	}
+	return d, err
+}
 
 // demoStateDir is where `levee demo` keeps its state (its generated admin
 // token included), so that `levee apps` finds the demo's token too.
@@ -30,23 +58,36 @@ type adminTarget struct {
 	tokenFrom string
 }
 
-// resolveAdmin decides the admin address and token of a CLI call:
+// resolveAdmin decides the admin address and token of a CLI call. The
+// rule for both: a flag, else the environment, else the CLI file
+// (cliFile), else what -config FILE implies, else the built-in default.
 //
-//   - the token: -token-file, else $LEVEE_ADMIN_TOKEN_FILE, else with
+//   - the token: -token-file, else $LEVEE_TOKEN_FILE (or
+//     $LEVEE_ADMIN_TOKEN_FILE), else the CLI file's token_file, else with
 //     -config FILE that file's admin.token_file (or its first write token
 //     of admin.tokens, else its first token), or the token levee generated
 //     in its state_dir (none with admin.token: none); without -config the
 //     generated token of the default state_dir (./levee-state), else that
 //     of `levee demo`; else no token (reads may still work).
-//   - the address: -admin when given, else with -config its admin.listen
-//     (an unspecified host is called on 127.0.0.1), else the default.
+//   - the address: -admin when given, else $LEVEE_ADMIN, else the CLI
+//     file's admin, else with -config its admin.listen (an unspecified
+//     host is called on 127.0.0.1), else the default.
 //
 // A generated token file readable by group or others is refused, as levee
 // refuses it: its token may have leaked.
 func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) (adminTarget, error) {
 	t := adminTarget{url: adminURL}
+	defaults, err := cliFile()
+	if err != nil {
+		return t, fmt.Errorf("the CLI file: %w", err)
+	}
+	if !adminSet {
+		if u := cmp.Or(os.Getenv(adminEnv), defaults.Admin); u != "" {
+			t.url, adminSet = u, true
+		}
+	}
 	if tokenFile == "" {
-		tokenFile = os.Getenv(tokenFileEnv)
+		tokenFile = cmp.Or(os.Getenv(tokenFileEnv), os.Getenv(legacyTokenFileEnv), defaults.TokenFile)
 	}
 	if tokenFile != "" {
 		tok, err := config.ReadTokenFile(tokenFile)
@@ -172,7 +213,7 @@ func refusalHint(err error, t adminTarget) string {
 		return ""
 	}
 	if t.tokenFrom == "" {
-		return fmt.Sprintf(" (no token found: pass -token-file FILE, set %s, or -config FILE of the levee you call)", tokenFileEnv)
+		return fmt.Sprintf(" (no token found: pass -token-file FILE, set %s, token_file in %s, or -config FILE of the levee you call)", tokenFileEnv, cmp.Or(config.CLIFilePath(), "~/.config/levee/cli.yaml"))
 	}
 	return " (the token sent was " + t.tokenFrom + "'s)"
 }

@@ -36,6 +36,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "levee")
+	// The admin CLI's defaults come from the environment and the user's
+	// CLI file: the machine's must not reach these tests (the tests that
+	// try them set their own).
+	for _, v := range []string{adminEnv, tokenFileEnv, legacyTokenFileEnv} {
+		os.Unsetenv(v)
+	}
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg")) // none there
 	// Built as the Makefile's BUILD (and so the Dockerfile) builds it
 	// (static, no cgo, stamped), so that these tests run the binary the
 	// distroless image ships (TestBinaryIsStatic, TestVersion).
