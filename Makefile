@@ -65,7 +65,8 @@ FUZZ_TARGETS := \
 	./internal/dataformat:FuzzNegotiate:30000 \
 	./internal/datacache:FuzzOps:20000 \
 	./internal/datasource:FuzzPGDecode:10000 \
-	./internal/loadgen:FuzzExchange:20000
+	./internal/loadgen:FuzzExchange:20000 \
+	./internal/memguard:FuzzParseLimits:5000
 
 .PHONY: all build release demo test services vet unit load fuzz bench bench-data clean
 

@@ -125,7 +125,7 @@ var rejectsFile = []rejectCase{
 		"memory.hard_watermark: must be greater than soft_watermark (0.8, the default), got 0.8",
 	}},
 	{"memory is not a mapping", head + "memory: 2GiB\n" + upstreams + routes, []string{
-		`memory: must be a mapping, got "2GiB"`,
+		`memory: must be "off" or a mapping (limit, soft_watermark, hard_watermark), got "2GiB"`,
 	}},
 }
 
