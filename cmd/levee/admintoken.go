@@ -9,7 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/levee-gw/levee/internal/adminclient"
 	"github.com/levee-gw/levee/internal/config"
@@ -45,9 +47,37 @@ func cliFile() (config.CLIDefaults, error) {
 	return d, err
 }
 
-// demoStateDir is where `levee demo` keeps its state (its generated admin
-// token included), so that `levee apps` finds the demo's token too.
-func demoStateDir() string { return filepath.Join(os.TempDir(), "levee-demo-state") }
+// demoStatePattern names the directory `levee demo` keeps its state in
+// (its generated admin token included), under the temp directory, removed
+// when the demo stops; `levee apps` looks there for the demo's token.
+const demoStatePattern = "levee-demo-*"
+
+// maxDemoDirs bounds the demo state directories looked at.
+const maxDemoDirs = 16
+
+// demoTokens returns the admin token files of running demos, the newest
+// first (a demo killed before it could remove its directory leaves one
+// behind: the newest is the likeliest to be running).
+func demoTokens() []string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), demoStatePattern))
+	type tok struct {
+		path string
+		mod  time.Time
+	}
+	var toks []tok
+	for _, d := range dirs {
+		p := filepath.Join(d, config.AdminTokenFileName)
+		if fi, err := os.Stat(p); err == nil {
+			toks = append(toks, tok{p, fi.ModTime()})
+		}
+	}
+	slices.SortFunc(toks, func(a, b tok) int { return b.mod.Compare(a.mod) })
+	out := make([]string, 0, min(len(toks), maxDemoDirs))
+	for i := 0; i < len(toks) && i < maxDemoDirs; i++ {
+		out = append(out, toks[i].path)
+	}
+	return out
+}
 
 // adminTarget is where `levee apps` and `levee data-apis` send their calls
 // and with which token.
@@ -99,7 +129,7 @@ func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) 
 			return t, nil
 		}
 	}
-	candidates := []string{filepath.Join(config.DefaultStateDir, config.AdminTokenFileName), filepath.Join(demoStateDir(), config.AdminTokenFileName)}
+	candidates := append([]string{filepath.Join(config.DefaultStateDir, config.AdminTokenFileName)}, demoTokens()...)
 	if configPath != "" {
 		cfg, err := config.Load(configPath)
 		if err != nil {
@@ -131,7 +161,7 @@ func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) 
 		}
 		candidates = []string{filepath.Join(cfg.StateDir, config.AdminTokenFileName)}
 	}
-	for _, path := range candidates { // at most two
+	for _, path := range candidates { // at most 1 + maxDemoDirs
 		tok, err := readGenerated(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

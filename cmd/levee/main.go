@@ -56,8 +56,8 @@ Usage:
                                SIGTERM drains and stops
   levee validate -config FILE  check FILE (- reads standard input); print every problem as
                                FILE:line:col: path: message
-  levee demo [-listen ADDR] [-admin ADDR]
-                               serve a built-in demo with its own upstreams
+  levee demo [-listen ADDR] [-admin ADDR] [-access-log]
+                               serve a built-in demo with its own upstreams; SIGUSR2 prints its intro again
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
                                ("levee apps help" lists the commands)
   levee completion bash|zsh|fish
@@ -169,12 +169,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 		printConfigError(stderr, path, err)
 		return 1
 	}
-	return serve(g, stderr, func() {})
+	return serve(g, stderr, func() {}, nil)
 }
 
 // serve starts g, calls started, and serves until SIGTERM or SIGINT,
-// reloading on SIGHUP; then it drains.
-func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
+// reloading on SIGHUP; then it drains. With usr2 (the demo), SIGUSR2
+// calls it (without, SIGUSR2 keeps its default action).
+func serve(g *gateway.Gateway, stderr io.Writer, started, usr2 func()) int {
 	// Signals are caught before the listeners open: a SIGHUP or SIGTERM
 	// sent as soon as levee says it is listening must not find the default
 	// action (which ends the process) still in place.
@@ -186,6 +187,11 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
+	again := make(chan os.Signal, 1)
+	if usr2 != nil {
+		signal.Notify(again, syscall.SIGUSR2)
+		defer signal.Stop(again)
+	}
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "levee:", err)
 		return 1
@@ -198,6 +204,8 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 				_ = g.Reload() // logged and counted by the gateway
 			case <-usr1:
 				g.ReopenAccessLog() // logrotate's move-then-signal
+			case <-again:
+				usr2()
 			case <-ctx.Done():
 				return
 			}
@@ -211,13 +219,18 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 }
 
 // demoFlagSet is the flag set of demo.
-func demoFlagSet() (fs *flag.FlagSet, listen, adminListen *string) {
+func demoFlagSet() (fs *flag.FlagSet, listen, adminListen *string, accessLog *bool) {
 	fs = flag.NewFlagSet("levee demo", flag.ContinueOnError)
-	return fs, fs.String("listen", "127.0.0.1:8080", "gateway address"), fs.String("admin", defaultAdminAddr, "admin API address")
+	return fs, fs.String("listen", "127.0.0.1:8080", "gateway address"), fs.String("admin", defaultAdminAddr, "admin API address"),
+		fs.Bool("access-log", false, "log every request (off in the demo: its lines would scroll the intro away)")
 }
 
+// cmdDemo serves the demo. Its state (the SQLite database, the generated
+// admin token, the app store) lives in a new directory under the temp
+// directory (levee-demo-*), removed when the demo stops; the intro is
+// printed once the listeners are up, last, and again on SIGUSR2.
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs, listen, adminListen := demoFlagSet()
+	fs, listen, adminListen, accessLog := demoFlagSet()
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -228,18 +241,24 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer backends.Close()
-	stateDir := demoStateDir()
+	stateDir, err := os.MkdirTemp("", demoStatePattern)
+	if err != nil {
+		fmt.Fprintln(stderr, "levee demo:", err)
+		return 1
+	}
+	defer os.RemoveAll(stateDir) // after the gateway stopped (serve returns then)
 	dbPath, err := demo.CreateDatabase(stateDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee demo:", err)
 		return 1
 	}
-	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
+	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends, *accessLog)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
 	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
 		printConfigError(stderr, "the demo's configuration", err)
 		return 1
 	}
-	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) })
+	intro := func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) }
+	return serve(g, stderr, intro, intro)
 }
