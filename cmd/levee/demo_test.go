@@ -347,8 +347,8 @@ func TestDemoLinesDoWhatTheySay(t *testing.T) {
 		t.Fatalf("found %d curl lines in the demo's intro, want at least 10:\n%s", tried, intro)
 	}
 	// The web UI: a line names it, and a curl line (tried above) fetches it.
-	if !regexp.MustCompile(`(?m)^  web UI +http://` + regexp.QuoteMeta(p.admin) + `/ui/ `).MatchString(intro) ||
-		!regexp.MustCompile(`(?m)^  curl -s http://` + regexp.QuoteMeta(p.admin) + `/ui/ .*# 200`).MatchString(intro) {
+	if !regexp.MustCompile(`(?m)^  web UI +http://`+regexp.QuoteMeta(p.admin)+`/ui/ `).MatchString(intro) ||
+		!regexp.MustCompile(`(?m)^  curl -s http://`+regexp.QuoteMeta(p.admin)+`/ui/ .*# 200`).MatchString(intro) {
 		t.Errorf("the intro does not show and try the web UI at /ui/:\n%s", intro)
 	}
 	// The access log is off (no request line after all those requests).
