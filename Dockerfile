@@ -24,7 +24,10 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION COMMIT=unknown DATE=unknown
+# The golang image has make (and no .git in the context: the VERSION file).
+ARG VERSION
+ARG COMMIT=unknown
+ARG DATE=unknown
 RUN make build GO=go COMMIT=${COMMIT} DATE=${DATE} ${VERSION:+VERSION=${VERSION}} \
  && mkdir -p /out/state && cp bin/levee /out/levee
 
