@@ -1,12 +1,14 @@
 # levee's container image (docs/operations.md).
 #
-#   docker build --build-arg VERSION=$(git describe --always --dirty) -t levee .
+#   docker build --build-arg VERSION=$(git describe --tags --dirty) \
+#     --build-arg COMMIT=$(git rev-parse --short=12 HEAD) -t levee .
 #   docker run -p 8080:8080 -p 9901:9901 -v $PWD/levee.yaml:/etc/levee/levee.yaml:ro levee
 #
-# The build command is the Makefile's `build` (same package, flags and
-# version stamp; TestDockerfileBuildsAsMakefile holds them together), with
-# CGO_ENABLED=0 for a static binary (levee needs no cgo: its SQLite driver
-# is pure Go). The final image is distroless: no shell, no package manager,
+# The build is the Makefile's `make build` itself (its BUILD: CGO_ENABLED=0
+# for a static binary, -trimpath, an empty build id, the version stamp), so
+# the image's binary and `make build`'s are built one way
+# (TestDockerfileBuildsAsMakefile). Without .git in the context, the
+# version comes from the VERSION file unless --build-arg VERSION is given. The final image is distroless: no shell, no package manager,
 # user nonroot (65532).
 #
 # Inside a container both listeners must bind 0.0.0.0 to be reachable, and
@@ -22,9 +24,12 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/levee ./cmd/levee \
- && mkdir -p /out/state
+# The golang image has make (and no .git in the context: the VERSION file).
+ARG VERSION
+ARG COMMIT=unknown
+ARG DATE=unknown
+RUN make build GO=go COMMIT=${COMMIT} DATE=${DATE} ${VERSION:+VERSION=${VERSION}} \
+ && mkdir -p /out/state && cp bin/levee /out/levee
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/levee /usr/local/bin/levee

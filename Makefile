@@ -2,7 +2,20 @@
 GO       ?= go
 export GOTOOLCHAIN := local
 export GOFLAGS     := -buildvcs=false
-VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# The version stamp (`levee version` prints "vX.Y.Z (commit, date, go)"):
+# the nearest v-tag (git describe: v0.1.0, or v0.1.0-3-gabc1234 after it),
+# else the VERSION file (a tarball, or the image's build, which has no .git).
+# DATE is the commit's date in UTC, not the build's, so that two builds of
+# one commit are byte-identical (make release's reproducibility).
+VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || cat VERSION)
+COMMIT   ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+DATE     ?= $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || echo unknown)
+# BUILD is the one definition of how levee is built: `make build`, `make
+# release` and the Dockerfile (which runs `make build`) use it.
+# CGO_ENABLED=0: a static binary (levee needs no cgo; its SQLite driver is
+# pure Go). -trimpath and an empty -buildid: reproducible bytes.
+BUILD    = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)"
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
 
 # Every native fuzz target, as package:Target:executions. `make test` runs
 # each for that many executions (a few seconds each here); crashers land in
@@ -58,14 +71,25 @@ FUZZ_TARGETS := \
 	./internal/dataformat:FuzzNegotiate:30000 \
 	./internal/datacache:FuzzOps:20000 \
 	./internal/datasource:FuzzPGDecode:10000 \
-	./internal/loadgen:FuzzExchange:20000
+	./internal/loadgen:FuzzExchange:20000 \
+	./internal/memguard:FuzzParseLimits:5000
 
-.PHONY: all build demo test services vet unit load fuzz bench bench-data clean
+.PHONY: all build release demo test services vet unit load fuzz bench bench-data clean
 
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/levee ./cmd/levee
+	$(BUILD) -o bin/levee ./cmd/levee
+
+## release: static, reproducible binaries for linux/amd64 and linux/arm64
+## in dist/ (levee-VERSION-linux-ARCH) with their SHA256SUMS.
+release:
+	rm -rf dist && mkdir -p dist
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%%/*}; arch=$${p##*/}; out=dist/levee-$(VERSION)-$$os-$$arch; \
+		echo "build $$out"; GOOS=$$os GOARCH=$$arch $(BUILD) -o $$out ./cmd/levee; \
+	done
+	cd dist && sha256sum levee-* > SHA256SUMS && cat SHA256SUMS
 
 ## demo: start levee with three built-in demo upstreams and an embedded SQLite
 ## data API (no outside services).
@@ -148,4 +172,4 @@ bench-data: build
 	$(GO) test -tags datacompare -count=1 -timeout 30m -run '^TestDataCompare$$' -v ./bench/datacompare/
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -17,6 +17,8 @@
 #   and fish -n (cmd/levee TestCompletionScripts).
 #   systemd (systemd-analyze): deploy/systemd/levee.service is verified
 #   (cmd/levee TestSystemdUnit).
+#   openssl and sqlite3: the instructions in examples/' headers that make
+#   a certificate, tokens and a database are run (cmd/levee TestExamplesValidate).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 need=()
@@ -28,6 +30,8 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v zsh >/dev/null || need+=(zsh)   # levee completion zsh is checked with zsh -n
 command -v fish >/dev/null || need+=(fish) # and fish with fish -n
 command -v systemd-analyze >/dev/null || need+=(systemd) # verifies deploy/systemd/levee.service
+command -v openssl >/dev/null || need+=(openssl) # examples/' instructions (TestExamplesValidate)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,18 +9,75 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/levee-gw/levee/internal/adminclient"
 	"github.com/levee-gw/levee/internal/config"
 )
 
-// tokenFileEnv names a file holding the admin token, read when
-// -token-file is not given.
-const tokenFileEnv = "LEVEE_ADMIN_TOKEN_FILE"
+// The environment of the admin CLI (levee apps, levee data-apis): adminEnv
+// is the admin API's URL when -admin is not given, tokenFileEnv a file
+// holding the admin token when -token-file is not given
+// (legacyTokenFileEnv, its earlier name, is still read after it).
+const (
+	adminEnv           = "LEVEE_ADMIN"
+	tokenFileEnv       = "LEVEE_TOKEN_FILE"
+	legacyTokenFileEnv = "LEVEE_ADMIN_TOKEN_FILE"
+)
 
-// demoStateDir is where `levee demo` keeps its state (its generated admin
-// token included), so that `levee apps` finds the demo's token too.
-func demoStateDir() string { return filepath.Join(os.TempDir(), "levee-demo-state") }
+// cliFile reads the CLI file (config.CLIFilePath: $XDG_CONFIG_HOME or
+// ~/.config, levee/cli.yaml); none is no error. A problem in it is
+// placed in it: "file:line:col: key: message".
+func cliFile() (config.CLIDefaults, error) {
+	path := config.CLIFilePath()
+	if path == "" {
+		return config.CLIDefaults{}, nil
+	}
+	d, err := config.ReadCLIFile(path)
+	var errs *config.Errors
+	if errors.As(err, &errs) {
+		lines := make([]string, len(*errs))
+		for i, fe := range *errs {
+			lines[i] = fe.Located(path)
+		}
+		return d, errors.New(strings.Join(lines, "\n"))
+	}
+	return d, err
+}
+
+// demoStatePattern names the directory `levee demo` keeps its state in
+// (its generated admin token included), under the temp directory, removed
+// when the demo stops; `levee apps` looks there for the demo's token.
+const demoStatePattern = "levee-demo-*"
+
+// maxDemoDirs bounds the demo state directories looked at.
+const maxDemoDirs = 16
+
+// demoTokens returns the admin token files of running demos, the newest
+// first (a demo killed before it could remove its directory leaves one
+// behind: the newest is the likeliest to be running).
+func demoTokens() []string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), demoStatePattern))
+	type tok struct {
+		path string
+		mod  time.Time
+	}
+	var toks []tok
+	for _, d := range dirs {
+		p := filepath.Join(d, config.AdminTokenFileName)
+		if fi, err := os.Stat(p); err == nil {
+			toks = append(toks, tok{p, fi.ModTime()})
+		}
+	}
+	slices.SortFunc(toks, func(a, b tok) int { return b.mod.Compare(a.mod) })
+	out := make([]string, 0, min(len(toks), maxDemoDirs))
+	for i := 0; i < len(toks) && i < maxDemoDirs; i++ {
+		out = append(out, toks[i].path)
+	}
+	return out
+}
 
 // adminTarget is where `levee apps` and `levee data-apis` send their calls
 // and with which token.
@@ -30,23 +88,36 @@ type adminTarget struct {
 	tokenFrom string
 }
 
-// resolveAdmin decides the admin address and token of a CLI call:
+// resolveAdmin decides the admin address and token of a CLI call. The
+// rule for both: a flag, else the environment, else the CLI file
+// (cliFile), else what -config FILE implies, else the built-in default.
 //
-//   - the token: -token-file, else $LEVEE_ADMIN_TOKEN_FILE, else with
+//   - the token: -token-file, else $LEVEE_TOKEN_FILE (or
+//     $LEVEE_ADMIN_TOKEN_FILE), else the CLI file's token_file, else with
 //     -config FILE that file's admin.token_file (or its first write token
 //     of admin.tokens, else its first token), or the token levee generated
 //     in its state_dir (none with admin.token: none); without -config the
 //     generated token of the default state_dir (./levee-state), else that
 //     of `levee demo`; else no token (reads may still work).
-//   - the address: -admin when given, else with -config its admin.listen
-//     (an unspecified host is called on 127.0.0.1), else the default.
+//   - the address: -admin when given, else $LEVEE_ADMIN, else the CLI
+//     file's admin, else with -config its admin.listen (an unspecified
+//     host is called on 127.0.0.1), else the default.
 //
 // A generated token file readable by group or others is refused, as levee
 // refuses it: its token may have leaked.
 func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) (adminTarget, error) {
 	t := adminTarget{url: adminURL}
+	defaults, err := cliFile()
+	if err != nil {
+		return t, fmt.Errorf("the CLI file: %w", err)
+	}
+	if !adminSet {
+		if u := cmp.Or(os.Getenv(adminEnv), defaults.Admin); u != "" {
+			t.url, adminSet = u, true
+		}
+	}
 	if tokenFile == "" {
-		tokenFile = os.Getenv(tokenFileEnv)
+		tokenFile = cmp.Or(os.Getenv(tokenFileEnv), os.Getenv(legacyTokenFileEnv), defaults.TokenFile)
 	}
 	if tokenFile != "" {
 		tok, err := config.ReadTokenFile(tokenFile)
@@ -58,7 +129,7 @@ func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) 
 			return t, nil
 		}
 	}
-	candidates := []string{filepath.Join(config.DefaultStateDir, config.AdminTokenFileName), filepath.Join(demoStateDir(), config.AdminTokenFileName)}
+	candidates := append([]string{filepath.Join(config.DefaultStateDir, config.AdminTokenFileName)}, demoTokens()...)
 	if configPath != "" {
 		cfg, err := config.Load(configPath)
 		if err != nil {
@@ -90,7 +161,7 @@ func resolveAdmin(adminURL string, adminSet bool, tokenFile, configPath string) 
 		}
 		candidates = []string{filepath.Join(cfg.StateDir, config.AdminTokenFileName)}
 	}
-	for _, path := range candidates { // at most two
+	for _, path := range candidates { // at most 1 + maxDemoDirs
 		tok, err := readGenerated(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -172,7 +243,7 @@ func refusalHint(err error, t adminTarget) string {
 		return ""
 	}
 	if t.tokenFrom == "" {
-		return fmt.Sprintf(" (no token found: pass -token-file FILE, set %s, or -config FILE of the levee you call)", tokenFileEnv)
+		return fmt.Sprintf(" (no token found: pass -token-file FILE, set %s, token_file in %s, or -config FILE of the levee you call)", tokenFileEnv, cmp.Or(config.CLIFilePath(), "~/.config/levee/cli.yaml"))
 	}
 	return " (the token sent was " + t.tokenFrom + "'s)"
 }

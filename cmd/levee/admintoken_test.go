@@ -80,6 +80,25 @@ routes:
 	if code, out := cli("delete", "found-by-default", "-admin", p.admin); code != 0 {
 		t.Errorf("delete with the generated token: %d %s", code, out)
 	}
+	// No flag at all, from a directory with no ./levee-state: the address
+	// and the token from the environment, then from the CLI file.
+	t.Chdir(t.TempDir())
+	t.Setenv(adminEnv, p.admin)
+	t.Setenv(tokenFileEnv, tokPath)
+	if code, out := cli("create", "-id", "by-environment"); code != 0 {
+		t.Errorf("create with LEVEE_ADMIN and LEVEE_TOKEN_FILE: %d %s", code, out)
+	}
+	t.Setenv(adminEnv, "")
+	t.Setenv(tokenFileEnv, "")
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	os.MkdirAll(filepath.Join(xdg, "levee"), 0o700)
+	if err := os.WriteFile(filepath.Join(xdg, "levee", "cli.yaml"), []byte("admin: "+p.admin+"\ntoken_file: "+tokPath+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := cli("delete", "by-environment"); code != 0 {
+		t.Errorf("delete with the CLI file's admin and token_file: %d %s", code, out)
+	}
 
 	open := writeFile(t, `
 listen: 127.0.0.1:0

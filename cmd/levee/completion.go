@@ -27,7 +27,7 @@ type command struct {
 var commands = []command{
 	{name: "run", summary: "serve a configuration file", flags: func() *flag.FlagSet { fs, _ := configFlagSet("run"); return fs }},
 	{name: "validate", summary: "check a configuration file", flags: func() *flag.FlagSet { fs, _ := configFlagSet("validate"); return fs }},
-	{name: "demo", summary: "serve a built-in demo", flags: func() *flag.FlagSet { fs, _, _ := demoFlagSet(); return fs }},
+	{name: "demo", summary: "serve a built-in demo", flags: func() *flag.FlagSet { fs, _, _, _ := demoFlagSet(); return fs }},
 	{name: "apps", summary: "manage consumer apps through the admin API", subs: appsCommands,
 		sub: func(name string) *flag.FlagSet { fs, _, _, _ := appsFlagSet(name); return fs }},
 	{name: "completion", summary: "print a shell completion script", words: shells},

@@ -221,7 +221,9 @@ routes:
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		return code, stdout.String(), stderr.String()
+		// Each problem is placed in the file it was read from: from a
+		// file and from stdin alike but for that name.
+		return code, stdout.String(), strings.ReplaceAll(stderr.String(), args[2]+":", "standard input:")
 	}
 	if code, out, errOut := validate(dir, good, true); code != 0 || out != "standard input: valid\n" {
 		t.Errorf("good config on stdin: exit %d, %q %q", code, out, errOut)

@@ -36,9 +36,13 @@ Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token; list and get need scope read,
 every other command scope write) and -config FILE (the levee's
 configuration: its admin.listen and its token, configured or generated
-under state_dir). Without -token-file ($LEVEE_ADMIN_TOKEN_FILE) or
--config, the token levee generated in ./levee-state/admin-token is used,
-else the demo's. Output is the API's JSON; a refusal prints its status,
+under state_dir).
+Defaults, each used when the one before is not set: the flags, then
+$LEVEE_ADMIN and $LEVEE_TOKEN_FILE, then the CLI file
+$XDG_CONFIG_HOME/levee/cli.yaml (else ~/.config/levee/cli.yaml; keys
+admin and token_file), then what -config implies; without any, the
+token levee generated in ./levee-state/admin-token is used, else the
+demo's. Output is the API's JSON; a refusal prints its status,
 reason and message and exits 1.
 `
 

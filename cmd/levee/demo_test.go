@@ -346,6 +346,36 @@ func TestDemoLinesDoWhatTheySay(t *testing.T) {
 	if tried < 10 {
 		t.Fatalf("found %d curl lines in the demo's intro, want at least 10:\n%s", tried, intro)
 	}
+	// The web UI: a line names it, and a curl line (tried above) fetches it.
+	if !regexp.MustCompile(`(?m)^  web UI +http://`+regexp.QuoteMeta(p.admin)+`/ui/ `).MatchString(intro) ||
+		!regexp.MustCompile(`(?m)^  curl -s http://`+regexp.QuoteMeta(p.admin)+`/ui/ .*# 200`).MatchString(intro) {
+		t.Errorf("the intro does not show and try the web UI at /ui/:\n%s", intro)
+	}
+	// The access log is off (no request line after all those requests).
+	if strings.Contains(p.log()+p.stdout.String(), `"request_id":`) {
+		t.Errorf("the demo logged requests without -access-log:\n%s\n%s", p.log(), p.stdout.String())
+	}
+	// SIGUSR2 prints the intro again, whole.
+	if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		out := p.stdout.String()
+		return strings.Count(out, "levee demo is running.") == 2 && strings.Count(out, "Press Ctrl-C") == 2, fmt.Sprintf("SIGUSR2 did not print the intro again; stdout:\n%s", out)
+	})
+	if again := p.stdout.String()[len(intro):]; !strings.HasSuffix(strings.TrimSpace(again), strings.TrimSpace(intro)) {
+		t.Errorf("the intro SIGUSR2 printed differs from the first:\n%s", again)
+	}
+	// The state lives in a levee-demo-* directory of its own, which the
+	// intro names (the admin token), removed when the demo stops.
+	m := regexp.MustCompile(`admin token  (\S+)`).FindStringSubmatch(intro)
+	if m == nil {
+		t.Fatalf("the intro names no admin token file:\n%s", intro)
+	}
+	stateDir := filepath.Dir(m[1])
+	if ok, _ := filepath.Match(filepath.Join(os.TempDir(), demoStatePattern), stateDir); !ok {
+		t.Errorf("the demo's state is in %s, want a new %s under %s", stateDir, demoStatePattern, os.TempDir())
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
@@ -354,6 +384,9 @@ func TestDemoLinesDoWhatTheySay(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("demo did not stop")
+	}
+	if _, err := os.Stat(stateDir); !os.IsNotExist(err) {
+		t.Errorf("the demo's state directory %s is still there after it stopped (%v)", stateDir, err)
 	}
 }
 

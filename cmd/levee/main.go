@@ -3,7 +3,7 @@
 // internal/gateway.
 //
 //	levee run -config FILE       serve with FILE; SIGHUP reloads, SIGUSR1 reopens the access log file, SIGTERM drains
-//	levee validate -config FILE  print every problem as path: message; exit 1 if any
+//	levee validate -config FILE  print every problem as file:line:col: path: message; exit 1 if any
 //	levee demo                   serve a built-in demo with its own upstreams
 //	levee apps COMMAND ...       manage consumer apps through the admin API
 //	levee completion SHELL       print a bash, zsh or fish completion script
@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/levee-gw/levee/internal/config"
@@ -32,24 +33,38 @@ import (
 // (TestExampleAdminIsTheCLIDefault).
 const defaultAdminAddr = "127.0.0.1:9901"
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are set at build time by the Makefile's BUILD
+// (-ldflags "-X main.version=v0.1.0 -X main.commit=... -X main.date=...");
+// a plain `go build` leaves them as below.
+var (
+	version = "dev"
+	commit  = "unknown"
+	date    = "unknown"
+)
+
+// versionLine is what `levee version` prints: "levee vX.Y.Z (commit,
+// date, go)", the date being the commit's (UTC), the Go version the one
+// levee was built with.
+func versionLine() string {
+	return fmt.Sprintf("levee %s (%s, %s, %s)", version, commit, date, runtime.Version())
+}
 
 const usage = `levee: an API gateway and layer-7 load balancer that stays up.
 
 Usage:
   levee run -config FILE       serve; SIGHUP reloads the file, SIGUSR1 reopens the access log file,
                                SIGTERM drains and stops
-  levee validate -config FILE  check FILE (- reads standard input); print every problem as path: message
-  levee demo [-listen ADDR] [-admin ADDR]
-                               serve a built-in demo with its own upstreams
+  levee validate -config FILE  check FILE (- reads standard input); print every problem as
+                               FILE:line:col: path: message
+  levee demo [-listen ADDR] [-admin ADDR] [-access-log]
+                               serve a built-in demo with its own upstreams; SIGUSR2 prints its intro again
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
                                ("levee apps help" lists the commands)
   levee completion bash|zsh|fish
                                print a shell completion script
   levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
                                data APIs through the admin API ("levee data-apis help")
-  levee version                print the version
+  levee version                print the version: vX.Y.Z (commit, date, go)
 `
 
 func main() {
@@ -77,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "data-apis":
 		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, "levee", version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
@@ -119,19 +134,20 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		load, name = func() (*config.Config, error) { return config.Read(stdin) }, "standard input"
 	}
 	if _, err := load(); err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, name, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: valid\n", name)
 	return 0
 }
 
-// printConfigError prints one line per problem.
-func printConfigError(w io.Writer, err error) {
+// printConfigError prints one line per problem, each placed in the file
+// (named file) as a compiler does: "file:line:col: path: message".
+func printConfigError(w io.Writer, file string, err error) {
 	var errs *config.Errors
 	if errors.As(err, &errs) {
 		for _, fe := range *errs {
-			fmt.Fprintln(w, fe.Error())
+			fmt.Fprintln(w, fe.Located(file))
 		}
 		return
 	}
@@ -150,15 +166,16 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	g, err := gateway.New(gateway.Options{Load: func() (*config.Config, error) { return config.Load(path) }, Version: version, LockStateDir: true})
 	if err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, path, err)
 		return 1
 	}
-	return serve(g, stderr, func() {})
+	return serve(g, stderr, func() {}, nil)
 }
 
 // serve starts g, calls started, and serves until SIGTERM or SIGINT,
-// reloading on SIGHUP; then it drains.
-func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
+// reloading on SIGHUP; then it drains. With usr2 (the demo), SIGUSR2
+// calls it (without, SIGUSR2 keeps its default action).
+func serve(g *gateway.Gateway, stderr io.Writer, started, usr2 func()) int {
 	// Signals are caught before the listeners open: a SIGHUP or SIGTERM
 	// sent as soon as levee says it is listening must not find the default
 	// action (which ends the process) still in place.
@@ -170,6 +187,11 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
+	again := make(chan os.Signal, 1)
+	if usr2 != nil {
+		signal.Notify(again, syscall.SIGUSR2)
+		defer signal.Stop(again)
+	}
 	if err := g.Start(); err != nil {
 		fmt.Fprintln(stderr, "levee:", err)
 		return 1
@@ -182,6 +204,8 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 				_ = g.Reload() // logged and counted by the gateway
 			case <-usr1:
 				g.ReopenAccessLog() // logrotate's move-then-signal
+			case <-again:
+				usr2()
 			case <-ctx.Done():
 				return
 			}
@@ -195,13 +219,18 @@ func serve(g *gateway.Gateway, stderr io.Writer, started func()) int {
 }
 
 // demoFlagSet is the flag set of demo.
-func demoFlagSet() (fs *flag.FlagSet, listen, adminListen *string) {
+func demoFlagSet() (fs *flag.FlagSet, listen, adminListen *string, accessLog *bool) {
 	fs = flag.NewFlagSet("levee demo", flag.ContinueOnError)
-	return fs, fs.String("listen", "127.0.0.1:8080", "gateway address"), fs.String("admin", defaultAdminAddr, "admin API address")
+	return fs, fs.String("listen", "127.0.0.1:8080", "gateway address"), fs.String("admin", defaultAdminAddr, "admin API address"),
+		fs.Bool("access-log", false, "log every request (off in the demo: its lines would scroll the intro away)")
 }
 
+// cmdDemo serves the demo. Its state (the SQLite database, the generated
+// admin token, the app store) lives in a new directory under the temp
+// directory (levee-demo-*), removed when the demo stops; the intro is
+// printed once the listeners are up, last, and again on SIGUSR2.
 func cmdDemo(args []string, stdout, stderr io.Writer) int {
-	fs, listen, adminListen := demoFlagSet()
+	fs, listen, adminListen, accessLog := demoFlagSet()
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -212,18 +241,24 @@ func cmdDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer backends.Close()
-	stateDir := demoStateDir()
+	stateDir, err := os.MkdirTemp("", demoStatePattern)
+	if err != nil {
+		fmt.Fprintln(stderr, "levee demo:", err)
+		return 1
+	}
+	defer os.RemoveAll(stateDir) // after the gateway stopped (serve returns then)
 	dbPath, err := demo.CreateDatabase(stateDir)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee demo:", err)
 		return 1
 	}
-	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends)
+	yaml := demo.Config(*listen, *adminListen, stateDir, dbPath, backends, *accessLog)
 	load := func() (*config.Config, error) { return config.Parse(yaml) }
 	g, err := gateway.New(gateway.Options{Load: load, Version: version})
 	if err != nil {
-		printConfigError(stderr, err)
+		printConfigError(stderr, "the demo's configuration", err)
 		return 1
 	}
-	return serve(g, stderr, func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) })
+	intro := func() { demo.Intro(stdout, g.Addr().String(), g.AdminAddr().String(), g.AdminTokenFile()) }
+	return serve(g, stderr, intro, intro)
 }

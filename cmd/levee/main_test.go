@@ -22,6 +22,9 @@ import (
 	"github.com/levee-gw/levee/internal/testkit"
 )
 
+// testVersion is the version the test binary is stamped with.
+const testVersion = "v0.1.0-3-g0123abcd4567"
+
 // binary is the levee binary built once for the tests that run it as a
 // separate process (signals, exit codes, the demo).
 var binary string
@@ -33,9 +36,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "levee")
-	// Built as the Dockerfile builds it (static, no cgo), so that these
-	// tests run the binary the distroless image ships (TestBinaryIsStatic).
-	build := exec.Command("go", "build", "-trimpath", "-o", binary, ".")
+	// The admin CLI's defaults come from the environment and the user's
+	// CLI file: the machine's must not reach these tests (the tests that
+	// try them set their own).
+	for _, v := range []string{adminEnv, tokenFileEnv, legacyTokenFileEnv} {
+		os.Unsetenv(v)
+	}
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg")) // none there
+	// Built as the Makefile's BUILD (and so the Dockerfile) builds it
+	// (static, no cgo, stamped), so that these tests run the binary the
+	// distroless image ships (TestBinaryIsStatic, TestVersion).
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-buildid= -X main.version="+testVersion+" -X main.commit=0123abcd4567 -X main.date=2026-12-01T10:00:00Z", "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
@@ -89,9 +100,9 @@ routes:
 	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	wantPrefixes := []string{
-		`upstreams.video.endpoints[1].weight: must be a number from 0 to 10000, got "abc"`,
-		`upstreams.video.timeouts.connect: `,
-		`routes[0].upstream: `,
+		bad + `:8:43: upstreams.video.endpoints[1].weight: must be a number from 0 to 10000, got "abc"`,
+		bad + `:9:25: upstreams.video.timeouts.connect: `,
+		bad + `:11:60: routes[0].upstream: `,
 	}
 	if len(lines) != len(wantPrefixes) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(wantPrefixes), errOut.String())

@@ -88,7 +88,7 @@ func TestValidateRefusesNonQueries(t *testing.T) {
 	}
 	for i, c := range order {
 		prefix := fmt.Sprintf("routes[%d].data.sql: ", i)
-		if !strings.HasPrefix(lines[i], prefix) || !strings.Contains(lines[i], c.Want) {
+		if !strings.HasPrefix(lines[i], path+":") || !strings.Contains(lines[i], ": "+prefix) || !strings.Contains(lines[i], c.Want) {
 			t.Errorf("%s: %q, want %q and %q", c.Name, lines[i], prefix, c.Want)
 		}
 	}

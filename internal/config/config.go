@@ -54,10 +54,11 @@ type Config struct {
 	StateDir string
 	// Server holds the limits for client-facing connections (`server`).
 	Server Server
-	// Memory, when not nil, sets the Go runtime's soft memory limit and
-	// the heap watermarks above which requests are shed (`memory`,
-	// optional). nil, the default (no `memory` block, or `memory: ~`),
-	// means no memory limit is set and nothing is shed for memory.
+	// Memory sets the Go runtime's soft memory limit and the heap
+	// watermarks above which requests are shed (`memory`: a block, or
+	// off). nil, the default (no `memory` block, or `memory: ~`), is the
+	// automatic limit (memguard.DetectLimit: GOMEMLIMIT or the cgroup's
+	// limit); Memory.Off (`memory: off`) is no guard at all.
 	Memory *Memory
 	// Cluster, when not nil, makes this node one of several sharing
 	// limits (`cluster`, optional; cluster.go).
@@ -173,7 +174,7 @@ var rootBlock = engine.NewBlock(
 		Bind:  engine.At(func(c *Config) *string { return &c.StateDir })},
 	engine.Field{Name: "server", Kind: engine.KindBlock, Sub: serverBlock, Doc: "the client-facing server",
 		Bind: engine.At(func(c *Config) *Server { return &c.Server })},
-	engine.Field{Name: "memory", Kind: engine.KindBlock, Sub: memoryBlock, Doc: "memory budget and load shedding; off when omitted", Reload: engine.Restart},
+	memoryField,
 	engine.Field{Name: "cluster", Kind: engine.KindBlock, Sub: clusterBlock, Doc: "cluster mode: limits shared with other nodes; a single node when omitted", Reload: engine.Restart,
 		Bind: engine.Opt(func(c *Config) **Cluster { return &c.Cluster }, func() *Cluster { return &Cluster{} })},
 	engine.Field{Name: "log", Kind: engine.KindBlock, Sub: logBlock, Doc: "logging"},

@@ -61,13 +61,13 @@ type rejectCase struct {
 // unknown keys at the root, several blocks at once).
 var rejectsFile = []rejectCase{
 	{"root is a sequence", "- listen: \":80\"\n", []string{
-		"(file): must be a mapping, got a sequence",
+		"(file):1:1: must be a mapping, got a sequence",
 	}},
 	{"yaml syntax error", "listen: \":8080\"\nadmin: [\n", []string{
-		"(file): yaml: line 2: did not find expected node content",
+		"(file):2: yaml: did not find expected node content",
 	}},
 	{"two documents", head + upstreams + routes + "---\nlisten: \":1\"\n", []string{
-		"(file): found a second YAML document at line 10; a config file holds exactly one",
+		"(file):10:1: found a second YAML document; a config file holds exactly one",
 	}},
 	{"unknown top-level key", head + "extra: 1\n" + upstreams + routes, []string{
 		"extra: unknown field",
@@ -100,7 +100,7 @@ var rejectsFile = []rejectCase{
 		"metrics.endpoint_labels: must be a number from 0 to 1000, got -1",
 	}},
 	{"complex key", head + "? [a, b]\n: 1\n" + upstreams + routes, []string{
-		"(file): keys must be strings, got a sequence",
+		"(file):3:3: keys must be strings, got a sequence",
 	}},
 	{"memory limit missing", head + "memory: {}\n" + upstreams + routes, []string{
 		`memory.limit: required when memory is set, a size such as "2GiB"`,
@@ -125,7 +125,7 @@ var rejectsFile = []rejectCase{
 		"memory.hard_watermark: must be greater than soft_watermark (0.8, the default), got 0.8",
 	}},
 	{"memory is not a mapping", head + "memory: 2GiB\n" + upstreams + routes, []string{
-		`memory: must be a mapping, got "2GiB"`,
+		`memory: must be "off" or a mapping (limit, soft_watermark, hard_watermark), got "2GiB"`,
 	}},
 }
 

@@ -90,6 +90,17 @@ var specialForms = map[string]func(sv reflect.Value) any{
 	},
 	// access is false, or the access log's settings (true is the block
 	// at its defaults).
+	// memory is off, the block, or left out (the automatic limit).
+	"Config.memory": func(sv reflect.Value) any {
+		m := sv.Interface().(Config).Memory
+		switch {
+		case m == nil:
+			return nil
+		case m.Off:
+			return MemoryOff
+		}
+		return engine.BlockValue{B: memoryBlock, V: reflect.ValueOf(*m)}
+	},
 	"Log.access": func(sv reflect.Value) any {
 		l := sv.Interface().(Log)
 		if !l.Access {

@@ -225,6 +225,7 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 	var c Config
 	fill(reflect.ValueOf(&c).Elem(), 0)
 	c.UpstreamOrder, c.DataSourceOrder = nil, nil // a stale order is ignored
+	c.Memory.Off = false                          // off renders as "off", not the block
 	// A proxied route besides the data route fill made: each renders
 	// fields the other leaves out.
 	proxied := c.Routes[0]

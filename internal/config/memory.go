@@ -6,7 +6,16 @@ import (
 )
 
 // The memory block (`memory`): the process's memory budget and the
-// watermarks above which requests are shed.
+// watermarks above which requests are shed; or `memory: off`. Omitted, the
+// guard is on with an automatic limit (internal/memguard's DetectLimit).
+
+// MemoryOff is the `memory` value that turns the memory guard off.
+const MemoryOff = "off"
+
+// memoryField is the root's `memory` entry: off, or the block.
+var memoryField = engine.Field{Name: "memory", Kind: engine.KindEither, Reload: engine.Restart,
+	Doc:    "memory budget and load shedding; off, or omitted for an automatic limit (GOMEMLIMIT or the cgroup's, less 10%)",
+	Either: []engine.Field{{Kind: engine.KindEnum, Enum: []string{MemoryOff}}, {Kind: engine.KindBlock, Sub: memoryBlock}}}
 
 var memoryBlock = engine.NewBlock(
 	engine.Field{Name: "limit", Kind: engine.KindSize, Lo: minMemoryLimit, Hi: maxMemoryLimit, Required: true,
@@ -24,6 +33,12 @@ var memoryBlock = engine.NewBlock(
 // memory reads `memory`, whose limit is required; the soft watermark must
 // be below the hard one, whichever of them the file sets.
 func (p *parser) memory(path string, n *yaml.Node) *Memory {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		if n.Value != MemoryOff {
+			p.Add(n, path, "must be %q or a mapping (limit, soft_watermark, hard_watermark), got %s", MemoryOff, engine.Describe(n))
+		}
+		return &Memory{Off: true}
+	}
 	m := defaultMemory()
 	f, ok := p.Block(path, n, memoryBlock)
 	if !ok {
@@ -54,9 +69,13 @@ func (p *parser) memory(path string, n *yaml.Node) *Memory {
 // admitted requests have reserved to buffer bodies; SoftWatermark <
 // HardWatermark <= 1.
 type Memory struct {
+	// Off is `memory: off`: no memory guard, no runtime memory limit set
+	// by levee; the other fields are zero.
+	Off bool
 	// Limit is the Go runtime's soft memory limit, in bytes, as
 	// debug.SetMemoryLimit takes it (`limit`, a size, required when the
-	// block is present): 64MiB to 1TiB. There is no default.
+	// block is present): 64MiB to 1TiB. Without the block, the limit is
+	// automatic (see Config.Memory).
 	Limit int64
 	// SoftWatermark is the share of Limit above which sheddable requests
 	// are refused, 503 memory_pressure (`soft_watermark`, a number greater

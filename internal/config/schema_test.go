@@ -171,7 +171,8 @@ func TestSchemaRefuses(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ name, doc, want string }{
-		{"fraction zero", head + upstreams + routes + "memory: {limit: 1GiB, soft_watermark: 0}\n", "memory.soft_watermark: not above 0"},
+		{"fraction zero", head + upstreams + routes + "profiles: {cpu_threshold: 0}\n", "profiles.cpu_threshold: not above 0"},
+		{"memory neither off nor a block", head + upstreams + routes + "memory: on\n", "memory: no anyOf branch matches"},
 		{"missing routes", head + upstreams, "(root): missing required routes"},
 		{"no upstreams", head + "upstreams: {}\n" + routes, "upstreams: fewer than 1 properties"},
 		{"upstream name", head + "upstreams:\n  Video:\n    endpoints: [{address: \"10.0.0.1:80\"}]\n" + routes, `upstreams: property name "Video"`},

@@ -72,8 +72,10 @@ type Gateway struct {
 	history admin.ReloadHistory    // the last loads, for GET /api/v1/reloads
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
-	// memory sheds work under memory pressure; nil without a memory block.
-	memory *memguard.Guard
+	// memory sheds work under memory pressure; nil with memory: off (or
+	// no limit found). memoryFrom says its limit and where it came from.
+	memory     *memguard.Guard
+	memoryFrom string
 	// What every data route shares (data.go). cursorKey is set under
 	// reloadMu (at New, or at the reload that brings the first data route)
 	// and read by buildTable, which runs under reloadMu too.
@@ -215,10 +217,8 @@ func New(o Options) (_ *Gateway, err error) {
 	if err := g.loadToken(cfg); err != nil {
 		return nil, err
 	}
-	if m := cfg.Memory; m != nil {
-		if g.memory, err = memguard.New(memguard.Options{Limit: m.Limit, SoftWatermark: m.SoftWatermark, HardWatermark: m.HardWatermark}); err != nil {
-			return nil, fmt.Errorf("memory: %w", err)
-		}
+	if g.memory, g.memoryFrom, err = memoryGuard(cfg.Memory, memguard.DefaultEnv()); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
 	}
 	table, err := g.buildTable(cfg)
 	if err != nil {
@@ -378,6 +378,7 @@ func (g *Gateway) Start() (err error) {
 	g.started = true
 	g.ready.Store(true)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
+	g.logger.Info("memory guard", "on", g.memory != nil, "limit", g.memoryFrom)
 	g.logAdminToken()
 	return nil
 }

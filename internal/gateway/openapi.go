@@ -137,7 +137,7 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 		MaxBody:           rc.MaxBodyBytes > 0,
 		Consumers:         rc.Auth == config.AuthAPIKey || rc.Auth == config.AuthHMAC,
 		AnonymousLimits:   rc.AnonymousLimits != nil,
-		Memory:            cfg.Memory != nil,
+		Memory:            cfg.Memory == nil || !cfg.Memory.Off, // the guard is on by default
 	}
 	var limits *config.Limits
 	if d := rc.Data; d != nil {

@@ -242,11 +242,12 @@ upstreams:
 		if d, _ := customers["created_at"]["description"].(string); !strings.Contains(d, "parsed as string") || !strings.Contains(d, "gte, lt") {
 			t.Errorf("created_at filter: %q (TEXT column: parsed as string; gte, lt)", d)
 		}
-		// The refusals a data route can give, with their statuses.
+		// The refusals a data route can give, with their statuses
+		// (memory_pressure: the memory guard is on by default).
 		for status, want := range map[string]string{
 			"400": `["bad_path","invalid_parameter","unknown_parameter","duplicate_parameter","operator_not_allowed","invalid_cursor","invalid_limit"]`,
 			"406": `["not_acceptable"]`, "429": `["consumer_limit"]`,
-			"503": `["queue_full","queue_timeout","shed_priority","data_source_unavailable","db_pool_exhausted"]`,
+			"503": `["memory_pressure","queue_full","queue_timeout","shed_priority","data_source_unavailable","db_pool_exhausted"]`,
 			"504": `["statement_timeout"]`,
 		} {
 			expectJSON(t, "customers "+status, dig(doc, "paths", "/v1/customers", "get", "responses", status, "content", "application/json", "schema", "properties", "reason", "enum"), want)

@@ -29,7 +29,7 @@ func startDemo(t *testing.T) (*harness, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yaml := string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b))
+	yaml := string(demo.Config("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "state"), dbPath, b, false))
 	return start(t, yaml), yaml
 }
 

@@ -11,6 +11,8 @@ var (
 		"Bytes admitted requests have reserved from the memory budget (replay copies of bodies), released when each request ends.", nil, nil)
 	refusedDesc = prometheus.NewDesc("levee_memory_reservations_refused_total",
 		"Reservations the memory budget had no room for: the request streamed its body unreplayed, or (sheddable) was refused 503 memory_pressure.", nil, nil)
+	limitDesc = prometheus.NewDesc("levee_memory_limit_bytes",
+		"The memory guard's limit (the Go runtime's soft memory limit it set): the memory block's, or the automatic one (GOMEMLIMIT, or the cgroup's limit less 10%, or the machine's memory less 10%).", nil, nil)
 	collectionsDesc = prometheus.NewDesc("levee_memory_forced_collections_total",
 		"Garbage collections the memory guard ran because the live heap reading was stale under pressure.", nil, nil)
 )
@@ -27,6 +29,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- reservedDesc
 	ch <- refusedDesc
 	ch <- collectionsDesc
+	ch <- limitDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -36,4 +39,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(reservedDesc, prometheus.GaugeValue, float64(g.Reserved()))
 	ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(g.RefusedReservations()))
 	ch <- prometheus.MustNewConstMetric(collectionsDesc, prometheus.CounterValue, float64(g.Collections()))
+	ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, float64(g.Limit()))
 }

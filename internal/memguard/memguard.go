@@ -134,6 +134,9 @@ func New(o Options) (*Guard, error) {
 // Level returns the current pressure level.
 func (g *Guard) Level() Level { return Level(g.level.Load()) }
 
+// Limit returns the limit in bytes (Options.Limit).
+func (g *Guard) Limit() int64 { return g.opts.Limit }
+
 // HeapBytes returns the live heap at the last sample.
 func (g *Guard) HeapBytes() uint64 { return g.heapBytes.Load() }
 

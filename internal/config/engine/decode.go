@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -25,15 +27,15 @@ func Decode(data []byte) (root *yaml.Node, errs *Errors) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, FileError(err.Error())
+		return nil, syntaxError(err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, FileError(err.Error())
+		return nil, syntaxError(err)
 	default:
-		return nil, FileError(fmt.Sprintf("found a second YAML document at line %d; a config file holds exactly one", next.Line))
+		return nil, &Errors{{Message: "found a second YAML document; a config file holds exactly one", Line: next.Line, Column: next.Column}}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, nil
@@ -47,7 +49,7 @@ func (p *Problems) Add(n *yaml.Node, path, format string, args ...any) {
 	if n != nil {
 		line, col = n.Line, n.Column
 	}
-	p.errs = append(p.errs, posError{line: line, col: col, FieldError: FieldError{Path: path, Message: fmt.Sprintf(format, args...)}})
+	p.errs = append(p.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...), Line: line, Column: col})
 }
 
 // Scan visits every node once, before the typed walk, reporting each alias
@@ -96,3 +98,23 @@ const (
 	MaxDepth  = 64
 	MaxErrors = 1000
 )
+
+// yamlLine is how the YAML library places a syntax error in its message:
+// "yaml: line 12: did not find expected key".
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError turns the YAML library's error into a problem with the
+// file at the line it names, the line taken out of the message (the
+// library gives a line, not a column).
+func syntaxError(err error) *Errors {
+	msg := err.Error()
+	m := yamlLine.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return FileError(msg)
+	}
+	line, convErr := strconv.Atoi(msg[m[2]:m[3]])
+	if convErr != nil || line < 1 {
+		return FileError(msg)
+	}
+	return &Errors{{Message: "yaml: " + msg[m[1]:], Line: line}}
+}

@@ -32,15 +32,43 @@ type FieldError struct {
 	// Message says what is wrong and shows the offending value, strings
 	// quoted and numbers bare.
 	Message string
+	// Line and Column locate the problem in the file, from 1: the node of
+	// the offending value (or key), the mapping that lacks a required key,
+	// the place of a YAML syntax error (Line only: the YAML library gives
+	// no column for those: Column 0). Both are 0 when the problem has no
+	// place in the file (a file that cannot be read, or an empty one).
+	Line, Column int
 }
 
-// Error returns "Path: Message", or "(file): Message" when Path is empty.
+// Error returns "Path: Message"; a problem with the file as a whole
+// (Path empty) is "(file): Message", with its position when it has one
+// ("(file):2: Message"). Located adds the position to every problem.
 func (e FieldError) Error() string {
-	path := e.Path
-	if path == "" {
-		path = "(file)"
+	if e.Path == "" {
+		return e.Located("(file)")
 	}
-	return path + ": " + e.Message
+	return e.Path + ": " + e.Message
+}
+
+// Located returns the problem as a compiler's message: "file:line:col:
+// Path: Message" ("file:line:" without a column, "file:" without a line;
+// the path is left out for a problem with the file as a whole), as
+// `levee validate` and `levee run` print it.
+func (e FieldError) Located(file string) string {
+	var b strings.Builder
+	b.WriteString(file)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
 }
 
 // Errors is every problem found in one configuration, in the order they
@@ -78,18 +106,12 @@ type Parser struct {
 // with its path and position, instead of stopping at the first. The zero
 // value is ready to use; a Problems is used for one Parse call.
 type Problems struct {
-	errs []posError
+	errs []FieldError
 }
 
 // Count returns how many problems were added so far (a reader compares
 // it before and after a step to learn whether the step found any).
 func (p *Problems) Count() int { return len(p.errs) }
-
-// posError is a FieldError with the position used to sort it.
-type posError struct {
-	line, col int
-	FieldError
-}
 
 // Result returns the collected problems sorted by position, or nil if
 // there are none. Beyond MaxErrors, the rest are summarised in one line.
@@ -97,14 +119,12 @@ func (p *Problems) Result() *Errors {
 	if len(p.errs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(p.errs, func(a, b posError) int {
-		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col))
+	slices.SortStableFunc(p.errs, func(a, b FieldError) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
 	n := min(len(p.errs), MaxErrors)
 	out := make(Errors, 0, n+1)
-	for _, pe := range p.errs[:n] {
-		out = append(out, pe.FieldError)
-	}
+	out = append(out, p.errs[:n]...)
 	if extra := len(p.errs) - n; extra > 0 {
 		out = append(out, FieldError{Message: fmt.Sprintf("too many errors: %d more not shown", extra)})
 	}

@@ -39,7 +39,7 @@ func (rd *Renderer) reloadWalk(b *Block, a, b2 reflect.Value, path string, errs 
 		}
 		switch f.Reload {
 		case Restart:
-			if oka != okb || oka && !reflect.DeepEqual(va.Interface(), vb.Interface()) {
+			if oka != okb || oka && !reflect.DeepEqual(plain(va), plain(vb)) {
 				*errs = append(*errs, FieldError{Path: p, Message: ReloadRestartMessage})
 			}
 			continue
@@ -53,4 +53,14 @@ func (rd *Renderer) reloadWalk(b *Block, a, b2 reflect.Value, path string, errs 
 			rd.reloadWalk(f.Sub, va, vb, p, errs)
 		}
 	}
+}
+
+// plain is v's value to compare: a special form's BlockValue by the value
+// it renders (its reflect.Value differs between two copies that are equal).
+func plain(v reflect.Value) any {
+	x := v.Interface()
+	if bv, ok := x.(BlockValue); ok {
+		return bv.V.Interface()
+	}
+	return x
 }

@@ -145,7 +145,8 @@ func (rd *Renderer) renderBlock(b *Block, sv reflect.Value, path string) (ordere
 // value is absent (a nil pointer).
 func (rd *Renderer) fieldValue(f *Field, sv reflect.Value, path string) (v reflect.Value, ok bool, err error) {
 	if fn, found := rd.Special[sv.Type().Name()+"."+f.Name]; found {
-		return reflect.ValueOf(fn(sv)), true, nil
+		r := fn(sv)
+		return reflect.ValueOf(r), r != nil, nil // nil: absent, as a nil pointer is
 	}
 	if gv, found := goField(sv, f.Name); found {
 		for gv.Kind() == reflect.Pointer {
