@@ -137,6 +137,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if rc.SendTimeout > 0 {
 			rt.SendTimeout = rc.SendTimeout
 		}
+		if err := routeSteps(rc, rt); err != nil { // headers, redirect, respond, cors (steps.go)
+			return nil, fmt.Errorf("routes[%s]: %w", rc.Name, err)
+		}
 		routes = append(routes, rt)
 	}
 	g.pools.retain(liveUpstreams, liveStats)

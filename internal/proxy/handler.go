@@ -14,10 +14,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/internal/memguard"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/levee-gw/levee/internal/tracing"
 )
@@ -65,6 +67,8 @@ type Handler struct {
 
 	upgrades  upgradeSet
 	consumers *consumerState
+	// preflights caps each client address's CORS preflights (cors.go).
+	preflights *ratelimit.Limiter[netip.Addr]
 	// out answers the upstream's side of each request (copy.go); each
 	// request's forwarding holds it, so that an attempt answers without
 	// coming back to the Handler.
@@ -88,8 +92,12 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		return nil, err
 	}
 	cs.shared = o.Shared
+	pf, err := ratelimit.New[netip.Addr](ratelimit.Options{Capacity: preflightKeys})
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: budget{o.Memory}, consumers: cs,
-		underscores: o.UnderscoresInHeaders}
+		underscores: o.UnderscoresInHeaders, preflights: pf}
 	h.upgrades.conns = make(map[io.Closer]struct{})
 	h.out = responder{memory: h.memory, upgrades: &h.upgrades, logger: logger}
 	h.table.Store(t)
@@ -127,6 +135,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.prio = requestPriority(rt, r)               // once: every later step reads x.prio
 	prepareBody(w, r, &x, rt)                     // 2. body limit and timeout, screens
 	if !h.admitConsumer(w, r, &x, rt, sentPath) { // 3. identity, grant, limits, app slot
+		return
+	}
+	if rt.Headers != nil && rt.Headers.Request != nil { // the route's header changes (headers.go)
+		rt.Headers.Request.apply(r.Header, r, &x)
+	}
+	if rt.Direct != nil { // a redirect or fixed answer (direct.go)
+		serveDirect(w, r, &x, rt)
 		return
 	}
 	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole

@@ -152,6 +152,14 @@ type Route struct {
 	// forwarded upstream; every other request trailer is dropped. nil:
 	// none.
 	ForwardTrailers []string
+	// Headers changes the request forwarded and the answer (headers.go);
+	// nil: none. Direct, when set, answers every request itself
+	// (direct.go: a redirect or a fixed answer); Upstream is then a
+	// placeholder. CORS answers preflights and adds the CORS headers
+	// (cors.go); nil: none.
+	Headers *Headers
+	Direct  *Direct
+	CORS    *CORS
 
 	metrics *routeMetrics // set by NewTable
 }
