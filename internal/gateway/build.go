@@ -98,8 +98,8 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		retry, up := rc.Retry, upstreams[rc.Upstream]
 		if rc.Data != nil {
 			up = dataUps[rc.Data.Source] // a data query is retried only when its route says so
-		} else if retry == nil {
-			retry = cfg.Upstreams[rc.Upstream].Retry
+		} else if uc := cfg.Upstreams[rc.Upstream]; retry == nil && uc != nil { // nil: a route that answers itself
+			retry = uc.Retry
 		}
 		anon, err := anonymousPolicy(rc.AnonymousLimits)
 		if err != nil {
