@@ -138,8 +138,8 @@ var zeroLength = []string{"0"}
 // URL, another site) has its leading slashes collapsed to one.
 func (rd *Redirect) location(r *http.Request) string {
 	path := r.URL.EscapedPath()
-	if path == "" {
-		path = "/"
+	if path == "" || path[0] != '/' { // a routed path starts with "/"; never let one extend a host
+		path = "/" + path
 	}
 	var b strings.Builder
 	if rd.HTTPS && !rd.absolute {
