@@ -191,13 +191,6 @@ func redirectTemplate(s string) (parts []string, problem string) {
 	}
 }
 
-// RedirectTemplate splits a valid redirect.to into literal and variable
-// parts, alternating, the first literal (see HeaderTemplate).
-func RedirectTemplate(s string) []string {
-	parts, _ := redirectTemplate(s)
-	return parts
-}
-
 // respond reads a route's `respond`.
 func (p *parser) respond(path string, n *yaml.Node) *RouteRespond {
 	r := engine.WithDefaults(respondBlock, &RouteRespond{})

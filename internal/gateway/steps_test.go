@@ -416,6 +416,17 @@ func TestCORS(t *testing.T) {
 	if n := up.hits.Load(); n != 0 {
 		t.Fatalf("preflights reached the upstream %d times", n)
 	}
+	for series, want := range map[string]float64{
+		`levee_cors_preflights_total{result="allowed",route="api"}`:       3,
+		`levee_cors_preflights_total{result="refused",route="api"}`:       5,
+		`levee_cors_preflights_total{result="allowed",route="customers"}`: 1,
+		`levee_cors_preflights_total{result="refused",route="customers"}`: 1,
+		`levee_cors_preflights_total{result="refused",route="limited"}`:   0,
+	} {
+		if v := h.metric(series); v != want {
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
 	// A route without cors takes OPTIONS as any request: forwarded.
 	if resp, _ := sendRaw(t, addr, "OPTIONS", "/nocors", "Origin", "https://app.example.com", "Access-Control-Request-Method", "GET"); resp.StatusCode != 200 || up.hits.Load() != 1 {
 		t.Errorf("OPTIONS on a route without cors: %d, upstream hits %d", resp.StatusCode, up.hits.Load())
@@ -494,6 +505,9 @@ func TestCORS(t *testing.T) {
 		t.Error("300 preflights from one address, none refused")
 	}
 	t.Logf("preflight flood: %d of 300 refused 429", refused)
+	if v := h.metric(`levee_cors_preflights_total{result="refused",route="public"}`); v != float64(refused) {
+		t.Errorf("levee_cors_preflights_total of the flood's refusals = %v, want %d", v, refused)
+	}
 	if n := up.hits.Load(); n != 1+4+1 {
 		t.Errorf("upstream hits %d, want 6 (no preflight among them)", n)
 	}

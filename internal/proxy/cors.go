@@ -175,9 +175,7 @@ var corsAnswerHeaders = []string{
 // already held (an upstream's) are replaced.
 func (c *CORS) answer(h http.Header, r *http.Request) {
 	for _, k := range corsAnswerHeaders {
-		if _, ok := h[k]; ok {
-			delete(h, k)
-		}
+		delete(h, k)
 	}
 	addVary(h, varyOrigin)
 	origin := r.Header["Origin"]
@@ -278,6 +276,12 @@ var preflightPolicy = func() ratelimit.Policy {
 // (evicted idle first, see ratelimit.Limiter).
 const preflightKeys = 1 << 14
 
+// The result label values of levee_cors_preflights_total.
+const (
+	preflightAllowed = "allowed"
+	preflightRefused = "refused"
+)
+
 // isPreflight reports a CORS preflight request.
 func isPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && len(r.Header["Origin"]) > 0 && len(r.Header["Access-Control-Request-Method"]) > 0
@@ -299,10 +303,15 @@ func (h *Handler) preflight(w http.ResponseWriter, r *http.Request, x *exchange,
 		if d := h.preflights.Allow(ap.Addr().Unmap(), preflightPolicy, time.Now()); !d.Allowed {
 			w.Header()["Vary"] = preflightVary
 			x.refuse(w, ReasonRateLimited)
+			h.metrics.preflights.WithLabelValues(rt.Name, preflightRefused).Inc()
 			return true
 		}
 	}
-	rt.CORS.preflight(w.Header(), r)
+	result := preflightRefused
+	if rt.CORS.preflight(w.Header(), r) {
+		result = preflightAllowed
+	}
+	h.metrics.preflights.WithLabelValues(rt.Name, result).Inc()
 	x.status = http.StatusNoContent
 	w.WriteHeader(http.StatusNoContent)
 	return true

@@ -183,6 +183,10 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	rules := make([]route.Rule[*Route], 0, len(routes))
 	for _, rt := range routes {
 		rt.metrics = newRouteMetrics(m, rt.Name, rt.Upstream.Name)
+		if rt.CORS != nil { // from the start at 0 (cors.go)
+			m.preflights.WithLabelValues(rt.Name, preflightAllowed)
+			m.preflights.WithLabelValues(rt.Name, preflightRefused)
+		}
 		rules = append(rules, route.Rule[*Route]{Host: rt.Host, PathPrefix: rt.PathPrefix, Methods: rt.Methods, Value: rt})
 	}
 	for _, up := range upstreams {
