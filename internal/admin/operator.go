@@ -20,8 +20,8 @@ type Operator interface {
 type RouteView struct {
 	Name  string    `json:"name"`
 	Match MatchView `json:"match"`
-	// Kind is "upstream" (proxied) or "data" (answered from a data
-	// source).
+	// Kind is "upstream" (proxied), "data" (answered from a data
+	// source), or "redirect" or "respond" (answered by levee itself).
 	Kind       string `json:"kind"`
 	Upstream   string `json:"upstream,omitempty"`
 	DataSource string `json:"data_source,omitempty"`

@@ -512,3 +512,64 @@ func TestCORS(t *testing.T) {
 		t.Errorf("upstream hits %d, want 6 (no preflight among them)", n)
 	}
 }
+
+// TestStepsReload: a reload applies a changed header value, turns a
+// proxied route into a fixed answer and adds cors, on the running levee;
+// GET /api/v1/routes shows the new kind.
+func TestStepsReload(t *testing.T) {
+	up := newHeaderUpstream(t)
+	cfg := func(env, second string) string {
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+upstreams:
+  web: {endpoints: [{address: %s}]}
+routes:
+  - {name: api, match: {path_prefix: /api}, upstream: web, headers: {request: {set: {X-Env: %s}}}}
+  - {name: page, match: {path_prefix: /page}, %s}
+`, hostPort(up.srv), env, second)
+	}
+	h := start(t, cfg("one", "upstream: web"))
+	addr := strings.TrimPrefix(h.base, "http://")
+	sendRaw(t, addr, "GET", "/api")
+	if v := up.last(t).Header.Get("X-Env"); v != "one" {
+		t.Fatalf("before the reload: X-Env %q", v)
+	}
+	h.writeConfig(cfg("two", `respond: {status: 503, body: "down for maintenance"}, cors: {allow_origins: ["https://app.example.com"]}`))
+	resp, err := h.client.Post(h.admin+"/api/v1/reload", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("reload: %d", resp.StatusCode)
+	}
+	sendRaw(t, addr, "GET", "/api")
+	if v := up.last(t).Header.Get("X-Env"); v != "two" {
+		t.Errorf("after the reload: X-Env %q, want two", v)
+	}
+	hits := up.hits.Load()
+	r, body := sendRaw(t, addr, "GET", "/page", "Origin", "https://app.example.com")
+	if r.StatusCode != 503 || body != "down for maintenance" || r.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" || up.hits.Load() != hits {
+		t.Errorf("page after the reload: %d %q ACAO %q, upstream hits %d -> %d", r.StatusCode, body, r.Header.Get("Access-Control-Allow-Origin"), hits, up.hits.Load())
+	}
+	ar, err := h.client.Get(h.admin + "/api/v1/routes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ar.Body.Close()
+	var doc struct {
+		Routes []struct{ Name, Kind string } `json:"routes"`
+	}
+	if err := json.NewDecoder(ar.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, rv := range doc.Routes {
+		kinds[rv.Name] = rv.Kind
+	}
+	if kinds["api"] != "upstream" || kinds["page"] != "respond" {
+		t.Errorf("GET /api/v1/routes kinds: %v, want api upstream, page respond", kinds)
+	}
+}
