@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"net/http"
 	"net/url"
 	"strings"
@@ -168,5 +171,31 @@ func TestHeaderOps(t *testing.T) {
 	}
 	if _, err := NewHeaderOp("X", "${nope}"); err == nil {
 		t.Error("unknown variable accepted")
+	}
+}
+
+// TestTLSClientSubjectVariable: ${tls_client_subject} is the client
+// certificate's subject, "" without TLS or without a certificate.
+func TestTLSClientSubjectVariable(t *testing.T) {
+	op, err := NewHeaderOp("X-Client-Cert", "subject=${tls_client_subject}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &HeaderOps{Set: []HeaderOp{op}}
+	x := &exchange{route: &Route{Name: "api"}}
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "client-1", Organization: []string{"Acme"}}}
+	for _, c := range []struct {
+		state *tls.ConnectionState
+		want  string
+	}{
+		{nil, "subject="},
+		{&tls.ConnectionState{}, "subject="},
+		{&tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, "subject=CN=client-1,O=Acme"},
+	} {
+		r := &http.Request{Header: http.Header{}, TLS: c.state}
+		o.apply(r.Header, r, x)
+		if got := r.Header.Get("X-Client-Cert"); got != c.want {
+			t.Errorf("TLS %v: %q, want %q", c.state != nil, got, c.want)
+		}
 	}
 }
