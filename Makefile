@@ -72,7 +72,10 @@ FUZZ_TARGETS := \
 	./internal/datacache:FuzzOps:20000 \
 	./internal/datasource:FuzzPGDecode:10000 \
 	./internal/loadgen:FuzzExchange:20000 \
-	./internal/memguard:FuzzParseLimits:5000
+	./internal/memguard:FuzzParseLimits:5000 \
+	./internal/config:FuzzHeaderTemplate:5000 \
+	./internal/proxy:FuzzCORSPreflight:20000 \
+	./internal/proxy:FuzzRedirectLocation:10000
 
 .PHONY: all build release demo test services vet unit load fuzz bench bench-data clean
 

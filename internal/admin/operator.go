@@ -22,8 +22,8 @@ type RouteView struct {
 	Match MatchView `json:"match"`
 	// Rewrite is the route's rewrite; absent when it has none.
 	Rewrite *RewriteView `json:"rewrite,omitempty"`
-	// Kind is "upstream" (proxied) or "data" (answered from a data
-	// source).
+	// Kind is "upstream" (proxied), "data" (answered from a data
+	// source), or "redirect" or "respond" (answered by levee itself).
 	Kind       string `json:"kind"`
 	Upstream   string `json:"upstream,omitempty"`
 	DataSource string `json:"data_source,omitempty"`

@@ -42,7 +42,10 @@ import "github.com/levee-gw/levee/internal/config/engine"
 //     tcp; timeout at most interval), http, outlier_detection (ejection
 //     times), zones, match (its methods feed the overlap check),
 //     anonymous_limits (only with auth none) and apps[].limits (burst
-//     needs rate; burst/rate bounded).
+//     needs rate; burst/rate bounded);
+//   - a route's headers (set, add and remove checked against each other),
+//     redirect (to against https), respond (body against status) and cors
+//     (origins normalised and distinct; "*" not with credentials).
 
 // parser walks a YAML node tree into a Config, collecting every problem
 // instead of stopping at the first: the engine's generic reader, with the

@@ -122,9 +122,11 @@ func checkInvariants(t *testing.T, cfg *Config) {
 	}
 	names := map[string]bool{}
 	for _, r := range cfg.Routes {
-		if names[r.Name] || !validName(r.Name) || cfg.Upstreams[r.Upstream] == nil {
+		direct := r.Redirect != nil || r.Respond != nil
+		if names[r.Name] || !validName(r.Name) || (cfg.Upstreams[r.Upstream] == nil) != direct {
 			t.Fatalf("bad route %+v", r)
 		}
+		checkSteps(t, r)
 		names[r.Name] = true
 		if r.Match.PathPrefix == "" || r.Match.PathPrefix[0] != '/' || r.MaxBodyBytes < 0 {
 			t.Fatalf("bad route %+v", r)
@@ -366,5 +368,33 @@ func checkHealth(t *testing.T, u *Upstream) {
 	}
 	if z := u.Zones; z != nil && (!validName(z.Local) || z.Overprovisioning < 1 || z.Overprovisioning > 10 || len(z.Failover) > 16) {
 		t.Fatalf("upstream %q: bad zones %+v", u.Name, z)
+	}
+}
+
+// checkSteps holds a route's headers, redirect, respond and cors to what
+// the reader promises.
+func checkSteps(t *testing.T, r Route) {
+	if h := r.Headers; h != nil {
+		for _, c := range []*HeaderChanges{h.Request, h.Response} {
+			if c == nil {
+				continue
+			}
+			for _, m := range []map[string]string{c.Set, c.Add} {
+				for k, v := range m {
+					if ForbiddenHeaderChange(k, "request", "set") != "" || checkHeaderValue(v) != "" {
+						t.Fatalf("route %q: header change %q: %q passed", r.Name, k, v)
+					}
+				}
+			}
+		}
+	}
+	if rd := r.Redirect; rd != nil && (checkRedirectTo(rd.To, rd.HTTPS) != "" || (rd.To == "" && !rd.HTTPS)) {
+		t.Fatalf("route %q: redirect %+v passed", r.Name, rd)
+	}
+	if rs := r.Respond; rs != nil && (len(rs.Body) > MaxRespondBody || rs.Status < 200 || rs.Status > 599) {
+		t.Fatalf("route %q: respond %+v passed", r.Name, rs)
+	}
+	if c := r.CORS; c != nil && c.AllowCredentials && slices.Contains(c.AllowOrigins, "*") {
+		t.Fatalf("route %q: cors * with credentials passed", r.Name)
 	}
 }

@@ -37,6 +37,10 @@ var (
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
 		engine.Field{Name: "rewrite", Kind: engine.KindBlock, Sub: rewriteBlock, Doc: "changes the forwarded path (one of strip_prefix, replace_prefix, path_regex) or Host"},
+		engine.Field{Name: "headers", Kind: engine.KindBlock, Sub: routeHeadersBlock, Doc: "header fields set, added or removed on the request forwarded and on the answer"},
+		engine.Field{Name: "redirect", Kind: engine.KindBlock, Sub: redirectBlock, Doc: "answer every request with a redirect (a route with neither upstream nor data)"},
+		engine.Field{Name: "respond", Kind: engine.KindBlock, Sub: respondBlock, Doc: "answer every request with a fixed answer (a route with neither upstream nor data)"},
+		engine.Field{Name: "cors", Kind: engine.KindBlock, Sub: corsBlock, Doc: "answer CORS preflights and add the CORS headers to every answer"},
 	)
 )
 
@@ -148,6 +152,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["rewrite"]; v != nil {
 		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
 	}
+	if !p.routeSteps(&r, path, n, f) {
+		return r, s, nameNode, upNode
+	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
 		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
@@ -159,7 +166,7 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 		}
 		p.keepDefinition(c, path, n, r.Name)
 	case f["upstream"] == nil:
-		p.Add(n, engine.Key(path, "upstream"), "required")
+		p.Add(n, engine.Key(path, "upstream"), "required unless data, redirect or respond is set")
 	}
 	return r, s, nameNode, upNode
 }
@@ -244,6 +251,17 @@ type Route struct {
 	// Rewrite, when not nil, changes the path or Host the route forwards
 	// (`rewrite`, route_rewrite.go).
 	Rewrite *Rewrite
+	// Headers changes the request forwarded and the answer
+	// (`headers`, route_headers.go); nil: no changes.
+	Headers *RouteHeaders
+	// Redirect and Respond make the route answer itself (`redirect`,
+	// `respond`, route_redirect.go): exactly one of Upstream, Data,
+	// Redirect and Respond. nil: not such a route.
+	Redirect *RouteRedirect
+	Respond  *RouteRespond
+	// CORS answers preflights and adds the CORS headers (`cors`,
+	// route_cors.go); nil: no CORS.
+	CORS *RouteCORS
 }
 
 // The accepted values of Route.Priority, most important first.

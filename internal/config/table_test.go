@@ -217,7 +217,7 @@ func checkDefaults(t *testing.T, sample string, b *engine.Block, sv reflect.Valu
 		switch {
 		case f.Kind == engine.KindBlock && v.Kind() == reflect.Struct:
 			checkDefaults(t, sample, f.Sub, v, node, p, dp, f.Omit, checked)
-		case f.Kind == engine.KindMap && v.Kind() == reflect.Map:
+		case f.Kind == engine.KindMap && f.Sub != nil && v.Kind() == reflect.Map: // a map of values (headers.set) has no block
 			for _, k := range v.MapKeys() {
 				e := v.MapIndex(k)
 				for e.Kind() == reflect.Pointer {

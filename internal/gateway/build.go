@@ -98,8 +98,8 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		retry, up := rc.Retry, upstreams[rc.Upstream]
 		if rc.Data != nil {
 			up = dataUps[rc.Data.Source] // a data query is retried only when its route says so
-		} else if retry == nil {
-			retry = cfg.Upstreams[rc.Upstream].Retry
+		} else if uc := cfg.Upstreams[rc.Upstream]; retry == nil && uc != nil { // nil: a route that answers itself
+			retry = uc.Retry
 		}
 		anon, err := anonymousPolicy(rc.AnonymousLimits)
 		if err != nil {
@@ -129,7 +129,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
 		}
-		rt.Headers, rt.Query = rc.Match.Conds()
+		rt.HeaderConds, rt.QueryConds = rc.Match.Conds()
 		if rc.DataPath() { // a data route answers only its own path
 			rt.Path, rt.PathPrefix = rt.PathPrefix, ""
 		}
@@ -146,6 +146,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		}
 		if rc.SendTimeout > 0 {
 			rt.SendTimeout = rc.SendTimeout
+		}
+		if err := routeSteps(rc, rt); err != nil { // headers, redirect, respond, cors (steps.go)
+			return nil, fmt.Errorf("routes[%s]: %w", rc.Name, err)
 		}
 		routes = append(routes, rt)
 	}

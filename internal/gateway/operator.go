@@ -64,6 +64,12 @@ func (v operatorView) Routes() []admin.RouteView {
 				}
 			}
 		}
+		switch { // a route that answers itself (steps.go)
+		case rc.Redirect != nil:
+			rv.Kind = "redirect"
+		case rc.Respond != nil:
+			rv.Kind = "respond"
+		}
 		if retry != nil {
 			rv.Limits.RetryAttempts = retry.Attempts
 		}

@@ -45,6 +45,9 @@ func (h *Handler) admitFraming(w http.ResponseWriter, r *http.Request, x *exchan
 		return nil, "", false
 	}
 	rt, matched, allow, badPath, sentPath := t.routeRequest(r)
+	if !badPath && r.Method == http.MethodOptions && h.preflight(w, r, x, t) { // CORS (cors.go)
+		return nil, "", false
+	}
 	switch {
 	case badPath:
 		x.refuse(w, ReasonBadPath)
@@ -62,6 +65,9 @@ func (h *Handler) admitFraming(w http.ResponseWriter, r *http.Request, x *exchan
 		return nil, "", false
 	}
 	x.route = rt
+	if rt.CORS != nil {
+		rt.CORS.answer(w.Header(), r) // on levee's refusals too (cors.go)
+	}
 	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
 		x.refuse(w, ReasonBodyTooLarge)
 		return nil, "", false

@@ -234,6 +234,9 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 	dst := w.Header()
 	copyResponseHeader(dst, resp.Header)
 	announceTrailers(dst, resp.Trailer)
+	if x.route.Headers != nil || x.route.CORS != nil {
+		answerHeaders(dst, r, x) // the route's header changes and CORS (cors.go)
+	}
 	x.status = resp.StatusCode
 
 	bp := copyBufs.Get().(*[]byte)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/memguard"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/levee-gw/levee/internal/tracing"
 )
@@ -72,6 +73,8 @@ type Handler struct {
 
 	upgrades  upgradeSet
 	consumers *consumerState
+	// preflights caps each client address's CORS preflights (cors.go).
+	preflights *ratelimit.Limiter[netip.Addr]
 	// out answers the upstream's side of each request (copy.go); each
 	// request's forwarding holds it, so that an attempt answers without
 	// coming back to the Handler.
@@ -95,8 +98,12 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		return nil, err
 	}
 	cs.shared = o.Shared
+	pf, err := ratelimit.New[netip.Addr](ratelimit.Options{Capacity: preflightKeys})
+	if err != nil {
+		return nil, err
+	}
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: budget{o.Memory}, consumers: cs,
-		underscores: o.UnderscoresInHeaders}
+		underscores: o.UnderscoresInHeaders, preflights: pf}
 	if tp := o.TrustedProxies; tp != nil && len(tp.Prefixes) > 0 {
 		h.trusted = &TrustedProxies{Prefixes: append([]netip.Prefix(nil), tp.Prefixes...), Forwarded: tp.Forwarded}
 	}
@@ -140,8 +147,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.admitConsumer(w, r, &x, rt, sentPath) { // 3. identity, grant, limits, app slot
 		return
 	}
-	if rt.Rewrite != nil && !h.rewriteRequest(w, r, &x, t, rt.Rewrite) { // 3a. the forwarded path and Host
+	if rt.Direct != nil { // 3a. a redirect or fixed answer (direct.go), from the path as sent
+		serveDirect(w, r, &x, rt)
 		return
+	}
+	if rt.Rewrite != nil && !h.rewriteRequest(w, r, &x, t, rt.Rewrite) { // 3b. the forwarded path and Host
+		return
+	}
+	if rt.Headers != nil && rt.Headers.Request != nil { // 3c. the route's header changes (headers.go)
+		rt.Headers.Request.apply(r.Header, r, &x)
 	}
 	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole
 		return

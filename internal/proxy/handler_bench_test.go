@@ -110,11 +110,15 @@ type handlerCase struct {
 	// log turns the access log on (to io.Discard): the budget holds the
 	// log's own cost too.
 	log bool
+	// headers gives the route two header changes of fixed values (a
+	// request set and a response set; headers.go).
+	headers bool
 }
 
 var handlerCases = []handlerCase{
-	{"fast", false, false, 15, false}, {"std", true, false, 0, false}, {"fast+auth+ratelimit", false, true, 19, false},
-	{"fast+accesslog", false, false, 15, true}, {"std+accesslog", true, false, 0, true},
+	{"fast", false, false, 15, false, false}, {"std", true, false, 0, false, false}, {"fast+auth+ratelimit", false, true, 19, false, false},
+	{"fast+accesslog", false, false, 15, true, false}, {"std+accesslog", true, false, 0, true, false},
+	{"fast+headers", false, false, 15, false, true},
 }
 
 // handlerServe builds a handler for c against the upstream at addr and
@@ -134,6 +138,11 @@ func handlerServe(tb testing.TB, addr string, c handlerCase, extra ...func(*Opti
 		up.Transport = tr.Standard()
 	}
 	rt := &Route{Name: "all", PathPrefix: "/", Upstream: up}
+	if c.headers {
+		env, _ := NewHeaderOp("X-Env", "prod")
+		cache, _ := NewHeaderOp("Cache-Control", "no-store")
+		rt.Headers = &Headers{Request: &HeaderOps{Set: []HeaderOp{env}}, Response: &HeaderOps{Set: []HeaderOp{cache}}}
+	}
 	var key []string
 	if c.auth {
 		rt.Auth = AuthAPIKey

@@ -22,6 +22,7 @@ type Metrics struct {
 	shedTotal        *prometheus.CounterVec // route, reason
 	bytesIn          *prometheus.CounterVec // route
 	bytesOut         *prometheus.CounterVec // route
+	preflights       *prometheus.CounterVec // route, result (cors.go)
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -74,12 +75,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_response_bytes_total",
 		Help: "Response body bytes levee wrote to clients (upstreams' answers and levee's own refusals), by route.",
 	}, []string{"route"})
+	m.preflights = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_cors_preflights_total",
+		Help: "CORS preflights levee answered itself, by route and result: allowed (with the Access-Control-Allow-* headers) or refused (without them, or over the per-address cap).",
+	}, []string{"route", "result"})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -95,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
 	l := prometheus.Labels{"route": route}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights} {
 		v.DeletePartialMatch(l)
 	}
 }

@@ -104,8 +104,8 @@ type Route struct {
 	PathRegex    string
 	PathPrefix   string
 	Methods      []string
-	Headers      []route.Cond
-	Query        []route.Cond
+	HeaderConds  []route.Cond // match.headers
+	QueryConds   []route.Cond // match.query
 	// Rewrite, when set, changes the forwarded path or Host (rewrite.go).
 	Rewrite  *Rewrite
 	Upstream *Upstream
@@ -161,6 +161,14 @@ type Route struct {
 	// forwarded upstream; every other request trailer is dropped. nil:
 	// none.
 	ForwardTrailers []string
+	// Headers changes the request forwarded and the answer (headers.go);
+	// nil: none. Direct, when set, answers every request itself
+	// (direct.go: a redirect or a fixed answer); Upstream is then a
+	// placeholder. CORS answers preflights and adds the CORS headers
+	// (cors.go); nil: none.
+	Headers *Headers
+	Direct  *Direct
+	CORS    *CORS
 
 	metrics *routeMetrics // set by NewTable
 }
@@ -184,8 +192,12 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	rules := make([]route.Rule[*Route], 0, len(routes))
 	for _, rt := range routes {
 		rt.metrics = newRouteMetrics(m, rt.Name, rt.Upstream.Name)
+		if rt.CORS != nil { // from the start at 0 (cors.go)
+			m.preflights.WithLabelValues(rt.Name, preflightAllowed)
+			m.preflights.WithLabelValues(rt.Name, preflightRefused)
+		}
 		rules = append(rules, route.Rule[*Route]{Host: rt.Host, Path: rt.Path, PathTemplate: rt.PathTemplate, PathRegex: rt.PathRegex,
-			PathPrefix: rt.PathPrefix, Headers: rt.Headers, Query: rt.Query, Methods: rt.Methods, Value: rt})
+			PathPrefix: rt.PathPrefix, Headers: rt.HeaderConds, Query: rt.QueryConds, Methods: rt.Methods, Value: rt})
 	}
 	for _, up := range upstreams {
 		up.duration = m.upstreamDuration.WithLabelValues(up.Name)
