@@ -61,6 +61,17 @@ type Options struct {
 	// MaxIdlePerEndpoint bounds pooled idle connections per endpoint, in
 	// each of the two pools; 0 means 2 (net/http's default).
 	MaxIdlePerEndpoint int
+	// TLS, when set, makes every connection TLS (tls.go); Connect then
+	// bounds the TCP connect and the handshake together. nil: clear text.
+	TLS *ClientTLS
+}
+
+// Equal reports whether o and p give the same transport: the same
+// settings and, with TLS, the same TLS options and file contents.
+func (o Options) Equal(p Options) bool {
+	ot, pt := o.TLS, p.TLS
+	o.TLS, p.TLS = nil, nil
+	return o == p && ot.same(pt)
 }
 
 // Transport is one upstream's HTTP/1.1 connection pools: a fast path of
@@ -70,6 +81,9 @@ type Options struct {
 type Transport struct {
 	std *http.Transport
 	h1  *h1Pool
+	// dial opens a connection to an endpoint (with TLS when configured);
+	// both pools dial through it.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // NewTransport returns the HTTP/1.1 transport levee uses to reach an
@@ -79,9 +93,16 @@ type Transport struct {
 // of the fast path.
 func NewTransport(o Options) *Transport {
 	d := &net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second}
+	t := &Transport{}
+	t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	if c := o.TLS; c != nil {
+		t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return dialTLS(ctx, d, c, addr, o.Connect) }
+	}
 	std := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            d.DialContext,
+		Proxy: nil,
+		// With TLS this dial returns a *tls.Conn past its handshake for
+		// the request's "http" URL: net/http speaks HTTP/1.1 over it.
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return t.dial(ctx, addr) },
 		MaxIdleConns:           0, // bounded per endpoint below
 		MaxIdleConnsPerHost:    o.MaxIdlePerEndpoint,
 		IdleConnTimeout:        o.Idle,
@@ -93,8 +114,13 @@ func NewTransport(o Options) *Transport {
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
 	}
-	return &Transport{std: std, h1: newH1Pool(o)}
+	t.std, t.h1 = std, newH1Pool(o, t.dial)
+	return t
 }
+
+// Dial opens a connection to the endpoint at addr as the transport's
+// pools do (TCP, then TLS when the upstream has it), for health checks.
+func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) { return t.dial(ctx, addr) }
 
 // Forward sends a bodiless idempotent request (FastPath) on the fast-path
 // pool and everything else through the standard http.Transport.
@@ -102,10 +128,17 @@ func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*
 	if o.Length == 0 && FastPath(r) {
 		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.Timing)
 	}
+	var resp *http.Response
+	var err error
 	if o.Timing != nil {
-		return roundTripTimed(ctx, t.std, r, o)
+		resp, err = roundTripTimed(ctx, t.std, r, o)
+	} else {
+		resp, err = t.std.RoundTrip(OutboundRequest(ctx, r, o))
 	}
-	return t.std.RoundTrip(OutboundRequest(ctx, r, o))
+	if err != nil {
+		err = asTLSError(err) // an endpoint's TLS alert before its response
+	}
+	return resp, err
 }
 
 // Standard returns a Forwarder that sends every request through t's
