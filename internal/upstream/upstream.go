@@ -102,7 +102,7 @@ func NewTransport(o Options) *Transport {
 		Proxy: nil,
 		// With TLS this dial returns a *tls.Conn past its handshake for
 		// the request's "http" URL: net/http speaks HTTP/1.1 over it.
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return t.dial(ctx, addr) },
+		DialContext:            func(ctx context.Context, _, addr string) (net.Conn, error) { return t.dial(ctx, addr) },
 		MaxIdleConns:           0, // bounded per endpoint below
 		MaxIdleConnsPerHost:    o.MaxIdlePerEndpoint,
 		IdleConnTimeout:        o.Idle,
@@ -120,7 +120,9 @@ func NewTransport(o Options) *Transport {
 
 // Dial opens a connection to the endpoint at addr as the transport's
 // pools do (TCP, then TLS when the upstream has it), for health checks.
-func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) { return t.dial(ctx, addr) }
+func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return t.dial(ctx, addr)
+}
 
 // Forward sends a bodiless idempotent request (FastPath) on the fast-path
 // pool and everything else through the standard http.Transport.
