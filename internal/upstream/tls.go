@@ -117,7 +117,7 @@ func LoadClientTLS(o TLSOptions) (*ClientTLS, error) {
 		}
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("cert_file %q and key_file %q: %w", o.CertFile, o.KeyFile, err)
+			return nil, fmt.Errorf("key_file: %q with cert_file %q: %w", o.KeyFile, o.CertFile, err)
 		}
 		// Always offered when asked for, whatever CAs the endpoint names
 		// (as NGINX's proxy_ssl_certificate): the endpoint decides.
