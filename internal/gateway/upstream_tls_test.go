@@ -260,13 +260,14 @@ routes:
 // two client CAs, and a levee whose files the test rotates from the first
 // set (server CA 1, client 1) to the second (server CA 1+2, client 2).
 type rotation struct {
-	h           *harness
-	b           *tlsBackend
-	files       tlsFiles
-	ca2, client *testkit.TestCA
-	cert2       testkit.Issued
-	serverCert2 tls.Certificate
-	caBundle    []byte
+	h          *harness
+	b          *tlsBackend
+	files      tlsFiles
+	ca2        *testkit.TestCA
+	clientCA2  *testkit.TestCA
+	caBundle   []byte
+	rotations  int
+	lastClient string
 }
 
 func newRotation(t *testing.T) *rotation {
@@ -274,10 +275,8 @@ func newRotation(t *testing.T) *rotation {
 	clientCA1, clientCA2 := testkit.NewTestCA(t, "client CA 1"), testkit.NewTestCA(t, "client CA 2")
 	pool := clientCA1.Pool()
 	pool.AddCert(clientCA2.Cert)
-	r := &rotation{files: tlsFiles{t, t.TempDir()}, ca2: ca2, client: clientCA2}
+	r := &rotation{files: tlsFiles{t, t.TempDir()}, ca2: ca2, clientCA2: clientCA2}
 	r.b = newTLSBackend(t, ca1.Issue(t, testkit.Localhost()).TLS, pool)
-	r.serverCert2 = ca2.Issue(t, testkit.Localhost()).TLS
-	r.cert2 = clientCA2.Issue(t, testkit.CertSpec{CommonName: "client-2", Client: true})
 	r.caBundle = append(append([]byte{}, ca1.PEM...), ca2.PEM...)
 	c1 := clientCA1.Issue(t, testkit.CertSpec{CommonName: "client-1", Client: true})
 	r.h = start(t, fmt.Sprintf(`
@@ -293,15 +292,21 @@ routes:
 	return r
 }
 
-// rotate writes the second set of files and reloads through the admin API
-// (as SIGHUP would), then makes the upstream present the CA 2 certificate.
+// rotate writes the second set of files (the first time; afresh issued
+// ones after) and reloads through the admin API (as SIGHUP would), then
+// makes the upstream present a new certificate of CA 2. The n-th rotation's
+// client is "client-<n+1>".
 func (r *rotation) rotate(t *testing.T) {
 	t.Helper()
+	r.rotations++
+	r.lastClient = fmt.Sprintf("client-%d", r.rotations+1)
+	c := r.clientCA2.Issue(t, testkit.CertSpec{CommonName: r.lastClient, Client: true})
+	server := r.ca2.Issue(t, testkit.Localhost()).TLS
 	r.files.write("ca.pem", r.caBundle)
-	r.files.write("client.key", r.cert2.KeyPEM)
-	r.files.write("client.pem", r.cert2.CertPEM)
+	r.files.write("client.key", c.KeyPEM)
+	r.files.write("client.pem", c.CertPEM)
 	r.reload(t)
-	r.b.cert.Store(&r.serverCert2)
+	r.b.cert.Store(&server)
 }
 
 func (r *rotation) reload(t *testing.T) {
