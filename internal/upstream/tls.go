@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/levee-gw/levee/internal/rawsock"
@@ -156,7 +157,7 @@ func (c *ClientTLS) config(addr string) *tls.Config {
 		host = addr
 	}
 	cfg := c.base.Clone()
-	cfg.ServerName = host
+	cfg.ServerName = strings.TrimSuffix(host, ".") // a fully qualified name's root dot is not sent (RFC 6066)
 	return cfg
 }
 

@@ -284,3 +284,24 @@ func TestTransportDialTLS(t *testing.T) {
 	}
 	var _ net.Conn = c
 }
+
+// TestTLSServerNameFromAddress: without server_name each endpoint's host is
+// the name, without a fully qualified name's root dot or IPv6 brackets.
+func TestTLSServerNameFromAddress(t *testing.T) {
+	c, err := LoadClientTLS(TLSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[string]string{"video.example.com.:443": "video.example.com", "[fd00::1]:8443": "fd00::1", "10.0.0.1:443": "10.0.0.1"} {
+		if got := c.config(addr).ServerName; got != want {
+			t.Errorf("%s: server name %q, want %q", addr, got, want)
+		}
+	}
+	named, err := LoadClientTLS(TLSOptions{ServerName: "api.internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := named.config("10.0.0.1:443").ServerName; got != "api.internal" {
+		t.Errorf("server_name api.internal: %q", got)
+	}
+}
