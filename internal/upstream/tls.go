@@ -226,7 +226,9 @@ func asTLSError(err error) error {
 // socket reads and writes through rawsock beneath TLS. A handshake that
 // fails is a *TLSError; a dial that fails is the dialer's error, as
 // without TLS.
-func dialTLS(ctx context.Context, d *net.Dialer, c *ClientTLS, addr string, timeout time.Duration) (net.Conn, error) {
+//
+// alpn, when set, replaces the protocols offered (HTTP/2: protocol.go).
+func dialTLS(ctx context.Context, d *net.Dialer, c *ClientTLS, addr string, timeout time.Duration, alpn []string) (net.Conn, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -236,7 +238,14 @@ func dialTLS(ctx context.Context, d *net.Dialer, c *ClientTLS, addr string, time
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(rawsock.Wrap(nc), c.config(addr))
+	cfg := c.config(addr)
+	if alpn != nil {
+		if cfg == c.base {
+			cfg = cfg.Clone()
+		}
+		cfg.NextProtos = alpn
+	}
+	tc := tls.Client(rawsock.Wrap(nc), cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = nc.Close()
 		if ctx.Err() != nil && !remoteAlert(err) {

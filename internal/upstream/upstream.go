@@ -64,6 +64,10 @@ type Options struct {
 	// TLS, when set, makes every connection TLS (tls.go); Connect then
 	// bounds the TCP connect and the handshake together. nil: clear text.
 	TLS *ClientTLS
+	// Protocol is what is spoken to the endpoints (protocol.go); the zero
+	// value is HTTP/1.1. ProtoHTTP2 and ProtoAuto need TLS, ProtoH2C
+	// refuses it.
+	Protocol Protocol
 }
 
 // Equal reports whether o and p give the same transport: the same
@@ -80,7 +84,11 @@ func (o Options) Equal(p Options) bool {
 // Safe for concurrent use; build it with NewTransport.
 type Transport struct {
 	std *http.Transport
-	h1  *h1Pool
+	// rt is std, or std behind httpsScheme for HTTP/2 over TLS.
+	rt http.RoundTripper
+	h1 *h1Pool
+	// fast: bodiless idempotent requests take h1 (HTTP/1.1 upstreams).
+	fast bool
 	// dial opens a connection to an endpoint (with TLS when configured);
 	// both pools dial through it.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -95,8 +103,17 @@ func NewTransport(o Options) *Transport {
 	d := &net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second}
 	t := &Transport{}
 	t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	var tlsDial func(ctx context.Context, addr string) (net.Conn, error)
 	if c := o.TLS; c != nil {
-		t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return dialTLS(ctx, d, c, addr, o.Connect) }
+		t.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialTLS(ctx, d, c, addr, o.Connect, nil)
+		}
+		if o.Protocol == ProtoHTTP2 || o.Protocol == ProtoAuto {
+			alpn := o.Protocol.alpn()
+			tlsDial = func(ctx context.Context, addr string) (net.Conn, error) {
+				return dialTLS(ctx, d, c, addr, o.Connect, alpn)
+			}
+		}
 	}
 	std := &http.Transport{
 		Proxy: nil,
@@ -114,7 +131,11 @@ func NewTransport(o Options) *Transport {
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
 	}
-	t.std, t.h1 = std, newH1Pool(o, t.dial)
+	configure(std, o.Protocol, tlsDial)
+	t.std, t.rt, t.h1, t.fast = std, std, newH1Pool(o, t.dial), o.Protocol == ProtoHTTP1
+	if tlsDial != nil {
+		t.rt = httpsScheme{std}
+	}
 	return t
 }
 
@@ -127,15 +148,15 @@ func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) {
 // Forward sends a bodiless idempotent request (FastPath) on the fast-path
 // pool and everything else through the standard http.Transport.
 func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
-	if o.Length == 0 && FastPath(r) {
+	if t.fast && o.Length == 0 && FastPath(r) {
 		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.Timing)
 	}
 	var resp *http.Response
 	var err error
 	if o.Timing != nil {
-		resp, err = roundTripTimed(ctx, t.std, r, o)
+		resp, err = roundTripTimed(ctx, t.rt, r, o)
 	} else {
-		resp, err = t.std.RoundTrip(OutboundRequest(ctx, r, o))
+		resp, err = t.rt.RoundTrip(OutboundRequest(ctx, r, o))
 	}
 	if err != nil {
 		err = asTLSError(err) // an endpoint's TLS alert before its response
@@ -145,7 +166,7 @@ func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*
 
 // Standard returns a Forwarder that sends every request through t's
 // standard http.Transport, never the fast path (to compare the two).
-func (t *Transport) Standard() Forwarder { return RoundTripper{t.std} }
+func (t *Transport) Standard() Forwarder { return RoundTripper{t.rt} }
 
 // CloseIdleConnections closes the idle connections of both pools.
 // Connections in use stay open and are pooled again when their request ends.
