@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,5 +304,32 @@ func TestTLSServerNameFromAddress(t *testing.T) {
 	}
 	if got := named.config("10.0.0.1:443").ServerName; got != "api.internal" {
 		t.Errorf("server_name api.internal: %q", got)
+	}
+}
+
+// TestTLSSessionResumption: a new connection to an endpoint resumes the
+// session of an earlier one (the bounded session cache), on both pools.
+func TestTLSSessionResumption(t *testing.T) {
+	ca := testkit.NewTestCA(t, "upstream CA")
+	var resumed atomic.Int64
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS.DidResume {
+			resumed.Add(1)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, testkit.Localhost()).TLS}}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	tr := tlsTransport(t, TLSOptions{CAFile: writeFile(t, t.TempDir(), "ca.pem", ca.PEM), ServerName: "localhost"})
+	for i, m := range []string{http.MethodGet, http.MethodGet, http.MethodPost} {
+		if _, _, err := forward(t, tr, m, s.Listener.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+		tr.CloseIdleConnections() // the next request needs a new connection
+		if want := int64(i); resumed.Load() != want {
+			t.Fatalf("after request %d: %d resumed handshakes, want %d", i+1, resumed.Load(), want)
+		}
 	}
 }
