@@ -333,3 +333,32 @@ func TestTLSSessionResumption(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSStaleConnectionRetried: a pooled TLS connection the endpoint closed
+// while idle (close_notify, then FIN) is replaced on the fast path, as a
+// clear-text one is: the request succeeds on a new connection.
+func TestTLSStaleConnectionRetried(t *testing.T) {
+	ca := testkit.NewTestCA(t, "upstream CA")
+	var closed atomic.Int64
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, testkit.Localhost()).TLS}}
+	s.Config.IdleTimeout = 50 * time.Millisecond
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed.Add(1)
+		}
+	}
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	addr := s.Listener.Addr().String()
+	tr := tlsTransport(t, TLSOptions{CAFile: writeFile(t, t.TempDir(), "ca.pem", ca.PEM)})
+	if _, _, err := forward(t, tr, http.MethodGet, addr); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		return closed.Load() == 1 && tr.IdleConns(addr) == 1, "the endpoint has not closed the idle connection"
+	})
+	if _, body, err := forward(t, tr, http.MethodGet, addr); err != nil || body != "ok" {
+		t.Fatalf("GET on a stale pooled TLS connection: %q %v", body, err)
+	}
+}
