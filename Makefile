@@ -146,7 +146,8 @@ LOAD_TEST_NAMES := \
 	TestStatementCheckLargeInputs \
 	TestH2FloodsAgainstNGINX \
 	TestIncidentCPUPerRequest \
-	TestOutlierSlowStartRamp
+	TestOutlierSlowStartRamp \
+	TestUpstreamTLSRotationUnderLoad
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

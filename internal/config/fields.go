@@ -41,8 +41,10 @@ import "github.com/levee-gw/levee/internal/config/engine"
 //     budget), backoff (max at least base), limits, health_check (http or
 //     tcp; timeout at most interval), http, outlier_detection (ejection
 //     times), zones, match (its methods feed the overlap check),
-//     anonymous_limits (only with auth none) and apps[].limits (burst
-//     needs rate; burst/rate bounded);
+//     anonymous_limits (only with auth none), apps[].limits (burst
+//     needs rate; burst/rate bounded) and upstreams.*.tls (cert_file with
+//     key_file, the files parsed, min_version read by hand as a number or
+//     a string);
 //   - a route's headers (set, add and remove checked against each other),
 //     redirect (to against https), respond (body against status) and cors
 //     (origins normalised and distinct; "*" not with credentials).

@@ -57,6 +57,7 @@ var (
 		engine.Field{Name: "slow_start", Kind: engine.KindDuration, Doc: "ramp of a new endpoint's share; none when omitted",
 			Bind: engine.At(func(u *Upstream) *time.Duration { return &u.SlowStart })},
 		engine.Field{Name: "zones", Kind: engine.KindBlock, Sub: zonesBlock, Doc: "zone-aware routing; off when omitted"},
+		engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: upstreamTLSBlock, Doc: "TLS (and mTLS) to the endpoints; clear text when omitted"},
 	)
 )
 
@@ -125,6 +126,9 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	}
 	if v := f["zones"]; v != nil {
 		u.Zones = p.zones(engine.Key(path, "zones"), v)
+	}
+	if v := f["tls"]; v != nil {
+		u.TLS = p.upstreamTLS(engine.Key(path, "tls"), v)
 	}
 	return u
 }
@@ -268,6 +272,9 @@ type Upstream struct {
 	// enough healthy capacity and spills to the failover zones in order
 	// (`zones`, optional). nil, the default, ignores zones.
 	Zones *Zones
+	// TLS, when not nil, makes connections to the endpoints TLS
+	// (`tls`, optional; upstream_tls.go). nil, the default, is clear text.
+	TLS *UpstreamTLS
 }
 
 // RetryBudget returns the budget that caps retries to this upstream: its

@@ -44,7 +44,11 @@ func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoi
 // balance applies the health manager's plan to eps and returns upstream
 // name's Balance over the plan's effective endpoints.
 func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endpoint) *proxy.Balance {
-	plan := g.health.Apply(name, healthOptions(uc), eps)
+	o := healthOptions(uc)
+	if o.Check != nil {
+		o.Check.Dial = g.healthDial(name) // a TLS upstream is checked over TLS
+	}
+	plan := g.health.Apply(name, o, eps)
 	return g.pools.balance(name, uc, eps, plan, g.metrics.PickerFallback(name))
 }
 
@@ -68,6 +72,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 				ResponseHeader:     uc.Timeouts.ResponseHeader,
 				Idle:               uc.Timeouts.Idle,
 				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
+				TLS:                g.upTLS[name],
 			}),
 		}
 		up.SetBalance(g.balance(name, uc, eps))

@@ -25,6 +25,7 @@ var upstreamPickerFields = map[string]bool{
 	"PanicThreshold": false, // reaches the picker as plan.Panic
 	"SlowStart":      false, // reaches the picker as effective weights
 	"Zones":          true,
+	"TLS":            false, // the transport's (pools.transport), not the picker's
 }
 
 // bump returns a value of v's type different from v, for the kinds that

@@ -114,6 +114,9 @@ type Gateway struct {
 	cfg, fileCfg *config.Config
 	pools        *pools
 	cert         h1server.Certificate
+	// upTLS holds each TLS upstream's loaded files (upstream_tls.go), set
+	// under reloadMu and mu.
+	upTLS map[string]*upstream.ClientTLS
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
@@ -215,6 +218,9 @@ func New(o Options) (_ *Gateway, err error) {
 		}
 	}
 	if err := g.loadToken(cfg); err != nil {
+		return nil, err
+	}
+	if g.upTLS, err = g.loadUpstreamTLS(cfg); err != nil {
 		return nil, err
 	}
 	if g.memory, g.memoryFrom, err = memoryGuard(cfg.Memory, memguard.DefaultEnv()); err != nil {

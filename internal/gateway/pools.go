@@ -130,9 +130,9 @@ func (p *pools) budget(name string, o retrybudget.Options) (*retrybudget.Budget,
 }
 
 // transport returns the upstream's transport, reusing the current one when
-// its options are unchanged.
+// its options (with TLS, the files' contents too) are unchanged.
 func (p *pools) transport(name string, o upstream.Options) *upstream.Transport {
-	if cur, ok := p.transports[name]; ok && cur.opts == o {
+	if cur, ok := p.transports[name]; ok && cur.opts.Equal(o) {
 		return cur.transport
 	}
 	t := upstream.NewTransport(o)

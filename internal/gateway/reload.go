@@ -6,6 +6,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/upstream"
 )
 
 // Reload loads the configuration again and, if it is valid, makes it serve
@@ -26,6 +27,10 @@ func (g *Gateway) Reload() error {
 	if err == nil && cfg.TLS != nil {
 		err = g.cert.Load(cfg.TLS.Spec())
 	}
+	var upTLS map[string]*upstream.ClientTLS
+	if err == nil {
+		upTLS, err = g.loadUpstreamTLS(cfg)
+	}
 	dstore, eff, err := g.reloadDataAPIs(cfg, err)
 	if err == nil && len(cfg.DataSources) > 0 && g.cursorKey == nil {
 		g.cursorKey, err = loadCursorKey(cfg.StateDir) // the first data routes: read under reloadMu, before mu
@@ -45,7 +50,7 @@ func (g *Gateway) Reload() error {
 	}
 	var store apps.Backend
 	if err == nil {
-		store, err = g.swapConfig(eff, cfg, feeds, fresh)
+		store, err = g.swapConfig(eff, cfg, feeds, fresh, upTLS)
 	}
 	if err != nil {
 		obs.discard()
@@ -82,14 +87,14 @@ func (g *Gateway) Reload() error {
 // table and keeps cfg (effective) and file. It returns the app store to
 // seed (nil before Start or after Shutdown). Called with g.reloadMu held;
 // it holds g.mu.
-func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed) (apps.Backend, error) {
+func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, fresh []*feed, upTLS map[string]*upstream.ClientTLS) (apps.Backend, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	prev := g.feeds
-	g.feeds = feeds
+	prev, prevTLS := g.feeds, g.upTLS
+	g.feeds, g.upTLS = feeds, upTLS
 	table, err := g.buildTable(cfg)
 	if err != nil {
-		g.feeds = prev
+		g.feeds, g.upTLS = prev, prevTLS
 		return nil, err
 	}
 	if g.started {

@@ -16,6 +16,8 @@
 package health
 
 import (
+	"context"
+	"net"
 	"time"
 )
 
@@ -63,6 +65,10 @@ type CheckOptions struct {
 	// UnhealthyAfter is the number of failures in a row that make a
 	// healthy endpoint unhealthy. >= 1.
 	UnhealthyAfter int
+	// Dial, when set, opens the check's connection instead of a plain TCP
+	// connect: an upstream with TLS dials as its requests do, handshake
+	// included (a TCP check then passes when the handshake does).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // OutlierOptions configure passive outlier detection.

@@ -12,6 +12,13 @@ import (
 	"time"
 )
 
+// tlsFailed reports whether err, from a Dial hook, is not a failed
+// connect (a *net.OpError of Op "dial"): the handshake after it failed.
+func tlsFailed(err error) bool {
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
+
 // maxProbeBody bounds what is read of a check's response body.
 const maxProbeBody = 4 << 10
 
@@ -21,11 +28,20 @@ const maxProbeBody = 4 << 10
 // check passes. Every step is bounded by ctx's deadline (the Manager sets
 // it to c.Timeout); no connection outlives the call.
 func Probe(ctx context.Context, addr string, c *CheckOptions) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if c.Dial != nil {
+		conn, err = c.Dial(ctx, addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return errors.New("connect timed out")
+		}
+		if c.Dial != nil && tlsFailed(err) {
+			return errors.New("TLS handshake failed")
 		}
 		return errors.New("connect failed")
 	}

@@ -56,6 +56,9 @@ type result struct {
 	// refusal: the forwarder answered the request itself (a data source:
 	// see upstream.Refusal); written as levee's refusal, never retried.
 	refusal *upstream.Refusal
+	// tls is the detail of a failed TLS handshake (upstream.TLSFailure),
+	// a connect failure: answered 502 upstream_tls when not retried.
+	tls string
 }
 
 // reached reports whether any of the request reached the endpoint: all
@@ -199,6 +202,9 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 		if errors.Is(err, errPerTryTimeout) {
 			a.res.fail = failTimeout
 		}
+		if a.res.fail == failConnect {
+			a.res.tls = upstream.TLSFailure(err)
+		}
 		noteRefused(a.ep, err, a.start)
 	}
 	if f.bal.Observer != nil && a.res.reached() {
@@ -338,6 +344,12 @@ func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep
 		f.out.respond(w, r, x, &a, resp)
 	case failTimeout:
 		x.refuse(w, ReasonUpstreamTimeout)
+	case failConnect:
+		if a.res.tls != "" {
+			x.refuseDetail(w, ReasonUpstreamTLS, a.res.tls)
+			break
+		}
+		x.refuse(w, ReasonUpstreamUnavailable)
 	default:
 		x.refuse(w, ReasonUpstreamUnavailable)
 	}

@@ -24,8 +24,11 @@ const (
 	ReasonNoAvailableEndpoint Reason = "no_available_endpoint"
 	ReasonUpstreamUnavailable Reason = "upstream_unavailable"
 	ReasonUpstreamTimeout     Reason = "upstream_timeout"
-	ReasonBodyTooLarge        Reason = "body_too_large"
-	ReasonHeaderTooLarge      Reason = "header_too_large"
+	// ReasonUpstreamTLS: the TLS handshake with an endpoint failed; the
+	// refusal's detail is upstream's fixed set (upstream.TLSFailure).
+	ReasonUpstreamTLS    Reason = "upstream_tls"
+	ReasonBodyTooLarge   Reason = "body_too_large"
+	ReasonHeaderTooLarge Reason = "header_too_large"
 	// ReasonBadPath: the request target's path is malformed or could be
 	// read two ways (see paths.go).
 	ReasonBadPath Reason = "bad_path"
@@ -171,6 +174,9 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonUpstreamUnavailable, Status: http.StatusBadGateway,
 		Sentence: "the upstream endpoint could not be reached or broke the connection",
 		When:     "the endpoint refused or broke the connection (and no retry was allowed)"},
+	{Reason: ReasonUpstreamTLS, Status: http.StatusBadGateway,
+		Sentence: "the TLS handshake with the upstream endpoint failed",
+		When:     "the TLS handshake with an endpoint of an upstream with `tls` failed (and no retry was allowed); `detail` is `unknown_authority`, `name_mismatch`, `expired` or `handshake_failure`"},
 	{Reason: ReasonUpstreamTimeout, Status: http.StatusGatewayTimeout,
 		Sentence: "the upstream endpoint did not answer in time",
 		When:     "connect or response-header timeout"},

@@ -28,6 +28,7 @@ import (
 	"github.com/levee-gw/levee/client"
 	"github.com/levee-gw/levee/internal/idempotency"
 	"github.com/levee-gw/levee/internal/retrybudget"
+	"github.com/levee-gw/levee/internal/upstream"
 )
 
 // RetryPolicy is one route's retry rules, resolved by the gateway from the
@@ -214,8 +215,8 @@ func classifyFailure(attemptCtx context.Context, err error) failure {
 		return failTimeout
 	}
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return failConnect
+	if errors.As(err, &op) && op.Op == "dial" || upstream.TLSFailure(err) != "" {
+		return failConnect // a failed TLS handshake never reached the application either
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

@@ -84,7 +84,7 @@ func FastPath(r *http.Request) bool {
 // h1Pool is one upstream's fast-path connection pool. Safe for concurrent
 // use.
 type h1Pool struct {
-	dialer         net.Dialer
+	dial           func(ctx context.Context, addr string) (net.Conn, error)
 	responseHeader time.Duration // 0: no bound
 	idle           time.Duration // 0: idle connections never expire
 	maxIdle        int
@@ -111,9 +111,9 @@ type h1Idle struct {
 	dropped bool
 }
 
-func newH1Pool(o Options) *h1Pool {
+func newH1Pool(o Options, dial func(ctx context.Context, addr string) (net.Conn, error)) *h1Pool {
 	p := &h1Pool{
-		dialer:         net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second},
+		dial:           dial,
 		responseHeader: o.ResponseHeader,
 		idle:           o.Idle,
 		maxIdle:        o.MaxIdlePerEndpoint,
@@ -301,7 +301,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID, xf
 			if tm != nil {
 				t0 = time.Now()
 			}
-			nc, err := p.dialer.DialContext(ctx, "tcp", addr)
+			nc, err := p.dial(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -320,6 +320,9 @@ func (p *h1Pool) roundTrip(ctx context.Context, r *http.Request, addr, reqID, xf
 		if !c.reused || !errors.Is(err, errStale) || ctx.Err() != nil {
 			if errors.Is(err, errStale) {
 				err = errors.Unwrap(err)
+			}
+			if !c.reused {
+				err = asTLSError(err) // a fresh connection's TLS alert (mTLS refused)
 			}
 			return nil, err
 		}

@@ -162,7 +162,7 @@ func TestWriteRequestHeadRefusesLineBreaks(t *testing.T) {
 // addresses whose stacks are empty and unused for Idle, and a connection
 // coming back to a dropped stack is closed, not pooled.
 func TestPoolDropsAddressesNoLongerUsed(t *testing.T) {
-	p := newH1Pool(Options{Idle: time.Minute, MaxIdlePerEndpoint: 4})
+	p := NewTransport(Options{Idle: time.Minute, MaxIdlePerEndpoint: 4}).h1
 	t0 := time.Now()
 	for i := range 100 {
 		e := p.endpoint(fmt.Sprintf("10.0.0.%d:80", i))

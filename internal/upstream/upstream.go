@@ -67,6 +67,21 @@ type Options struct {
 	// MaxIdlePerEndpoint bounds pooled idle connections per endpoint, in
 	// each of the two pools; 0 means 2 (net/http's default).
 	MaxIdlePerEndpoint int
+	// TLS, when set, makes every connection TLS (tls.go); Connect then
+	// bounds the TCP connect and the handshake together. nil: clear text.
+	TLS *ClientTLS
+	// Protocol is what is spoken to the endpoints (protocol.go); the zero
+	// value is HTTP/1.1. ProtoHTTP2 and ProtoAuto need TLS, ProtoH2C
+	// refuses it.
+	Protocol Protocol
+}
+
+// Equal reports whether o and p give the same transport: the same
+// settings and, with TLS, the same TLS options and file contents.
+func (o Options) Equal(p Options) bool {
+	ot, pt := o.TLS, p.TLS
+	o.TLS, p.TLS = nil, nil
+	return o == p && ot.same(pt)
 }
 
 // Transport is one upstream's HTTP/1.1 connection pools: a fast path of
@@ -75,7 +90,14 @@ type Options struct {
 // Safe for concurrent use; build it with NewTransport.
 type Transport struct {
 	std *http.Transport
-	h1  *h1Pool
+	// rt is std, or std behind httpsScheme for HTTP/2 over TLS.
+	rt http.RoundTripper
+	h1 *h1Pool
+	// fast: bodiless idempotent requests take h1 (HTTP/1.1 upstreams).
+	fast bool
+	// dial opens a connection to an endpoint (with TLS when configured);
+	// both pools dial through it.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // NewTransport returns the HTTP/1.1 transport levee uses to reach an
@@ -85,9 +107,25 @@ type Transport struct {
 // of the fast path.
 func NewTransport(o Options) *Transport {
 	d := &net.Dialer{Timeout: o.Connect, KeepAlive: 30 * time.Second}
+	t := &Transport{}
+	t.dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	var tlsDial func(ctx context.Context, addr string) (net.Conn, error)
+	if c := o.TLS; c != nil {
+		t.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialTLS(ctx, d, c, addr, o.Connect, nil)
+		}
+		if o.Protocol == ProtoHTTP2 || o.Protocol == ProtoAuto {
+			alpn := o.Protocol.alpn()
+			tlsDial = func(ctx context.Context, addr string) (net.Conn, error) {
+				return dialTLS(ctx, d, c, addr, o.Connect, alpn)
+			}
+		}
+	}
 	std := &http.Transport{
-		Proxy:                  nil,
-		DialContext:            d.DialContext,
+		Proxy: nil,
+		// With TLS this dial returns a *tls.Conn past its handshake for
+		// the request's "http" URL: net/http speaks HTTP/1.1 over it.
+		DialContext:            func(ctx context.Context, _, addr string) (net.Conn, error) { return t.dial(ctx, addr) },
 		MaxIdleConns:           0, // bounded per endpoint below
 		MaxIdleConnsPerHost:    o.MaxIdlePerEndpoint,
 		IdleConnTimeout:        o.Idle,
@@ -99,24 +137,42 @@ func NewTransport(o Options) *Transport {
 		WriteBufferSize:        32 << 10,
 		ReadBufferSize:         32 << 10,
 	}
-	return &Transport{std: std, h1: newH1Pool(o)}
+	configure(std, o.Protocol, tlsDial)
+	t.std, t.rt, t.h1, t.fast = std, std, newH1Pool(o, t.dial), o.Protocol == ProtoHTTP1
+	if tlsDial != nil {
+		t.rt = httpsScheme{std}
+	}
+	return t
+}
+
+// Dial opens a connection to the endpoint at addr as the transport's
+// pools do (TCP, then TLS when the upstream has it), for health checks.
+func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return t.dial(ctx, addr)
 }
 
 // Forward sends a bodiless idempotent request (FastPath) on the fast-path
 // pool and everything else through the standard http.Transport.
 func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
-	if o.Length == 0 && FastPath(r) {
+	if t.fast && o.Length == 0 && FastPath(r) {
 		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.ForwardedFor, o.Timing)
 	}
+	var resp *http.Response
+	var err error
 	if o.Timing != nil {
-		return roundTripTimed(ctx, t.std, r, o)
+		resp, err = roundTripTimed(ctx, t.rt, r, o)
+	} else {
+		resp, err = t.rt.RoundTrip(OutboundRequest(ctx, r, o))
 	}
-	return t.std.RoundTrip(OutboundRequest(ctx, r, o))
+	if err != nil {
+		err = asTLSError(err) // an endpoint's TLS alert before its response
+	}
+	return resp, err
 }
 
 // Standard returns a Forwarder that sends every request through t's
 // standard http.Transport, never the fast path (to compare the two).
-func (t *Transport) Standard() Forwarder { return RoundTripper{t.std} }
+func (t *Transport) Standard() Forwarder { return RoundTripper{t.rt} }
 
 // CloseIdleConnections closes the idle connections of both pools.
 // Connections in use stay open and are pooled again when their request ends.
