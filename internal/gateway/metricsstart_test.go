@@ -16,6 +16,7 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_data_query_duration_seconds":              "no data route",
 		"levee_data_rows_total":                          "no data route",
 		"levee_tls_certificate_expiry_timestamp_seconds": "no tls (listen_tls_test.go reads it)",
+		"levee_cors_preflights_total":                    "no cors route (steps_test.go's TestCORS reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
