@@ -148,7 +148,7 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 		for _, n := range d.ParamOrder {
 			required = required || d.Params[n].Required
 		}
-		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil}
+		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil, Single: d.Single}
 	} else if u := cfg.Upstreams[rc.Upstream]; u != nil {
 		limits = u.Limits
 	}
