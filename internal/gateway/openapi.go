@@ -102,7 +102,7 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 		return rt
 	}
 	od := &openapi.Data{Source: d.Source, Table: d.Table, MaxRows: d.MaxRows, MaxBytes: d.MaxBytes,
-		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn}
+		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn, Single: d.Single}
 	od.Params = d.QueryParams()     // the one parameter type, dataquery.Param
 	for _, col := range d.Columns { // the allow-list's order, filtered ones only
 		if ops, ok := d.Filters[col]; ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/levee-gw/levee/internal/testsvc"
@@ -144,5 +145,27 @@ func testSingleRow(t *testing.T, h *harness, exec func(string)) {
 	}
 	if status, _, body := dataGet(t, h, "/v1/by-name/Anvil", ""); status != 200 || string(body) != `{"id":1}`+"\n" {
 		t.Errorf("GET /v1/by-name/Anvil: %d %q", status, body)
+	}
+
+	// The OpenAPI document (checked by openapitest.Check in fetchOpenAPI):
+	// each template keyed in OpenAPI's form, its capture a required path
+	// parameter typed by its declaration, the 200 the row itself, 404
+	// not_found among the answers.
+	doc, _ := fetchOpenAPI(t, h, "")
+	for _, key := range []string{"/v1/products/{id}", "/v1/things/{id}", "/v1/by-name/{name}"} {
+		p, _ := dig(doc, "paths", key, "get", "parameters", 0).(map[string]any)
+		want := "integer"
+		if key == "/v1/by-name/{name}" {
+			want = "string"
+		}
+		if p["in"] != "path" || p["required"] != true || dig(p, "schema", "type") != want {
+			t.Errorf("%s: first parameter %v, want a required path parameter of type %s", key, p, want)
+		}
+		if ref, _ := dig(doc, "paths", key, "get", "responses", "200", "content", "application/json", "schema", "$ref").(string); !strings.HasSuffix(ref, ".row") {
+			t.Errorf("%s: 200 schema %q, want the row", key, ref)
+		}
+		if enum := fmt.Sprint(dig(doc, "paths", key, "get", "responses", "404", "content", "application/json", "schema", "properties", "reason", "enum")); !strings.Contains(enum, "not_found") {
+			t.Errorf("%s: 404 reasons %s, want not_found", key, enum)
+		}
 	}
 }
