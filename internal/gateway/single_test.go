@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,6 +147,20 @@ func testSingleRow(t *testing.T, h *harness, exec func(string)) {
 	}
 	if status, _, body := dataGet(t, h, "/v1/by-name/Anvil", ""); status != 200 || string(body) != `{"id":1}`+"\n" {
 		t.Errorf("GET /v1/by-name/Anvil: %d %q", status, body)
+	}
+
+	// HEAD: the GET's status and length, no body.
+	for path, want := range map[string]int{"/v1/things/1": 200, "/v1/things/999": 404} {
+		req, _ := http.NewRequest(http.MethodHead, h.base+path, nil)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", path, err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || n != 0 || want == 200 && resp.ContentLength != int64(len(`{"id":1,"name":"Anvil"}`+"\n")) {
+			t.Errorf("HEAD %s: %d, %d body bytes, Content-Length %d; want %d, none, the GET's", path, resp.StatusCode, n, resp.ContentLength, want)
+		}
 	}
 
 	// The OpenAPI document (checked by openapitest.Check in fetchOpenAPI):
