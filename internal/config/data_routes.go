@@ -58,6 +58,9 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	if v := f["formats"]; v != nil {
 		d.Formats = p.dataFormatList(engine.Key(path, "formats"), v)
 	}
+	if d.Single {
+		p.singleRules(path, f, d)
+	}
 	sqlMode, tableMode := f["sql"] != nil, f["table"] != nil
 	switch {
 	case sqlMode && tableMode:
@@ -117,6 +120,24 @@ func (p *parser) dataPage(path string, n *yaml.Node) *DataPage {
 		p.Add(f["default"], engine.Key(path, "default"), "must be at most max (%d), got %d", pg.Max, pg.Default)
 	}
 	return pg
+}
+
+// singleRules holds a `single: true` route to one JSON object: no page,
+// JSON only (the default formats become [json]).
+func (p *parser) singleRules(path string, f map[string]*yaml.Node, d *RouteData) {
+	if f["page"] != nil {
+		p.Add(f["page"], engine.Key(path, "page"), "does not apply with single: true (one row is not paged)")
+	}
+	if f["formats"] == nil {
+		d.Formats = []string{"json"}
+		return
+	}
+	fp := engine.Key(path, "formats")
+	for i, fm := range d.Formats {
+		if fm != "json" {
+			p.Add(f["formats"], engine.Index(fp, i), "a single: true route answers JSON only (one object), got %s", engine.Quote(fm))
+		}
+	}
 }
 
 // dataFormatList reads `formats`: distinct format names, the first the
@@ -269,6 +290,8 @@ var (
 		engine.Field{Name: "column_types", Kind: engine.KindMap, Pattern: "^.+$", MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataColumnKinds},
 			Doc: "the answer's columns and their kinds, shown in the OpenAPI document instead of asking the database"},
 		engine.Field{Name: "page", Kind: engine.KindBlock, Sub: dataPageBlock, Doc: "keyset pages of JSON answers; not paged when omitted"},
+		engine.Field{Name: "single", Kind: engine.KindBool, Def: false, Doc: "the answer is the one row as a JSON object: 404 not_found when none, 502 query_failed when more than one",
+			Bind: engine.At(func(d *RouteData) *bool { return &d.Single })},
 		engine.Field{Name: "limits", Kind: engine.KindBlock, Sub: dataLimitsBlock, Doc: "caps of every answer",
 			Bind: engine.At(func(d *RouteData) *RouteData { return d })},
 		engine.Field{Name: "formats", Kind: engine.KindList, MinItems: 1, MaxItems: len(dataFormats), Item: &engine.Field{Kind: engine.KindEnum, Enum: dataFormats},
@@ -334,6 +357,12 @@ type RouteData struct {
 	ColumnTypeOrder []string
 	// Page pages JSON answers by keyset (`page`); nil: not paged.
 	Page *DataPage
+	// Single: the answer is the query's one row as a JSON object
+	// (`single`, default false): 404 not_found when the query returns no
+	// row, 502 query_failed (detail more_than_one_row) when it returns
+	// more. JSON only (formats defaults to [json], ndjson and csv are
+	// refused) and never paged (page is refused).
+	Single bool
 	// MaxRows and MaxBytes cap every answer (`limits.max_rows`, default
 	// DefaultDataMaxRows 10000; `limits.max_bytes`, default
 	// DefaultDataMaxBytes 8MiB).
@@ -450,6 +479,9 @@ func (d *RouteData) Version() string {
 	num(int64(d.MaxRows))
 	num(d.MaxBytes)
 	strs(d.Formats)
+	if d.Single { // only when set: the versions of routes without it stay as they were
+		str("single")
+	}
 	// CountMax, Cache, StatementTimeout and SendTimeout change how the route
 	// answers, not what: they are left out, so changing them keeps the
 	// cursors clients hold.

@@ -174,6 +174,14 @@ func TestDataConfigRejects(t *testing.T) {
 		{"filter named or", "columns: [id, name, region, created_at]\n      filters: {region: [eq, in], created_at: [gte, lt], id: [eq]}",
 			"columns: [id, name, region, created_at, or]\n      filters: {region: [eq, in], created_at: [gte, lt], id: [eq], or: [eq]}",
 			`routes[1].data.table: filters: "or" is a query key of its own (select, order, or, and) and cannot be a filter's name`},
+		{"single with page", "formats: [json, ndjson, csv]", "formats: [json]\n      single: true",
+			"routes[0].data.page: does not apply with single: true (one row is not paged)"},
+		{"single with ndjson", "formats: [json, ndjson, csv]", "formats: [json, ndjson, csv]\n      single: true",
+			`routes[0].data.formats[1]: a single: true route answers JSON only (one object), got "ndjson"`},
+		{"single with csv", "formats: [json, ndjson, csv]", "formats: [json, ndjson, csv]\n      single: true",
+			`routes[0].data.formats[2]: a single: true route answers JSON only (one object), got "csv"`},
+		{"single not a bool", "formats: [json, ndjson, csv]", "formats: [json]\n      single: yes please",
+			"routes[0].data.single: "},
 		{"column answered but not typed", "      order: [id]\n", "      order: [id]\n      column_types: {id: int64, name: string, region: string}\n",
 			`routes[1].data.column_types: must declare every column the route answers with, "created_at" is missing`},
 	} {
@@ -194,6 +202,21 @@ func TestDataConfigRejects(t *testing.T) {
 				t.Errorf("errors %q, want one containing %q", lines, c.want)
 			}
 		})
+	}
+}
+
+// TestDataSingleFormats: a single: true route without formats answers
+// JSON only (its one object), and keeps what it declares.
+func TestDataSingleFormats(t *testing.T) {
+	base := dataYAML(t, "")
+	y := strings.Replace(base, "      page: {keyset: [created_at, id], default: 100, max: 1000}\n", "", 1)
+	y = strings.Replace(y, "      formats: [json, ndjson, csv]\n", "      single: true\n", 1)
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Routes[0].Data; !d.Single || !slices.Equal(d.Formats, []string{"json"}) || d.Page != nil {
+		t.Errorf("single %v formats %v page %v; want true [json] nil", d.Single, d.Formats, d.Page)
 	}
 }
 
@@ -225,6 +248,7 @@ func TestDataVersionCoversEveryField(t *testing.T) {
 		"MaxRows":    func(d *RouteData) { d.MaxRows++ },
 		"MaxBytes":   func(d *RouteData) { d.MaxBytes++ },
 		"Formats":    func(d *RouteData) { d.Formats = []string{"csv"} },
+		"Single":     func(d *RouteData) { d.Single = true },
 	}
 	rt := reflect.TypeOf(RouteData{})
 	for i := range rt.NumField() {

@@ -66,6 +66,9 @@ type Options struct {
 	// nil: the route has no template.
 	PathNames  []string
 	PathValues func(path string) []string
+	// Single: the answer is the query's one row as a JSON object
+	// (single.go); Formats must then be JSON only.
+	Single bool
 	// Now is the clock (time.Now when nil): cache freshness and the
 	// spacing of the attempts to learn the columns are judged on it.
 	Now func() time.Time
@@ -100,6 +103,9 @@ func New(o Options) (*Route, error) {
 	if (o.Query == nil) == (o.Table == nil) {
 		return nil, errors.New("dataapi: exactly one of Query and Table is required")
 	}
+	if o.Single && (len(o.Formats) != 1 || o.Formats[0] != dataformat.JSON) {
+		return nil, errors.New("dataapi: a Single route answers JSON only")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -133,7 +139,12 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 			return nil, ref
 		}
 	}
-	paged := format == dataformat.JSON && q.Keyset() != nil
+	if rt.o.Single {
+		if ref := singleOpts(vals); ref != nil {
+			return nil, ref
+		}
+	}
+	paged := format == dataformat.JSON && q.Keyset() != nil && !rt.o.Single
 	// limit= of an answer that is not a page (NDJSON, CSV, JSON of a route
 	// without page): up to max_rows, read here, not by the query.
 	limit, err := rt.streamLimit(vals, paged)
@@ -143,6 +154,9 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	countMode, err := dataquery.ParsePrefer(r.Header.Values("Prefer"))
 	if err != nil {
 		return nil, refusal(ctx, err)
+	}
+	if rt.o.Single {
+		countMode = dataquery.CountNone // one row has no range to count: the preference is not applied
 	}
 	b, err := q.Bind(vals, paged)
 	if err != nil {
@@ -192,6 +206,9 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 			rt.o.Logger.Warn("data query failed", "route", rt.o.Name, "error", err)
 		}
 		return nil, queryRefusal(ctx, err, q, vals, paged)
+	}
+	if rt.o.Single {
+		return rt.single(ctx, rows, q, b, vals, flight, now)
 	}
 	body, err := rt.newBody(rows, q, b, format, flight, now)
 	if body != nil {

@@ -21,7 +21,15 @@ const (
 	// ReasonQueryFailed: the database refused or failed the query for
 	// another reason.
 	ReasonQueryFailed = "query_failed"
+	// ReasonNotFound: a single-row route's query returned no row.
+	ReasonNotFound = "not_found"
 )
+
+// DetailMoreThanOneRow is the detail of the query_failed answer of a
+// single-row route whose query returned more than one row: the route's
+// SQL (or the data) breaks its promise of one row at most, a fault of the
+// route, not of the request.
+const DetailMoreThanOneRow = "more_than_one_row"
 
 // ReasonSpec is one data refusal reason: everything the request path's
 // refusal table (package proxy's reasonTable) says about it.
@@ -55,6 +63,8 @@ type RouteShape struct {
 	Filters bool
 	// Paged is true when JSON answers are paged.
 	Paged bool
+	// Single is true when the route answers one row (`single: true`).
+	Single bool
 }
 
 // reasons is every data refusal reason: the query string's, then the
@@ -85,6 +95,10 @@ var reasons = [...]ReasonSpec{
 	{Reason: ReasonInvalidLimit, Status: http.StatusBadRequest,
 		Sentence: "the page limit is not a whole number within the route's maximum",
 		When:     "`limit=` is not an integer from 1 to the route's `page.max` (JSON pages) or `limits.max_rows` (NDJSON, CSV, unpaged JSON)"},
+	{Reason: ReasonNotFound, Status: http.StatusNotFound,
+		Sentence: "no row matches the request",
+		When:     "a `single: true` data route's query returned no row (an unknown id)",
+		Gives:    func(s RouteShape) bool { return s.Single }},
 	{Reason: ReasonNotAcceptable, Status: http.StatusNotAcceptable,
 		Sentence: "this route cannot answer in any format the request accepts",
 		When:     "the request's `Accept` names none of the data route's `formats`"},
@@ -99,7 +113,7 @@ var reasons = [...]ReasonSpec{
 		When:     "admission let the query in but none of the source's `max_conns` connections came free within its statement timeout (admission keeps queries within `max_conns`, so this takes connections held outside it)"},
 	{Reason: ReasonQueryFailed, Status: http.StatusBadGateway,
 		Sentence: "the data source failed to run the query",
-		When:     "the database refused or failed a data route's query for another reason than a timeout or a lost connection (logged with its SQLSTATE)"},
+		When:     "the database refused or failed a data route's query for another reason than a timeout or a lost connection (logged with its SQLSTATE), or a `single: true` route's query returned more than one row (`detail` `more_than_one_row`)"},
 }
 
 // Reasons lists every data refusal reason (a new slice each call).

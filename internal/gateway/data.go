@@ -182,6 +182,7 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 		CountMax:         d.CountMax,
 	}
 	o.PathNames, o.PathValues = rc.Match.PathCaptures()
+	o.Single = d.Single
 	for _, f := range d.Formats {
 		format, err := dataformat.ParseFormat(f)
 		if err != nil {

@@ -102,7 +102,7 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 		return rt
 	}
 	od := &openapi.Data{Source: d.Source, Table: d.Table, MaxRows: d.MaxRows, MaxBytes: d.MaxBytes,
-		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn}
+		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn, Single: d.Single}
 	od.Params = d.QueryParams()     // the one parameter type, dataquery.Param
 	for _, col := range d.Columns { // the allow-list's order, filtered ones only
 		if ops, ok := d.Filters[col]; ok {
@@ -148,7 +148,7 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 		for _, n := range d.ParamOrder {
 			required = required || d.Params[n].Required
 		}
-		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil}
+		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil, Single: d.Single}
 	} else if u := cfg.Upstreams[rc.Upstream]; u != nil {
 		limits = u.Limits
 	}

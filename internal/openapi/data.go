@@ -13,13 +13,18 @@ import (
 // dataParams are a data route's query parameters: its declared
 // parameters (SQL mode) or filters (table mode), then limit and cursor
 // when it pages.
-func (r *renderer) dataParams(d *Data) []any {
+func (r *renderer) dataParams(d *Data, captures []capture) []any {
 	var out []any
 	for _, p := range d.Params {
-		out = append(out, param(p))
+		if !slices.ContainsFunc(captures, func(c capture) bool { return c.name == p.Name }) {
+			out = append(out, param(p))
+		}
 	}
 	for _, f := range d.Filters {
 		out = append(out, filter(f, d.MaxFilters))
+	}
+	if d.Single { // one row: nothing to choose, limit or count
+		return out
 	}
 	out = append(out, choices(d)...)
 	pg := d.Page
@@ -316,6 +321,9 @@ func (r *renderer) dataOK(rt *Route, head bool) obj {
 	if !r.hasSchema(rowName) {
 		r.rows = append(r.rows, member{rowName, rowSchema(d)})
 	}
+	if d.Single {
+		return r.singleOK(rt, rowRef, head)
+	}
 	headers := obj{{"Levee-Truncated", obj{{"description", "Present (as a header, or a trailer on a long answer) when a cap cut the answer: max_rows or max_bytes."},
 		{"schema", obj{{"type", "string"}, {"enum", []string{"max_rows", "max_bytes"}}}}}}}
 	headers.set("Content-Range", obj{{"description", "With Prefer: count=...: the rows of the answer and the total, as PostgREST sends it: 0-24/3573458 (*/N after a cursor or with no rows)."},
@@ -353,6 +361,22 @@ func (r *renderer) dataOK(rt *Route, head bool) obj {
 		}
 	}
 	resp.set("content", content)
+	return resp
+}
+
+// singleOK is a single-row route's 200: the row itself, a JSON object.
+func (r *renderer) singleOK(rt *Route, rowRef obj, head bool) obj {
+	resp := obj{{"description", "The one row the query returned, as a JSON object (no row: 404 not_found; more than one: 502 query_failed, detail more_than_one_row)."}}
+	if rt.Data.Cached {
+		resp.set("headers", obj{
+			{"Levee-Cache", obj{{"description", "hit (fresh from the cache), stale (the source failing: an older answer within stale_if_error) or miss."},
+				{"schema", obj{{"type", "string"}, {"enum", []string{"hit", "stale", "miss"}}}}}},
+			{"Age", obj{{"description", "Seconds since a cached answer was read from the database."}, {"schema", obj{{"type", "integer"}, {"minimum", 0}}}}},
+		})
+	}
+	if !head {
+		resp.set("content", obj{{MediaJSON, obj{{"schema", rowRef}}}})
+	}
 	return resp
 }
 

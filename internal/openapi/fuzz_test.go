@@ -16,6 +16,8 @@ import (
 func FuzzRender(f *testing.F) {
 	f.Add("orders", "/v1/orders", "GET", "id", "int64", "1", "9", "5", "id", "int8", "eq")
 	f.Add("a\"b", "/\u2028", "PROPFIND", "limit", "x", "", "", `a\,b`, "", "", "in")
+	f.Add("p", "/v1/products/{id:int}", "GET", "id", "int64", "1", "", "", "name", "text", "eq")
+	f.Add("q", "/u/{user}/{n:int}/{user}", "GET", "user", "string", "", "", "a,b", "x", "", "eq")
 	f.Fuzz(func(t *testing.T, name, prefix, method, param, kind, min, max, def, col, dbType, op string) {
 		k, err := dataquery.ParseKind(kind)
 		if err != nil {
@@ -28,6 +30,13 @@ func FuzzRender(f *testing.F) {
 				Source: col, Formats: []string{MediaJSON, def}, Params: []dataquery.Param{{Name: param, Type: k, Min: min, Max: max, Default: def, List: len(def)%2 == 1, MaxItems: 3}},
 				Filters: []Filter{{Column: col, Kind: kind, Ops: []string{op}}}, ColumnsKnown: true,
 				Columns: []Column{{Name: col, Type: dbType, Kind: kind}, {Name: param, Kind: valuekind.JSON}}, Page: &Page{Keyset: []string{col}, Default: 1, Max: 2}}},
+			// The prefix read as a path template (its captures path
+			// parameters when it is one), on a single-row data route and a
+			// proxied one of the same text.
+			{Name: "t" + name, PathPrefix: prefix, PathKind: "path_template", Methods: []string{"GET"}, Data: &Data{
+				Source: col, Formats: []string{MediaJSON}, Single: true, Params: []dataquery.Param{{Name: param, Type: k, Min: min, Max: max, Default: def, List: len(def)%2 == 1, MaxItems: 3}},
+				ColumnsKnown: true, Columns: []Column{{Name: col, Type: dbType, Kind: kind}}}},
+			{Name: "p" + name, PathPrefix: prefix, PathKind: "path_template", Methods: []string{"POST"}, Upstream: name},
 		}}
 		doc, err := Render(d)
 		if err != nil {

@@ -113,6 +113,9 @@ type Data struct {
 	MaxBytes int64
 	// Cached is true when answers are cached (Levee-Cache, Age).
 	Cached bool
+	// Single is true when the answer is the one row as a JSON object
+	// (404 not_found when none): no page, no limit, no count.
+	Single bool
 	// Select are a table-mode route's columns a request may choose with
 	// select= (nil in SQL mode); Orders the orders it may choose with
 	// order=, canonical (nil: the order is fixed).
@@ -159,7 +162,7 @@ func Render(d Document) ([]byte, error) {
 	if len(d.Routes) > MaxRoutes {
 		return nil, fmt.Errorf("openapi: %d routes, more than %d", len(d.Routes), MaxRoutes)
 	}
-	r := renderer{schemes: map[string]bool{}, taken: map[string]string{}}
+	r := renderer{schemes: map[string]bool{}, taken: map[string]string{}, shapes: map[string]string{}}
 	paths := obj{}
 	var tags []any
 	for i := range d.Routes {
@@ -258,6 +261,7 @@ type renderer struct {
 	rows    []member // "<route>.row", "<route>.page" schemas in route order
 	schemes map[string]bool
 	taken   map[string]string // path key + " " + method → route
+	shapes  map[string]string // a template key's shape (templateShape) → the key that has it
 }
 
 func (r *renderer) schemas() obj {
@@ -310,6 +314,20 @@ func (r *renderer) route(paths *obj, rt *Route) {
 	// percent-encoded, as a request's path carries them in the normal form
 	// levee routes on (package urlpath keeps { and } escaped).
 	key := strings.NewReplacer("{", "%7B", "}", "%7D").Replace(rt.PathPrefix)
+	// A template is keyed in OpenAPI's form, /v1/products/{id}, its
+	// captures path parameters; unless a template of the same shape (the
+	// names aside, which OpenAPI counts as the same path) took the form
+	// first: the later one keeps the escaped braces, without parameters.
+	var captures []capture
+	if rt.PathKind == "path_template" {
+		if k, caps, ok := templateKey(rt.PathPrefix); ok {
+			shape := templateShape(k)
+			if prev, taken := r.shapes[shape]; !taken || prev == k {
+				key, captures = k, caps
+				r.shapes[shape] = k
+			}
+		}
+	}
 	for _, m := range ops {
 		if _, clash := r.taken[key+" "+m]; clash {
 			key += "#" + rt.Name
@@ -338,7 +356,7 @@ func (r *renderer) route(paths *obj, rt *Route) {
 			id += "." + strings.ToLower(m)
 		}
 		r.taken[key+" "+m] = rt.Name
-		item.set(strings.ToLower(m), r.operation(rt, id, m, others))
+		item.set(strings.ToLower(m), r.operation(rt, id, m, others, captures))
 	}
 	paths.set(key, item)
 }
@@ -354,7 +372,7 @@ func routeSummary(rt *Route) string {
 	return "Proxied to upstream " + rt.Upstream + " (route " + rt.Name + ")"
 }
 
-func (r *renderer) operation(rt *Route, id, method string, others []string) obj {
+func (r *renderer) operation(rt *Route, id, method string, others []string, captures []capture) obj {
 	op := obj{{"operationId", id}, {"tags", []string{rt.Name}}, {"summary", routeSummary(rt)}}
 	var desc strings.Builder
 	switch {
@@ -385,7 +403,11 @@ func (r *renderer) operation(rt *Route, id, method string, others []string) obj 
 		desc.WriteString(" Callers are apps signing each request (HMAC-SHA256) and granted this route.")
 	}
 	if d := rt.Data; d != nil {
-		fmt.Fprintf(&desc, " Read-only; every answer is capped at %d rows and %d bytes (a capped answer says so: `truncated`, NDJSON's last line, `Levee-Truncated`).", d.MaxRows, d.MaxBytes)
+		if d.Single {
+			fmt.Fprintf(&desc, " Read-only; answers one row as a JSON object, at most %d bytes.", d.MaxBytes)
+		} else {
+			fmt.Fprintf(&desc, " Read-only; every answer is capped at %d rows and %d bytes (a capped answer says so: `truncated`, NDJSON's last line, `Levee-Truncated`).", d.MaxRows, d.MaxBytes)
+		}
 		if d.Cached {
 			desc.WriteString(" Answers are cached (`Levee-Cache`, `Age`).")
 		}
@@ -412,13 +434,15 @@ func (r *renderer) operation(rt *Route, id, method string, others []string) obj 
 		op.set("security", []any{obj{{schemeHMAC, []string{}}}})
 	}
 	responses := obj{}
+	params := pathParams(captures, rt.Data)
 	if d := rt.Data; d != nil && (method == http.MethodGet || method == http.MethodHead) {
-		if params := r.dataParams(d); len(params) > 0 {
-			op.set("parameters", params)
-		}
+		params = append(params, r.dataParams(d, captures)...)
 		responses.set("200", r.dataOK(rt, method == http.MethodHead))
 	} else if rt.Data == nil {
 		responses.set("default", obj{{"description", "The upstream's answer, passed through (any status, headers and body)."}})
+	}
+	if len(params) > 0 {
+		op.set("parameters", params)
 	}
 	for _, group := range groupRefusals(rt.Refusals) {
 		responses.set(strconv.Itoa(group[0].Status), refusalResponse(group, rt.Data == nil))

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,6 +75,14 @@ func sample() Document {
 				{"born", "DATE", valuekind.Date}, {"created_at", "TIMESTAMP", valuekind.Timestamp}, {"uid", "UUID", valuekind.UUID}, {"price", "NUMERIC", valuekind.Numeric},
 				{"photo", "BLOB", valuekind.Bytes}, {"attrs", "JSON", valuekind.JSON}, {"odd", "", "other"}},
 		}},
+		{Name: "product", PathPrefix: "/v1/products/{id:int}", PathKind: "path_template", Methods: []string{"GET", "HEAD"},
+			Refusals: append(slices.Clone(data), Refusal{Reason: "not_found", Status: 404, Sentence: "no row matches the request"}), Data: &Data{
+				Source: "sales", Formats: []string{MediaJSON}, MaxRows: 10000, MaxBytes: 8 << 20, Cached: true, Single: true,
+				Params:       []dataquery.Param{{Name: "id", Type: dataquery.Int64, Required: true, Min: "1"}, {Name: "lang", Type: dataquery.String, Default: "en"}},
+				ColumnsKnown: true, Columns: []Column{{"id", "int8", valuekind.Int64}, {"name", "text", valuekind.String}},
+			}},
+		{Name: "repo", PathPrefix: "/u/{user}/repos/{n:int}", PathKind: "path_template", Methods: []string{"GET"}, Upstream: "dav"},
+		{Name: "repo-post", PathPrefix: "/u/{owner}/repos/{m:int}", PathKind: "path_template", Methods: []string{"POST"}, Upstream: "dav"},
 		{Name: "down-v1", PathPrefix: "/v1/down", Methods: []string{"GET"}, Data: &Data{
 			Source: "gone", Table: "t", Formats: []string{MediaNDJSON}, MaxRows: 1, MaxBytes: 1,
 			Filters:     []Filter{{Column: "x", Ops: []string{"like"}}},
@@ -339,5 +348,54 @@ func TestCheckCatches(t *testing.T) {
 	}
 	if err := openapitest.Check([]byte(`{"openapi":"3.1.0"`)); err == nil {
 		t.Error("truncated JSON passed")
+	}
+}
+
+// TestTemplatePathParams (issue 25 item 9): a template is keyed in
+// OpenAPI's form, each capture a required path parameter typed by its
+// declaration (and no longer a query parameter); a single-row route's 200
+// is the row itself; a second template of the same shape keeps its
+// escaped braces; and the oracle refuses a template without its parameter.
+func TestTemplatePathParams(t *testing.T) {
+	doc, err := Render(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatal(err)
+	}
+	get := at(t, v, "paths", "/v1/products/{id}", "get").(map[string]any)
+	params := get["parameters"].([]any)
+	if len(params) != 2 {
+		t.Fatalf("parameters %v, want id in path and lang in query", params)
+	}
+	id := params[0].(map[string]any)
+	if id["name"] != "id" || id["in"] != "path" || id["required"] != true || at(t, id, "schema", "type") != "integer" || at(t, id, "schema", "minimum") != 1.0 {
+		t.Errorf("path parameter %v", id)
+	}
+	if lang := params[1].(map[string]any); lang["name"] != "lang" || lang["in"] != "query" {
+		t.Errorf("second parameter %v, want lang in query (no limit, cursor or Prefer on a single route)", lang)
+	}
+	if ref := at(t, get, "responses", "200", "content", MediaJSON, "schema", "$ref"); ref != "#/components/schemas/product.row" {
+		t.Errorf("single 200 schema %v, want the row", ref)
+	}
+	if reasons := at(t, get, "responses", "404", "content", MediaJSON, "schema", "properties", "reason", "enum"); len(reasons.([]any)) != 1 {
+		t.Errorf("404 reasons %v", reasons)
+	}
+	if p := at(t, v, "paths", "/u/{user}/repos/{n}", "get", "parameters").([]any); len(p) != 2 ||
+		at(t, p[0], "name") != "user" || at(t, p[0], "schema", "type") != "string" || at(t, p[1], "schema", "format") != "int64" {
+		t.Errorf("proxied template parameters %v", p)
+	}
+	if _, ok := at(t, v, "paths").(map[string]any)["/u/%7Bowner%7D/repos/%7Bm:int%7D"]; !ok {
+		t.Errorf("the same-shape template is not keyed with escaped braces: %v", at(t, v, "paths"))
+	}
+	at(t, v, "paths", "/u/{user}/repos/{n}", "get", "parameters", 0).(map[string]any)["name"] = "usr"
+	bad, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := openapitest.Check(bad); err == nil || !strings.Contains(err.Error(), `template name "user" has no in: path parameter`) {
+		t.Errorf("the oracle accepted a template without its parameter: %v", err)
 	}
 }

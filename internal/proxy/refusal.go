@@ -70,6 +70,7 @@ const (
 	ReasonDataSourceDown     Reason = dataquery.ReasonSourceUnavailable
 	ReasonDBPoolExhausted    Reason = dataquery.ReasonPoolExhausted
 	ReasonQueryFailed        Reason = dataquery.ReasonQueryFailed
+	ReasonNotFound           Reason = dataquery.ReasonNotFound
 
 	// reasonInternal answers a bug: a reason without a row (Refuse).
 	reasonInternal Reason = "internal"
@@ -149,6 +150,7 @@ var reasonTable = [...]reasonSpec{
 	dataRow(ReasonOperatorNotAllowed),
 	dataRow(ReasonInvalidCursor),
 	dataRow(ReasonInvalidLimit),
+	dataRow(ReasonNotFound),
 	dataRow(ReasonNotAcceptable),
 	{Reason: ReasonUnauthenticated, Status: http.StatusUnauthorized,
 		Sentence: "the request does not carry valid credentials of an active app",

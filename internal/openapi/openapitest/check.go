@@ -123,14 +123,25 @@ func (c *checker) document() {
 		c.scheme("components.securitySchemes."+name, c.object(name, schemes[name]))
 	}
 	paths, _ := c.root["paths"].(map[string]any)
+	shapes := map[string]string{}
 	for _, p := range sortedKeys(paths) {
 		if !strings.HasPrefix(p, "/") {
 			c.fail("paths", "key %q does not start with /", p)
 		}
-		if strings.ContainsAny(p, "{}") {
-			c.fail("paths", "key %q has a template; levee writes none", p)
+		names, ok := templateNames(p)
+		if !ok {
+			c.fail("paths", "key %q: a brace that is not a whole {name} segment, or a name twice", p)
 		}
-		c.pathItem("paths."+p, c.object(p, paths[p]), schemes)
+		if len(names) > 0 {
+			shape := templateShape(p)
+			if prev, dup := shapes[shape]; dup {
+				c.fail("paths", "keys %q and %q are the same templated path", prev, p)
+			}
+			shapes[shape] = p
+		}
+		item := c.object(p, paths[p])
+		c.pathItem("paths."+p, item, schemes)
+		c.pathParams("paths."+p, item, names)
 	}
 	c.refs("#", c.root)
 }
@@ -396,3 +407,71 @@ func contains(list []string, s string) bool {
 var componentKey = regexp.MustCompile(`^[a-zA-Z0-9.\-_]+$`)
 
 func componentName(s string) bool { return componentKey.MatchString(s) }
+
+// templateNames returns the {name} segments of a path key (OpenAPI's
+// path templating, one whole segment each in levee's documents); ok is
+// false for a brace elsewhere or a name twice.
+func templateNames(key string) (names []string, ok bool) {
+	for _, seg := range strings.Split(key, "/") {
+		if !strings.ContainsAny(seg, "{}") {
+			continue
+		}
+		if len(seg) < 3 || seg[0] != '{' || seg[len(seg)-1] != '}' || strings.Count(seg, "{")+strings.Count(seg, "}") != 2 {
+			return nil, false
+		}
+		name := seg[1 : len(seg)-1]
+		if contains(names, name) {
+			return nil, false
+		}
+		names = append(names, name)
+	}
+	return names, true
+}
+
+// templateShape is key with each template expression written {}: OpenAPI
+// counts two keys of one shape as the same path (invalid twice).
+func templateShape(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") {
+			segs[i] = "{}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// pathParams checks that every operation of a path item declares exactly
+// the key's template names as in: path parameters (the item's own
+// parameters count for each operation).
+func (c *checker) pathParams(where string, item map[string]any, names []string) {
+	declared := func(params any) []string {
+		var out []string
+		list, _ := params.([]any)
+		for _, p := range list {
+			if po, ok := p.(map[string]any); ok && po["in"] == "path" {
+				if n, ok := po["name"].(string); ok {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	shared := declared(item["parameters"])
+	for _, m := range operationKeys {
+		op, ok := item[m].(map[string]any)
+		if !ok {
+			continue
+		}
+		got := append(append([]string(nil), shared...), declared(op["parameters"])...)
+		for _, n := range names {
+			if !contains(got, n) {
+				c.fail(where+"."+m, "template name %q has no in: path parameter", n)
+			}
+		}
+		for _, n := range got {
+			if !contains(names, n) {
+				c.fail(where+"."+m, "path parameter %q is not in the path's template", n)
+			}
+		}
+	}
+}
