@@ -201,9 +201,31 @@ upstreams:
 	// down source ended as that document was answered (at its deadline),
 	// so this one comes within dataapi.ColumnsRetry of it and must not ask
 	// the source again (checked in "a source that is down").
-	firstDone, beforeSecond := time.Now(), goneAsked()
-	again, quick := fetchOpenAPI(t, h, readTok)
-	askedAgain, secondStartedAfter := goneAsked()-beforeSecond, time.Since(firstDone)-quick
+	// The spacing can be judged only when the second document began well
+	// within dataapi.ColumnsRetry of the first one's answer; on a loaded
+	// machine the gap can exceed that, so the pair is measured again (at
+	// most 5 times), each time after the spacing has passed, which makes
+	// the next document's attempt a first one again.
+	var (
+		firstDone, againDone      time.Time
+		again                     map[string]any
+		quick, secondStartedAfter time.Duration
+		askedAgain                int
+	)
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(time.Until(againDone.Add(dataapi.ColumnsRetry))) // wall time, as dataapi.ColumnsRetry is
+			doc, took = fetchOpenAPI(t, h, readTok)
+		}
+		var beforeSecond int
+		firstDone, beforeSecond = time.Now(), goneAsked()
+		again, quick = fetchOpenAPI(t, h, readTok)
+		againDone = time.Now()
+		askedAgain, secondStartedAfter = goneAsked()-beforeSecond, time.Since(firstDone)-quick
+		if secondStartedAfter <= dataapi.ColumnsRetry/4 {
+			break
+		}
+	}
 	t.Logf("first document (SQLite read, one source down) in %v", took)
 	expectJSON(t, "openapi", doc["openapi"], `"3.1.0"`)
 	for path, id := range map[string]string{"/v1/orders": "orders", "/v1/customers": "customers", "/api": "api", "/v1/gone": "gone"} {
