@@ -144,7 +144,8 @@ LOAD_TEST_NAMES := \
 	TestStatementCheckLargeInputs \
 	TestH2FloodsAgainstNGINX \
 	TestIncidentCPUPerRequest \
-	TestOutlierSlowStartRamp
+	TestOutlierSlowStartRamp \
+	TestDNSRecordsChangeUnderLoad
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
