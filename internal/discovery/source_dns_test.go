@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -34,6 +35,10 @@ type dnsServer struct {
 	records map[string][]string // "name type" → zone-file lines
 	rcode   int                 // when not success, every answer has it
 	queries int
+	// truncateUDP makes every UDP answer empty and truncated, so that
+	// the client must ask again over TCP.
+	truncateUDP bool
+	tcpQueries  int
 }
 
 func startDNS(t *testing.T) *dnsServer {
@@ -91,6 +96,16 @@ func (s *dnsServer) serve(w dns.ResponseWriter, req *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Rcode = s.rcode
+	_, isUDP := w.LocalAddr().(*net.UDPAddr)
+	if !isUDP {
+		s.tcpQueries++
+	}
+	if isUDP && s.truncateUDP {
+		m.Truncated = true
+		s.mu.Unlock()
+		_ = w.WriteMsg(m)
+		return
+	}
 	if s.rcode == dns.RcodeSuccess && len(req.Question) == 1 {
 		q := req.Question[0]
 		for _, line := range s.records[strings.ToLower(q.Name)+" "+dns.TypeToString[q.Qtype]] {
@@ -365,5 +380,42 @@ func TestNewDNSSourceRefuses(t *testing.T) {
 		if _, err := NewDNSSource(o); err == nil {
 			t.Errorf("NewDNSSource(%+v) accepted", o)
 		}
+	}
+}
+
+// TestDNSTruncatedRetriesOverTCP: a truncated UDP answer is asked again
+// over TCP, and an answer over maxDNSAnswer records is refused whole.
+func TestDNSTruncatedRetriesOverTCP(t *testing.T) {
+	srv := startDNS(t)
+	lines := make([]string, 0, maxDNSAnswer+1)
+	for i := range 300 {
+		lines = append(lines, fmt.Sprintf("big.test. 60 IN A 10.9.%d.%d", i/250, i%250+1))
+	}
+	srv.set("big.test", dns.TypeA, lines...)
+	srv.mu.Lock()
+	srv.truncateUDP = true
+	srv.mu.Unlock()
+	s, err := NewDNSSource(DNSOptions{Host: "big.test", Port: 80, Weight: 1, Resolver: srv.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := s.Refresh(context.Background())
+	if ev.Err != nil || len(ev.Update.Instances) != 300 {
+		t.Fatalf("got %d instances, err %v; want 300 over TCP", len(ev.Update.Instances), ev.Err)
+	}
+	srv.mu.Lock()
+	tcp := srv.tcpQueries
+	srv.mu.Unlock()
+	if tcp < 2 {
+		t.Fatalf("%d TCP queries, want the A and AAAA retries", tcp)
+	}
+	for i := 300; i <= maxDNSAnswer; i++ {
+		lines = append(lines, fmt.Sprintf("big.test. 60 IN A 10.8.%d.%d", i/250, i%250+1))
+	}
+	srv.set("big.test", dns.TypeA, lines...)
+	ev, _ = s.Refresh(context.Background())
+	var pe *PayloadError
+	if !errors.As(ev.Err, &pe) || pe.Code != CodeTooManyInstances {
+		t.Fatalf("an answer of %d records gave %v, want too_many_instances", len(lines), ev.Err)
 	}
 }
