@@ -133,8 +133,9 @@ func (s *DNSSource) Name() string {
 func (s *DNSSource) Connected() bool { return s.connected.Load() }
 
 // Run resolves at once, then again when each answer's TTL ends (bounded
-// to [MinDNSRefresh, MaxDNSRefresh]); after a failure it retries with a
-// jittered backoff from MinDNSRefresh to 30 s. One query at a time, from
+// to [MinDNSRefresh, MaxDNSRefresh]); after a failure (resolver
+// unavailable, answer too large) it retries with a jittered backoff from
+// MinDNSRefresh to 30 s. One query at a time, from
 // Run's goroutine.
 func (s *DNSSource) Run(ctx context.Context, deliver func(Event)) error {
 	t := newStoppedTimer()
@@ -147,7 +148,10 @@ func (s *DNSSource) Run(ctx context.Context, deliver func(Event)) error {
 		}
 		deliver(ev)
 		wait := RefreshAfter(ttl)
-		if ev.Err != nil && errors.Is(ev.Err, ErrUnavailable) {
+		// A refusal that is not about the records' values (resolver down,
+		// an oversized answer) backs off; one whose every record was
+		// quarantined is asked again on its TTL.
+		if ev.Err != nil && !errors.Is(ev.Err, ErrAllRejected) {
 			wait = retry.next()
 		} else {
 			retry.reset()
