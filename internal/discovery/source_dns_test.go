@@ -44,14 +44,22 @@ type dnsServer struct {
 func startDNS(t *testing.T) *dnsServer {
 	t.Helper()
 	s := &dnsServer{records: map[string][]string{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
+	var pc net.PacketConn
+	var ln net.Listener
+	// UDP and TCP on one port: a port free for UDP may be taken for TCP,
+	// so try again (bound: 20 attempts).
+	for attempt := 0; ln == nil; attempt++ {
+		if attempt == 20 {
+			t.Fatal("no loopback port free for both UDP and TCP")
+		}
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
+			pc.Close()
+			ln = nil
+		}
 	}
 	s.addr = pc.LocalAddr().String()
 	h := dns.HandlerFunc(s.serve)
