@@ -57,6 +57,7 @@ FUZZ_TARGETS := \
 	./internal/auth:FuzzIndex:10000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
+	./internal/discovery:FuzzDNSRecords:5000 \
 	./internal/h1server:FuzzParseHead:30000 \
 	./internal/h1server:FuzzH2Parsers:30000 \
 	./internal/certset:FuzzChoice:20000 \
@@ -147,7 +148,8 @@ LOAD_TEST_NAMES := \
 	TestH2FloodsAgainstNGINX \
 	TestIncidentCPUPerRequest \
 	TestOutlierSlowStartRamp \
-	TestUpstreamTLSRotationUnderLoad
+	TestUpstreamTLSRotationUnderLoad \
+	TestDNSRecordsChangeUnderLoad
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

@@ -30,13 +30,21 @@ func (p *parser) discovery(path string, n *yaml.Node) *Discovery {
 		sources++
 		d.Etcd = p.etcd(engine.Key(path, "etcd"), v)
 	}
+	if v := f["dns"]; v != nil {
+		sources++
+		d.DNS = p.dnsDiscovery(engine.Key(path, "dns"), v)
+	}
+	if v := f["dns_srv"]; v != nil {
+		sources++
+		d.DNSSRV = p.dnsSRVDiscovery(engine.Key(path, "dns_srv"), v)
+	}
 	// A push that is not a boolean still names the source meant, so that
 	// it is not also reported as missing.
 	if d.Push || bad["push"] {
 		sources++
 	}
 	if sources != 1 {
-		p.Add(n, path, "exactly one of file, etcd or push is required")
+		p.Add(n, path, "exactly one of file, etcd, dns, dns_srv or push is required")
 	}
 	return d
 }
@@ -138,6 +146,8 @@ var (
 		engine.Field{Name: "file", Kind: engine.KindString, NonEmpty: true, Doc: "JSON file of instances, watched for changes",
 			Check: checkNoNUL, Bind: engine.At(func(d *Discovery) *string { return &d.File })},
 		engine.Field{Name: "etcd", Kind: engine.KindBlock, Sub: etcdBlock, Doc: "instances under a prefix of an etcd cluster"},
+		engine.Field{Name: "dns", Kind: engine.KindBlock, Sub: dnsBlock, Doc: "every A/AAAA address of a name, re-resolved on the TTL"},
+		engine.Field{Name: "dns_srv", Kind: engine.KindBlock, Sub: dnsSRVBlock, Doc: "the targets of a SRV name, re-resolved on the TTL"},
 		engine.Field{Name: "push", Kind: engine.KindBool, Doc: "instances pushed through the admin API",
 			Bind: engine.At(func(d *Discovery) *bool { return &d.Push })},
 		engine.Field{Name: "max_drop_fraction", Kind: engine.KindFraction, Def: DefaultDiscoveryMaxDropFraction,
@@ -152,7 +162,7 @@ var (
 )
 
 // Discovery takes an upstream's endpoints from a registry (`discovery`).
-// Exactly one source is set: File, Etcd or Push. Instances from any source
+// Exactly one source is set: File, Etcd, DNS, DNSSRV or Push. Instances from any source
 // are normalised and checked before use; see "Discovery" in
 // docs/configuration.md.
 type Discovery struct {
@@ -165,6 +175,12 @@ type Discovery struct {
 	// Etcd reads instances from an etcd v3 cluster, one key per instance
 	// under a prefix (`etcd`). nil when another source is set.
 	Etcd *EtcdDiscovery
+	// DNS takes the endpoints from a name's A and AAAA records (`dns`).
+	// nil when another source is set.
+	DNS *DNSDiscovery
+	// DNSSRV takes the endpoints from SRV records (`dns_srv`). nil when
+	// another source is set.
+	DNSSRV *DNSSRVDiscovery
 	// Push, when true, takes instances only from the admin API,
 	// PUT /api/v1/upstreams/{name}/endpoints (`push`, true or false).
 	// `push: false` counts as no source. false when another source is set.
@@ -190,13 +206,17 @@ type Discovery struct {
 }
 
 // Source returns the name of d's source as written in YAML: "file",
-// "etcd" or "push".
+// "etcd", "dns", "dns_srv" or "push".
 func (d *Discovery) Source() string {
 	switch {
 	case d.File != "":
 		return "file"
 	case d.Etcd != nil:
 		return "etcd"
+	case d.DNS != nil:
+		return "dns"
+	case d.DNSSRV != nil:
+		return "dns_srv"
 	default:
 		return "push"
 	}

@@ -262,6 +262,18 @@ func checkDiscovery(t *testing.T, name string, d *Discovery) {
 	if d.Push {
 		sources++
 	}
+	if d.DNS != nil {
+		sources++
+		if checkDNSName(d.DNS.Name) != "" || d.DNS.Weight == 0 || d.DNS.Timeout <= 0 {
+			t.Fatalf("upstream %q: bad dns source %+v", name, d.DNS)
+		}
+	}
+	if d.DNSSRV != nil {
+		sources++
+		if checkSRVName(d.DNSSRV.Name) != "" || d.DNSSRV.Timeout <= 0 {
+			t.Fatalf("upstream %q: bad dns_srv source %+v", name, d.DNSSRV)
+		}
+	}
 	if sources != 1 {
 		t.Fatalf("upstream %q: %d discovery sources: %+v", name, sources, d)
 	}

@@ -39,7 +39,7 @@ var (
 			Bind: engine.At(func(u *Upstream) *string { return &u.Balancer })},
 		engine.Field{Name: "least_request", Kind: engine.KindBlock, Sub: leastRequestBlock, Doc: "options of balancer least_request"},
 		engine.Field{Name: "consistent_hash", Kind: engine.KindBlock, Sub: consistentHashBlock, Doc: "options of balancer consistent_hash; required with it"},
-		engine.Field{Name: "discovery", Kind: engine.KindBlock, Sub: discoveryBlock, Doc: "where endpoints come from besides the list: exactly one of file, etcd or push"},
+		engine.Field{Name: "discovery", Kind: engine.KindBlock, Sub: discoveryBlock, Doc: "where endpoints come from besides the list: exactly one of file, etcd, dns, dns_srv or push"},
 		engine.Field{Name: "endpoints", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindBlock, Sub: endpointBlock},
 			Doc: "the endpoints; required unless discovery is set"},
 		engine.Field{Name: "timeouts", Kind: engine.KindBlock, Sub: timeoutsBlock, Doc: "upstream connection timeouts",

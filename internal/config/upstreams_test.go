@@ -175,12 +175,12 @@ var rejectsUpstreams = []rejectCase{
 		"routes[0].retry: must be a mapping, got true",
 	}},
 	{"discovery without a source", head + "upstreams:\n  video:\n    discovery: {}\n  audio:\n    discovery:\n      push: false\n      max_drop_fraction: 0.5\n" + routes, []string{
-		"upstreams.video.discovery: exactly one of file, etcd or push is required",
-		"upstreams.audio.discovery: exactly one of file, etcd or push is required",
+		"upstreams.video.discovery: exactly one of file, etcd, dns, dns_srv or push is required",
+		"upstreams.audio.discovery: exactly one of file, etcd, dns, dns_srv or push is required",
 	}},
 	{"discovery with two sources", head + "upstreams:\n  video:\n    discovery:\n      file: /etc/levee/video.json\n      push: true\n  audio:\n    discovery: {file: a.json, etcd: {endpoints: [\"127.0.0.1:2379\"], prefix: /a/}, push: yes}\n" + routes, []string{
-		"upstreams.video.discovery: exactly one of file, etcd or push is required",
-		"upstreams.audio.discovery: exactly one of file, etcd or push is required",
+		"upstreams.video.discovery: exactly one of file, etcd, dns, dns_srv or push is required",
+		"upstreams.audio.discovery: exactly one of file, etcd, dns, dns_srv or push is required",
 		`upstreams.audio.discovery.push: must be true or false, got "yes"`,
 	}},
 	{"neither endpoints nor discovery", head + "upstreams:\n  video:\n    discovery: ~\n  audio:\n    discovery: {push: true}\n    endpoints: []\n" + routes, []string{
@@ -193,7 +193,7 @@ var rejectsUpstreams = []rejectCase{
 		`upstreams.audio.discovery.confirm_after: must be a duration such as "1s", got 30`,
 		"upstreams.audio.discovery.max_weight: must be a number from 1 to 1000000, got 0",
 		"upstreams.audio.discovery.refresh: unknown field",
-		"upstreams.music.discovery: exactly one of file, etcd or push is required",
+		"upstreams.music.discovery: exactly one of file, etcd, dns, dns_srv or push is required",
 		"upstreams.music.discovery.file: must be a string, got a sequence",
 		"upstreams.music.discovery.push: must be true or false, got 1",
 	}},

@@ -15,7 +15,7 @@
 // by a value inside it.
 //
 // The parsing, the guard and the deduper are pure (time is a parameter).
-// The sources (FileSource, EtcdSource) watch a registry on goroutines that
+// The sources (FileSource, EtcdSource, DNSSource) watch a registry on goroutines that
 // Run owns and ends before it returns. The package imports nothing
 // internal.
 //

@@ -86,7 +86,12 @@ func (a pickerInputs) equal(b pickerInputs) bool {
 func sameDiscovery(a, b config.Discovery) bool {
 	ea, eb := a.Etcd, b.Etcd
 	a.Etcd, b.Etcd = nil, nil
-	if a != b || (ea == nil) != (eb == nil) {
+	da, db, sa, sb := a.DNS, b.DNS, a.DNSSRV, b.DNSSRV
+	a.DNS, b.DNS, a.DNSSRV, b.DNSSRV = nil, nil, nil, nil
+	if a != b || (ea == nil) != (eb == nil) || (da == nil) != (db == nil) || (sa == nil) != (sb == nil) {
+		return false
+	}
+	if da != nil && *da != *db || sa != nil && *sa != *sb {
 		return false
 	}
 	return ea == nil || sameEtcd(*ea, *eb)

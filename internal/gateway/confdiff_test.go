@@ -141,10 +141,12 @@ func TestPickerKeyCoversBalancerOptions(t *testing.T) {
 
 func TestSameDiscoveryCoversFields(t *testing.T) {
 	base := config.Discovery{File: "/x", Etcd: &config.EtcdDiscovery{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/p/", DialTimeout: time.Second},
+		DNS:             &config.DNSDiscovery{Name: "a.test:80", Weight: 1, Zone: "z", Resolver: "127.0.0.1:53", Timeout: time.Second},
+		DNSSRV:          &config.DNSSRVDiscovery{Name: "_h._tcp.a.test", Zone: "z", Resolver: "127.0.0.1:53", Timeout: time.Second},
 		MaxDropFraction: 0.5, ConfirmAfter: time.Second, MaxWeight: 10}
 	cp := base
-	etcd := *base.Etcd
-	cp.Etcd = &etcd
+	etcd, dnsc, srv := *base.Etcd, *base.DNS, *base.DNSSRV
+	cp.Etcd, cp.DNS, cp.DNSSRV = &etcd, &dnsc, &srv
 	if !sameDiscovery(base, cp) {
 		t.Fatal("equal discovery settings (distinct pointers) compare unequal")
 	}
@@ -158,6 +160,20 @@ func TestSameDiscoveryCoversFields(t *testing.T) {
 		d.Etcd = &e
 		if sameDiscovery(base, d) {
 			t.Errorf("changing Discovery.Etcd.%s leaves it the same", name)
+		}
+	})
+	eachFieldChanged(t, *base.DNS, nil, func(name string, x config.DNSDiscovery) {
+		d := base
+		d.DNS = &x
+		if sameDiscovery(base, d) {
+			t.Errorf("changing Discovery.DNS.%s leaves it the same", name)
+		}
+	})
+	eachFieldChanged(t, *base.DNSSRV, nil, func(name string, x config.DNSSRVDiscovery) {
+		d := base
+		d.DNSSRV = &x
+		if sameDiscovery(base, d) {
+			t.Errorf("changing Discovery.DNSSRV.%s leaves it the same", name)
 		}
 	})
 	// nil and empty etcd endpoints differ, as reflect.DeepEqual had them.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admin"
@@ -48,6 +50,8 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 		o.Source, err = discovery.NewFileSource(d.File, discovery.FileOptions{Limits: o.Limits})
 	case d.Etcd != nil:
 		o.Source, err = discovery.NewEtcdSource(discovery.EtcdOptions{Endpoints: d.Etcd.Endpoints, Prefix: d.Etcd.Prefix, DialTimeout: d.Etcd.DialTimeout, Limits: o.Limits})
+	case d.DNS != nil || d.DNSSRV != nil:
+		o.Source, err = newDNSSource(d, o.Limits)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
@@ -71,8 +75,30 @@ func sourceName(d *config.Discovery) string {
 		return "file:" + d.File
 	case d.Etcd != nil:
 		return "etcd:" + d.Etcd.Prefix
+	case d.DNS != nil:
+		return "dns:" + d.DNS.Name
+	case d.DNSSRV != nil:
+		return "dns_srv:" + d.DNSSRV.Name
 	}
 	return "push"
+}
+
+// newDNSSource is the source of a dns or dns_srv block (config has
+// checked the name, port and resolver).
+func newDNSSource(d *config.Discovery, limits discovery.Limits) (discovery.Source, error) {
+	if s := d.DNSSRV; s != nil {
+		return discovery.NewDNSSource(discovery.DNSOptions{SRV: s.Name, Zone: s.Zone, Resolver: s.Resolver, Timeout: s.Timeout, Limits: limits})
+	}
+	host, portStr, err := net.SplitHostPort(d.DNS.Name)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	return discovery.NewDNSSource(discovery.DNSOptions{Host: host, Port: uint16(port), Weight: d.DNS.Weight, Zone: d.DNS.Zone,
+		Resolver: d.DNS.Resolver, Timeout: d.DNS.Timeout, Limits: limits})
 }
 
 // sameConfig reports whether a reload leaves this feed's source alone.
