@@ -259,6 +259,13 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		a.end(x)
 		x.releaseAdmission()
 	}
+	var cw *compressWriter
+	if x.route.Compression != nil {
+		if cw = o.startCompression(w, r, x, resp.StatusCode, resp.ContentLength); cw != nil {
+			w = cw // compress.go; each flush of a streamed answer flushes the encoder
+			defer cw.finish(false)
+		}
+	}
 	s := newSender(w, x.route.SendTimeout, streaming(resp))
 	s.arm() // the head may be written at once (HTTP/2, a flush)
 	w.WriteHeader(resp.StatusCode)
@@ -289,6 +296,9 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		a.res.broken = true
 		x.reason = ReasonUpstreamUnavailable
 		panic(http.ErrAbortHandler)
+	}
+	if cw != nil && cw.finish(true) != nil {
+		return // the client failed: the coded stream's end could not be written
 	}
 	copyTrailers(dst, resp.Trailer)
 }

@@ -161,6 +161,9 @@ type Route struct {
 	// forwarded upstream; every other request trailer is dropped. nil:
 	// none.
 	ForwardTrailers []string
+	// Compression, when set, compresses the route's answers (compress.go).
+	// nil: never.
+	Compression *Compression
 
 	metrics *routeMetrics // set by NewTable
 }
