@@ -37,6 +37,7 @@ var (
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
 		engine.Field{Name: "rewrite", Kind: engine.KindBlock, Sub: rewriteBlock, Doc: "changes the forwarded path (one of strip_prefix, replace_prefix, path_regex) or Host"},
+		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by Accept-Encoding (route_compression.go); none when omitted"},
 	)
 )
 
@@ -148,6 +149,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["rewrite"]; v != nil {
 		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
 	}
+	if v := f["compression"]; v != nil {
+		r.Compression = p.compression(engine.Key(path, "compression"), v)
+	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
 		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
@@ -244,6 +248,9 @@ type Route struct {
 	// Rewrite, when not nil, changes the path or Host the route forwards
 	// (`rewrite`, route_rewrite.go).
 	Rewrite *Rewrite
+	// Compression, when not nil, compresses the route's answers
+	// (`compression`, route_compression.go). nil: never.
+	Compression *Compression
 }
 
 // The accepted values of Route.Priority, most important first.

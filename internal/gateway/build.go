@@ -128,6 +128,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
+			Compression:     proxyCompression(rc.Compression),
 		}
 		rt.Headers, rt.Query = rc.Match.Conds()
 		if rc.DataPath() { // a data route answers only its own path
