@@ -246,16 +246,10 @@ func negotiate(lines []string, offered []Encoding) Encoding {
 	if best == EncodingNone {
 		return EncodingNone
 	}
-	// identity not named: acceptable at q=1 unless "*" said otherwise
-	// (RFC 9110 section 12.5.3); only a strictly higher q prefers it.
-	idQ := a.q[EncodingNone]
-	if idQ < 0 {
-		idQ = 1000
-		if a.star >= 0 {
-			idQ = a.star
-		}
-	}
-	if idQ > bestQ {
+	// identity is always acceptable (levee never answers 406), but the
+	// client prefers it only when it names it with a higher q than the
+	// best coding's: "gzip;q=0.5" alone asks for gzip.
+	if a.q[EncodingNone] > bestQ {
 		return EncodingNone
 	}
 	return best
