@@ -24,10 +24,10 @@ type Encoding uint8
 
 // The codings, by their Accept-Encoding token.
 const (
-	EncodingNone Encoding = iota
-	EncodingZstd          // "zstd"
-	EncodingBrotli        // "br"
-	EncodingGzip          // "gzip"
+	EncodingNone   Encoding = iota
+	EncodingZstd            // "zstd"
+	EncodingBrotli          // "br"
+	EncodingGzip            // "gzip"
 	numEncodings
 )
 

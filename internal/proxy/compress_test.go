@@ -229,7 +229,7 @@ func TestCompressNegotiation(t *testing.T) {
 		{"gzip q=1", ""},
 		{"gzip;q=0.5;q=0.6", ""},
 		{"br;q=1, gzip;q=abc", ""},
-		{strings.Repeat("x, ", 40) + "gzip", ""},   // over 32 elements
+		{strings.Repeat("x, ", 40) + "gzip", ""},          // over 32 elements
 		{"gzip," + strings.Repeat(" ", 1100) + ",br", ""}, // over 1 KiB
 	} {
 		resp, raw := f.get(t, http.MethodGet, "/n", tc.ae)
