@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -564,6 +565,35 @@ func BenchmarkEncode64K(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestEncoderMemory: the heap an encoder of each coding and level holds
+// after coding a 64 KiB answer stays within what is reserved for it from
+// the memory budget (encoderMemory).
+func TestEncoderMemory(t *testing.T) {
+	body := jsonAnswer(64 << 10)
+	const n = 8
+	for e := EncodingZstd; e < numEncodings; e++ {
+		for l := LevelFast; l < numLevels; l++ {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			encs := make([]encoder, n)
+			for i := range encs {
+				encs[i] = newEncoder(e, l, io.Discard)
+				encs[i].Write(body)
+				encs[i].Flush()
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+			runtime.KeepAlive(encs)
+			t.Logf("%-4s level %d: %7d bytes an encoder (reserved %d)", e, l, per, encoderMemory[e][l])
+			if per > encoderMemory[e][l] {
+				t.Errorf("%s level %d: %d bytes an encoder, over the %d reserved", e, l, per, encoderMemory[e][l])
+			}
 		}
 	}
 }
