@@ -37,7 +37,7 @@ var (
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
 		engine.Field{Name: "rewrite", Kind: engine.KindBlock, Sub: rewriteBlock, Doc: "changes the forwarded path (one of strip_prefix, replace_prefix, path_regex) or Host"},
-		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by Accept-Encoding (route_compression.go); none when omitted"},
+		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by the client's Accept-Encoding; none when omitted"},
 	)
 )
 
