@@ -151,6 +151,18 @@ routes:
 		t.Fatal(err)
 	}
 	t.Logf("%d NDJSON rows: %d coded bytes on the wire", rows, wire.n.Load())
+	resp.Body.Close()
+	// Counted once the answer ends: one gzip answer, its wire bytes in
+	// levee_response_bytes_total and its body bytes before coding apart.
+	waitFor(t, "the compressed answer counted", func() bool {
+		return h.metricIs(`levee_compressed_responses_total{encoding="gzip",route="nums"}`, 1)
+	})
+	in := h.metric(`levee_compressed_input_bytes_total{route="nums"}`)
+	out := h.metric(`levee_response_bytes_total{route="nums"}`)
+	if out != float64(wire.n.Load()) || in <= 2*out {
+		t.Errorf("bytes: %v before coding, %v after; the client read %d", in, out, wire.n.Load())
+	}
+	t.Logf("metrics: %v bytes before coding, %v on the wire", in, out)
 
 	// A refusal of the data route's own (a bad parameter): plain JSON.
 	req, _ = http.NewRequest(http.MethodGet, h.base+"/v1/nums?from=x", nil)

@@ -336,7 +336,7 @@ func addVary(h http.Header) {
 // status and the headers in w.Header() is compressed; when it is, it
 // rewrites the headers (Content-Encoding set, Content-Length and
 // Accept-Ranges removed, a strong ETag weakened) and returns the writer
-// the body goes through, which the caller must finish. It returns nil
+// the body goes through, which the caller must end (endCoding). It returns nil
 // when the answer is sent as is (then Vary is still set when the answer
 // was eligible, for caches). The memory of the encoder is reserved from
 // the budget: without room the answer goes uncompressed.
@@ -364,15 +364,28 @@ func (o *responder) startCompression(w http.ResponseWriter, r *http.Request, x *
 
 // compressWriter is the ResponseWriter an answer's body is compressed
 // through. Write compresses; FlushError flushes the encoder, then the
-// connection (a streamed answer is flushed after every write); finish
+// connection (a streamed answer is flushed after every write); endCoding
 // ends the coded stream. Unwrap lets the sender find the write deadline.
 type compressWriter struct {
 	http.ResponseWriter
+	out   countingWriter // the encoder's destination: the client
 	enc   encoder
 	e     Encoding
 	level CompressLevel
 	flush flushErrorer // nil: the writer below cannot flush
 	err   error        // the first error of the encoder
+}
+
+// countingWriter counts the coded bytes written to the client.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // encoder is what the three codings' writers have in common.
@@ -411,9 +424,9 @@ func (cw *compressWriter) FlushError() error {
 // Unwrap returns the writer below (http.ResponseController, writerAs).
 func (cw *compressWriter) Unwrap() http.ResponseWriter { return cw.ResponseWriter }
 
-// finish ends the coded stream (its last block and checksum) when ok,
+// endCoding ends the coded stream (its last block and checksum) when ok,
 // and gives the encoder back to its pool either way.
-func (cw *compressWriter) finish(ok bool) error {
+func (cw *compressWriter) endCoding(ok bool) error {
 	if cw.enc == nil {
 		return nil // finished already
 	}
@@ -423,7 +436,7 @@ func (cw *compressWriter) finish(ok bool) error {
 	}
 	cw.enc.Reset(io.Discard) // drops the reference to the client's writer
 	putEncoder(cw.e, cw.level, cw.enc)
-	cw.enc, cw.ResponseWriter, cw.flush = nil, nil, nil
+	cw.enc, cw.ResponseWriter, cw.out.w, cw.flush = nil, nil, nil, nil
 	return err
 }
 
@@ -463,14 +476,13 @@ func init() {
 }
 
 func getCompressWriter(w http.ResponseWriter, e Encoding, level CompressLevel) *compressWriter {
-	var enc encoder
+	cw := &compressWriter{ResponseWriter: w, out: countingWriter{w: w}, e: e, level: level}
 	select {
-	case enc = <-encoderPools[e][level]:
-		enc.Reset(w)
+	case cw.enc = <-encoderPools[e][level]:
+		cw.enc.Reset(&cw.out)
 	default:
-		enc = newEncoder(e, level, w)
+		cw.enc = newEncoder(e, level, &cw.out)
 	}
-	cw := &compressWriter{ResponseWriter: w, enc: enc, e: e, level: level}
 	switch f := w.(type) {
 	case flushErrorer:
 		cw.flush = f
@@ -509,4 +521,13 @@ func newEncoder(e Encoding, level CompressLevel, w io.Writer) encoder {
 		}
 		return enc
 	}
+}
+
+// compressed counts an answer compressed by cw from in body bytes.
+func (rm *routeMetrics) compressed(in int64, cw *compressWriter) {
+	if rm == nil || rm.m == nil {
+		return
+	}
+	rm.m.compressed.WithLabelValues(rm.route, cw.e.String()).Inc()
+	rm.m.compressedIn.WithLabelValues(rm.route).Add(float64(in))
 }

@@ -560,7 +560,7 @@ func BenchmarkEncode64K(b *testing.B) {
 				for b.Loop() {
 					cw := getCompressWriter(w, e, l)
 					cw.Write(body)
-					if err := cw.finish(true); err != nil {
+					if err := cw.endCoding(true); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -263,7 +263,7 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 	if x.route.Compression != nil {
 		if cw = o.startCompression(w, r, x, resp.StatusCode, resp.ContentLength); cw != nil {
 			w = cw // compress.go; each flush of a streamed answer flushes the encoder
-			defer cw.finish(false)
+			defer cw.endCoding(false)
 		}
 	}
 	s := newSender(w, x.route.SendTimeout, streaming(resp))
@@ -297,8 +297,12 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		x.reason = ReasonUpstreamUnavailable
 		panic(http.ErrAbortHandler)
 	}
-	if cw != nil && cw.finish(true) != nil {
-		return // the client failed: the coded stream's end could not be written
+	if cw != nil {
+		if cw.endCoding(true) != nil {
+			return // the client failed: the coded stream's end could not be written
+		}
+		x.route.metrics.compressed(x.bytesOut, cw)
+		x.bytesOut = cw.out.n // what went on the wire
 	}
 	copyTrailers(dst, resp.Trailer)
 }
