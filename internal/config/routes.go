@@ -41,6 +41,7 @@ var (
 		engine.Field{Name: "redirect", Kind: engine.KindBlock, Sub: redirectBlock, Doc: "answer every request with a redirect (a route with neither upstream nor data)"},
 		engine.Field{Name: "respond", Kind: engine.KindBlock, Sub: respondBlock, Doc: "answer every request with a fixed answer (a route with neither upstream nor data)"},
 		engine.Field{Name: "cors", Kind: engine.KindBlock, Sub: corsBlock, Doc: "answer CORS preflights and add the CORS headers to every answer"},
+		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by the client's Accept-Encoding; none when omitted"},
 	)
 )
 
@@ -155,6 +156,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if !p.routeSteps(&r, path, n, f) {
 		return r, s, nameNode, upNode
 	}
+	if v := f["compression"]; v != nil {
+		r.Compression = p.compression(engine.Key(path, "compression"), v)
+	}
 	switch v := f["data"]; {
 	case v != nil && f["upstream"] != nil:
 		p.Add(v, engine.Key(path, "data"), "a route has upstream or data, not both")
@@ -262,6 +266,9 @@ type Route struct {
 	// CORS answers preflights and adds the CORS headers (`cors`,
 	// route_cors.go); nil: no CORS.
 	CORS *RouteCORS
+	// Compression, when not nil, compresses the route's answers
+	// (`compression`, route_compression.go). nil: never.
+	Compression *Compression
 }
 
 // The accepted values of Route.Priority, most important first.

@@ -133,6 +133,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 
 			Upgrades:        rc.Upgrades,
 			ForwardTrailers: rc.ForwardTrailers,
+			Compression:     proxyCompression(rc.Compression),
 		}
 		rt.HeaderConds, rt.QueryConds = rc.Match.Conds()
 		if rc.DataPath() { // a data route answers only its own path

@@ -262,6 +262,13 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		a.end(x)
 		x.releaseAdmission()
 	}
+	var cw *compressWriter
+	if x.route.Compression != nil {
+		if cw = o.startCompression(w, r, x, resp.StatusCode, resp.ContentLength); cw != nil {
+			w = cw // compress.go; each flush of a streamed answer flushes the encoder
+			defer cw.endCoding(false)
+		}
+	}
 	s := newSender(w, x.route.SendTimeout, streaming(resp))
 	s.arm() // the head may be written at once (HTTP/2, a flush)
 	w.WriteHeader(resp.StatusCode)
@@ -292,6 +299,13 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		a.res.broken = true
 		x.reason = ReasonUpstreamUnavailable
 		panic(http.ErrAbortHandler)
+	}
+	if cw != nil {
+		if cw.endCoding(true) != nil {
+			return // the client failed: the coded stream's end could not be written
+		}
+		x.route.metrics.compressed(x.bytesOut, cw)
+		x.bytesOut = cw.out.n // what went on the wire
 	}
 	copyTrailers(dst, resp.Trailer)
 }

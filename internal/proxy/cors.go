@@ -200,19 +200,6 @@ func (c *CORS) allowOrigin(h http.Header, origin string) {
 	}
 }
 
-// addVary adds name to h's Vary unless it is there (or "*" is).
-func addVary(h http.Header, name string) {
-	vv := h["Vary"]
-	for _, v := range vv {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f == "*" || strings.EqualFold(f, name) {
-				return
-			}
-		}
-	}
-	h["Vary"] = append(vv, name)
-}
-
 // maxRequestHeaders bounds the names of Access-Control-Request-Headers
 // looked at: a preflight asking for more is not allowed.
 const maxRequestHeaders = 64

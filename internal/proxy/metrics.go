@@ -23,6 +23,8 @@ type Metrics struct {
 	bytesIn          *prometheus.CounterVec // route
 	bytesOut         *prometheus.CounterVec // route
 	preflights       *prometheus.CounterVec // route, result (cors.go)
+	compressed       *prometheus.CounterVec // route, encoding
+	compressedIn     *prometheus.CounterVec // route
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -79,12 +81,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_cors_preflights_total",
 		Help: "CORS preflights levee answered itself, by route and result: allowed (with the Access-Control-Allow-* headers) or refused (without them, or over the per-address cap).",
 	}, []string{"route", "result"})
+	m.compressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_compressed_responses_total",
+		Help: "Answers levee compressed (a route's compression), by route and coding (zstd, br, gzip).",
+	}, []string{"route", "encoding"})
+	m.compressedIn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_compressed_input_bytes_total",
+		Help: "Body bytes of the answers levee compressed, before coding, by route (levee_response_bytes_total counts them after).",
+	}, []string{"route"})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -100,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
 	l := prometheus.Labels{"route": route}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
 		v.DeletePartialMatch(l)
 	}
 }

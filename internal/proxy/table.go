@@ -169,6 +169,9 @@ type Route struct {
 	Headers *Headers
 	Direct  *Direct
 	CORS    *CORS
+	// Compression, when set, compresses the route's answers (compress.go).
+	// nil: never.
+	Compression *Compression
 
 	metrics *routeMetrics // set by NewTable
 }
