@@ -17,6 +17,8 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_data_rows_total":                          "no data route",
 		"levee_tls_certificate_expiry_timestamp_seconds": "no tls (listen_tls_test.go reads it)",
 		"levee_cors_preflights_total":                    "no cors route (steps_test.go's TestCORS reads it)",
+		"levee_compressed_responses_total":               "no compression route (compress_test.go reads it)",
+		"levee_compressed_input_bytes_total":             "no compression route (compress_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
