@@ -208,4 +208,3 @@ func dyingEndpoint(ctx context.Context, e *env, r *Result) error {
 	r.check(t.sent > 0 && t.failures() == 0, "%d of %d client requests failed after an endpoint died:%s", t.failures(), t.sent, t.summary())
 	return nil
 }
-
