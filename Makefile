@@ -143,7 +143,9 @@ LOAD_TEST_NAMES := \
 	TestStatementCheckLargeInputs \
 	TestH2FloodsAgainstNGINX \
 	TestIncidentCPUPerRequest \
-	TestOutlierSlowStartRamp
+	TestOutlierSlowStartRamp \
+	TestDrillAgainstLevee \
+	TestDrillWithoutDefences
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
@@ -152,6 +154,7 @@ LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
 load:
 	$(GO) test -count=1 -timeout 12m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/ ./internal/dataquery/
 	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
+	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./cmd/levee/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -7,43 +7,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/levee-gw/levee/internal/adminclient"
 )
-
-// drillConfig is a levee with the drill upstream and route; defences
-// false leaves out what the drills check: the route identifies no app
-// (so app limits cannot apply) and the upstream has no retries.
-func drillConfig(t *testing.T, defences bool) (cfg, tokenFile string) {
-	dir := t.TempDir()
-	tokenFile = filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("drill-test-token-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	retry, auth := "retry: {attempts: 3, on: [connect_failure, reset_before_response]}", "api_key"
-	if !defences {
-		retry, auth = "retry: ~", "none"
-	}
-	cfg = writeFile(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0, token_file: %s}
-state_dir: %s
-upstreams:
-  levee-drill:
-    discovery: {push: true}
-    %s
-routes:
-  - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: %s}
-`, tokenFile, filepath.Join(dir, "state"), retry, auth))
-	return cfg, tokenFile
-}
 
 type drillOutput struct {
 	Held   bool `json:"held"`
@@ -79,34 +46,6 @@ func runDrill(t *testing.T, p *process, tokenFile string) (int, drillOutput, str
 		}
 	}
 	return code, doc, errOut.String()
-}
-
-// assertCleanedUp checks the drills left nothing behind: no endpoints in
-// the drill upstream, no drill apps.
-func assertCleanedUp(t *testing.T, p *process, tokenFile string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	if code := run([]string{"apps", "list", "-all", "-admin", p.admin, "-token-file", tokenFile}, &out, &errOut); code != 0 {
-		t.Fatalf("apps list: %d %s", code, errOut.String())
-	}
-	if strings.Contains(out.String(), "levee-drill-") {
-		t.Errorf("drill apps left behind: %s", out.String())
-	}
-	token, err := os.ReadFile(tokenFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := adminclient.New(p.admin, strings.TrimSpace(string(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(context.Background(), "GET", "/api/v1/upstreams/levee-drill", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(resp), `"endpoints_total": 0`) {
-		t.Errorf("drill endpoints left behind: %s", resp)
-	}
 }
 
 // TestDrillAgainstLevee runs levee drill against a levee with the
