@@ -64,20 +64,10 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "levee drill: unknown command %q\n\n%s", args[0], drillUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("levee drill run", flag.ContinueOnError)
+	fs, f := drillFlagSet("run")
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, drillUsage) }
-	adminURL := fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
-	tokenFile := fs.String("token-file", "", "file holding the admin API token")
-	configPath := fs.String("config", "", "the configuration of the levee to drill: its admin address and token")
-	var o drill.Options
-	fs.StringVar(&o.Data, "data", "http://127.0.0.1:8080", "the data listener")
-	fs.StringVar(&o.Upstream, "upstream", "levee-drill", "the drill upstream (discovery: {push: true})")
-	fs.StringVar(&o.Route, "route", "levee-drill", "the drill route's name")
-	fs.StringVar(&o.Prefix, "prefix", "/_levee_drill/", "the drill route's path prefix")
-	fs.IntVar(&o.Rate, "rate", drill.DefaultRate, "requests per second at most")
-	fs.DurationVar(&o.Duration, "duration", drill.DefaultDuration, "traffic per drill at most")
-	asJSON := fs.Bool("json", false, "print JSON")
+	o, adminURL, tokenFile, configPath, asJSON := f.o, f.adminURL, f.tokenFile, f.configPath, f.asJSON
 	names, ok := parseInterleaved(fs, args[1:])
 	if !ok {
 		return 2
@@ -105,7 +95,7 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	results, err := drill.Run(ctx, o, names)
+	results, err := drill.Run(ctx, *o, names)
 	if err != nil {
 		fmt.Fprintln(stderr, "levee drill:", err)
 		return 1
@@ -130,6 +120,35 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// drillCommands are "levee drill"'s commands, for the completions.
+var drillCommands = []string{"list", "run"}
+
+type drillFlags struct {
+	o                               *drill.Options
+	adminURL, tokenFile, configPath *string
+	asJSON                          *bool
+}
+
+// drillFlagSet is the flag set of "levee drill SUB" ("list" has none).
+func drillFlagSet(sub string) (*flag.FlagSet, *drillFlags) {
+	fs := flag.NewFlagSet("levee drill "+sub, flag.ContinueOnError)
+	f := &drillFlags{o: &drill.Options{}}
+	if sub != "run" {
+		return fs, f
+	}
+	f.adminURL = fs.String("admin", "http://"+defaultAdminAddr, "admin API address")
+	f.tokenFile = fs.String("token-file", "", "file holding the admin API token")
+	f.configPath = fs.String("config", "", "the configuration of the levee to drill: its admin address and token")
+	fs.StringVar(&f.o.Data, "data", "http://127.0.0.1:8080", "the data listener")
+	fs.StringVar(&f.o.Upstream, "upstream", "levee-drill", "the drill upstream (discovery: {push: true})")
+	fs.StringVar(&f.o.Route, "route", "levee-drill", "the drill route's name")
+	fs.StringVar(&f.o.Prefix, "prefix", "/_levee_drill/", "the drill route's path prefix")
+	fs.IntVar(&f.o.Rate, "rate", drill.DefaultRate, "requests per second at most")
+	fs.DurationVar(&f.o.Duration, "duration", drill.DefaultDuration, "traffic per drill at most")
+	f.asJSON = fs.Bool("json", false, "print JSON")
+	return fs, f
 }
 
 func printDrill(w io.Writer, results []drill.Result) {
