@@ -28,6 +28,7 @@ the drill upstream and route once (docs/drills.md):
     levee-drill:
       discovery: {push: true}
       retry: {attempts: 3, on: [connect_failure, reset_before_response]}
+      limits: {max_concurrency: 8}
   routes:
     - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: api_key}
 

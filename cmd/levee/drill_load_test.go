@@ -31,7 +31,7 @@ type drillOutput struct {
 func runDrill(t *testing.T, p *process, tokenFile string) (int, drillOutput, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run([]string{"drill", "run", "zero-weight", "retry-storm", "dying-endpoint", "--json",
+	code := run([]string{"drill", "run", "zero-weight", "retry-storm", "overload", "dying-endpoint", "--json",
 		"-admin", p.admin, "-token-file", tokenFile, "-data", p.data, "-duration", "4s"}, &out, &errOut)
 	var doc drillOutput
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
@@ -54,7 +54,7 @@ func TestDrillAgainstLevee(t *testing.T) {
 	cfg, tokenFile := drillConfig(t, true)
 	p := startProcess(t, "run", "-config", cfg)
 	code, doc, stderr := runDrill(t, p, tokenFile)
-	if code != 0 || !doc.Held || len(doc.Drills) != 3 {
+	if code != 0 || !doc.Held || len(doc.Drills) != 4 {
 		t.Fatalf("drill: exit %d, held %v, %d drills; stderr:\n%s", code, doc.Held, len(doc.Drills), stderr)
 	}
 	for _, d := range doc.Drills {
@@ -66,8 +66,9 @@ func TestDrillAgainstLevee(t *testing.T) {
 }
 
 // TestDrillWithoutDefences runs it against a levee whose drill route
-// names no app and whose upstream does not retry: exit 1, naming the
-// retry storm's missing 429s and the dying endpoint's client failures.
+// names no app and whose upstream neither retries nor limits concurrency:
+// exit 1, naming the retry storm's missing 429s, the overload's missing
+// refusals and unbounded queue and the dying endpoint's client failures.
 func TestDrillWithoutDefences(t *testing.T) {
 	cfg, tokenFile := drillConfig(t, false)
 	p := startProcess(t, "run", "-config", cfg)
@@ -86,6 +87,9 @@ func TestDrillWithoutDefences(t *testing.T) {
 	}
 	if !strings.Contains(failed["dying-endpoint"], "client requests failed after an endpoint died") {
 		t.Errorf("dying-endpoint: %q", failed["dying-endpoint"])
+	}
+	if !strings.Contains(failed["overload"], "nothing was refused") || !strings.Contains(failed["overload"], "queue without bound") {
+		t.Errorf("overload: %q", failed["overload"])
 	}
 	if _, bad := failed["zero-weight"]; bad {
 		t.Errorf("zero-weight failed without an app limit or retries: %q", failed["zero-weight"])

@@ -18,14 +18,15 @@ import (
 
 // drillConfig is a levee with the drill upstream and route; defences
 // false leaves out what the drills check: the route identifies no app
-// (so app limits cannot apply) and the upstream has no retries.
+// (so app limits cannot apply), the upstream has no retries and no
+// concurrency limit.
 func drillConfig(t *testing.T, defences bool) (cfg, tokenFile string) {
 	dir := t.TempDir()
 	tokenFile = filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("drill-test-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	retry, auth := "retry: {attempts: 3, on: [connect_failure, reset_before_response]}", "api_key"
+	retry, auth := "retry: {attempts: 3, on: [connect_failure, reset_before_response]}\n    limits: {max_concurrency: 8}", "api_key"
 	if !defences {
 		retry, auth = "retry: ~", "none"
 	}
@@ -76,7 +77,7 @@ func TestDrillList(t *testing.T) {
 	if code := run([]string{"drill", "list"}, &out, &errOut); code != 0 {
 		t.Fatalf("drill list: %d %s", code, errOut.String())
 	}
-	for _, n := range []string{"zero-weight", "retry-storm", "dying-endpoint"} {
+	for _, n := range []string{"zero-weight", "retry-storm", "overload", "dying-endpoint"} {
 		if !strings.Contains(out.String(), n) {
 			t.Errorf("drill list lacks %s:\n%s", n, out.String())
 		}

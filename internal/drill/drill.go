@@ -94,6 +94,7 @@ type drill struct {
 var drills = []drill{
 	{"zero-weight", `registry records with weights "0", "abc", "NaN" and 1e309 pushed beside good ones: the bad ones quarantined, "0" drained, the others served, every request answered, CPU per request unchanged`, zeroWeight},
 	{"retry-storm", "one app at 10x its rate limit: 429 with Retry-After; another app's success ratio and p99 unchanged", retryStorm},
+	{"overload", "an upstream at capacity (8 requests at once, 200 ms each) offered 5x that: fast refusals with Retry-After, goodput kept, served requests' p99 bounded", overload},
 	{"dying-endpoint", "one of two backends dies mid-run: zero client failures (retries)", dyingEndpoint},
 }
 

@@ -46,7 +46,7 @@ func TestRunRefusesUnknownDrill(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Admin: c}, []string{"zero-weight", "nope"}); err == nil || !strings.Contains(err.Error(), `unknown drill "nope"`) {
 		t.Errorf("got %v", err)
 	}
-	if !Known("retry-storm") || Known("nope") || len(List()) != 3 {
+	if !Known("retry-storm") || Known("nope") || len(List()) != 4 {
 		t.Errorf("Known/List: %v", List())
 	}
 }

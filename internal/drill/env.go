@@ -114,7 +114,17 @@ type backend struct {
 	once sync.Once
 }
 
-func (e *env) backend() (*backend, error) {
+func (e *env) backend() (*backend, error) { return e.slowBackend(0, 0) }
+
+// slowBackend is a backend with a capacity, as a service with a fixed
+// worker pool: each request holds one of slots for hold (slots 0: no
+// limit, no hold). Requests beyond the slots wait for one, as they would
+// in the pool's queue.
+func (e *env) slowBackend(slots int, hold time.Duration) (*backend, error) {
+	var sem chan struct{}
+	if slots > 0 {
+		sem = make(chan struct{}, slots)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -122,6 +132,20 @@ func (e *env) backend() (*backend, error) {
 	b := &backend{addr: ln.Addr().String()}
 	b.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if sem != nil {
+				select {
+				case sem <- struct{}{}:
+				case <-r.Context().Done():
+					return
+				}
+				tm := time.NewTimer(hold)
+				select {
+				case <-tm.C:
+				case <-r.Context().Done():
+					tm.Stop()
+				}
+				<-sem
+			}
 			b.hits.Add(1)
 			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 			w.Header().Set("Content-Type", "text/plain")
@@ -142,10 +166,11 @@ func (b *backend) kill() { b.once.Do(func() { _ = b.srv.Close() }) }
 type tally struct {
 	mu          sync.Mutex
 	sent        int
-	status      map[string]int // "200", "429", "error"
-	retryAfter  int            // 429s and 503s with a whole-seconds Retry-After
-	throttled   int            // 429s and 503s
-	latencies   []time.Duration
+	status      map[string]int  // "200", "429", "error"
+	retryAfter  int             // 429s and 503s with a whole-seconds Retry-After
+	throttled   int             // 429s and 503s
+	latencies   []time.Duration // of 200s
+	refusedLat  []time.Duration // of 429s and 503s
 	errExamples []string
 }
 
@@ -159,11 +184,13 @@ func (t *tally) successRatio() float64 {
 }
 
 // p99 of the successful requests' latencies, in milliseconds.
-func (t *tally) p99() float64 {
-	if len(t.latencies) == 0 {
+func (t *tally) p99() float64 { return p99(t.latencies) }
+
+func p99(lat []time.Duration) float64 {
+	if len(lat) == 0 {
 		return 0
 	}
-	l := append([]time.Duration(nil), t.latencies...)
+	l := append([]time.Duration(nil), lat...)
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	i := (len(l)*99 + 99) / 100
 	if i > len(l) {
@@ -187,6 +214,7 @@ func (t *tally) summary() string {
 
 // drive sends GETs to the drill route with key at rate per second for d
 // (bounded by ctx), at most maxInflight at once, and tallies the answers.
+// It returns within d plus requestTimeout.
 // at, when set, is called once at half time.
 func (e *env) drive(ctx context.Context, key string, rate int, d time.Duration, at func()) *tally {
 	t := &tally{status: map[string]int{}}
@@ -212,11 +240,21 @@ func (e *env) drive(ctx context.Context, key string, rate int, d time.Duration, 
 		if ctx.Err() != nil {
 			break
 		}
+		// The duration cap is hard: when levee answers slower than the
+		// rate, what cannot start within d is not sent.
+		if time.Since(start) >= d {
+			break
+		}
+		stop := time.NewTimer(time.Until(start.Add(d)))
+		sent := false
 		select {
 		case sem <- struct{}{}:
+			sent = true
 		case <-ctx.Done():
+		case <-stop.C:
 		}
-		if ctx.Err() != nil {
+		stop.Stop()
+		if !sent {
 			break
 		}
 		wg.Add(1)
@@ -263,6 +301,7 @@ func (e *env) one(ctx context.Context, target, key string, t *tally) {
 	t.status[code]++
 	if code == "429" || code == "503" {
 		t.throttled++
+		t.refusedLat = append(t.refusedLat, el)
 		if retryAfter {
 			t.retryAfter++
 		}

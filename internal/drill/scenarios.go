@@ -208,3 +208,56 @@ func dyingEndpoint(ctx context.Context, e *env, r *Result) error {
 	r.check(t.sent > 0 && t.failures() == 0, "%d of %d client requests failed after an endpoint died:%s", t.failures(), t.sent, t.summary())
 	return nil
 }
+
+// The overload drill's backend: a service that serves overloadSlots
+// requests at once, each in overloadHold (40 requests per second).
+const (
+	overloadSlots = 8
+	overloadHold  = 200 * time.Millisecond
+)
+
+// overload: demand far above an upstream's capacity.
+func overload(ctx context.Context, e *env, r *Result) error {
+	b, err := e.slowBackend(overloadSlots, overloadHold)
+	if err != nil {
+		return err
+	}
+	key, err := e.app(ctx, "client", "")
+	if err != nil {
+		return err
+	}
+	e.pushed = true
+	if _, err := e.push(ctx, fmt.Sprintf(`[{"address":%q}]`, b.addr)); err != nil {
+		return err
+	}
+	capacity := float64(overloadSlots) / overloadHold.Seconds()
+	// Offered: 5x the capacity, within the rate cap.
+	rate := int(math.Min(5*capacity, float64(e.o.Rate)))
+	begin := time.Now()
+	t := e.drive(ctx, key, rate, e.o.Duration, nil)
+	secs := time.Since(begin).Seconds()
+	goodput := float64(t.ok()) / secs
+	refusedP99 := p99(t.refusedLat)
+	errs := t.status["error"]
+
+	r.fig("backend_capacity", capacity, "requests/s")
+	r.fig("offered", float64(rate), "requests/s")
+	r.fig("requests", float64(t.sent), "")
+	r.fig("served", float64(t.ok()), "")
+	r.fig("goodput", goodput, "requests/s")
+	r.fig("refused", float64(t.throttled), "")
+	r.fig("refused_with_retry_after", float64(t.retryAfter), "")
+	r.fig("refused_p99", refusedP99, "ms")
+	r.fig("served_p99", t.p99(), "ms")
+	r.fig("client_errors", float64(errs), "")
+
+	// Kept: half the backend's capacity at least, on a shared machine.
+	r.check(goodput >= capacity/2, "goodput fell to %.1f requests/s of a capacity of %.0f", goodput, capacity)
+	// Bounded: a served request waits at most a short queue (4x its work).
+	r.check(t.p99() <= 4*float64(overloadHold.Milliseconds()), "served requests' p99 is %.0f ms for %d ms of work: they queue without bound", t.p99(), overloadHold.Milliseconds())
+	r.check(t.throttled > 0, "nothing was refused at %.0fx the capacity:%s", float64(rate)/capacity, t.summary())
+	r.check(refusedP99 <= 250, "refusals are slow: p99 %.0f ms", refusedP99)
+	r.check(t.throttled == t.retryAfter, "%d of %d refusals lacked a Retry-After", t.throttled-t.retryAfter, t.throttled)
+	r.check(errs == 0, "%d requests got no answer:%s", errs, t.summary())
+	return nil
+}
