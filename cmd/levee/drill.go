@@ -33,7 +33,7 @@ the drill upstream and route once (docs/drills.md):
     - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: api_key}
 
   -data URL      the data listener (default http://127.0.0.1:8080)
-  -rate R        requests per second at most, all clients (default 200, 10 to 1000)
+  -rate R        requests per second at most, all clients (default 200, 100 to 1000)
   -duration D    traffic per drill at most (default 10s, 2s to 60s)
   --json         print the results as JSON
 

@@ -88,7 +88,7 @@ func TestDrillList(t *testing.T) {
 	}{
 		{[]string{"drill", "run"}, "name at least one drill"},
 		{[]string{"drill", "run", "nope"}, `unknown drill "nope"`},
-		{[]string{"drill", "run", "zero-weight", "-rate", "5000"}, "-rate 5000: want 10 to 1000"},
+		{[]string{"drill", "run", "zero-weight", "-rate", "5000"}, "-rate 5000: want 100 to 1000"},
 		{[]string{"drill", "run", "zero-weight", "-duration", "5m"}, "-duration 5m0s: want 2s to 1m0s"},
 		{[]string{"drill", "bogus"}, `unknown command "bogus"`},
 	} {

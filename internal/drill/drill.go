@@ -26,8 +26,10 @@ import (
 // Bounds of the production cost (docs/drills.md).
 const (
 	// DefaultRate and MaxRate cap the requests per second a drill sends to
-	// the data listener, all its clients together.
+	// the data listener, all its clients together. MinRate is what the
+	// drills need: overload offers at least 2.5x its backend's 40/s.
 	DefaultRate = 200
+	MinRate     = 100
 	MaxRate     = 1000
 	// DefaultDuration and MaxDuration cap one drill's traffic.
 	DefaultDuration = 10 * time.Second
@@ -150,8 +152,8 @@ func (o *Options) Check() error {
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
 	}
-	if o.Rate < 10 || o.Rate > MaxRate {
-		return fmt.Errorf("-rate %d: want 10 to %d requests per second", o.Rate, MaxRate)
+	if o.Rate < MinRate || o.Rate > MaxRate {
+		return fmt.Errorf("-rate %d: want %d to %d requests per second", o.Rate, MinRate, MaxRate)
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration

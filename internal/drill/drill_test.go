@@ -27,8 +27,8 @@ func TestOptionsCheck(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Admin: c, Rate: MaxRate + 1}, "-rate 1001: want 10 to 1000"},
-		{Options{Admin: c, Rate: 9}, "-rate 9"},
+		{Options{Admin: c, Rate: MaxRate + 1}, "-rate 1001: want 100 to 1000"},
+		{Options{Admin: c, Rate: 99}, "-rate 99"},
 		{Options{Admin: c, Duration: MaxDuration + time.Second}, "-duration 1m1s: want 2s to 1m0s"},
 		{Options{Admin: c, Duration: time.Second}, "-duration 1s"},
 		{Options{Admin: c, Data: "ftp://x"}, `-data "ftp://x"`},
