@@ -9,8 +9,10 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/drill"
 )
 
@@ -32,7 +34,8 @@ the drill upstream and route once (docs/drills.md):
   routes:
     - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: api_key}
 
-  -data URL      the data listener (default http://127.0.0.1:8080)
+  -data URL      the data listener (default: the listen of -config's file,
+                 else http://127.0.0.1:8080)
   -rate R        requests per second at most, all clients (default 200, 100 to 1000)
   -duration D    traffic per drill at most (default 10s, 2s to 60s)
   --json         print the results as JSON
@@ -89,6 +92,18 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	o.Admin = c
+	if !flagSet(fs, "data") && *configPath != "" {
+		// The levee's own listen address (resolveAdmin loaded the file
+		// already, so it is valid).
+		if cfg, err := config.Load(*configPath); err == nil {
+			if u, ok := adminURLOf(cfg.Listen); ok {
+				if cfg.TLS != nil {
+					u = "https" + strings.TrimPrefix(u, "http")
+				}
+				o.Data = u
+			}
+		}
+	}
 	o.Log = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	if err := o.Check(); err != nil {
 		fmt.Fprintln(stderr, "levee drill run:", err)
