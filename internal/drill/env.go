@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,17 @@ type tally struct {
 
 func (t *tally) ok() int { return t.status["200"] }
 
+// count sums the answers with status (any reason).
+func (t *tally) count(status string) int {
+	n := 0
+	for k, v := range t.status {
+		if k == status || strings.HasPrefix(k, status+" ") {
+			n += v
+		}
+	}
+	return n
+}
+
 func (t *tally) successRatio() float64 {
 	if t.sent == 0 {
 		return 0
@@ -280,13 +292,27 @@ func (e *env) one(ctx context.Context, target, key string, t *tally) {
 	resp, err := e.client.Do(req)
 	var code string
 	var retryAfter bool
+	var reason []byte
 	if err == nil {
+		// A refusal's body is levee's {"error","reason"}: the first 4 KiB
+		// are kept to name the reason.
+		if resp.StatusCode >= 400 {
+			reason, _ = io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		_ = resp.Body.Close()
 		code = strconv.Itoa(resp.StatusCode)
 		if resp.StatusCode == 429 || resp.StatusCode == 503 {
 			s, perr := strconv.Atoi(resp.Header.Get("Retry-After"))
 			retryAfter = perr == nil && s >= 0
+		}
+		if resp.StatusCode >= 400 && reason != nil {
+			var doc struct {
+				Reason string `json:"reason"`
+			}
+			if json.Unmarshal(reason, &doc) == nil && doc.Reason != "" {
+				code += " " + doc.Reason
+			}
 		}
 	} else {
 		code = "error"
@@ -299,7 +325,7 @@ func (e *env) one(ctx context.Context, target, key string, t *tally) {
 	defer t.mu.Unlock()
 	t.sent++
 	t.status[code]++
-	if code == "429" || code == "503" {
+	if strings.HasPrefix(code, "429") || strings.HasPrefix(code, "503") {
 		t.throttled++
 		t.refusedLat = append(t.refusedLat, el)
 		if retryAfter {
