@@ -150,7 +150,9 @@ LOAD_TEST_NAMES := \
 	TestIncidentCPUPerRequest \
 	TestOutlierSlowStartRamp \
 	TestUpstreamTLSRotationUnderLoad \
-	TestDNSRecordsChangeUnderLoad
+	TestDNSRecordsChangeUnderLoad \
+	TestDrillAgainstLevee \
+	TestDrillWithoutDefences
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
@@ -159,6 +161,7 @@ LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
 load:
 	$(GO) test -count=1 -timeout 12m -run '^($(LOAD_TESTS))$$' -v ./internal/gateway/ ./internal/dataformat/ ./internal/dataquery/
 	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./internal/clusterproc/
+	$(GO) test -count=1 -timeout 5m -run '^($(LOAD_TESTS))$$' -v ./cmd/levee/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -30,6 +30,8 @@ var commands = []command{
 	{name: "demo", summary: "serve a built-in demo", flags: func() *flag.FlagSet { fs, _, _, _ := demoFlagSet(); return fs }},
 	{name: "apps", summary: "manage consumer apps through the admin API", subs: appsCommands,
 		sub: func(name string) *flag.FlagSet { fs, _, _, _ := appsFlagSet(name); return fs }},
+	{name: "drill", summary: "replay the seed outages against a running levee", subs: drillCommands,
+		sub: func(name string) *flag.FlagSet { fs, _ := drillFlagSet(name); return fs }},
 	{name: "completion", summary: "print a shell completion script", words: shells},
 	{name: "data-apis", summary: "manage data APIs' lifecycle through the admin API", subs: dataAPIsCommands,
 		sub: func(name string) *flag.FlagSet { fs, _ := dataAPIsFlagSet(name); return fs }},

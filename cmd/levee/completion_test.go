@@ -76,7 +76,7 @@ func TestBashCompletionCompletes(t *testing.T) {
 		want []string
 	}{
 		{"levee va", []string{"validate"}},
-		{"levee ", []string{"run", "validate", "demo", "apps", "completion", "data-apis", "version"}},
+		{"levee ", []string{"run", "validate", "demo", "apps", "drill", "completion", "data-apis", "version"}},
 		{"levee data-apis pu", []string{"publish"}},
 		{"levee data-apis create -", []string{"-admin", "-config", "-f", "-token-file"}},
 		{"levee run -", []string{"-config"}},
@@ -121,7 +121,7 @@ func TestFishCompletionCompletes(t *testing.T) {
 	}
 	for _, c := range []struct{ line, want string }{
 		{"levee va", "validate"},
-		{"levee ", "apps completion data-apis demo run validate version"},
+		{"levee ", "apps completion data-apis demo drill run validate version"},
 		{"levee data-apis pu", "publish"},
 		{"levee run -", "-config"},
 		{"levee apps key-", "key-create key-revoke"},

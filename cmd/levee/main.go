@@ -60,6 +60,8 @@ Usage:
                                serve a built-in demo with its own upstreams; SIGUSR2 prints its intro again
   levee apps COMMAND ...       manage consumer apps and keys through the admin API
                                ("levee apps help" lists the commands)
+  levee drill list | run NAME...
+                               replay the seed outages against a running levee
   levee completion bash|zsh|fish
                                print a shell completion script
   levee data-apis COMMAND ...  create, update, publish, roll back, take offline and delete
@@ -91,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCompletion(args[1:], stdout, stderr)
 	case "data-apis":
 		return cmdDataAPIs(args[1:], os.Stdin, stdout, stderr)
+	case "drill":
+		return cmdDrill(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionLine())
 		return 0
