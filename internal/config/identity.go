@@ -120,7 +120,7 @@ type RouteJWT struct {
 var checkHTTPURL = engine.ProblemOf(func(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "must be an http:// or https:// URL, got " + engine.Quote(s)
+		return "must be an http:// or https:// URL"
 	}
 	return ""
 })
@@ -169,7 +169,7 @@ func (p *parser) identity(path string, n *yaml.Node) *Identity {
 	if v == nil {
 		return id
 	}
-	jp := engine.Key(engine.Key(path, "jwt"), "issuers")
+	jp := engine.Key(path, "jwt_issuers")
 	if v.Kind != yaml.MappingNode {
 		p.Add(v, jp, "must be a mapping of issuer names to issuers, got %s", engine.Describe(v))
 		return id
