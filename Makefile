@@ -56,6 +56,8 @@ FUZZ_TARGETS := \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/auth:FuzzIndex:10000 \
+	./internal/jwtauth:FuzzPreCheck:20000 \
+	./internal/jwtauth:FuzzMaxAge:20000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/discovery:FuzzDNSRecords:5000 \

@@ -113,11 +113,14 @@ const (
 	AuthAPIKey = "api_key"
 	// AuthHMAC admits requests signed with an app's key.
 	AuthHMAC = "hmac"
+	// AuthJWT admits requests with a JWT of an identity.jwt_issuers
+	// issuer naming a granted app (identity.go).
+	AuthJWT = "jwt"
 )
 
 var (
 	appStatuses = []string{AppStatusActive, AppStatusSuspended}
-	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT}
 )
 
 // AuthModes returns every value routes[].auth accepts, so the code that

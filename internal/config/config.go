@@ -72,6 +72,9 @@ type Config struct {
 	// Tracing, when not nil, turns OpenTelemetry tracing on (`tracing`,
 	// optional; tracing.go). nil, the default, means off.
 	Tracing *Tracing
+	// Identity, when not nil, declares identity providers (`identity`,
+	// optional): the JWT issuers of routes with auth: jwt (identity.go).
+	Identity *Identity
 	// Upstreams maps an upstream's name to the upstream (`upstreams`, at
 	// least one required). Every value is non-nil and its Name equals its
 	// key.
@@ -184,6 +187,7 @@ var rootBlock = engine.NewBlock(
 		Bind: engine.At(func(c *Config) *Profiles { return &c.Profiles })},
 	engine.Field{Name: "tracing", Kind: engine.KindBlock, Sub: tracingBlock, Doc: "OpenTelemetry tracing exported over OTLP/HTTP; off when omitted",
 		Bind: engine.Opt(func(c *Config) **Tracing { return &c.Tracing }, defaultTracing)},
+	engine.Field{Name: "identity", Kind: engine.KindBlock, Sub: identityBlock, Doc: "identity providers routes name: JWT issuers for auth: jwt"},
 	engine.Field{Name: "upstreams", Kind: engine.KindMap, Sub: upstreamBlock, MinItems: 1, Doc: "upstreams by name; required unless data_sources is set"},
 	engine.Field{Name: "data_sources", Kind: engine.KindMap, Sub: dataSourceBlock, MinItems: 1, Doc: "databases data routes query, by name"},
 	engine.Field{Name: "routes", Kind: engine.KindList, Required: true, MinItems: 1, Item: &engine.Field{Kind: engine.KindBlock, Sub: routeBlock},
@@ -217,7 +221,11 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if v := f["data_sources"]; v != nil {
 		p.dataSources(c, v)
 	}
+	if v := f["identity"]; v != nil {
+		c.Identity = p.identity("identity", v)
+	}
 	p.routes(c, f["routes"], root, declared, upstreamsOK)
+	p.checkRouteIdentity(c, root)
 	if v := f["apps"]; v != nil {
 		var routeNames []string
 		for _, r := range c.Routes {

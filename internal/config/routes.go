@@ -33,6 +33,7 @@ var (
 			Bind: engine.At(func(r *Route) *string { return &r.Priority })},
 		engine.Field{Name: "auth", Kind: engine.KindEnum, Enum: authModes, Def: DefaultRouteAuth, Doc: "how callers are identified",
 			Bind: engine.At(func(r *Route) *string { return &r.Auth })},
+		engine.Field{Name: "jwt", Kind: engine.KindBlock, Sub: routeJWTBlock, Doc: "with auth: jwt, the issuers accepted; all when omitted"},
 		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
@@ -144,6 +145,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 			r.AnonymousLimits = p.anonymousLimits(engine.Key(path, "anonymous_limits"), v)
 		}
 	}
+	if v := f["jwt"]; v != nil {
+		r.JWT = p.routeJWT(engine.Key(path, "jwt"), v)
+	}
 	if v := f["forward_trailers"]; v != nil {
 		r.ForwardTrailers = p.forwardTrailers(engine.Key(path, "forward_trailers"), v)
 	}
@@ -230,6 +234,9 @@ type Route struct {
 	// AuthAPIKey ("api_key") or AuthHMAC ("hmac"). With api_key or hmac
 	// only apps whose grants name this route are admitted.
 	Auth string
+	// JWT, with auth: jwt, narrows the issuers accepted (`jwt`, optional;
+	// identity.go). nil: every identity.jwt_issuers entry.
+	JWT *RouteJWT
 	// AnonymousLimits, when not nil, limits this route's requests per
 	// client IP address (`anonymous_limits`, optional, only with auth
 	// none: with api_key or hmac every caller is an app and is limited

@@ -135,6 +135,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			ForwardTrailers: rc.ForwardTrailers,
 			Compression:     proxyCompression(rc.Compression),
 		}
+		if rt.JWT, err = g.jwtIssuers(cfg, rc); err != nil {
+			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
+		}
 		rt.HeaderConds, rt.QueryConds = rc.Match.Conds()
 		if rc.DataPath() { // a data route answers only its own path
 			rt.Path, rt.PathPrefix = rt.PathPrefix, ""
@@ -198,6 +201,8 @@ func authMode(a string) (proxy.AuthMode, error) {
 		return proxy.AuthAPIKey, nil
 	case config.AuthHMAC:
 		return proxy.AuthHMAC, nil
+	case config.AuthJWT:
+		return proxy.AuthJWT, nil
 	}
 	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }

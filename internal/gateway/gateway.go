@@ -72,6 +72,7 @@ type Gateway struct {
 	history admin.ReloadHistory    // the last loads, for GET /api/v1/reloads
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
+	jwtKeys          jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
 	// memory sheds work under memory pressure; nil with memory: off (or
 	// no limit found). memoryFrom says its limit and where it came from.
 	memory     *memguard.Guard

@@ -256,13 +256,17 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 var (
 	bearerChallenge = []string{`Bearer realm="levee"`}
 	hmacChallenge   = []string{auth.SignatureScheme + ` realm="levee"`}
+	jwtChallenge    = []string{`Bearer realm="levee", error="invalid_token"`}
 )
 
 // challenge is the WWW-Authenticate value a 401 on a route with mode
 // carries (RFC 9110 section 11.6.1).
 func challenge(mode AuthMode) []string {
-	if mode == AuthHMAC {
+	switch mode {
+	case AuthHMAC:
 		return hmacChallenge
+	case AuthJWT:
+		return jwtChallenge
 	}
 	return bearerChallenge
 }

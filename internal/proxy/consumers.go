@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/auth"
+	"github.com/levee-gw/levee/internal/jwtauth"
 	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
@@ -41,6 +42,9 @@ const (
 	AuthAPIKey
 	// AuthHMAC admits requests signed for a granted app (package auth).
 	AuthHMAC
+	// AuthJWT admits requests with a JWT of one of Route.JWT naming a
+	// granted app (package jwtauth).
+	AuthJWT
 )
 
 // AppHeader carries the authenticated app's id to the upstream. levee
@@ -230,6 +234,12 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		if app = apps.App(id); app == nil {
 			return nil, ReasonUnauthenticated, string(auth.ReasonUnknownKey)
 		}
+	case AuthJWT:
+		var reason Reason
+		var detail string
+		if app, reason, detail = identifyJWT(r, rt, apps, now); app == nil {
+			return nil, reason, detail
+		}
 	default:
 		return nil, "", ""
 	}
@@ -242,6 +252,44 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		return nil, ReasonForbidden, "no_grant"
 	}
 	return app, "", ""
+}
+
+// identifyJWT verifies the bearer token with the route's issuers in turn
+// (the first that accepts it decides). A refusal carries the detail of
+// the first issuer whose iss the token did not fail, so a route with
+// several issuers says why the token's own issuer refused it. A genuine
+// token naming an app the store does not hold is 403 unknown_app (a new
+// token would not help); one without the route's name among its scopes,
+// when the issuer has scopes_claim, 403 no_scope.
+func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time) (*App, Reason, string) {
+	tok, err := jwtauth.BearerToken(r.Header)
+	if err != nil {
+		return nil, ReasonUnauthenticated, string(jwtauth.DetailMissing)
+	}
+	var first error
+	for _, is := range rt.JWT {
+		id, err := is.Verify(r.Context(), tok, now)
+		if err != nil {
+			var e *jwtauth.Error
+			if first == nil || (errors.As(first, &e) && e.Detail == jwtauth.DetailWrongIssuer) {
+				first = err
+			}
+			continue
+		}
+		app := apps.App(id.App)
+		if app == nil {
+			return nil, ReasonForbidden, "unknown_app"
+		}
+		if is.ScopesClaim != "" && !id.HasScope(rt.Name) {
+			return nil, ReasonForbidden, "no_scope"
+		}
+		return app, "", ""
+	}
+	var e *jwtauth.Error
+	if errors.As(first, &e) {
+		return nil, ReasonUnauthenticated, string(e.Detail)
+	}
+	return nil, ReasonUnauthenticated, string(jwtauth.DetailKeyUnavailable) // a route without issuers
 }
 
 // byKey returns the app holding the API key whose SHA-256 is sum, or nil:

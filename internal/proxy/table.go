@@ -7,6 +7,7 @@ import (
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/jwtauth"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/retrybudget"
 	"github.com/levee-gw/levee/internal/route"
@@ -146,6 +147,8 @@ type Route struct {
 	Priority admission.Priority
 	// Auth is how the route identifies its callers (see consumers.go).
 	Auth AuthMode
+	// JWT are the issuers whose tokens a route with AuthJWT accepts.
+	JWT []*jwtauth.Issuer
 	// AnonymousLimit, on a route with AuthNone, limits each client
 	// address; the zero Policy means no limit.
 	AnonymousLimit ratelimit.Policy

@@ -1,0 +1,38 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const jwtIssuer = "identity:\n  jwt_issuers:\n    corp:\n      issuer: https://idp.test\n      jwks_uri: https://idp.test/jwks\n      audiences: [api]\n"
+
+// TestParseIdentity: defaults, and the refusals with their field paths.
+func TestParseIdentity(t *testing.T) {
+	cfg, err := Parse([]byte(head + jwtIssuer + upstreams + routes + "    auth: jwt\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := cfg.Identity.JWTIssuers["corp"]
+	if j.ClockSkew != 30*time.Second || j.MaxTokenBytes != 8192 || j.AppClaim != "azp" || strings.Join(j.Algorithms, ",") != "RS256,ES256" {
+		t.Fatalf("defaults: %+v", j)
+	}
+	for _, c := range []struct{ name, in, want string }{
+		{"jwt without issuers", head + upstreams + routes + "    auth: jwt\n", "routes[0].auth: auth: jwt needs identity.jwt_issuers"},
+		{"unknown issuer", head + jwtIssuer + upstreams + routes + "    auth: jwt\n    jwt: {issuers: [other]}\n", `routes[0].jwt.issuers: "other" is not in identity.jwt_issuers (corp)`},
+		{"jwt block without auth jwt", head + jwtIssuer + upstreams + routes + "    jwt: {issuers: [corp]}\n", `routes[0].jwt: only allowed with auth: jwt, got auth "none"`},
+		{"both sources", strings.Replace(head+jwtIssuer, "      audiences", "      discovery: https://idp.test\n      audiences", 1) + upstreams + routes, "identity.jwt_issuers.corp: exactly one of discovery and jwks_uri is required"},
+		{"HS256", strings.Replace(head+jwtIssuer, "[api]\n", "[api]\n      algorithms: [HS256]\n", 1) + upstreams + routes, "identity.jwt_issuers.corp.algorithms[0]: must be one of"},
+		{"none", strings.Replace(head+jwtIssuer, "[api]\n", "[api]\n      algorithms: [none]\n", 1) + upstreams + routes, "identity.jwt_issuers.corp.algorithms[0]: must be one of"},
+		{"skew over 5m", strings.Replace(head+jwtIssuer, "[api]\n", "[api]\n      clock_skew: 6m\n", 1) + upstreams + routes, "identity.jwt_issuers.corp.clock_skew"},
+		{"app and app_claim", strings.Replace(head+jwtIssuer, "[api]\n", "[api]\n      app: a\n      app_claim: azp\n", 1) + upstreams + routes, "identity.jwt_issuers.corp: app_claim and app exclude each other"},
+		{"jwks_uri not http", strings.Replace(head+jwtIssuer, "https://idp.test/jwks", "file:///etc/passwd", 1) + upstreams + routes, "identity.jwt_issuers.corp.jwks_uri: must be an http:// or https:// URL"},
+		{"no audiences", strings.Replace(head+jwtIssuer, "      audiences: [api]\n", "", 1) + upstreams + routes, "identity.jwt_issuers.corp.audiences"},
+	} {
+		_, err := Parse([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

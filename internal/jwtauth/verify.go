@@ -1,0 +1,170 @@
+package jwtauth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"errors"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// Issuer verifies the tokens of one configured issuer
+// (identity.jwt_issuers.<name>).
+type Issuer struct {
+	Name string
+	// Issuer is the iss every token must carry.
+	Issuer string
+	// Audiences: a token's aud must hold one of them.
+	Audiences []string
+	// Algorithms is the allow-list (a subset of Algorithms).
+	Algorithms []string
+	// ClockSkew is allowed on exp, nbf and iat.
+	ClockSkew time.Duration
+	// MaxTokenBytes bounds the token, checked before any parsing.
+	MaxTokenBytes int
+	// AppClaim names the claim holding the app's id; or App, one fixed
+	// app for every token of the issuer.
+	AppClaim, App string
+	// ScopesClaim, when set, names the claim holding the scopes (a
+	// space-separated string, or an array of strings).
+	ScopesClaim string
+	Keys        *KeySet
+
+	algs []jose.SignatureAlgorithm
+}
+
+// Init prepares is for Verify; call it once, before any Verify.
+func (is *Issuer) Init() *Issuer {
+	is.algs = make([]jose.SignatureAlgorithm, 0, len(is.Algorithms))
+	for _, a := range is.Algorithms {
+		is.algs = append(is.algs, jose.SignatureAlgorithm(a))
+	}
+	return is
+}
+
+// Identity is what a verified token says.
+type Identity struct {
+	App     string
+	Subject string
+	// Scopes is nil when the issuer has no ScopesClaim.
+	Scopes []string
+}
+
+// HasScope reports whether s is among the token's scopes.
+func (id *Identity) HasScope(s string) bool {
+	for _, v := range id.Scopes {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxScopes bounds the scopes kept from one token.
+const MaxScopes = 256
+
+// Verify checks token at now: PreCheck, then the signature with the key
+// its kid names in the issuer's key set (the JOSE library refuses a key
+// whose type does not fit the alg), then iss, aud, exp (required), nbf
+// and iat with the clock skew. Failures are *Error.
+func (is *Issuer) Verify(ctx context.Context, token string, now time.Time) (Identity, error) {
+	var id Identity
+	h, err := PreCheck(token, is.MaxTokenBytes, is.Algorithms)
+	if err != nil {
+		return id, err
+	}
+	tok, err := jwt.ParseSigned(token, is.algs)
+	if err != nil || len(tok.Headers) != 1 {
+		return id, errMalformed
+	}
+	key, have := is.Keys.Lookup(ctx, h.Kid)
+	if !have {
+		return id, errKeyUnavailable
+	}
+	if key == nil || !keyFits(key, h.Alg) {
+		return id, errInvalid
+	}
+	var claims jwt.Claims
+	extra := map[string]any{}
+	if err := tok.Claims(key.Key, &claims, &extra); err != nil {
+		return id, errInvalid
+	}
+	if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: is.Issuer, AnyAudience: is.Audiences, Time: now}, is.ClockSkew); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrExpired):
+			return id, errExpired
+		case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+			return id, errNotYetValid
+		case errors.Is(err, jwt.ErrInvalidIssuer):
+			return id, errWrongIssuer
+		case errors.Is(err, jwt.ErrInvalidAudience):
+			return id, errWrongAudience
+		}
+		return id, errInvalid
+	}
+	if claims.Expiry == nil {
+		return id, errExpired // a token that never expires is not accepted
+	}
+	if len(is.Audiences) > 0 && len(claims.Audience) == 0 {
+		return id, errWrongAudience
+	}
+	id.Subject = claims.Subject
+	id.App = is.App
+	if is.AppClaim != "" {
+		s, ok := extra[is.AppClaim].(string)
+		if !ok || s == "" {
+			return id, errNoApp
+		}
+		id.App = s
+	}
+	if is.ScopesClaim != "" {
+		id.Scopes = scopes(extra[is.ScopesClaim])
+	}
+	return id, nil
+}
+
+// scopes reads a scope claim: "a b c" or ["a","b","c"]; at most MaxScopes.
+func scopes(v any) []string {
+	out := []string{}
+	switch s := v.(type) {
+	case string:
+		for _, f := range strings.Fields(s) {
+			if len(out) == MaxScopes {
+				break
+			}
+			out = append(out, f)
+		}
+	case []any:
+		for _, e := range s {
+			if len(out) == MaxScopes {
+				break
+			}
+			if str, ok := e.(string); ok {
+				out = append(out, str)
+			}
+		}
+	}
+	return out
+}
+
+// keyFits reports whether key's type is the one alg signs with, and its
+// own alg, when the JWKS gives one, is alg.
+func keyFits(key *jose.JSONWebKey, alg string) bool {
+	if key.Algorithm != "" && key.Algorithm != alg {
+		return false
+	}
+	switch key.Key.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		return strings.HasPrefix(alg, "ES")
+	case ed25519.PublicKey:
+		return alg == "EdDSA"
+	}
+	return false
+}
