@@ -183,8 +183,14 @@ func TestJWTOverSockets(t *testing.T) {
 	}
 	for _, c := range hostile {
 		code, chal, body := call(h, "/orders/1", c.tok)
-		if code != 401 || body["detail"] != c.detail || !strings.Contains(chal, `error="invalid_token"`) {
-			t.Errorf("%s: %d %q %v, want 401 %s", c.name, code, chal, body, c.detail)
+		// RFC 6750 section 3.1: the answer to a request without a token
+		// names no error; every other names invalid_token.
+		wantChal := `Bearer realm="levee", error="invalid_token"`
+		if c.tok == "" {
+			wantChal = `Bearer realm="levee"`
+		}
+		if code != 401 || body["detail"] != c.detail || chal != wantChal {
+			t.Errorf("%s: %d %q %v, want 401 %s with %q", c.name, code, chal, body, c.detail, wantChal)
 		}
 	}
 	for _, c := range []struct{ name, path, tok, detail string }{

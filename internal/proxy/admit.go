@@ -28,6 +28,7 @@ import (
 	"github.com/levee-gw/levee/internal/auth"
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/jwtauth"
 	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
@@ -211,7 +212,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 				return false
 			}
 			if reason == ReasonUnauthenticated {
-				w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+				w.Header()["Www-Authenticate"] = challenge(rt.Auth, detail)
 			}
 			x.refuseDetail(w, reason, detail)
 			return false
@@ -229,7 +230,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 	if h.consumers.shared != nil {
 		var replayed bool
 		if d, limited, replayed = h.limitShared(r, x.client, rt, x.app, sig, now); replayed {
-			w.Header()["Www-Authenticate"] = challenge(rt.Auth)
+			w.Header()["Www-Authenticate"] = challenge(rt.Auth, string(auth.ReasonReplayed))
 			x.reason = ReasonUnauthenticated
 			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
 			x.route.metrics.refused(ReasonUnauthenticated)
@@ -260,12 +261,17 @@ var (
 )
 
 // challenge is the WWW-Authenticate value a 401 on a route with mode
-// carries (RFC 9110 section 11.6.1).
-func challenge(mode AuthMode) []string {
+// carries (RFC 9110 section 11.6.1). A JWT route's names the error
+// invalid_token only when a token was sent: RFC 6750 section 3.1 leaves
+// the error out of the answer to a request without one.
+func challenge(mode AuthMode, detail string) []string {
 	switch mode {
 	case AuthHMAC:
 		return hmacChallenge
 	case AuthJWT:
+		if detail == string(jwtauth.DetailMissing) {
+			return bearerChallenge
+		}
 		return jwtChallenge
 	}
 	return bearerChallenge
