@@ -135,7 +135,6 @@ LOAD_TEST_NAMES := \
 	TestStormReplayed \
 	TestRetryAmplification \
 	TestMemoryLimitHolds \
-	TestActiveCheckDetectionTime \
 	TestMillionRowsHeap \
 	TestDataStormReplayed \
 	TestDataSelectSpeed \
