@@ -12,6 +12,7 @@ import (
 	"github.com/levee-gw/levee/internal/config/engine"
 	"github.com/levee-gw/levee/internal/endpoint"
 	"github.com/levee-gw/levee/internal/limits"
+	"golang.org/x/net/http/httpguts"
 	"gopkg.in/yaml.v3"
 )
 
@@ -152,23 +153,9 @@ func checkPathPrefix(s string) string {
 	return ""
 }
 
-// validToken reports whether s is an RFC 7230 token (1*tchar), the
-// syntax of an HTTP method.
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validToken reports whether s is an RFC 9110 token (1*tchar), the
+// syntax of an HTTP method and a field name.
+func validToken(s string) bool { return httpguts.ValidHeaderFieldName(s) }
 
 // maxPathShown bounds how much of a file path an error message repeats.
 const maxPathShown = 512

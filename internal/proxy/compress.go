@@ -17,6 +17,7 @@ import (
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Encoding is a content coding levee can apply.
@@ -130,7 +131,7 @@ func parseAcceptEncoding(lines []string) (a acceptQ, ok bool) {
 			}
 			coding, params, hasParams := strings.Cut(elem, ";")
 			coding = trimOWS(coding)
-			if !isToken(coding) {
+			if !httpguts.ValidHeaderFieldName(coding) { // an RFC 9110 token
 				return a, false
 			}
 			q := int16(1000)
@@ -200,23 +201,6 @@ func parseQValue(s string) (int16, bool) {
 		return 0, false // 1.001 and above
 	}
 	return v, true
-}
-
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // negotiate picks the coding for an answer from the client's
