@@ -59,30 +59,16 @@ func (p *parser) forwardTrailers(path string, n *yaml.Node) []string {
 	if !ok {
 		return nil
 	}
-	out := make([]string, 0, len(items))
-	first := make(map[string]int, len(items))
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			continue
-		}
+	out, _ := distinctStrings(p.Parser, path, items, "trailer ", func(s string) (string, string) {
 		if !validToken(s) || strings.IndexByte(s, '_') >= 0 {
-			p.Add(item, ip, "must be a header field name (a token without \"_\"), got %s", engine.Quote(s))
-			continue
+			return "", "must be a header field name (a token without \"_\"), got " + engine.Quote(s)
 		}
 		c := textproto.CanonicalMIMEHeaderKey(s)
 		if ForbiddenTrailer(c) {
-			p.Add(item, ip, "%s frames, routes, authenticates or identifies a request and is never forwarded as a trailer (RFC 9110 section 6.5.1)", engine.Quote(c))
-			continue
+			return "", engine.Quote(c) + " frames, routes, authenticates or identifies a request and is never forwarded as a trailer (RFC 9110 section 6.5.1)"
 		}
-		if j, dup := first[c]; dup {
-			p.Add(item, ip, "duplicate trailer %s (first at forward_trailers[%d])", engine.Quote(c), j)
-			continue
-		}
-		first[c] = i
-		out = append(out, c)
-	}
+		return c, ""
+	})
 	return out
 }
 
@@ -93,29 +79,15 @@ func (p *parser) upgrades(path string, n *yaml.Node) []string {
 	if !ok {
 		return DefaultUpgrades()
 	}
-	out := make([]string, 0, len(items))
-	first := make(map[string]int, len(items))
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			continue
-		}
+	out, _ := distinctStrings(p.Parser, path, items, "protocol ", func(s string) (string, string) {
 		if !validToken(s) {
-			p.Add(item, ip, "must be a protocol name such as \"websocket\", got %s", engine.Quote(s))
-			continue
+			return "", "must be a protocol name such as \"websocket\", got " + engine.Quote(s)
 		}
 		l := strings.ToLower(s)
 		if l == "h2c" {
-			p.Add(item, ip, "h2c is never forwarded: an upstream that switched would serve every later request on the connection past levee's routing, auth and limits; got %s", engine.Quote(s))
-			continue
+			return "", "h2c is never forwarded: an upstream that switched would serve every later request on the connection past levee's routing, auth and limits; got " + engine.Quote(s)
 		}
-		if j, dup := first[l]; dup {
-			p.Add(item, ip, "duplicate protocol %s (first at upgrades[%d])", engine.Quote(l), j)
-			continue
-		}
-		first[l] = i
-		out = append(out, l)
-	}
+		return l, ""
+	})
 	return out
 }

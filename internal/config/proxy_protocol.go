@@ -59,30 +59,10 @@ func checkPrefixList(p *engine.Parser, path string, n *yaml.Node, ptr any) bool 
 		p.Add(n, path, "must list 1 to %d prefixes, got %d", MaxTrustedPrefixes, len(items))
 		return false
 	}
-	out := make([]string, 0, len(items))
-	good := true
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, ok := p.Str(ip, item)
-		if !ok {
-			good = false
-			continue
-		}
+	out, good := distinctStrings(p, path, items, "prefix ", func(s string) (string, string) {
 		pf, problem := parseTrustedPrefix(s)
-		if problem == "" {
-			for _, prev := range out {
-				if prev == pf.String() {
-					problem = "duplicate prefix " + engine.Quote(prev)
-				}
-			}
-		}
-		if problem != "" {
-			p.Add(item, ip, "%s", problem)
-			good = false
-			continue
-		}
-		out = append(out, pf.String())
-	}
+		return pf.String(), problem
+	})
 	*ptr.(*[]string) = out
 	return good
 }

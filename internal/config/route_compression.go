@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/levee-gw/levee/internal/config/engine"
@@ -100,31 +101,13 @@ func (p *parser) compressionTypes(path string, n *yaml.Node) []string {
 		p.Add(n, path, "at most %d media types, got %d", MaxCompressionTypes, len(items))
 		return nil
 	}
-	out := make([]string, 0, len(items))
-	first := make(map[string]int, len(items))
-	good := true
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			good = false
-			continue
-		}
+	out, good := distinctStrings(p.Parser, path, items, "media type ", func(s string) (string, string) {
 		typ, sub, found := strings.Cut(s, "/")
 		if !found || !validToken(typ) || typ == "*" || !(sub == "*" || validToken(sub)) {
-			p.Add(item, ip, `must be a media type "type/subtype" or "type/*" without parameters, such as "application/json" or "text/*", got %s`, engine.Quote(s))
-			good = false
-			continue
+			return "", `must be a media type "type/subtype" or "type/*" without parameters, such as "application/json" or "text/*", got ` + engine.Quote(s)
 		}
-		l := strings.ToLower(s)
-		if j, dup := first[l]; dup {
-			p.Add(item, ip, "duplicate media type %s (first at types[%d])", engine.Quote(l), j)
-			good = false
-			continue
-		}
-		first[l] = i
-		out = append(out, l)
-	}
+		return strings.ToLower(s), ""
+	})
 	if !good {
 		return nil
 	}
@@ -142,33 +125,12 @@ func (p *parser) compressionEncodings(path string, n *yaml.Node) []string {
 		p.Add(n, path, "must list 1 to %d of %s, got %d", len(compressionEncodings), engine.QuotedList(compressionEncodings), len(items))
 		return nil
 	}
-	out := make([]string, 0, len(items))
-	first := make(map[string]int, len(items))
-	good := true
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			good = false
-			continue
+	out, good := distinctStrings(p.Parser, path, items, "encoding ", func(s string) (string, string) {
+		if !slices.Contains(compressionEncodings, s) {
+			return "", "must be one of " + engine.QuotedList(compressionEncodings) + ", got " + engine.Quote(s) + engine.Suggest(s, compressionEncodings)
 		}
-		known := false
-		for _, e := range compressionEncodings {
-			known = known || s == e
-		}
-		if !known {
-			p.Add(item, ip, "must be one of %s, got %s%s", engine.QuotedList(compressionEncodings), engine.Quote(s), engine.Suggest(s, compressionEncodings))
-			good = false
-			continue
-		}
-		if j, dup := first[s]; dup {
-			p.Add(item, ip, "duplicate encoding %s (first at encodings[%d])", engine.Quote(s), j)
-			good = false
-			continue
-		}
-		first[s] = i
-		out = append(out, s)
-	}
+		return s, ""
+	})
 	if !good {
 		return nil
 	}

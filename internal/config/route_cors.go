@@ -134,26 +134,13 @@ func (p *parser) tokenList(path string, n *yaml.Node, norm func(string) (string,
 		p.Add(n, path, "at most %d items, got %d", maxCORSItems, len(items))
 		return nil
 	}
-	out := make([]string, 0, len(items))
-	first := make(map[string]int, len(items))
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			continue
-		}
+	out, _ := distinctStrings(p.Parser, path, items, "", func(s string) (string, string) {
 		v, problem := norm(s)
 		if problem != "" {
-			p.Add(item, ip, "%s, got %s", problem, engine.Quote(s))
-			continue
+			return "", problem + ", got " + engine.Quote(s)
 		}
-		if j, dup := first[v]; dup {
-			p.Add(item, ip, "duplicate %s (first at [%d])", engine.Quote(v), j)
-			continue
-		}
-		first[v] = i
-		out = append(out, v)
-	}
+		return v, ""
+	})
 	return out
 }
 

@@ -238,35 +238,8 @@ func checkHeaderValue(s string) string {
 	return problem
 }
 
-// HeaderTemplate splits a value template into literal and variable
-// parts, alternating, the first literal (a variable part holds the
-// variable's name): "a${route}b" is ["a", "route", "b"]. problem names
-// an unknown or unclosed variable. At most len(s)/3 variables, so the
-// loop is bounded by the value's length.
+// HeaderTemplate splits a header value template over HeaderVars
+// (splitTemplate): "a${route}b" is ["a", "route", "b"].
 func HeaderTemplate(s string) (parts []string, problem string) {
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			return append(parts, s), ""
-		}
-		end := strings.IndexByte(s[i+2:], '}')
-		if end < 0 {
-			return nil, "has \"${\" without a closing \"}\""
-		}
-		name := s[i+2 : i+2+end]
-		if !isHeaderVar(name) {
-			return nil, "uses unknown variable " + engine.Quote("${"+name+"}") + " (known: " + strings.Join(HeaderVars, ", ") + ")"
-		}
-		parts = append(parts, s[:i], name)
-		s = s[i+2+end+1:]
-	}
-}
-
-func isHeaderVar(name string) bool {
-	for _, v := range HeaderVars {
-		if v == name {
-			return true
-		}
-	}
-	return false
+	return splitTemplate(s, HeaderVars, strings.Join(HeaderVars, ", "))
 }

@@ -360,28 +360,12 @@ func (p *parser) methods(m *Match, path string, n *yaml.Node) bool {
 		p.Add(n, path, "must list at least one method; omit it to match any method")
 		return false
 	}
-	first := make(map[string]int, len(items))
-	for i, item := range items {
-		ip := engine.Index(path, i)
-		s, sok := p.Str(ip, item)
-		if !sok {
-			ok = false
-			continue
-		}
+	m.Methods, ok = distinctStrings(p.Parser, path, items, "method ", func(s string) (string, string) {
 		if !validToken(s) {
-			p.Add(item, ip, "must be an HTTP method such as \"GET\", got %s", engine.Quote(s))
-			ok = false
-			continue
+			return "", "must be an HTTP method such as \"GET\", got " + engine.Quote(s)
 		}
-		up := strings.ToUpper(s)
-		if j, dup := first[up]; dup {
-			p.Add(item, ip, "duplicate method %s (first at methods[%d])", engine.Quote(up), j)
-			ok = false
-			continue
-		}
-		first[up] = i
-		m.Methods = append(m.Methods, up)
-	}
+		return strings.ToUpper(s), ""
+	})
 	return ok
 }
 

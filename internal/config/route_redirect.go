@@ -173,22 +173,7 @@ func checkRedirectTo(to string, https bool) string {
 // redirectTemplate splits redirect.to like HeaderTemplate, over
 // RedirectVars.
 func redirectTemplate(s string) (parts []string, problem string) {
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			return append(parts, s), ""
-		}
-		end := strings.IndexByte(s[i+2:], '}')
-		if end < 0 {
-			return nil, "has \"${\" without a closing \"}\""
-		}
-		name := s[i+2 : i+2+end]
-		if name != "path" && name != "host" {
-			return nil, "uses unknown variable " + engine.Quote("${"+name+"}") + " (known: ${path}, ${host})"
-		}
-		parts = append(parts, s[:i], name)
-		s = s[i+2+end+1:]
-	}
+	return splitTemplate(s, RedirectVars, "${path}, ${host}")
 }
 
 // respond reads a route's `respond`.
