@@ -153,7 +153,10 @@ LOAD_TEST_NAMES := \
 	TestUpstreamTLSRotationUnderLoad \
 	TestDNSRecordsChangeUnderLoad \
 	TestDrillAgainstLevee \
-	TestDrillWithoutDefences
+	TestDrillWithoutDefences \
+	TestLongConnectionsAcrossReloads \
+	TestLongConnectionsDrainTimeout \
+	TestLongStreamDrainTimeout
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
