@@ -156,7 +156,8 @@ LOAD_TEST_NAMES := \
 	TestDrillWithoutDefences \
 	TestLongConnectionsAcrossReloads \
 	TestLongConnectionsDrainTimeout \
-	TestLongStreamDrainTimeout
+	TestLongStreamDrainTimeout \
+	TestScaleReloadAndPublish
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -115,6 +116,16 @@ func peakLive(f func()) uint64 {
 	return peak - base
 }
 
+// cpuTime is the process's CPU time so far (user and system): what a
+// reload costs whatever the machine's load does to its wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func totalAlloc() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -170,18 +181,20 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	}
 
 	// Reloads: five, each changing one header.
-	var reloads []time.Duration
+	var reloads, reloadCPU []time.Duration
 	var reloadAlloc, reloadPeak uint64
 	for gen := 1; gen <= 5; gen++ {
 		h.writeConfig(scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, scaleApps, gen))
 		a0 := totalAlloc()
 		var el time.Duration
 		var rerr error
+		var cpu time.Duration
 		peak := peakLive(func() {
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuTime()
 			rerr = h.g.Reload()
-			el = time.Since(t0)
+			el, cpu = time.Since(t0), cpuTime()-c0
 		})
+		reloadCPU = append(reloadCPU, cpu)
 		if rerr != nil {
 			t.Fatalf("reload %d: %v", gen, rerr)
 		}
@@ -199,11 +212,13 @@ func TestScaleReloadAndPublish(t *testing.T) {
 
 	// A data-API publish at 1,000 APIs: create drafts, then time each
 	// publish.
+	var publishCPU []time.Duration
 	admin := func(method, path, body string, want int) time.Duration {
 		t.Helper()
 		req, _ := http.NewRequest(method, h.admin+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		t0 := time.Now()
+		t0, c0 := time.Now(), cpuTime()
+		defer func() { publishCPU = append(publishCPU, cpuTime()-c0) }()
 		resp, err := h.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -216,11 +231,13 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		}
 		return el
 	}
-	var publishes []time.Duration
+	var publishes, pubCPU []time.Duration
 	for i := 0; i < 5; i++ {
 		name := fmt.Sprintf("scale-api-%d", i)
 		admin("POST", "/api/v1/data-apis", fmt.Sprintf(`{"name": %q, `, name)+versionDef(fmt.Sprintf("/v1/scale%d", i), 1)[1:], 201)
+		publishCPU = publishCPU[:0:0]
 		publishes = append(publishes, admin("POST", "/api/v1/data-apis/"+name+"/publish", "", 200))
+		pubCPU = append(pubCPU, publishCPU[0])
 	}
 	resp = h.get("/v1/scale4?customer_id=1")
 	io.Copy(io.Discard, resp.Body)
@@ -234,6 +251,7 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		median(reloads).Milliseconds(), slicesMax(reloads).Milliseconds(), float64(reloadPeak)/mib, float64(reloadAlloc)/mib)
 	t.Logf("SCALE heap_mib one_route=%.1f routes=%.1f routes_and_apps=%.1f after_reloads=%.1f (three levees in this process: each figure adds one)",
 		float64(heap0)/mib, float64(heapRoutes)/mib, float64(heapAll)/mib, float64(heapAfter)/mib)
+	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system)", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds())
 	t.Logf("SCALE bytes_per_route=%.0f bytes_per_app=%.0f", perRoute, perApp)
 	t.Logf("SCALE publish_ms_median=%d publish_ms_max=%d (an admin round trip each, at %d to %d data APIs)",
 		median(publishes).Milliseconds(), slicesMax(publishes).Milliseconds(), scaleDataAPIs+1, scaleDataAPIs+5)
@@ -246,8 +264,14 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	// (load average 25 to 30); its live heap peaked about 245 MiB above
 	// the start (the target is missed: the parsed file and the new table
 	// beside the old).
-	if m := median(reloads); m > 10*time.Second || slicesMax(reloads) > 20*time.Second {
-		t.Errorf("reload with %d routes: median %s, max %s; want under 10 s (20 s worst) here (target 1 s on a quiet machine)", scaleHTTPRoutes+scaleDataAPIs, m, slicesMax(reloads))
+	// Time is judged as CPU (the machine's load multiplies wall time: 1.2
+	// to 5.9 s medians were seen for the same work); wall time only has a
+	// bound against a hang.
+	if m := median(reloadCPU); m > 3*time.Second {
+		t.Errorf("reload with %d routes: median %s of CPU; want under 3 s (about 0.9 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
+	}
+	if m := median(reloads); m > 60*time.Second {
+		t.Errorf("reload with %d routes: median %s", scaleHTTPRoutes+scaleDataAPIs, m)
 	}
 	if reloadPeak > 400*mib {
 		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 400 MiB here (target 100 MiB)", float64(reloadPeak)/mib)
@@ -255,8 +279,11 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	if heapAfter > heapAll+64*mib {
 		t.Errorf("heap after 5 reloads %.1f MiB, before %.1f MiB: reloads retain memory", float64(heapAfter)/mib, float64(heapAll)/mib)
 	}
-	if m := median(publishes); m > 2*time.Second || slicesMax(publishes) > 6*time.Second {
-		t.Errorf("data-API publish at %d APIs: median %s, max %s; want under 2 s (6 s worst) here (target 200 ms on a quiet machine)", scaleDataAPIs+5, m, slicesMax(publishes))
+	if m := median(pubCPU); m > 1500*time.Millisecond {
+		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 1.5 s (target 200 ms of wall time on a quiet machine)", scaleDataAPIs+5, m)
+	}
+	if m := median(publishes); m > 30*time.Second {
+		t.Errorf("data-API publish at %d APIs: median %s", scaleDataAPIs+5, m)
 	}
 }
 
