@@ -153,7 +153,11 @@ LOAD_TEST_NAMES := \
 	TestUpstreamTLSRotationUnderLoad \
 	TestDNSRecordsChangeUnderLoad \
 	TestDrillAgainstLevee \
-	TestDrillWithoutDefences
+	TestDrillWithoutDefences \
+	TestLongConnectionsAcrossReloads \
+	TestLongConnectionsDrainTimeout \
+	TestLongStreamDrainTimeout \
+	TestScaleReloadAndPublish
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

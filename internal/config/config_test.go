@@ -268,6 +268,7 @@ func TestDefaults(t *testing.T) {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       60 * time.Second,
 			ShutdownTimeout:   15 * time.Second,
+			DrainTimeout:      DefaultDrainTimeout,
 
 			HTTP2MaxConcurrentStreams: 250,
 			Paths:                     ServerPaths{EscapedSlashes: "reject"},

@@ -39,6 +39,9 @@ var (
 		engine.Field{Name: "shutdown_timeout", Kind: engine.KindDuration, Def: DefaultShutdownTimeout,
 			Doc:  "how long a shutdown waits for requests in flight",
 			Bind: engine.At(func(s *Server) *time.Duration { return &s.ShutdownTimeout })},
+		engine.Field{Name: "drain_timeout", Kind: engine.KindDuration, Def: DefaultDrainTimeout,
+			Doc:  "how long a WebSocket or streamed answer may run on after a reload, publish or apps change replaced its configuration; closed past it",
+			Bind: engine.At(func(s *Server) *time.Duration { return &s.DrainTimeout })},
 		engine.Field{Name: "max_connections", Kind: engine.KindInt, Lo: 0, Hi: maxMaxConnections, Def: DefaultMaxConnections,
 			Doc:  "client connections open at once; 0 is unlimited",
 			Bind: engine.At(func(s *Server) *int { return &s.MaxConnections })},
@@ -93,6 +96,11 @@ type Server struct {
 	// duration). Default DefaultShutdownTimeout (15s); must be greater
 	// than 0.
 	ShutdownTimeout time.Duration
+	// DrainTimeout is how long a long connection (a tunnel, a streamed
+	// answer) may run on the configuration it started with once a reload,
+	// a data-API publish or an apps change replaced it
+	// (`drain_timeout`). Default DefaultDrainTimeout (10m).
+	DrainTimeout time.Duration
 	// MaxConnections caps concurrent client connections
 	// (`max_connections`, a whole number). Default 0, which means
 	// unlimited; must be 0 or more. A connection over the cap is answered
@@ -201,6 +209,10 @@ const (
 	DefaultIdleTimeout = 60 * time.Second
 	// DefaultShutdownTimeout is Server.ShutdownTimeout when omitted.
 	DefaultShutdownTimeout = 15 * time.Second
+	// DefaultDrainTimeout is Server.DrainTimeout when omitted: 10 minutes,
+	// Envoy's listener drain time, so a replaced configuration is freed
+	// within it however long its connections would run.
+	DefaultDrainTimeout = 10 * time.Minute
 	// DefaultMaxConnections is Server.MaxConnections when omitted: 0,
 	// unlimited.
 	DefaultMaxConnections = 0

@@ -163,7 +163,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 	}
 	g.pools.retain(liveUpstreams, liveStats)
 	g.health.Retain(liveUpstreams)
-	return proxy.NewTable(routes, ordered, g.metrics).WithEscapedSlashes(escapedSlashes(cfg.Server.Paths.EscapedSlashes)), nil
+	t := proxy.NewTable(routes, ordered, g.metrics).WithEscapedSlashes(escapedSlashes(cfg.Server.Paths.EscapedSlashes))
+	t.SetDrainTimeout(cfg.Server.DrainTimeout)
+	return t, nil
 }
 
 // escapedSlashes maps server.paths.escaped_slashes to the request path's

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/upstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // copyResponseHeader copies an upstream's response headers, less hop-by-hop
@@ -59,6 +60,9 @@ type copySide uint8
 const (
 	sideUpstream copySide = iota
 	sideClient
+	// sideDrain: levee cut the answer, its table's drain timeout passed
+	// (drain.go).
+	sideDrain
 )
 
 type copyError struct {
@@ -213,6 +217,9 @@ type responder struct {
 	memory   budget
 	upgrades *upgradeSet
 	logger   *slog.Logger
+	// drainClosed counts long connections levee closed (drain.go); nil
+	// without metrics.
+	drainClosed *prometheus.CounterVec
 }
 
 // respond streams an upstream's answer to the client; the deferred end of
@@ -227,7 +234,7 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 			return
 		}
 		x.status = http.StatusSwitchingProtocols
-		o.serveUpgrade(w, r, resp)
+		o.serveUpgrade(w, r, x, resp)
 		return
 	}
 
@@ -290,6 +297,13 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		}
 	}
 	if copyErr != nil {
+		if copyErr.side == sideDrain {
+			// The table the request started on was replaced longer than
+			// its drain timeout ago: the stream is cut, as a shutdown
+			// would, and the endpoint is not blamed.
+			o.countDrained(x, "stream", DrainTimeout)
+			panic(http.ErrAbortHandler)
+		}
 		if r.Context().Err() != nil || copyErr.side == sideClient {
 			return
 		}

@@ -27,6 +27,7 @@ import (
 type exchange struct {
 	start    time.Time
 	route    *Route
+	table    *Table // the table the request started on (drain.go)
 	endpoint string
 	status   int
 	reason   Reason

@@ -108,7 +108,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		h.trusted = &TrustedProxies{Prefixes: append([]netip.Prefix(nil), tp.Prefixes...), Forwarded: tp.Forwarded}
 	}
 	h.upgrades.conns = make(map[io.Closer]struct{})
-	h.out = responder{memory: h.memory, upgrades: &h.upgrades, logger: logger}
+	h.out = responder{memory: h.memory, upgrades: &h.upgrades, logger: logger, drainClosed: o.Metrics.drainClosed}
 	h.table.Store(t)
 	h.accessLog.Store(o.AccessLog)
 	h.tracer.Store(o.Tracer)
@@ -117,7 +117,13 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 
 // Swap makes t the table for every request that starts from now on.
 // Requests in flight finish on the table they started with.
-func (h *Handler) Swap(t *Table) { h.table.Store(t) }
+// The table it replaces drains: its long connections get t's drain
+// timeout (drain.go).
+func (h *Handler) Swap(t *Table) {
+	if old := h.table.Swap(t); old != nil && old != t && old.drain != nil {
+		old.drain.retire(t.drainTimeout)
+	}
+}
 
 // Table returns the table currently serving.
 func (h *Handler) Table() *Table { return h.table.Load() }
@@ -137,7 +143,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		beginTrace(&x, r)
 	}
 	t := h.table.Load()
-	x.route = t.noRoute
+	x.route, x.table = t.noRoute, t
 	rt, sentPath, ok := h.admitFraming(w, r, &x, t) // 1. headers, route, method, declared length
 	if !ok {
 		return

@@ -25,6 +25,7 @@ type Metrics struct {
 	preflights       *prometheus.CounterVec // route, result (cors.go)
 	compressed       *prometheus.CounterVec // route, encoding
 	compressedIn     *prometheus.CounterVec // route
+	drainClosed      *prometheus.CounterVec // reason (drain.go)
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -89,12 +90,19 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_compressed_input_bytes_total",
 		Help: "Body bytes of the answers levee compressed, before coding, by route (levee_response_bytes_total counts them after).",
 	}, []string{"route"})
+	m.drainClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_drain_closed_total",
+		Help: "Long connections (WebSocket and other tunnels, streamed answers) levee closed itself, by reason: drain_timeout (the configuration they started on was replaced longer than server.drain_timeout ago) or shutdown.",
+	}, []string{"reason"})
+	for _, r := range []DrainReason{DrainTimeout, DrainShutdown} {
+		m.drainClosed.WithLabelValues(string(r))
+	}
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -74,7 +74,7 @@ func (o *responder) relay(s sender, src io.ReadCloser, x *exchange, a *attempt, 
 	}()
 
 	var rerr error
-	closed := false
+	closed, drained := false, false
 read:
 	for {
 		var bp *[]byte
@@ -95,6 +95,11 @@ read:
 			}
 		}
 		n, err := src.Read(*bp)
+		if err == nil && x.table.drained() {
+			free <- bp
+			drained = true // drain.go: checked at each chunk, no timer per request
+			break
+		}
 		if n > 0 {
 			select {
 			case full <- relayChunk{bp, n}:
@@ -135,6 +140,9 @@ read:
 			copyBufs.Put(bp)
 		default:
 		}
+	}
+	if drained {
+		return written, &copyError{side: sideDrain, err: errDrained}
 	}
 	if werr != nil {
 		return written, &copyError{side: sideClient, err: werr}

@@ -190,6 +190,10 @@ type Table struct {
 	// escapedSlashes is what a path's %2F and %5C get (see
 	// WithEscapedSlashes).
 	escapedSlashes urlpath.EscapedSlashes
+	// drain is the table's retirement once replaced, drainTimeout what the
+	// table it replaces gets (drain.go).
+	drain        *tableDrain
+	drainTimeout time.Duration
 }
 
 // NewTable builds a Table from routes (in precedence-irrelevant order; the
@@ -218,7 +222,8 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	}
 	noRoute := &Route{Upstream: &Upstream{}}
 	noRoute.metrics = newRouteMetrics(m, "", "")
-	return &Table{router: route.NewTable(rules), routes: routes, upstreams: upstreams, noRoute: noRoute}
+	return &Table{router: route.NewTable(rules), routes: routes, upstreams: upstreams, noRoute: noRoute,
+		drain: newTableDrain(), drainTimeout: DefaultDrainTimeout}
 }
 
 // Upstreams returns the table's upstreams in configuration order. The slice

@@ -44,13 +44,19 @@ func (h *Handler) CloseUpgrades() {
 	for c := range conns {
 		_ = c.Close()
 	}
+	if len(conns) > 0 {
+		h.metrics.drainClosed.WithLabelValues(string(DrainShutdown)).Add(float64(len(conns)))
+	}
 }
 
 // serveUpgrade completes a protocol switch the endpoint accepted: it writes
 // the 101 to the client over the hijacked connection and then copies bytes
 // both ways until either side closes. The endpoint's response body is the
 // upstream connection (net/http hands it over as an io.ReadWriteCloser).
-func (o *responder) serveUpgrade(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+//
+// The tunnel is closed (both sides) once the table the request started on
+// was replaced longer than its drain timeout ago (drain.go).
+func (o *responder) serveUpgrade(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response) {
 	backend, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		resp.Body.Close()
@@ -90,11 +96,23 @@ func (o *responder) serveUpgrade(w http.ResponseWriter, r *http.Request, resp *h
 		copyRaw(client, backend)
 		done <- struct{}{}
 	}()
-	<-done
-	// One direction ended: close both so the other copy returns too.
+	ended, drained := 0, false
+	select {
+	case <-done:
+		ended = 1
+	case <-x.table.drainExpired():
+		drained = true
+	}
+	// One direction ended (or the drain timeout passed): close both so
+	// the copies return.
 	_ = client.Close()
 	_ = backend.Close()
-	<-done
+	for ; ended < 2; ended++ {
+		<-done
+	}
+	if drained {
+		o.countDrained(x, "upgrade", DrainTimeout)
+	}
 }
 
 func writeSwitchingProtocols(bw *bufio.Writer, resp *http.Response) error {

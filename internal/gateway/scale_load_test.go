@@ -1,0 +1,296 @@
+//go:build !race
+
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"runtime/metrics"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proof at scale (issue 28.5): reload and publish time, and memory, with
+// 5,000 routes (4,000 proxied over 50 upstreams and 1,000 data APIs on
+// one embedded SQLite source) and 10,000 apps. Judged by wall-clock and
+// heap: a load test (!race, LOAD_TEST_NAMES). bench/scale.sh runs it and
+// prints the figures; docs/performance.md ("Scale") has them.
+//
+// The bounds it asserts are regression guards for a busy 2-core machine;
+// the figures it logs ("SCALE ...") are compared with the issue's targets
+// in docs/performance.md.
+
+const (
+	scaleHTTPRoutes = 4005
+	scaleDataAPIs   = 995 // in the file; 5 more through the admin API make the store's 1,000 (its cap)
+	scaleUpstreams  = 50
+	scaleApps       = 10000
+)
+
+// scaleYAML is a configuration with httpRoutes proxied routes, dataRoutes
+// data routes and apps apps; gen changes one header (a reload that
+// changes something).
+func scaleYAML(backend, dbPath string, httpRoutes, dataRoutes, apps, gen int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nlog: {access: false, level: warn}\n")
+	fmt.Fprintf(&b, "data_sources:\n  sales: {driver: sqlite, path: %s, max_conns: 2}\n", dataQuote(dbPath))
+	b.WriteString("upstreams:\n")
+	for u := 0; u < scaleUpstreams; u++ {
+		fmt.Fprintf(&b, "  u%d: {endpoints: [{address: %s}]}\n", u, backend)
+	}
+	b.WriteString("routes:\n")
+	for i := 0; i < httpRoutes; i++ {
+		fmt.Fprintf(&b, "  - {name: r%d, match: {path_prefix: /r%d/}, upstream: u%d", i, i, i%scaleUpstreams)
+		if i == 0 {
+			fmt.Fprintf(&b, ", headers: {response: {set: {X-Generation: \"%d\"}}}", gen)
+		}
+		if i%2 == 1 {
+			b.WriteString(", auth: api_key")
+		}
+		b.WriteString("}\n")
+	}
+	for i := 0; i < dataRoutes; i++ {
+		fmt.Fprintf(&b, `  - name: d%d
+    match: {path_prefix: /d%d}
+    data:
+      source: sales
+      sql: SELECT id, %d AS v FROM orders WHERE customer_id = :customer_id ORDER BY id
+      params: {customer_id: {type: int64, required: true, min: 1}}
+`, i, i, i)
+	}
+	if apps > 0 {
+		b.WriteString("apps:\n")
+		for i := 0; i < apps; i++ {
+			sum := sha256.Sum256([]byte("scale-key-" + strconv.Itoa(i)))
+			fmt.Fprintf(&b, "  - {id: app%d, api_key_sha256: [%s], grants: [r%d, r%d]}\n", i, hex.EncodeToString(sum[:]), (2*i+1)%httpRoutes, (2*i+3)%httpRoutes)
+		}
+	}
+	return b.String()
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// peakLive samples the live heap objects' bytes (runtime/metrics, no
+// stop-the-world) every 5 ms while f runs and returns the highest
+// sample less the first: the extra memory f needed at its peak.
+func peakLive(f func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	base := read()
+	peak := base
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				peak = max(peak, read())
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-stopped
+	peak = max(peak, read())
+	return peak - base
+}
+
+// cpuTime is the process's CPU time so far (user and system): what a
+// reload costs whatever the machine's load does to its wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func TestScaleReloadAndPublish(t *testing.T) {
+	const mib = 1 << 20
+	up, _ := backend(t, "scale")
+	dbPath, _ := sqliteOrders(t)
+
+	// Memory: the heap with one route, then with every route, then with
+	// every app as well (each a fresh levee, in this process).
+	t0 := time.Now()
+	small := start(t, scaleYAML(hostPort(up), dbPath, 1, 0, 0, 0))
+	t.Logf("SCALE start one route: %s", time.Since(t0))
+	_ = small
+	heap0 := liveHeap()
+	t0 = time.Now()
+	routesOnly := start(t, scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, 0, 0))
+	t.Logf("SCALE start routes: %s", time.Since(t0))
+	heapRoutes := liveHeap()
+	perRoute := float64(heapRoutes-heap0) / float64(scaleHTTPRoutes+scaleDataAPIs)
+	_ = routesOnly
+
+	begin := time.Now()
+	h := start(t, scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, scaleApps, 0))
+	startTime := time.Since(begin)
+	heapAll := liveHeap()
+	perApp := float64(int64(heapAll)-int64(heapRoutes)-int64(heapRoutes-heap0)) / scaleApps
+
+	// Sanity: a proxied route, a data API and an app's key serve.
+	for _, c := range []struct {
+		path, key string
+		want      int
+	}{{"/r3998/x", "", 200}, {"/r3999/x", "scale-key-1999", 200}, {"/r3999/x", "", 401}, {"/d994?customer_id=1", "", 200}} {
+		var hdr []string
+		if c.key != "" {
+			hdr = []string{"X-Api-Key", c.key}
+		}
+		resp := h.get(c.path, hdr...)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("GET %s (key %q): %d, want %d: %s\nlog: %.2000s", c.path, c.key, resp.StatusCode, c.want, body, h.logs.String())
+		}
+	}
+
+	// Reloads: five, each changing one header.
+	var reloads, reloadCPU []time.Duration
+	var reloadAlloc, reloadPeak uint64
+	for gen := 1; gen <= 5; gen++ {
+		h.writeConfig(scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, scaleApps, gen))
+		a0 := totalAlloc()
+		var el time.Duration
+		var rerr error
+		var cpu time.Duration
+		peak := peakLive(func() {
+			t0, c0 := time.Now(), cpuTime()
+			rerr = h.g.Reload()
+			el, cpu = time.Since(t0), cpuTime()-c0
+		})
+		reloadCPU = append(reloadCPU, cpu)
+		if rerr != nil {
+			t.Fatalf("reload %d: %v", gen, rerr)
+		}
+		reloads = append(reloads, el)
+		reloadAlloc = max(reloadAlloc, totalAlloc()-a0)
+		reloadPeak = max(reloadPeak, peak)
+	}
+	resp := h.get("/r0/x")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("X-Generation") != "5" {
+		t.Fatalf("after 5 reloads the header is %q, want 5", resp.Header.Get("X-Generation"))
+	}
+	heapAfter := liveHeap()
+
+	// A data-API publish at 1,000 APIs: create drafts, then time each
+	// publish.
+	var publishCPU []time.Duration
+	admin := func(method, path, body string, want int) time.Duration {
+		t.Helper()
+		req, _ := http.NewRequest(method, h.admin+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		t0, c0 := time.Now(), cpuTime()
+		defer func() { publishCPU = append(publishCPU, cpuTime()-c0) }()
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		el := time.Since(t0)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return el
+	}
+	var publishes, pubCPU []time.Duration
+	for i := 0; i < 5; i++ {
+		name := fmt.Sprintf("scale-api-%d", i)
+		admin("POST", "/api/v1/data-apis", fmt.Sprintf(`{"name": %q, `, name)+versionDef(fmt.Sprintf("/v1/scale%d", i), 1)[1:], 201)
+		publishCPU = publishCPU[:0:0]
+		publishes = append(publishes, admin("POST", "/api/v1/data-apis/"+name+"/publish", "", 200))
+		pubCPU = append(pubCPU, publishCPU[0])
+	}
+	resp = h.get("/v1/scale4?customer_id=1")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the published API answers %d", resp.StatusCode)
+	}
+
+	t.Logf("SCALE routes=%d (http %d, data %d) upstreams=%d apps=%d", scaleHTTPRoutes+scaleDataAPIs, scaleHTTPRoutes, scaleDataAPIs, scaleUpstreams, scaleApps)
+	t.Logf("SCALE start_ms=%d reload_ms_median=%d reload_ms_max=%d reload_peak_extra_mib=%.1f reload_alloc_mib=%.1f", startTime.Milliseconds(),
+		median(reloads).Milliseconds(), slicesMax(reloads).Milliseconds(), float64(reloadPeak)/mib, float64(reloadAlloc)/mib)
+	t.Logf("SCALE heap_mib one_route=%.1f routes=%.1f routes_and_apps=%.1f after_reloads=%.1f (three levees in this process: each figure adds one)",
+		float64(heap0)/mib, float64(heapRoutes)/mib, float64(heapAll)/mib, float64(heapAfter)/mib)
+	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system)", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds())
+	t.Logf("SCALE bytes_per_route=%.0f bytes_per_app=%.0f", perRoute, perApp)
+	t.Logf("SCALE publish_ms_median=%d publish_ms_max=%d (an admin round trip each, at %d to %d data APIs)",
+		median(publishes).Milliseconds(), slicesMax(publishes).Milliseconds(), scaleDataAPIs+1, scaleDataAPIs+5)
+
+	// The bounds are regression guards with room for a busy 2-core
+	// machine, NOT the issue's targets (reload under 1 s and 100 MiB
+	// extra, publish under 200 ms), which docs/performance.md ("Scale")
+	// compares the figures with: a reload costs about 0.9 s of CPU, so
+	// its wall time here went from 1.2 s to 5 s with the machine's load
+	// (load average 25 to 30); its live heap peaked about 245 MiB above
+	// the start (the target is missed: the parsed file and the new table
+	// beside the old).
+	// Time is judged as CPU (the machine's load multiplies wall time: 1.2
+	// to 5.9 s medians were seen for the same work); wall time only has a
+	// bound against a hang.
+	if m := median(reloadCPU); m > 3*time.Second {
+		t.Errorf("reload with %d routes: median %s of CPU; want under 3 s (about 0.9 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
+	}
+	if m := median(reloads); m > 60*time.Second {
+		t.Errorf("reload with %d routes: median %s", scaleHTTPRoutes+scaleDataAPIs, m)
+	}
+	if reloadPeak > 400*mib {
+		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 400 MiB here (target 100 MiB)", float64(reloadPeak)/mib)
+	}
+	if heapAfter > heapAll+64*mib {
+		t.Errorf("heap after 5 reloads %.1f MiB, before %.1f MiB: reloads retain memory", float64(heapAfter)/mib, float64(heapAll)/mib)
+	}
+	if m := median(pubCPU); m > 1500*time.Millisecond {
+		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 1.5 s (target 200 ms of wall time on a quiet machine)", scaleDataAPIs+5, m)
+	}
+	if m := median(publishes); m > 30*time.Second {
+		t.Errorf("data-API publish at %d APIs: median %s", scaleDataAPIs+5, m)
+	}
+}
+
+func slicesMax(d []time.Duration) time.Duration {
+	m := d[0]
+	for _, v := range d {
+		m = max(m, v)
+	}
+	return m
+}
