@@ -99,7 +99,7 @@ func (s *Store) probeLoop() {
 			s.nodes = max(1, len(nodes))
 			s.mu.Unlock()
 			if s.setUp(true, "") {
-				for _, c := range []chan struct{}{s.resync, s.pushes.resync} {
+				for _, c := range []chan struct{}{s.resync, s.pushes.resync, s.dataSync} {
 					select {
 					case c <- struct{}{}:
 					default:
