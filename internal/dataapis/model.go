@@ -116,6 +116,9 @@ func CheckEntry(name string, e *Entry) error {
 			return fmt.Errorf("version %d: %w", v.Version, err)
 		}
 	}
+	if last := e.Versions[len(e.Versions)-1].Version; e.Versions[0].Version < 1 || e.Latest < last || e.Published < 0 || e.Published > e.Latest {
+		return fmt.Errorf("versions %d to %d, latest %d, published %d", e.Versions[0].Version, last, e.Latest, e.Published)
+	}
 	if e.State == Published && e.version(e.Published) == nil {
 		return fmt.Errorf("published version %d is not kept", e.Published)
 	}
