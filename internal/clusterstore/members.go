@@ -137,7 +137,7 @@ func (s *Store) Members(ctx context.Context) ([]Node, error) {
 // serving the shared apps as last seen); "" while it does.
 func (s *Store) ReadyNote() string {
 	if up, msg := s.Up(); !up {
-		return "cluster.etcd unreachable (" + msg + "): apps, keys and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"
+		return "cluster.etcd unreachable (" + msg + "): apps, keys, data APIs and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"
 	}
 	return ""
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -149,9 +150,15 @@ func (g *Gateway) fleetStatus() ([]dataapis.NodeStatus, map[string]uint64) {
 // setFleetNode names this node in its statuses once its id is known.
 func (g *Gateway) setFleetNode(id string) {
 	g.fleet.mu.Lock()
+	defer g.fleet.mu.Unlock()
 	g.fleet.fleet.Node = id
-	for i := range g.fleet.status {
-		g.fleet.status[i].Node = id
+	// A new slice: the one reported is being written to etcd.
+	sts := slices.Clone(g.fleet.status)
+	for i := range sts {
+		sts[i].Node = id
 	}
-	g.fleet.mu.Unlock()
+	g.fleet.status = sts
+	if g.fleet.shared != nil {
+		g.fleet.shared.ReportStatus(sts)
+	}
 }
