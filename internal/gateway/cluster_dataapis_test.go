@@ -187,12 +187,14 @@ func TestClusterEtcdSharedDataAPIs(t *testing.T) {
 	e.Stop()
 	for i, n := range nodes {
 		waitFor(t, fmt.Sprintf("node %d noticing etcd gone", i+1), func() bool { return !etcdUp(t, n) })
-		resp := n.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 1}`, 503, "store_unavailable")
-		_ = resp
+		n.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 1}`, 503, "store_unavailable")
 		n.expectAPI("POST", "/api/v1/data-apis/orders-rt/versions", versionDef(path, 9), 503, "store_unavailable")
 		n.expectAPI("POST", "/api/v1/data-apis", `{"name": "other", `+versionDef("/v1/other", 1)[1:], 503, "store_unavailable")
 		if v, _ := n.served(path); v != 2 {
 			t.Errorf("node %d during the outage serves version %d, want 2", i+1, v)
+		}
+		if code, doc := n.api("GET", "/readyz", ""); code != 200 || !strings.Contains(fmt.Sprint(doc["notes"]), "data APIs and pushed endpoints serve as this node last saw them") {
+			t.Errorf("node %d: /readyz during the outage: %d %v, want ready with a note on data APIs", i+1, code, doc)
 		}
 	}
 	nodes[1].stop()
