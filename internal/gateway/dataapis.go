@@ -97,8 +97,13 @@ func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (dataapis.Backen
 	if store == nil {
 		return nil, cfg, nil
 	}
-	if err := checkReloadDataAPIs(cfg, store.Current()); err != nil {
-		return nil, nil, err
+	// With cluster.etcd a version this node cannot compile is not served
+	// here (the fleet's rule, cluster_dataapis.go), so it does not refuse
+	// the reload either.
+	if _, shared := store.(*sharedDataAPIs); !shared {
+		if err := checkReloadDataAPIs(cfg, store.Current()); err != nil {
+			return nil, nil, err
+		}
 	}
 	eff, _ := g.servingConfig(cfg, store.Current())
 	return store, eff, nil
