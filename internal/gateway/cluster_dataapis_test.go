@@ -90,7 +90,8 @@ func archiveDef(prefix string, v int) string {
 //     archive) serves on nodes 1 and 2 while node 3 keeps its previous
 //     version, reported for node 3 in GET /api/v1/data-apis/{name} (on
 //     any node) and in levee_data_api_compile_failures_total and
-//     levee_data_api_served_version;
+//     levee_data_api_served_version, and node 3's reload is not refused
+//     for it;
 //   - etcd stopped: every node keeps serving its version, every write
 //     answers 503 store_unavailable; node 2 restarted during the outage
 //     serves from its snapshot;
@@ -179,6 +180,12 @@ func TestClusterEtcdSharedDataAPIs(t *testing.T) {
 	}
 	if got := metricOf(t, n1.admin, `levee_data_api_served_version{api="orders-rt"}`); got != 3 {
 		t.Errorf("node 1: served version %v, want 3", got)
+	}
+	if err := n3.g.Reload(); err != nil {
+		t.Fatalf("node 3's reload is refused for the version it cannot compile: %v", err)
+	}
+	if v, _ := n3.served(path); v != 1 {
+		t.Fatalf("node 3 after a reload serves version %d, want 1", v)
 	}
 	nodes[1].expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 2}`, 200, "")
 	all("after publishing version 2 on node 2", 2)
