@@ -16,8 +16,8 @@ import (
 // store kept elsewhere than SQLite (cluster.etcd: package clusterstore
 // keeps a Model in etcd, one key per API, and every node follows it). The
 // rules are the SQLite Store's: the same transitions, bounds, eviction
-// and seeding precedence; store_test.go's cases run against both
-// (model_test.go).
+// and seeding precedence (model_test.go gives both the same random calls
+// and compares every outcome and snapshot).
 
 // Backend is a data-API store as the gateway and the admin API use it:
 // the SQLite Store (one node) or a shared one (cluster.etcd).
