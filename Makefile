@@ -36,6 +36,7 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/config:FuzzEffectiveRoundTrips:2000 \
 	./internal/clusterstore:FuzzDecodeRecord:2000 \
+	./internal/clusterstore:FuzzDecodeEntry:2000 \
 	./internal/clusterstore:FuzzPushValue:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \
 	./internal/dataquery:FuzzChoices:20000 \
@@ -131,6 +132,7 @@ unit:
 # their own, with nothing else competing for the cores.
 # One name per line (a new load test adds a line).
 LOAD_TEST_NAMES := \
+	TestClusterDataAPIPublishPropagation \
 	TestOverloadGoodputAt10x \
 	TestStormReplayed \
 	TestRetryAmplification \

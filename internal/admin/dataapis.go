@@ -20,8 +20,9 @@ import (
 // object). Errors are classified with errors.Is / errors.As:
 // *dataapis.InvalidError (422), dataapis.ErrNotFound (404),
 // dataapis.ErrExists (409 data_api_exists), ErrRouteConflict (409
-// route_conflict), dataapis.ErrConflict (409 conflict), a context deadline
-// (503); anything else is 500.
+// route_conflict), dataapis.ErrConflict (409 conflict),
+// dataapis.ErrUnavailable or a context deadline (503 store_unavailable);
+// anything else is 500.
 type DataAPIStore interface {
 	Create(ctx context.Context, name string, def []byte) (*dataapis.API, error)
 	Get(ctx context.Context, name string) (*dataapis.API, error)
@@ -199,6 +200,9 @@ func writeDataAPIError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "route_conflict", err.Error())
 	case errors.Is(err, dataapis.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, dataapis.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the shared data-API store cannot take changes now (no node changed); retry: "+err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the data-API store did not answer in time; retry")

@@ -14,6 +14,7 @@
 //	P endpoints/<upstream>   a pushed endpoint list, as sent (pushed.go)
 //	P endpoints/<upstream>/confirmed  the revision of the push confirmed
 //	P nodes/<node id>        a live node: {id, version, admin, since}, leased
+//	P dataapis/...           the data APIs and what each node serves (dataapis.go)
 //
 // The request path never waits on etcd: it reads the immutable
 // apps.Snapshot each applied change publishes (Options.OnChange).
@@ -111,6 +112,7 @@ type Store struct {
 	joined    bool
 	resync    chan struct{} // asks the watch loop to re-read (etcd came back)
 	pushes    pushFollow    // the shared pushed endpoints (pushed.go)
+	dataSync  chan struct{} // the probe's "etcd came back" for the data APIs (dataapis.go)
 	stop      chan struct{}
 	done      sync.WaitGroup
 	statePath string
@@ -145,7 +147,7 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("cluster.etcd: %w", err)
 	}
 	s := &Store{o: o, cli: cli, log: log, state: apps.NewState(), nodes: 1,
-		resync: make(chan struct{}, 1), pushes: pushFollow{resync: make(chan struct{}, 1)}, stop: make(chan struct{}), statePath: o.StateFile}
+		resync: make(chan struct{}, 1), pushes: pushFollow{resync: make(chan struct{}, 1)}, dataSync: make(chan struct{}, 1), stop: make(chan struct{}), statePath: o.StateFile}
 	s.cond = sync.NewCond(&s.mu)
 	ctx, cancel := context.WithTimeout(context.Background(), o.DialTimeout)
 	st, rev, lerr := s.load(ctx)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/apps"
+	"github.com/levee-gw/levee/internal/dataapis"
 )
 
 // FuzzDecodeRecord: any value under <prefix>state/apps/ is either refused
@@ -74,6 +75,43 @@ func FuzzPushValue(f *testing.F) {
 		}
 		if rev <= 0 || strconv.FormatInt(rev, 10) != string(value) {
 			t.Fatalf("value %q read as revision %d", value, rev)
+		}
+	})
+}
+
+// FuzzDecodeEntry: any value under <prefix>dataapis/apis/ is either
+// refused or an entry within the store's bounds whose snapshot builds
+// (serving its published version when published) and that encodes back
+// to a value decodeEntry accepts.
+func FuzzDecodeEntry(f *testing.F) {
+	m := dataapis.NewModel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	def := []byte(`{"data":{"sql":"SELECT 1 AS n","source":"db"},"match":{"path_prefix":"/n"}}`)
+	if _, err := m.Create("orders", def, now); err != nil {
+		f.Fatal(err)
+	}
+	_, _ = m.Transition("orders", 1, false, now)
+	b, _ := dataapis.EncodeEntry(m.APIs["orders"])
+	f.Add("orders", b)
+	f.Add("orders", []byte(`{"name":"orders","state":"published","published_version":2,"versions":[{"version":1,"definition":{}}]}`))
+	f.Add("x", []byte(`{"name":"x","state":"draft","versions":[{"version":2,"definition":{"a":1}},{"version":1,"definition":{}}]}`))
+	f.Fuzz(func(t *testing.T, name string, value []byte) {
+		e, err := decodeEntry(name, value)
+		if err != nil {
+			return
+		}
+		m := dataapis.NewModel()
+		m.APIs[name] = e
+		snap := m.Snapshot()
+		if e.State == dataapis.Published && (len(snap.Serving) != 1 || snap.Serving[0].Version != e.Published) {
+			t.Fatalf("accepted published entry serves %v", snap.Serving)
+		}
+		again, err := dataapis.EncodeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decodeEntry(name, again); err != nil {
+			t.Fatalf("re-encoded entry refused: %v\n%s", err, again)
 		}
 	})
 }

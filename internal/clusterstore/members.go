@@ -99,7 +99,7 @@ func (s *Store) probeLoop() {
 			s.nodes = max(1, len(nodes))
 			s.mu.Unlock()
 			if s.setUp(true, "") {
-				for _, c := range []chan struct{}{s.resync, s.pushes.resync} {
+				for _, c := range []chan struct{}{s.resync, s.pushes.resync, s.dataSync} {
 					select {
 					case c <- struct{}{}:
 					default:
@@ -137,7 +137,7 @@ func (s *Store) Members(ctx context.Context) ([]Node, error) {
 // serving the shared apps as last seen); "" while it does.
 func (s *Store) ReadyNote() string {
 	if up, msg := s.Up(); !up {
-		return "cluster.etcd unreachable (" + msg + "): apps, keys and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"
+		return "cluster.etcd unreachable (" + msg + "): apps, keys, data APIs and pushed endpoints serve as this node last saw them; admin writes and pushes to them answer 503"
 	}
 	return ""
 }

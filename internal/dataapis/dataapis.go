@@ -95,6 +95,8 @@ type API struct {
 	// Versions are the kept versions, oldest first (Get only; List
 	// leaves them out).
 	Versions []Version `json:"versions,omitempty"`
+	// Nodes is what each live node serves of it (Get, cluster.etcd only).
+	Nodes []NodeStatus `json:"nodes,omitempty"`
 }
 
 // Serving is one published data API as the routing table needs it.

@@ -5,12 +5,12 @@ import (
 	"sync"
 )
 
-// Writer is the admin API's view of a Store (admin.DataAPIStore): every
+// Writer is the admin API's view of a Backend (admin.DataAPIStore): every
 // write serialised under Lock, every definition checked before it is
 // stored, and every change to what serves followed by Applied before the
 // call returns.
 type Writer struct {
-	Store *Store
+	Store Backend
 	// Lock serialises the writes with everything else that writes the
 	// store or reads what serves (the gateway's reload lock), so a check
 	// made before a write still holds when it commits.

@@ -64,6 +64,7 @@ func (c closingStore) Close() error {
 // address is known.
 func (g *Gateway) joinEtcd(cfg *config.Config, adminLn net.Listener) {
 	if s := g.etcd.store.Load(); s != nil {
+		g.setFleetNode(nodeID(cfg, adminLn))
 		s.Join(clusterstore.Node{ID: nodeID(cfg, adminLn), Version: g.self.Version(), Admin: adminLn.Addr().String(), Since: time.Now().UTC()})
 	}
 }

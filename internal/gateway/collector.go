@@ -50,12 +50,15 @@ func (g *Gateway) registerCollectors(endpointLabels int) error {
 	if err := g.registry.Register(health.NewEndpointCollector(g.health, endpoints, endpointLabels)); err != nil {
 		return err
 	}
-	dataAPIs := func() *dataapis.Store {
+	dataAPIs := func() dataapis.Backend {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.dataAPIs.store
 	}
 	if err := g.registry.Register(dataapis.NewCollector(dataAPIs)); err != nil {
+		return err
+	}
+	if err := g.registry.Register(dataapis.NewFleetCollector(g.fleetStatus)); err != nil {
 		return err
 	}
 	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {

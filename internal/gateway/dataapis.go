@@ -30,19 +30,23 @@ import (
 // Start and cleared at Shutdown, under mu) and the published versions
 // left out of the table, for /readyz.
 type dataAPIs struct {
-	store *dataapis.Store
+	store dataapis.Backend
 	notes atomic.Pointer[[]string]
 }
 
 // dataAPIsDBName is the data-API store's file under state_dir.
 const dataAPIsDBName = "data-apis.db"
 
-// openDataAPIs opens the data-API store under cfg.StateDir (which
+// openDataAPIs opens the data-API store (with cluster.etcd the shared
+// one, cluster_dataapis.go; otherwise SQLite under cfg.StateDir, which
 // openApps created) and seeds it from cfg's data routes.
-func (g *Gateway) openDataAPIs(cfg *config.Config) (*dataapis.Store, error) {
+func (g *Gateway) openDataAPIs(cfg *config.Config) (dataapis.Backend, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 	defer cancel()
-	store, err := dataapis.Open(ctx, dataapis.Options{Path: filepath.Join(cfg.StateDir, dataAPIsDBName), Logger: g.logger})
+	store, err := g.openSharedDataAPIs(cfg)
+	if err == nil && store == nil {
+		store, err = dataapis.Open(ctx, dataapis.Options{Path: filepath.Join(cfg.StateDir, dataAPIsDBName), Logger: g.logger})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -52,12 +56,12 @@ func (g *Gateway) openDataAPIs(cfg *config.Config) (*dataapis.Store, error) {
 
 // startDataAPIs opens and seeds the store at Start (g.mu held) and
 // builds the table that serves from it, closing the store on failure.
-func (g *Gateway) startDataAPIs(cfg *config.Config) (*dataapis.Store, *config.Config, *proxy.Table, []string, error) {
+func (g *Gateway) startDataAPIs(cfg *config.Config) (dataapis.Backend, *config.Config, *proxy.Table, []string, error) {
 	store, err := g.openDataAPIs(cfg)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	eff, problems := effectiveConfig(cfg, store.Current())
+	eff, problems := g.servingConfig(cfg, store.Current())
 	table, err := g.buildTable(eff)
 	if err != nil {
 		g.closeDataAPIs(store, " after a failed start")
@@ -67,7 +71,7 @@ func (g *Gateway) startDataAPIs(cfg *config.Config) (*dataapis.Store, *config.Co
 }
 
 // closeDataAPIs closes the store (nil: nothing), logging a failure.
-func (g *Gateway) closeDataAPIs(store *dataapis.Store, when string) {
+func (g *Gateway) closeDataAPIs(store dataapis.Backend, when string) {
 	if store == nil {
 		return
 	}
@@ -83,7 +87,7 @@ func (g *Gateway) closeDataAPIs(store *dataapis.Store, when string) {
 // source gone: they are left out until it has). Before Start it returns
 // cfg and no store.
 // A reload already refused (err not nil) is passed through.
-func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (*dataapis.Store, *config.Config, error) {
+func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (dataapis.Backend, *config.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
@@ -93,17 +97,22 @@ func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (*dataapis.Store
 	if store == nil {
 		return nil, cfg, nil
 	}
-	if err := checkReloadDataAPIs(cfg, store.Current()); err != nil {
-		return nil, nil, err
+	// With cluster.etcd a version this node cannot compile is not served
+	// here (the fleet's rule, cluster_dataapis.go), so it does not refuse
+	// the reload either.
+	if _, shared := store.(*sharedDataAPIs); !shared {
+		if err := checkReloadDataAPIs(cfg, store.Current()); err != nil {
+			return nil, nil, err
+		}
 	}
-	eff, _ := effectiveConfig(cfg, store.Current())
+	eff, _ := g.servingConfig(cfg, store.Current())
 	return store, eff, nil
 }
 
 // reseedDataAPIs seeds the store from the reloaded file, after the swap,
 // and rebuilds the table from what it then publishes (store nil: before
 // Start, nothing). A failed rebuild is logged; the swapped table serves.
-func (g *Gateway) reseedDataAPIs(store *dataapis.Store, cfg *config.Config) {
+func (g *Gateway) reseedDataAPIs(store dataapis.Backend, cfg *config.Config) {
 	if store == nil {
 		return
 	}
@@ -116,7 +125,7 @@ func (g *Gateway) reseedDataAPIs(store *dataapis.Store, cfg *config.Config) {
 // seedDataAPIs applies the file's data routes to the store and logs the
 // outcome. Failures are per API (logged by the store) and never refuse the
 // configuration.
-func (g *Gateway) seedDataAPIs(ctx context.Context, store *dataapis.Store, cfg *config.Config) {
+func (g *Gateway) seedDataAPIs(ctx context.Context, store dataapis.Backend, cfg *config.Config) {
 	var file []dataapis.FileAPI
 	for _, r := range cfg.Routes {
 		if r.Data != nil {
@@ -177,10 +186,10 @@ func checkReloadDataAPIs(file *config.Config, snap *dataapis.Snapshot) error {
 // store's published versions and swaps it in, as a reload does. Called
 // with reloadMu held (after an admin change or a seed); takes mu. The
 // versions left out are logged and shown in /readyz's notes.
-func (g *Gateway) applyDataAPIs(store *dataapis.Store) error {
+func (g *Gateway) applyDataAPIs(store dataapis.Backend) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	eff, problems := effectiveConfig(g.fileCfg, store.Current())
+	eff, problems := g.servingConfig(g.fileCfg, store.Current())
 	table, err := g.buildTable(eff)
 	if err != nil {
 		g.logger.Error("data APIs: rebuilding the routing table failed; the previous one keeps serving", "error", err)
@@ -203,7 +212,7 @@ func (g *Gateway) noteDataAPIs(problems []string) {
 // dataAPIWriter is the admin API's DataAPIStore: the store, with every
 // definition checked by config, writes under reloadMu, and the table
 // rebuilt after each change to what serves.
-func (g *Gateway) dataAPIWriter(store *dataapis.Store) dataapis.Writer {
+func (g *Gateway) dataAPIWriter(store dataapis.Backend) dataapis.Writer {
 	return dataapis.Writer{
 		Store: store,
 		Lock:  &g.reloadMu,

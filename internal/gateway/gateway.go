@@ -122,7 +122,8 @@ type Gateway struct {
 	feeds map[string]*feed
 	// apps is the consumer-app store, open from Start to Shutdown.
 	apps     apps.Backend
-	dataAPIs // the data-API store, open from Start to Shutdown (dataapis.go)
+	dataAPIs            // the data-API store, open from Start to Shutdown (dataapis.go)
+	fleet    fleetState // with cluster.etcd: what this node serves of the shared data APIs (cluster_dataapis.go)
 	// token holds the admin API's bearer tokens with their scopes (none:
 	// the API is open) and admin.hosts, replaced on reload (adminauth.go).
 	token atomic.Pointer[adminAuth]
@@ -515,12 +516,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.apps, g.dataAPIs.store = nil, nil
 	g.mu.Unlock()
 	g.reloadMu.Unlock()
+	g.closeDataAPIs(dstore, "") // first: the shared one (cluster.etcd) uses the app store's etcd client
 	if store != nil {
 		if cerr := store.Close(); cerr != nil {
 			g.logger.Error("closing the app store", "error", cerr)
 		}
 	}
-	g.closeDataAPIs(dstore, "")
 	g.stateLock.Release() // after the stores under it are closed
 	g.logger.Info("stopped")
 	return err
