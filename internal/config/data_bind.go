@@ -122,7 +122,6 @@ func (p *parser) dataRowFilterRules(path string, n *yaml.Node, d *RouteData) {
 	}
 }
 
-
 // dataBindRules holds a data route's bound values to its auth: claim.* and
 // subject need auth: jwt, app.id an app-authenticating auth (api_key,
 // hmac or jwt); and a bound parameter is not a path capture.
