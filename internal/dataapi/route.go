@@ -132,7 +132,7 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, ob upstream.Outbo
 	if len(rt.o.Bindings) == 0 {
 		return rt.forward(ctx, r, nil)
 	}
-	resp, err := rt.forward(ctx, r, ob.Caller)
+	resp, err := rt.forward(ctx, r, &ob.Caller)
 	return resp, rt.boundRefusal(err)
 }
 

@@ -169,12 +169,8 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 // send forwards r through the upstream's forwarder within the attempt.
 func (a *attempt) send(f *forwarding, r *http.Request, x *exchange) (*http.Response, error) {
 	body, length := f.body(r)
-	var caller *upstream.Caller
-	if x.app != nil {
-		caller = &x.caller
-	}
 	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: x.reqID, ForwardedFor: x.forwardedFor, Body: body, Length: length, Trailer: outboundTrailer(r),
-		Timing: f.timing, Caller: caller})
+		Timing: f.timing, Caller: x.caller})
 }
 
 // settle types the attempt's result from what the forwarder returned and

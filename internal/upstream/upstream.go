@@ -45,8 +45,9 @@ type Outbound struct {
 	// times (for the access log); nil measures nothing.
 	Timing *Timing
 	// Caller is the request's verified identity, for a forwarder that
-	// binds it (a data route's `from:`); nil on a route without auth.
-	Caller *Caller
+	// binds it (a data route's `from:`); zero on a route without auth. A
+	// value, not a pointer: the request's state stays off the heap.
+	Caller Caller
 }
 
 // Caller is a request's verified identity.
