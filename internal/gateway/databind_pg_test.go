@@ -277,6 +277,13 @@ func TestIdentityBoundDataOverPostgres(t *testing.T) {
 		expectRows("table acme", get("/v1/table-notes", acme), want["table acme"])
 		expectRows("table globex", get("/v1/table-notes", globex), want["table globex"])
 		expectRows("table globex with the client's filters", get("/v1/table-notes?id=gte.10&owner=eq.user-2", globex), want["table gte globex"])
+		// A count counts the tenant's rows only.
+		resp := h.get("/v1/table-notes", "Authorization", "Bearer "+globex, "Prefer", "count=exact")
+		cr := resp.Header.Get("Content-Range")
+		expectRows("table globex counted", readBindAnswer(t, resp), want["table globex"])
+		if wantCR := fmt.Sprintf("/%d", len(want["table globex"])); !strings.HasSuffix(cr, wantCR) {
+			t.Errorf("Content-Range %q, want a total of %s", cr, wantCR)
+		}
 		// A client filter that names another tenant's row finds nothing.
 		acmeRow := want["table acme"][0][0]
 		if got := get("/v1/table-notes?id=eq."+acmeRow, globex); got.status != 200 || len(got.rows) != 0 {
