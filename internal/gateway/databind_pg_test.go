@@ -392,8 +392,8 @@ func TestIdentityBoundDataOverPostgres(t *testing.T) {
 			var id, name, region string
 			rows.Scan(&id, &name, &region)
 			row := []string{id, name, region}
-		slices.Sort(row)
-		ref = append(ref, row)
+			slices.Sort(row)
+			ref = append(ref, row)
 		}
 		rows.Close()
 		if len(ref) == 0 {
