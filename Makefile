@@ -59,6 +59,8 @@ FUZZ_TARGETS := \
 	./internal/auth:FuzzIndex:10000 \
 	./internal/jwtauth:FuzzPreCheck:20000 \
 	./internal/jwtauth:FuzzMaxAge:20000 \
+	./internal/jwtauth:FuzzKeepClaims:5000 \
+	./internal/dataquery:FuzzParseFrom:10000 \
 	./internal/discovery:FuzzParseList:5000 \
 	./internal/discovery:FuzzParseInstance:10000 \
 	./internal/discovery:FuzzDNSRecords:5000 \

@@ -46,7 +46,7 @@ func (p *parser) checkDataQuery(path string, f map[string]*yaml.Node, d *RouteDa
 	}
 	// Table mode: the column kinds come from the database at run time; the
 	// declaration's shape is checked here with every column a string.
-	spec := dataquery.TableSpec{Table: d.Table, Order: d.Order, Orders: d.QueryOrders(), Filters: map[string][]dataquery.Op{}}
+	spec := dataquery.TableSpec{Table: d.Table, Order: d.Order, Orders: d.QueryOrders(), Filters: map[string][]dataquery.Op{}, RowFilters: d.RowFilterColumns()}
 	for _, c := range d.Columns {
 		spec.Columns = append(spec.Columns, dataquery.Column{Name: c, Kind: dataquery.String})
 	}
@@ -90,6 +90,7 @@ func (p *parser) dataParams(path string, n *yaml.Node) (map[string]*dataquery.Pa
 		dp := &dataquery.Param{Name: e.Key}
 		if fs, ok := p.Block(pp, e.V, dataParamBlock); ok {
 			p.Bind(fs, e.V, pp, dataParamBlock, dp)
+			p.dataParamFrom(pp, fs, dp)
 			for _, k := range []string{"default", "min", "max"} {
 				if v := fs[k]; v != nil {
 					s, ok := p.scalarText(engine.Key(pp, k), v)

@@ -58,6 +58,9 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	if v := f["formats"]; v != nil {
 		d.Formats = p.dataFormatList(engine.Key(path, "formats"), v)
 	}
+	if v := f["row_filter"]; v != nil {
+		d.RowFilter = p.dataRowFilters(engine.Key(path, "row_filter"), v)
+	}
 	if d.Single {
 		p.singleRules(path, f, d)
 	}
@@ -70,7 +73,7 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 		p.Add(n, engine.Key(path, "sql"), "required (or table, for a table-mode route)")
 		return d
 	case sqlMode:
-		for _, k := range []string{"columns", "filters", "order", "orders"} {
+		for _, k := range []string{"columns", "filters", "order", "orders", "row_filter"} {
 			if f[k] != nil {
 				p.Add(f[k], engine.Key(path, k), "only applies to a table-mode route (with table); a SQL-mode route selects its own columns")
 			}
@@ -78,6 +81,9 @@ func (p *parser) routeData(c *Config, path string, n *yaml.Node) *RouteData {
 	case tableMode:
 		if f["params"] != nil {
 			p.Add(f["params"], engine.Key(path, "params"), "only applies to a SQL-mode route (with sql); a table-mode route is filtered with filters")
+		}
+		if f["row_filter"] != nil {
+			p.dataRowFilterRules(path, f["row_filter"], d)
 		}
 		if f["columns"] == nil {
 			p.Add(n, engine.Key(path, "columns"), "required with table: the columns the route answers with")
@@ -250,6 +256,8 @@ var (
 			Bind: engine.At(func(d *dataquery.Param) *int { return &d.MaxLen })},
 		engine.Field{Name: "max_items", Kind: engine.KindInt, Lo: 1, Hi: dataquery.MaxMaxItems, Doc: "most items of a list; 100 when omitted",
 			Bind: engine.At(func(d *dataquery.Param) *int { return &d.MaxItems })},
+		engine.Field{Name: "from", Kind: engine.KindString, NonEmpty: true, Doc: "bind the parameter to the caller's verified identity (app.id, subject or claim.<name>): the client cannot send it",
+			Bind: engine.At(func(d *dataquery.Param) *string { return &d.From })},
 	)
 	dataPageBlock = engine.NewBlock(
 		engine.Field{Name: "keyset", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxKeyset, Item: &engine.Field{Kind: engine.KindString},
@@ -285,6 +293,8 @@ var (
 		engine.Field{Name: "order", Kind: engine.KindList, MinItems: 1, MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindString}, Doc: `table mode: the order, each column optionally followed by " desc"`},
 		engine.Field{Name: "orders", Kind: engine.KindList, MaxItems: dataquery.MaxOrders, Item: &engine.Field{Kind: engine.KindBlock, Sub: dataOrderBlock},
 			Doc: "table mode: the orders a request may choose with order=, each with its keyset", NotSecret: "column names"},
+		engine.Field{Name: "row_filter", Kind: engine.KindEither, Either: dataRowFilterForms,
+			Doc: "table mode: every answer is filtered on a column equal to the caller's identity ({column, from}, or a list)", NotSecret: "column names and identity sources"},
 		engine.Field{Name: "count_max", Kind: engine.KindInt, Lo: 1, Hi: maxDataCountMax, Def: DefaultDataCountMax, Doc: "most rows Prefer: count=exact counts; a count above it is refused",
 			Bind: engine.At(func(d *RouteData) *int { return &d.CountMax })},
 		engine.Field{Name: "column_types", Kind: engine.KindMap, Pattern: "^.+$", MaxItems: dataquery.MaxColumns, Item: &engine.Field{Kind: engine.KindEnum, Enum: dataColumnKinds},
@@ -355,6 +365,9 @@ type RouteData struct {
 	// nil: the document asks the database.
 	ColumnTypes     map[string]string
 	ColumnTypeOrder []string
+	// RowFilter filters every answer of a table-mode route on columns
+	// equal to the caller's identity (`row_filter`, data_bind.go).
+	RowFilter []DataRowFilter
 	// Page pages JSON answers by keyset (`page`); nil: not paged.
 	Page *DataPage
 	// Single: the answer is the query's one row as a JSON object
@@ -453,6 +466,9 @@ func (d *RouteData) Version() string {
 		str(p.Max)
 		num(int64(p.MaxLen))
 		num(int64(p.MaxItems))
+		if p.From != "" { // only when set: the versions of routes without it stay as they were
+			str("from " + p.From)
+		}
 	}
 	str(d.Table)
 	strs(d.Columns)
@@ -481,6 +497,9 @@ func (d *RouteData) Version() string {
 	strs(d.Formats)
 	if d.Single { // only when set: the versions of routes without it stay as they were
 		str("single")
+	}
+	for _, rf := range d.RowFilter { // likewise
+		str("row_filter " + rf.Column + " " + rf.From)
 	}
 	// CountMax, Cache, StatementTimeout and SendTimeout change how the route
 	// answers, not what: they are left out, so changing them keeps the

@@ -249,6 +249,7 @@ func TestDataVersionCoversEveryField(t *testing.T) {
 		"MaxBytes":   func(d *RouteData) { d.MaxBytes++ },
 		"Formats":    func(d *RouteData) { d.Formats = []string{"csv"} },
 		"Single":     func(d *RouteData) { d.Single = true },
+		"RowFilter":  func(d *RouteData) { d.RowFilter = []DataRowFilter{{Column: "a", From: "app.id"}} },
 	}
 	rt := reflect.TypeOf(RouteData{})
 	for i := range rt.NumField() {

@@ -282,8 +282,15 @@ func TestEffectiveCoversEveryField(t *testing.T) {
 			case f.Kind == engine.KindList && f.Item.Kind == engine.KindBlock:
 				walk(f.Item.Sub, fp+"[]")
 			case f.Kind == engine.KindEither:
+				listed := map[*engine.Block]bool{} // one item or a list of them renders as the list
 				for _, form := range f.Either {
-					if form.Sub != nil {
+					if form.Kind == engine.KindList && form.Item.Kind == engine.KindBlock {
+						listed[form.Item.Sub] = true
+						walk(form.Item.Sub, fp+"[]")
+					}
+				}
+				for _, form := range f.Either {
+					if form.Sub != nil && !listed[form.Sub] {
 						walk(form.Sub, fp)
 					}
 				}

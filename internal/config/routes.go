@@ -169,6 +169,7 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	case v != nil:
 		r.Data = p.routeData(c, engine.Key(path, "data"), v)
 		p.dataRouteRules(&r, path, f)
+		p.dataBindRules(&r, engine.Key(path, "data"), v)
 		if m := f["match"]; m != nil && r.Data != nil {
 			p.dataRouteMatch(&r, path, m)
 		}

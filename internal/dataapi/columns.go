@@ -140,7 +140,7 @@ func askTable(ctx context.Context, src *datasource.Source, t *TableOptions) (lea
 		kinds[c.Name] = c.Kind
 		dbTypes[c.Name] = c.Type
 	}
-	spec := dataquery.TableSpec{Table: t.Table, Filters: t.Filters, Order: t.Order, Orders: t.Orders}
+	spec := dataquery.TableSpec{Table: t.Table, Filters: t.Filters, Order: t.Order, Orders: t.Orders, RowFilters: t.RowFilters}
 	for _, name := range t.Columns {
 		kind, ok := kinds[name]
 		if !ok {

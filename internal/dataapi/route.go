@@ -72,6 +72,10 @@ type Options struct {
 	// Now is the clock (time.Now when nil): cache freshness and the
 	// spacing of the attempts to learn the columns are judged on it.
 	Now func() time.Time
+	// Bindings are the parameters (SQL mode) and row filter columns
+	// (table mode, also in Table.RowFilters) bound to the caller's
+	// identity (bind.go).
+	Bindings []Binding
 }
 
 // TableOptions are a table-mode route's declaration: dataquery.TableSpec
@@ -84,6 +88,9 @@ type TableOptions struct {
 	Orders  []dataquery.OrderSpec
 	Page    *dataquery.Page
 	Dialect dataquery.Dialect
+	// RowFilters are the columns bound to the caller's identity
+	// (dataquery.TableSpec.RowFilters); each is also in Options.Bindings.
+	RowFilters []string
 }
 
 // Route is one data route's forwarder. Safe for concurrent use.
@@ -121,7 +128,16 @@ var _ upstream.Forwarder = (*Route)(nil)
 
 // Forward answers one attempt of r (see the package doc). Its errors are
 // *upstream.Refusal, or ctx's own when the client left.
-func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbound) (*http.Response, error) {
+func (rt *Route) Forward(ctx context.Context, r *http.Request, ob upstream.Outbound) (*http.Response, error) {
+	if len(rt.o.Bindings) == 0 {
+		return rt.forward(ctx, r, nil)
+	}
+	resp, err := rt.forward(ctx, r, &ob.Caller)
+	return resp, rt.boundRefusal(err)
+}
+
+// forward is Forward; caller is the identity a route with Bindings binds.
+func (rt *Route) forward(ctx context.Context, r *http.Request, caller *upstream.Caller) (*http.Response, error) {
 	format, ok := dataformat.Negotiate(r.Header.Get("Accept"), rt.o.Formats)
 	if !ok {
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonNotAcceptable, Detail: "this route answers " + formatList(rt.o.Formats)}
@@ -133,6 +149,11 @@ func (rt *Route) Forward(ctx context.Context, r *http.Request, _ upstream.Outbou
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonInvalidParameter, Detail: "the query string is malformed (a bad %-escape or a ';')"}
+	}
+	if len(rt.o.Bindings) > 0 {
+		if ref := rt.bindCaller(vals, caller); ref != nil {
+			return nil, ref
+		}
 	}
 	if rt.o.PathValues != nil {
 		if ref := bindPath(vals, r.URL.Path, rt.o.PathNames, rt.o.PathValues); ref != nil {

@@ -197,6 +197,9 @@ func (t *TableQuery) logicArg(b *builder, canon []byte, key, v string) ([]byte, 
 func (t *TableQuery) bindLogic(b *builder, canon []byte, key string, n *LogicNode) ([]byte, *Error) {
 	if n.Leaf {
 		fi, ok := t.findex[n.Column]
+		if _, bound := t.rindex[n.Column]; bound {
+			return canon, paramErr(n.Column, ReasonUnknownParameter, "column "+strconv.Quote(n.Column)+" is bound to the caller's identity and cannot be filtered")
+		}
 		if !ok {
 			return canon, paramErr(key, ReasonOperatorNotAllowed, "condition on "+quote(n.Column)+": not a column this route lets a request filter")
 		}

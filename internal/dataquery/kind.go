@@ -114,6 +114,10 @@ type Param struct {
 	Min, Max string
 	MaxLen   int
 	MaxItems int
+	// From, when set, binds the parameter to the caller's identity
+	// (from.go): the client cannot send it, the data route fills it in
+	// before Bind. Compiling ignores it.
+	From string
 }
 
 // rule is a compiled value check: one parameter's or column's kind and

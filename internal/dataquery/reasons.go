@@ -23,6 +23,14 @@ const (
 	ReasonQueryFailed = "query_failed"
 	// ReasonNotFound: a single-row route's query returned no row.
 	ReasonNotFound = "not_found"
+	// ReasonIdentityClaimMissing: a value the route binds to the caller's
+	// identity (`from:`) is not in it: the token has no such claim (or
+	// one that is not a string or a number), no subject, or no app.
+	ReasonIdentityClaimMissing = "identity_claim_missing"
+	// ReasonIdentityClaimInvalid: the identity's value does not check
+	// against the bound parameter's (or row filter column's) type or
+	// bounds.
+	ReasonIdentityClaimInvalid = "identity_claim_invalid"
 )
 
 // DetailMoreThanOneRow is the detail of the query_failed answer of a
@@ -65,6 +73,9 @@ type RouteShape struct {
 	Paged bool
 	// Single is true when the route answers one row (`single: true`).
 	Single bool
+	// Bound is true when a parameter or a row filter is bound to the
+	// caller's identity (`from:`).
+	Bound bool
 }
 
 // reasons is every data refusal reason: the query string's, then the
@@ -99,6 +110,14 @@ var reasons = [...]ReasonSpec{
 		Sentence: "no row matches the request",
 		When:     "a `single: true` data route's query returned no row (an unknown id)",
 		Gives:    func(s RouteShape) bool { return s.Single }},
+	{Reason: ReasonIdentityClaimMissing, Status: http.StatusForbidden,
+		Sentence: "the caller's identity lacks a value this route binds",
+		When:     "a data route binds a parameter or row filter to the caller (`from: claim.<name>`, `subject`, `app.id`) and the verified identity has no such value: the token has no such claim, or one that is not a string or a number (`parameter` names the bound parameter, `detail` the source)",
+		Gives:    func(s RouteShape) bool { return s.Bound }},
+	{Reason: ReasonIdentityClaimInvalid, Status: http.StatusForbidden,
+		Sentence: "a value of the caller's identity does not fit the parameter this route binds it to",
+		When:     "the identity's value for a bound parameter or row filter does not parse as its type or is outside its bounds (`parameter`, `detail`)",
+		Gives:    func(s RouteShape) bool { return s.Bound }},
 	{Reason: ReasonNotAcceptable, Status: http.StatusNotAcceptable,
 		Sentence: "this route cannot answer in any format the request accepts",
 		When:     "the request's `Accept` names none of the data route's `formats`"},

@@ -96,12 +96,21 @@ type Column struct {
 //
 // Orders are the orders a request may choose with order= (selectorder.go);
 // without them order= is refused. select= is always available.
+//
+// RowFilters are columns bound to the caller's identity (a route's
+// `row_filter`, from.go): each adds "column" = <bind argument> to every
+// statement's WHERE, its value the one the caller of Bind puts under the
+// column's name in the query values (a data route fills it from the
+// verified identity after refusing a client that sends it). A row filter
+// column is one of Columns and not one of Filters: a request cannot
+// filter it, in any form.
 type TableSpec struct {
-	Table   string
-	Columns []Column
-	Filters map[string][]Op
-	Order   []string
-	Orders  []OrderSpec
+	Table      string
+	Columns    []Column
+	Filters    map[string][]Op
+	Order      []string
+	Orders     []OrderSpec
+	RowFilters []string
 }
 
 // Bounds of a table-mode declaration and request.
@@ -120,6 +129,8 @@ type TableQuery struct {
 	order   string         // " ORDER BY ..." or ""
 	filters []tableFilter  // sorted by column name
 	findex  map[string]int // column → filters index
+	rows    []tableFilter  // row filters (TableSpec.RowFilters), in order, OpEq only
+	rindex  map[string]int // column → rows index
 	columns map[string]int // column → Columns index
 	page    *pager
 	from    string       // the quoted table
@@ -221,6 +232,9 @@ func CompileTable(spec TableSpec, page *Page, d Dialect) (*TableQuery, error) {
 		t.findex[name] = len(t.filters)
 		t.filters = append(t.filters, f)
 	}
+	if err := t.compileRowFilters(spec, d); err != nil {
+		return nil, err
+	}
 
 	var items []orderItem
 	for _, o := range spec.Order {
@@ -311,6 +325,10 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 			if len(vs) > 1 {
 				e = paramErr(k, ReasonDuplicateParameter, "parameter "+strconv.Quote(k)+" given more than once")
 			}
+		} else if _, ok := t.rindex[k]; ok {
+			if len(vs) != 1 {
+				e = invalid(k, "a row filter takes exactly one value")
+			}
 		} else if _, ok := t.findex[k]; ok {
 			if len(vs) > MaxFiltersPerColumn {
 				e = invalid(k, "more than "+strconv.Itoa(MaxFiltersPerColumn)+" filters")
@@ -354,6 +372,23 @@ func (t *TableQuery) bind(q url.Values, paged bool, names *[]string) (Bound, err
 	var canonBuf [256]byte
 	canon := canonBuf[:0]
 	conj := " WHERE "
+	for i := range t.rows {
+		f := &t.rows[i]
+		vs := q[f.name]
+		if len(vs) != 1 {
+			return Bound{}, paramErr(f.name, ReasonIdentityClaimMissing, "row filter "+strconv.Quote(f.name)+": no value from the caller's identity")
+		}
+		b.text(conj)
+		conj = " AND "
+		if len(canon) > 0 {
+			canon = append(canon, '&')
+		}
+		canon = append(append(canon, f.name...), '=')
+		var e *Error
+		if canon, e = f.bind(&b, canon, "eq."+vs[0]); e != nil {
+			return Bound{}, e
+		}
+	}
 	for i := range t.filters {
 		f := &t.filters[i]
 		for _, v := range q[f.name] {

@@ -183,6 +183,11 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 	}
 	o.PathNames, o.PathValues = rc.Match.PathCaptures()
 	o.Single = d.Single
+	bindings, err := dataBindings(d)
+	if err != nil {
+		return nil, err
+	}
+	o.Bindings = bindings
 	for _, f := range d.Formats {
 		format, err := dataformat.ParseFormat(f)
 		if err != nil {
@@ -218,7 +223,8 @@ func (g *Gateway) dataRoute(cfg *config.Config, rc *config.Route) (*dataapi.Rout
 				filters[col] = append(filters[col], op)
 			}
 		}
-		o.Table = &dataapi.TableOptions{Table: d.Table, Columns: d.Columns, Filters: filters, Order: d.Order, Orders: d.QueryOrders(), Page: page, Dialect: dialect}
+		o.Table = &dataapi.TableOptions{Table: d.Table, Columns: d.Columns, Filters: filters, Order: d.Order, Orders: d.QueryOrders(), Page: page, Dialect: dialect,
+			RowFilters: d.RowFilterColumns()}
 	}
 	return dataapi.New(o)
 }

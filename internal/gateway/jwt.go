@@ -72,6 +72,7 @@ func (g *Gateway) jwtIssuers(cfg *config.Config, rc *config.Route) ([]*jwtauth.I
 			Name: name, Issuer: ic.Issuer, Audiences: ic.Audiences, Algorithms: ic.Algorithms,
 			ClockSkew: ic.ClockSkew, MaxTokenBytes: int(ic.MaxTokenBytes),
 			AppClaim: ic.AppClaim, App: ic.App, ScopesClaim: ic.ScopesClaim, Keys: ks,
+			Claims: boundClaims(rc),
 		}).Init())
 	}
 	return out, nil

@@ -103,7 +103,11 @@ func describeRoute(cfg *config.Config, rc *config.Route) openapi.Route {
 	}
 	od := &openapi.Data{Source: d.Source, Table: d.Table, MaxRows: d.MaxRows, MaxBytes: d.MaxBytes,
 		Cached: d.Cache != nil && d.Cache.TTL > 0, MaxFilters: dataquery.MaxFiltersPerColumn, Single: d.Single}
-	od.Params = d.QueryParams()     // the one parameter type, dataquery.Param
+	for _, p := range d.QueryParams() { // the one parameter type, dataquery.Param
+		if p.From == "" { // a bound parameter is the caller's identity, not the client's to send
+			od.Params = append(od.Params, p)
+		}
+	}
 	for _, col := range d.Columns { // the allow-list's order, filtered ones only
 		if ops, ok := d.Filters[col]; ok {
 			od.Filters = append(od.Filters, openapi.Filter{Column: col, Ops: ops})
@@ -148,7 +152,7 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 		for _, n := range d.ParamOrder {
 			required = required || d.Params[n].Required
 		}
-		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil, Single: d.Single}
+		s.Data = &dataquery.RouteShape{SQL: d.SQL != "", Required: required, Filters: len(d.Filters) > 0, Paged: d.Page != nil, Single: d.Single, Bound: d.Bound()}
 	} else if u := cfg.Upstreams[rc.Upstream]; u != nil {
 		limits = u.Limits
 	}

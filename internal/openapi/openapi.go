@@ -21,6 +21,7 @@ const (
 	AuthNone   Auth = ""
 	AuthAPIKey Auth = "api_key"
 	AuthHMAC   Auth = "hmac"
+	AuthJWT    Auth = "jwt"
 )
 
 // The media types of a data route's formats.
@@ -274,6 +275,7 @@ const (
 	schemeAPIKey = "api_key"
 	schemeBearer = "api_key_bearer"
 	schemeHMAC   = "hmac"
+	schemeJWT    = "jwt"
 )
 
 func (r *renderer) securitySchemes() obj {
@@ -289,6 +291,10 @@ func (r *renderer) securitySchemes() obj {
 			{"description", "A request signature: `Authorization: LEVEE-HMAC-SHA256 keyId=<key id>, signature=<base64 HMAC-SHA256>` " +
 				"over the canonical request (method, path, query, the Date header and the body's SHA-256), with exactly one `Date` header " +
 				"(IMF-fixdate) within the allowed clock skew; a signature is accepted once (replays are refused). See docs/authentication.md."}})
+	}
+	if r.schemes[schemeJWT] {
+		s.set(schemeJWT, obj{{"type", "http"}, {"scheme", "bearer"}, {"bearerFormat", "JWT"},
+			{"description", "A JWT of one of the route's issuers (identity.jwt_issuers) as Authorization: Bearer TOKEN, naming an app granted the route. See docs/authentication.md."}})
 	}
 	return s
 }
@@ -401,6 +407,8 @@ func (r *renderer) operation(rt *Route, id, method string, others []string, capt
 		desc.WriteString(" Callers are apps with an API key granted this route.")
 	case AuthHMAC:
 		desc.WriteString(" Callers are apps signing each request (HMAC-SHA256) and granted this route.")
+	case AuthJWT:
+		desc.WriteString(" Callers present a JWT (Authorization: Bearer) naming an app granted this route.")
 	}
 	if d := rt.Data; d != nil {
 		if d.Single {
@@ -432,6 +440,9 @@ func (r *renderer) operation(rt *Route, id, method string, others []string, capt
 	case AuthHMAC:
 		r.schemes[schemeHMAC] = true
 		op.set("security", []any{obj{{schemeHMAC, []string{}}}})
+	case AuthJWT:
+		r.schemes[schemeJWT] = true
+		op.set("security", []any{obj{{schemeJWT, []string{}}}})
 	}
 	responses := obj{}
 	params := pathParams(captures, rt.Data)

@@ -30,6 +30,7 @@ import (
 	"github.com/levee-gw/levee/internal/auth"
 	"github.com/levee-gw/levee/internal/jwtauth"
 	"github.com/levee-gw/levee/internal/ratelimit"
+	"github.com/levee-gw/levee/internal/upstream"
 )
 
 // AuthMode is how a route identifies its callers.
@@ -199,6 +200,7 @@ func (h *Handler) Apps() *Apps { return h.consumers.apps.Load() }
 // A signature covers the path as sent (x.sentPath when normalising
 // changed it, see paths.go).
 func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, now time.Time) (app *App, reason Reason, detail string) {
+	x.caller = upstream.Caller{}
 	switch rt.Auth {
 	case AuthAPIKey:
 		key, err := auth.ExtractAPIKey(r.Header)
@@ -237,7 +239,7 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 	case AuthJWT:
 		var reason Reason
 		var detail string
-		if app, reason, detail = identifyJWT(r, rt, apps, now); app == nil {
+		if app, reason, detail = identifyJWT(r, rt, apps, now, &x.caller); app == nil {
 			return nil, reason, detail
 		}
 	default:
@@ -251,6 +253,7 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 	if !app.Grants[rt.Name] {
 		return nil, ReasonForbidden, "no_grant"
 	}
+	x.caller.App = app.ID
 	return app, "", ""
 }
 
@@ -261,7 +264,9 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 // token naming an app the store does not hold is 403 unknown_app (a new
 // token would not help); one without the route's name among its scopes,
 // when the issuer has scopes_claim, 403 no_scope.
-func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time) (*App, Reason, string) {
+//
+// The token's subject and the claims the route binds go to caller.
+func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time, caller *upstream.Caller) (*App, Reason, string) {
 	tok, err := jwtauth.BearerToken(r.Header)
 	if err != nil {
 		return nil, ReasonUnauthenticated, string(jwtauth.DetailMissing)
@@ -283,6 +288,7 @@ func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time) (*App, R
 		if is.ScopesClaim != "" && !id.HasScope(rt.Name) {
 			return nil, ReasonForbidden, "no_scope"
 		}
+		caller.Subject, caller.Claims = id.Subject, id.Claims
 		return app, "", ""
 	}
 	var e *jwtauth.Error

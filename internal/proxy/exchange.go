@@ -40,7 +40,8 @@ type exchange struct {
 	forwardedFor string
 	attempts     int
 	app          *App
-	sentPath     string // the path as sent, when normalising changed it
+	caller       upstream.Caller // the verified identity, with app set (consumers.go)
+	sentPath     string          // the path as sent, when normalising changed it
 	prio         admission.Priority
 	reserved     int64 // bytes of the memory budget held (memory.go)
 	// outcome is the last attempt's (see admissionOutcome).

@@ -71,6 +71,9 @@ const (
 	ReasonDBPoolExhausted    Reason = dataquery.ReasonPoolExhausted
 	ReasonQueryFailed        Reason = dataquery.ReasonQueryFailed
 	ReasonNotFound           Reason = dataquery.ReasonNotFound
+	// A data route's value bound to the caller's identity (`from:`).
+	ReasonIdentityClaimMissing Reason = dataquery.ReasonIdentityClaimMissing
+	ReasonIdentityClaimInvalid Reason = dataquery.ReasonIdentityClaimInvalid
 
 	// reasonInternal answers a bug: a reason without a row (Refuse).
 	reasonInternal Reason = "internal"
@@ -158,6 +161,8 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonForbidden, Status: http.StatusForbidden,
 		Sentence: "this app may not call this route",
 		When:     "the app is known but suspended or not granted the route (`detail`)"},
+	dataRow(ReasonIdentityClaimMissing),
+	dataRow(ReasonIdentityClaimInvalid),
 	{Reason: ReasonNoRoute, Status: http.StatusNotFound,
 		Sentence: "no route matches this host and path",
 		When:     "no route matches host and path"},

@@ -44,6 +44,21 @@ type Outbound struct {
 	// Timing, when set, receives the attempt's connect and first-byte
 	// times (for the access log); nil measures nothing.
 	Timing *Timing
+	// Caller is the request's verified identity, for a forwarder that
+	// binds it (a data route's `from:`); zero on a route without auth. A
+	// value, not a pointer: the request's state stays off the heap.
+	Caller Caller
+}
+
+// Caller is a request's verified identity.
+type Caller struct {
+	// App is the authenticated app's id.
+	App string
+	// Subject is the JWT's sub ("" without a JWT).
+	Subject string
+	// Claims are the JWT claims the route binds, as text (jwtauth's
+	// Identity.Claims); nil when it binds none.
+	Claims map[string]string
 }
 
 // Forwarder sends one attempt of an inbound request to an endpoint and

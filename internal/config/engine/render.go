@@ -239,6 +239,14 @@ func (rd *Renderer) renderValue(f *Field, v reflect.Value, path string) (out any
 			items = append(items, scalar(f.Item, iv))
 		}
 		return items, true, nil
+	case KindEither:
+		if v.Kind() == reflect.Slice { // a Go list of a field written as one item or a list: the list
+			for i := range f.Either {
+				if f.Either[i].Kind == KindList {
+					return rd.renderValue(&f.Either[i], v, path)
+				}
+			}
+		}
 	}
 	if k := v.Kind(); k == reflect.Struct || k == reflect.Map || k == reflect.Slice {
 		// A Go form unlike the file's: it needs a special form, or its
