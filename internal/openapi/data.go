@@ -428,7 +428,8 @@ func pageSchema(row obj, paged bool) obj {
 		{"properties", obj{
 			{"rows", obj{{"type", "array"}, {"items", row}}},
 			{"next_cursor", obj{{"type", []string{"string", "null"}}, {"description", cursor}}},
-			{"truncated", obj{{"type", "boolean"}, {"description", "true when max_rows or max_bytes cut the answer."}}},
+			{"truncated", obj{{"type", "boolean"}, {"description", "true when max_rows, max_bytes or the app's row or byte quota cut the answer."}}},
+			{"reason", obj{{"type", "string"}, {"enum", []string{"quota_exhausted"}}, {"description", "Present when the app's row or byte quota cut the answer: its next call is refused 429 quota_exhausted until the quota's window ends."}}},
 		}},
 		{"additionalProperties", false}}
 }

@@ -167,10 +167,14 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 }
 
 // send forwards r through the upstream's forwarder within the attempt.
-func (a *attempt) send(f *forwarding, r *http.Request, reqID, xff string) (*http.Response, error) {
+func (a *attempt) send(f *forwarding, r *http.Request, x *exchange) (*http.Response, error) {
 	body, length := f.body(r)
-	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: reqID, ForwardedFor: xff, Body: body, Length: length, Trailer: outboundTrailer(r),
-		Timing: f.timing})
+	o := upstream.Outbound{Addr: a.ep.Address, RequestID: x.reqID, ForwardedFor: x.forwardedFor, Body: body, Length: length, Trailer: outboundTrailer(r),
+		Timing: f.timing}
+	if x.usage != nil {
+		o.Usage = x.usage
+	}
+	return f.fw.Forward(a.ctx, r, o)
 }
 
 // settle types the attempt's result from what the forwarder returned and
@@ -312,7 +316,7 @@ func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep
 		beginAttemptSpan(&a, x, r, n)
 	}
 	defer a.end(x)
-	resp, err := a.send(f, r, x.reqID, x.forwardedFor)
+	resp, err := a.send(f, r, x)
 	resp = a.settle(f, r, resp, err)
 	x.upstreamStatus = a.res.status
 	if a.res.client {

@@ -39,7 +39,8 @@ type exchange struct {
 	forwardedFor string
 	attempts     int
 	app          *App
-	sentPath     string // the path as sent, when normalising changed it
+	usage        *usageMeter // the app's row and byte quotas (usage.go); nil: none
+	sentPath     string      // the path as sent, when normalising changed it
 	prio         admission.Priority
 	reserved     int64 // bytes of the memory budget held (memory.go)
 	// outcome is the last attempt's (see admissionOutcome).

@@ -25,6 +25,10 @@ type Metrics struct {
 	preflights       *prometheus.CounterVec // route, result (cors.go)
 	compressed       *prometheus.CounterVec // route, encoding
 	compressedIn     *prometheus.CounterVec // route
+	quotaUsed        *prometheus.CounterVec // kind (rows, bytes): usage.go
+	quotaCut         prometheus.Counter     // answers cut at a row or byte quota
+	quotaRows        prometheus.Counter     // quotaUsed's rows, resolved once
+	quotaBytes       prometheus.Counter     // quotaUsed's bytes, resolved once
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -89,12 +93,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_compressed_input_bytes_total",
 		Help: "Body bytes of the answers levee compressed, before coding, by route (levee_response_bytes_total counts them after).",
 	}, []string{"route"})
+	m.quotaUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_quota_used_total",
+		Help: "Rows and bytes of answers charged to apps' row and byte quotas as they streamed, by kind (rows, bytes).",
+	}, []string{"kind"})
+	m.quotaRows, m.quotaBytes = m.quotaUsed.WithLabelValues("rows"), m.quotaUsed.WithLabelValues("bytes")
+	m.quotaCut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "levee_quota_truncated_total",
+		Help: "Answers cut short because they crossed an app's row or byte quota (quota_exhausted).",
+	})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.quotaUsed, m.quotaCut} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

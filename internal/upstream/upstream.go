@@ -44,6 +44,21 @@ type Outbound struct {
 	// Timing, when set, receives the attempt's connect and first-byte
 	// times (for the access log); nil measures nothing.
 	Timing *Timing
+	// Usage, when set, is the caller's row and byte quota, charged as
+	// the answer streams (nil: none, the fast path).
+	Usage Usage
+}
+
+// Usage charges an answer to its caller's row and byte quotas as it
+// streams. The proxy counts a proxied answer's body bytes itself; a
+// forwarder that counts its own answer (a data route: rows and the bytes
+// of rows as written) calls Own first.
+type Usage interface {
+	// Take charges rows and bytes; false when they do not fit (nothing
+	// charged, and the quota is then used up: the answer must end there).
+	Take(rows, bytes int64) bool
+	// Own says the forwarder charges its answer itself.
+	Own()
 }
 
 // Forwarder sends one attempt of an inbound request to an endpoint and
