@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/levee-gw/levee/internal/testkit"
+	"github.com/levee-gw/levee/internal/testsvc"
 )
 
 // TestRowAndByteQuotas: apps whose limits.quota counts rows (or bytes)
@@ -191,5 +193,81 @@ apps:
 	}
 	if c := used.Value(t, "levee_quota_truncated_total"); c != 5 {
 		t.Errorf("answers cut %v, want 5", c)
+	}
+}
+
+// TestRowQuotaSharedThroughRedis: two levee nodes with cluster.redis
+// share an app's row quota of 10: 7 rows on node 1 (the unused part of
+// its grant given back when the answer ends), then node 2 gives exactly
+// the 3 left and the truncation marker, and both nodes refuse the next
+// call 429 quota_exhausted.
+func TestRowQuotaSharedThroughRedis(t *testing.T) {
+	r := testsvc.StartRedis(t)
+	path := filepath.Join(t.TempDir(), "q.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 50) INSERT INTO items SELECT n, 'item ' || n FROM g;`); err != nil {
+		t.Fatal(err)
+	}
+	const key = "lvk_shared-0123456789abcdefghijklmnop"
+	node := func(id string) *harness {
+		return start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+state_dir: %s
+log: {access: false}
+cluster:
+  node_id: %s
+  redis: {address: %s, prefix: "rowq:", timeout: 1s}
+data_sources:
+  db: {driver: sqlite, path: %s, max_conns: 2}
+routes:
+  - name: items
+    match: {path_prefix: /v1/items}
+    auth: api_key
+    data: {source: db, table: items, columns: [id, name], order: [id], formats: [ndjson]}
+apps:
+  - {id: shared, api_key_sha256: [%s], grants: [items], limits: {quota: {rows: 10, per: 8784h}}}
+`, t.TempDir(), id, r.Address, path, keyHash(key)))
+	}
+	n1, n2 := node("node-1"), node("node-2")
+	get := func(h *harness, path string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodGet, h.base+path, nil)
+		req.Header.Set("X-Api-Key", key)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var ref struct{ Reason string }
+		_ = json.Unmarshal(body, &ref)
+		return resp.StatusCode, string(body), ref.Reason
+	}
+	if code, body, _ := get(n1, "/v1/items?limit=7"); code != 200 || strings.Count(body, "\n") != 7 || strings.Contains(body, "truncated") {
+		t.Fatalf("node 1, 7 rows: %d %s", code, body)
+	}
+	// Node 1 gives its unused grant back as its request ends, just after
+	// the client has the answer: wait for that end (no request in flight).
+	deadline := time.Now().Add(5 * time.Second)
+	for testkit.Scrape(t, n1.admin+"/metrics").Value(t, "levee_inflight_requests") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("node 1 still has a request in flight 5 s after answering")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, body, _ := get(n2, "/v1/items")
+	want := "{\"id\":1,\"name\":\"item 1\"}\n{\"id\":2,\"name\":\"item 2\"}\n{\"id\":3,\"name\":\"item 3\"}\n{\"truncated\":true,\"reason\":\"quota_exhausted\"}\n"
+	if code != 200 || body != want {
+		t.Fatalf("node 2 after node 1's 7 rows: %d %q, want the 3 rows left and the marker", code, body)
+	}
+	for i, h := range []*harness{n1, n2} {
+		if code, body, reason := get(h, "/v1/items"); code != 429 || reason != "quota_exhausted" {
+			t.Fatalf("node %d's next call: %d %s, want 429 quota_exhausted", i+1, code, body)
+		}
 	}
 }

@@ -265,7 +265,15 @@ func (h *Handler) meterUsage(w http.ResponseWriter, x *exchange, rt *Route, now 
 	if x.usage = h.newUsageMeter(rt, x.app, now); x.usage == nil || h.consumers.shared == nil {
 		return true
 	}
-	if out, wait := x.usage.exhausted(now); out {
+	out, wait, ok := false, time.Duration(0), false
+	if x.usage.shared != nil {
+		out, wait, ok = x.usage.exhaustedShared(now)
+	}
+	if !ok {
+		x.usage.shared = nil // Redis away: this node's own counts
+		out, wait = x.usage.exhausted(now)
+	}
+	if out {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 		x.usage = nil
 		x.refuse(w, ReasonQuotaExhausted)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -28,7 +29,33 @@ type usageMeter struct {
 	m      *Metrics
 	owned  bool // the forwarder charges its answer itself
 	cut    bool // a charge did not fit
+
+	// In a cluster (shared non-nil) the counts are Redis's: each cell's
+	// rows and bytes are granted in chunks (usageChunkRows,
+	// usageChunkBytes) kept in allow, and what an answer ending normally
+	// did not use is given back (release). Redis not answering turns the
+	// meter to the node's own cells for the rest of the answer.
+	shared     SharedUsage
+	keys       [2]string
+	allowRows  [2]int64
+	allowBytes [2]int64
 }
+
+// SharedUsage keeps row and byte counts for a cluster
+// (clusterlimit.Limiter.Charge): grants at most what fits of rows and
+// bytes asked for key's window ending at end (Unix ns), a negative ask
+// gives back, an ask of 0 reads; ok false when the store did not answer.
+type SharedUsage interface {
+	Charge(ctx context.Context, key string, end, rows, bytes, rowLimit, byteLimit int64) (gotRows, gotBytes, usedRows, usedBytes int64, ok bool)
+}
+
+// The chunks a node asks Redis for at once: one round trip per 64 rows or
+// 64 KiB of an answer, at most that much held per answer and given back
+// when it ends.
+const (
+	usageChunkRows  = 64
+	usageChunkBytes = 64 << 10
+)
 
 // newUsageMeter returns the meter of app's request on rt, nil when
 // neither of the policies counts rows or bytes.
@@ -43,12 +70,17 @@ func (h *Handler) newUsageMeter(rt *Route, app *App, now time.Time) *usageMeter 
 	}
 	u := &usageMeter{m: h.metrics}
 	if routeUsage {
-		u.cells[u.n], u.quotas[u.n] = h.consumers.appLimits.QuotaCell(app.routeKeys[rt.Name], now), per.Quota
+		u.keys[u.n] = app.routeKeys[rt.Name]
+		u.cells[u.n], u.quotas[u.n] = h.consumers.appLimits.QuotaCell(u.keys[u.n], now), per.Quota
 		u.n++
 	}
 	if app.Limit.Quota.Usage() {
+		u.keys[u.n] = app.ID
 		u.cells[u.n], u.quotas[u.n] = h.consumers.appLimits.QuotaCell(app.ID, now), app.Limit.Quota
 		u.n++
+	}
+	if su, ok := h.consumers.shared.(SharedUsage); ok && h.consumers.shared != nil {
+		u.shared = su
 	}
 	return u
 }
@@ -59,9 +91,13 @@ func (u *usageMeter) Take(rows, bytes int64) bool {
 		return false
 	}
 	ok, now := true, time.Now()
-	for i := range u.n {
-		if !u.cells[i].Take(u.quotas[i], rows, bytes, now) {
-			ok = false
+	if u.shared != nil {
+		ok = u.takeShared(rows, bytes, now)
+	} else {
+		for i := range u.n {
+			if !u.cells[i].Take(u.quotas[i], rows, bytes, now) {
+				ok = false
+			}
 		}
 	}
 	if !ok {
@@ -80,6 +116,88 @@ func (u *usageMeter) Take(rows, bytes int64) bool {
 		}
 	}
 	return true
+}
+
+// takeShared is Take through Redis: from each cell's granted chunk, asking
+// for another when it runs short.
+func (u *usageMeter) takeShared(rows, bytes int64, now time.Time) bool {
+	fits := true
+	for i := range u.n {
+		q := u.quotas[i]
+		needR, needB := rows, bytes
+		if q.Rows() == 0 {
+			needR = 0
+		}
+		if q.Bytes() == 0 {
+			needB = 0
+		}
+		if needR <= u.allowRows[i] && needB <= u.allowBytes[i] {
+			continue
+		}
+		var askR, askB int64
+		if needR > u.allowRows[i] {
+			askR = max(needR-u.allowRows[i], min(usageChunkRows, q.Rows()))
+		}
+		if needB > u.allowBytes[i] {
+			askB = max(needB-u.allowBytes[i], min(usageChunkBytes, q.Bytes()))
+		}
+		gotR, gotB, _, _, ok := u.shared.Charge(context.Background(), u.keys[i], q.WindowEnd(now), askR, askB, q.Rows(), q.Bytes())
+		if !ok { // Redis away: this node's own counts from here on
+			u.shared = nil
+			return u.Take(rows, bytes)
+		}
+		u.allowRows[i] += gotR
+		u.allowBytes[i] += gotB
+		if needR > u.allowRows[i] || needB > u.allowBytes[i] {
+			fits = false // Redis's count is used up: the grant fell short
+		}
+	}
+	if !fits {
+		return false
+	}
+	for i := range u.n {
+		if u.quotas[i].Rows() != 0 {
+			u.allowRows[i] -= rows
+		}
+		if u.quotas[i].Bytes() != 0 {
+			u.allowBytes[i] -= bytes
+		}
+	}
+	return true
+}
+
+// release gives back to Redis what an answer that ended within its quota
+// was granted and did not use (an answer cut at its quota keeps the count
+// used up).
+func (u *usageMeter) release() {
+	if u.shared == nil || u.cut {
+		return
+	}
+	now := time.Now()
+	for i := range u.n {
+		if u.allowRows[i] > 0 || u.allowBytes[i] > 0 {
+			q := u.quotas[i]
+			u.shared.Charge(context.Background(), u.keys[i], q.WindowEnd(now), -u.allowRows[i], -u.allowBytes[i], q.Rows(), q.Bytes())
+			u.allowRows[i], u.allowBytes[i] = 0, 0
+		}
+	}
+}
+
+// exhaustedShared is exhausted through Redis (ok false: it did not
+// answer).
+func (u *usageMeter) exhaustedShared(now time.Time) (out bool, wait time.Duration, ok bool) {
+	for i := range u.n {
+		q := u.quotas[i]
+		end := q.WindowEnd(now)
+		_, _, usedR, usedB, answered := u.shared.Charge(context.Background(), u.keys[i], end, 0, 0, q.Rows(), q.Bytes())
+		if !answered {
+			return false, 0, false
+		}
+		if (q.Rows() != 0 && usedR >= q.Rows()) || (q.Bytes() != 0 && usedB >= q.Bytes()) {
+			return true, time.Duration(end - now.UnixNano()), true
+		}
+	}
+	return false, 0, true
 }
 
 // Own implements upstream.Usage.

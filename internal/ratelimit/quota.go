@@ -87,6 +87,10 @@ func (q Quota) Usage() bool { return q.rows != 0 || q.bytes != 0 }
 // Per is the window's length.
 func (q Quota) Per() time.Duration { return time.Duration(q.per) }
 
+// WindowEnd returns the end of the window holding now, in Unix
+// nanoseconds: the same instant on every node.
+func (q Quota) WindowEnd(now time.Time) int64 { return q.windowEnd(now.UnixNano()) }
+
 // windowEnd returns the end of the window holding now, (⌊now/per⌋+1)·per
 // (floor division, so instants before 1970 work too).
 func (q Quota) windowEnd(now int64) int64 {
