@@ -90,15 +90,12 @@ func (u *usageMeter) Take(rows, bytes int64) bool {
 	if u.cut {
 		return false
 	}
-	ok, now := true, time.Now()
+	var ok bool
+	now := time.Now()
 	if u.shared != nil {
 		ok = u.takeShared(rows, bytes, now)
 	} else {
-		for i := range u.n {
-			if !u.cells[i].Take(u.quotas[i], rows, bytes, now) {
-				ok = false
-			}
-		}
+		ok = u.takeLocal(rows, bytes, now)
 	}
 	if !ok {
 		u.cut = true
@@ -116,6 +113,17 @@ func (u *usageMeter) Take(rows, bytes int64) bool {
 		}
 	}
 	return true
+}
+
+// takeLocal is Take on this node's cells.
+func (u *usageMeter) takeLocal(rows, bytes int64, now time.Time) bool {
+	ok := true
+	for i := range u.n {
+		if !u.cells[i].Take(u.quotas[i], rows, bytes, now) {
+			ok = false
+		}
+	}
+	return ok
 }
 
 // takeShared is Take through Redis: from each cell's granted chunk, asking
@@ -144,7 +152,7 @@ func (u *usageMeter) takeShared(rows, bytes int64, now time.Time) bool {
 		gotR, gotB, _, _, ok := u.shared.Charge(context.Background(), u.keys[i], q.WindowEnd(now), askR, askB, q.Rows(), q.Bytes())
 		if !ok { // Redis away: this node's own counts from here on
 			u.shared = nil
-			return u.Take(rows, bytes)
+			return u.takeLocal(rows, bytes, now)
 		}
 		u.allowRows[i] += gotR
 		u.allowBytes[i] += gotB
