@@ -92,7 +92,11 @@ type RouteLimit struct {
 
 // Quota caps the requests an app may make in each period of Per.
 type Quota struct {
-	Requests int64    `json:"requests"`
+	// Requests, Rows and Bytes per period, each 0 for not counted, at
+	// least one set (rows and bytes of answers, counted as they stream).
+	Requests int64    `json:"requests,omitempty"`
+	Rows     int64    `json:"rows,omitempty"`
+	Bytes    int64    `json:"bytes,omitempty"`
 	Per      Duration `json:"per"`
 }
 
@@ -353,8 +357,17 @@ func validRate(path string, rate float64, burst int, q *Quota) error {
 		return invalid(path+".burst", "needs a rate")
 	}
 	if q != nil {
-		if p := limits.CheckQuotaRequests(q.Requests); p != "" {
+		if q.Requests == 0 && q.Rows == 0 && q.Bytes == 0 {
+			return invalid(path+".quota", "needs at least one of requests, rows and bytes")
+		}
+		if p := limits.CheckQuotaRequests(q.Requests); q.Requests != 0 && p != "" {
 			return invalid(path+".quota.requests", "%s", p)
+		}
+		if p := limits.CheckQuotaRows(q.Rows); q.Rows != 0 && p != "" {
+			return invalid(path+".quota.rows", "%s", p)
+		}
+		if p := limits.CheckQuotaBytes(q.Bytes); q.Bytes != 0 && p != "" {
+			return invalid(path+".quota.bytes", "%s", p)
 		}
 		if p := limits.CheckQuotaPer(time.Duration(q.Per)); p != "" {
 			return invalid(path+".quota.per", "%s", p)

@@ -79,9 +79,16 @@ type RouteLimit struct {
 
 // Quota caps the requests in each period (`quota`).
 type Quota struct {
-	// Requests is the most requests per period (`requests`, required, a
-	// whole number 1 to 1000000000000).
+	// Requests is the most requests per period (`requests`, a whole
+	// number 1 to 1000000000000). 0 when omitted: requests not counted.
 	Requests int64
+	// Rows is the most rows of data answers per period (`rows`, 1 to
+	// 10^15), counted as they stream. 0 when omitted: none counted.
+	Rows int64
+	// Bytes is the most bytes of answers per period (`bytes`, 1 to 2^50):
+	// a data answer's rows as written, a proxied answer's body. 0 when
+	// omitted: none counted. At least one of requests, rows and bytes.
+	Bytes int64
 	// Per is the period (`per`, required, a duration from 1s to 8784h).
 	Per time.Duration
 }
@@ -182,6 +189,22 @@ func (p *parser) appLimits(l *AppLimits, path string, n *yaml.Node) {
 		return
 	}
 	p.rateBurst(f, n, path, appLimitsBlock, l, &l.Rate, &l.Burst) // and quota, max_concurrency
+	p.quotaCounts(f["quota"], engine.Key(path, "quota"))
+}
+
+// quotaCounts refuses a quota block that counts nothing: it needs at least
+// one of requests, rows and bytes.
+func (p *parser) quotaCounts(n *yaml.Node, path string) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch n.Content[i].Value {
+		case "requests", "rows", "bytes":
+			return
+		}
+	}
+	p.Add(n, path, "needs at least one of requests, rows and bytes")
 }
 
 // anonymousLimits reads `routes[i].anonymous_limits`.
@@ -355,6 +378,7 @@ func (p *parser) routeLimits(path string, n *yaml.Node, grants []string) map[str
 			continue
 		}
 		p.rateBurst(f, e.V, rp, routeLimitBlock, &rl, &rl.Rate, &rl.Burst) // and quota
+		p.quotaCounts(f["quota"], engine.Key(rp, "quota"))
 		out[e.Key] = rl
 	}
 	return out
@@ -416,8 +440,12 @@ func ReadTokenFile(path string) (string, error) {
 // The field tables of this file's blocks (fields.go says how a table is read).
 var (
 	quotaBlock = engine.NewBlock(
-		engine.Field{Name: "requests", Kind: engine.KindInt, Lo: 1, Hi: maxQuotaRequests, Required: true, Doc: "requests allowed per period",
+		engine.Field{Name: "requests", Kind: engine.KindInt, Lo: 1, Hi: maxQuotaRequests, Doc: "requests allowed per period",
 			Bind: engine.At(func(q *Quota) *int64 { return &q.Requests })},
+		engine.Field{Name: "rows", Kind: engine.KindInt, Lo: 1, Hi: limits.MaxQuotaRows, Doc: "rows of data answers allowed per period, counted as they stream",
+			Bind: engine.At(func(q *Quota) *int64 { return &q.Rows })},
+		engine.Field{Name: "bytes", Kind: engine.KindInt, Lo: 1, Hi: limits.MaxQuotaBytes, Doc: "bytes of answers allowed per period (data rows as written, proxied bodies), counted as they stream",
+			Bind: engine.At(func(q *Quota) *int64 { return &q.Bytes })},
 		engine.Field{Name: "per", Kind: engine.KindDuration, Required: true, Doc: "the period, from 1s to 8784h",
 			Check: checkQuotaPer, Bind: engine.At(func(q *Quota) *time.Duration { return &q.Per })},
 	)

@@ -60,7 +60,10 @@ func TestParseAppsRejects(t *testing.T) {
 		{"burst fractional", appsBase + "apps: [{id: a, limits: {rate: 1, burst: 1.5}}]\n", []string{
 			"apps[0].limits.burst: must be a number from 1 to 1000000000, got 1.5"}},
 		{"quota incomplete", appsBase + "apps: [{id: a, limits: {quota: {}}}]\n", []string{
-			"apps[0].limits.quota.requests: required", "apps[0].limits.quota.per: required"}},
+			"apps[0].limits.quota.per: required", "apps[0].limits.quota: needs at least one of requests, rows and bytes"}},
+		{"quota rows zero", appsBase + "apps: [{id: a, limits: {quota: {rows: 0, bytes: 1125899906842625, per: 1h}}}]\n", []string{
+			"apps[0].limits.quota.rows: must be a number from 1 to 1000000000000000, got 0",
+			"apps[0].limits.quota.bytes: must be a number from 1 to 1125899906842624, got 1125899906842625"}},
 		{"quota period too short", appsBase + "apps: [{id: a, limits: {quota: {requests: 5, per: 10ms}}}]\n", []string{
 			`apps[0].limits.quota.per: must be from 1s to 8784h0m0s, got "10ms"`}},
 		{"quota requests zero", appsBase + "apps: [{id: a, limits: {quota: {requests: 0, per: 1h}}}]\n", []string{

@@ -15,7 +15,7 @@ import (
 )
 
 // truncatedTrailer is the trailer a capped answer carries, naming the cap
-// (max_rows or max_bytes).
+// (max_rows, max_bytes, or quota_exhausted for an app's row or byte quota).
 const truncatedTrailer = "Levee-Truncated"
 
 // errCutShort ends a JSON or CSV answer whose rows failed after it began:
@@ -62,7 +62,7 @@ type body struct {
 	closed   bool
 }
 
-func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.Bound, f dataformat.Format, flight *datacache.Flight, start time.Time) (*body, error) {
+func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.Bound, f dataformat.Format, flight *datacache.Flight, start time.Time, lim dataformat.Limits) (*body, error) {
 	bd := &body{rt: rt, rows: rows, flight: flight, format: f, start: start, q: q, b: b, paged: b.Limit > 0}
 	rcols := rows.Columns()
 	names := make([]string, len(rcols))
@@ -81,7 +81,7 @@ func (rt *Route) newBody(rows *datasource.Rows, q dataquery.Query, b dataquery.B
 	if err != nil {
 		return nil, err
 	}
-	w, err := dataformat.NewWriter(f, dst, cols, rt.o.Limits)
+	w, err := dataformat.NewWriter(f, dst, cols, lim)
 	if err != nil {
 		return nil, err
 	}

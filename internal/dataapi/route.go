@@ -130,14 +130,14 @@ var _ upstream.Forwarder = (*Route)(nil)
 // *upstream.Refusal, or ctx's own when the client left.
 func (rt *Route) Forward(ctx context.Context, r *http.Request, ob upstream.Outbound) (*http.Response, error) {
 	if len(rt.o.Bindings) == 0 {
-		return rt.forward(ctx, r, nil)
+		return rt.forward(ctx, r, ob, nil)
 	}
-	resp, err := rt.forward(ctx, r, &ob.Caller)
+	resp, err := rt.forward(ctx, r, ob, &ob.Caller)
 	return resp, rt.boundRefusal(err)
 }
 
 // forward is Forward; caller is the identity a route with Bindings binds.
-func (rt *Route) forward(ctx context.Context, r *http.Request, caller *upstream.Caller) (*http.Response, error) {
+func (rt *Route) forward(ctx context.Context, r *http.Request, out upstream.Outbound, caller *upstream.Caller) (*http.Response, error) {
 	format, ok := dataformat.Negotiate(r.Header.Get("Accept"), rt.o.Formats)
 	if !ok {
 		return nil, &upstream.Refusal{Reason: dataquery.ReasonNotAcceptable, Detail: "this route answers " + formatList(rt.o.Formats)}
@@ -194,7 +194,15 @@ func (rt *Route) forward(ctx context.Context, r *http.Request, caller *upstream.
 	key := ""
 	// A counted answer is neither served from the cache nor cached: its
 	// Content-Range is of the moment.
-	if rt.cached() && countMode == dataquery.CountNone {
+	// An app with a row or byte quota is charged each row as written
+	// (dataformat.Limits.Meter): its answers are neither served from the
+	// cache nor cached, so every row it gets is counted. A single-row
+	// route leaves the charge to the proxy (its body's bytes).
+	metered := out.Usage != nil && !rt.o.Single
+	if metered {
+		out.Usage.Own()
+	}
+	if rt.cached() && countMode == dataquery.CountNone && !metered {
 		key = cacheKey(rt.o.Version, format, b, vals, limit)
 		res, err := rt.o.Cache.Begin(ctx, key, rt.o.CachePolicy, now)
 		if err != nil {
@@ -231,7 +239,11 @@ func (rt *Route) forward(ctx context.Context, r *http.Request, caller *upstream.
 	if rt.o.Single {
 		return rt.single(ctx, rows, q, b, vals, flight, now)
 	}
-	body, err := rt.newBody(rows, q, b, format, flight, now)
+	lim := rt.o.Limits
+	if metered {
+		lim.Meter = out.Usage
+	}
+	body, err := rt.newBody(rows, q, b, format, flight, now, lim)
 	if body != nil {
 		body.max = limit
 	}

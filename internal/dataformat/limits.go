@@ -19,6 +19,16 @@ type Limits struct {
 	// bytes plus the cursor's length, or an abort line of a bounded
 	// message.
 	MaxBytes int64
+	// Meter, when set, is charged each row and its bytes as written (an
+	// app's row and byte quota): a row it refuses is not written and
+	// ends the answer, truncated at QuotaCap. nil: no quota.
+	Meter Meter
+}
+
+// Meter is charged an answer's rows as they are written.
+type Meter interface {
+	// Take charges rows and bytes; false when they do not fit.
+	Take(rows, bytes int64) bool
 }
 
 // Tail is what Finish writes after the rows.
@@ -40,6 +50,7 @@ type Cap uint8
 const (
 	MaxRowsCap  Cap = 1 // Limits.MaxRows
 	MaxBytesCap Cap = 2 // Limits.MaxBytes
+	QuotaCap    Cap = 3 // Limits.Meter: the app's row or byte quota
 )
 
 // String returns the cap's name as answers and configuration spell it.
@@ -49,6 +60,8 @@ func (c Cap) String() string {
 		return "max_rows"
 	case MaxBytesCap:
 		return "max_bytes"
+	case QuotaCap:
+		return "quota_exhausted"
 	}
 	return "Cap(" + strconv.Itoa(int(c)) + ")"
 }

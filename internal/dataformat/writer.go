@@ -187,6 +187,11 @@ func (w *Writer) Row(vals []any) error {
 	if err == nil && w.over(len(b)) {
 		err = errOverBudget
 	}
+	if err == nil && w.lim.Meter != nil && !w.lim.Meter.Take(1, int64(len(b)-start)) {
+		w.buf = b[:start]
+		w.cut = &LimitError{Cap: QuotaCap}
+		return w.cut
+	}
 	if err != nil {
 		w.buf = b[:start]
 		if err == errOverBudget {
@@ -395,8 +400,9 @@ func (w *Writer) Flush() error {
 
 // Finish writes what follows the rows and flushes. JSON: the end of the
 // rows array, "next_cursor" (null for an empty NextCursor) and
-// "truncated". NDJSON: nothing, or when the answer was truncated a last
-// line {"truncated":true,"reason":"max_rows"|"max_bytes"}. CSV: nothing
+// "truncated" (and "reason":"quota_exhausted" when an app's quota cut
+// it). NDJSON: nothing, or when the answer was truncated a last line
+// {"truncated":true,"reason":"max_rows"|"max_bytes"|"quota_exhausted"}. CSV: nothing
 // (every CSV answer ends with CRLF; a truncated one says so only in what
 // Truncated reports, for the caller's trailer or log).
 func (w *Writer) Finish(t Tail) error {
@@ -415,6 +421,9 @@ func (w *Writer) Finish(t Tail) error {
 		}
 		b = append(b, `,"truncated":`...)
 		b = strconv.AppendBool(b, truncated)
+		if truncated && reason == QuotaCap {
+			b = append(b, `,"reason":"quota_exhausted"`...)
+		}
 		b = append(b, "}\n"...)
 	case NDJSON:
 		if truncated {

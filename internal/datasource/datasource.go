@@ -80,6 +80,13 @@ type Column struct {
 	// Kind is what the column's values are, one of package valuekind's kinds: the
 	// OpenAPI schema and table-mode filter parsing follow it.
 	Kind string
+	// NotNull is true when the database's catalogue says the column holds
+	// no NULL: a table's (or view's base) column declared NOT NULL, read by
+	// TableColumns only (PostgreSQL's pg_attribute.attnotnull, SQLite's
+	// PRAGMA table_info). A statement's column may be NULL whatever its
+	// table says (an outer join, an aggregate of no rows): Describe and
+	// Query leave it false, as they do for every column not known NOT NULL.
+	NotNull bool
 }
 
 // PoolStats is a snapshot of a source's connections, for the metric

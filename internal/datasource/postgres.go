@@ -369,5 +369,45 @@ func (s *pgSource) tableColumns(ctx context.Context, table string) ([]Column, er
 	if err != nil {
 		return nil, err
 	}
-	return s.describe(ctx, "SELECT * FROM "+pgx.Identifier(ident).Sanitize()+" LIMIT 0", 0)
+	quoted := pgx.Identifier(ident).Sanitize()
+	cols, err := s.describe(ctx, "SELECT * FROM "+quoted+" LIMIT 0", 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.notNull(ctx, quoted, cols); err != nil {
+		return nil, err
+	}
+	return cols, nil
+}
+
+// notNull marks the columns of table (quoted, as FROM takes it) that the
+// catalogue declares NOT NULL (pg_attribute.attnotnull; a view's columns
+// are never marked). Bounded: one row per column of the table.
+func (s *pgSource) notNull(ctx context.Context, quoted string, cols []Column) error {
+	conn, err := s.acquire(ctx, s.opts.StatementTimeout)
+	if err != nil {
+		return err
+	}
+	defer s.finish(conn, ctx, false)
+	c := conn.Conn()
+	rows, err := c.Query(ctx, "SELECT attname::text FROM pg_catalog.pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attnotnull", quoted)
+	if err != nil {
+		return classifyPG(ctx, nil, err, c.IsClosed())
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return &QueryError{Err: err}
+		}
+		for i := range cols {
+			if cols[i].Name == name {
+				cols[i].NotNull = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return classifyPG(ctx, nil, err, c.IsClosed())
+	}
+	return nil
 }

@@ -441,8 +441,8 @@ func TestPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []Column{{"id", "int4", "int64"}, {"n", "numeric", "numeric"}, {"created_at", "timestamptz", "timestamp"},
-			{"m", "mood", "string"}, {"now", "timestamptz", "timestamp"}}
+		want := []Column{{"id", "int4", "int64", false}, {"n", "numeric", "numeric", false}, {"created_at", "timestamptz", "timestamp", false},
+			{"m", "mood", "string", false}, {"now", "timestamptz", "timestamp", false}}
 		if fmt.Sprint(cols) != fmt.Sprint(want) {
 			t.Fatalf("Describe = %v, want %v", cols, want)
 		}
@@ -456,6 +456,11 @@ func TestPostgres(t *testing.T) {
 			}
 			if len(cols) != 21 || cols[0].Name != "id" || cols[12].Kind != valuekind.Timestamp || cols[19].Type != "mood" {
 				t.Fatalf("TableColumns(%s) = %v", table, cols)
+			}
+			// pg_attribute.attnotnull: the primary key id is NOT NULL,
+			// i2 is not.
+			if !cols[0].NotNull || cols[1].NotNull {
+				t.Fatalf("TableColumns(%s) NotNull: id %v, i2 %v; want true, false", table, cols[0].NotNull, cols[1].NotNull)
 			}
 		}
 		_, err = src.TableColumns(ctx, `types"; DROP TABLE types; --`)

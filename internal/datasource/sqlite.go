@@ -310,7 +310,57 @@ func (s *sqliteSource) tableColumns(ctx context.Context, table string) ([]Column
 	for i, p := range parts {
 		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
 	}
-	return s.describe(ctx, "SELECT * FROM "+strings.Join(parts, "."), 0)
+	cols, err := s.describe(ctx, "SELECT * FROM "+strings.Join(parts, "."), 0)
+	if err != nil {
+		return nil, err
+	}
+	// PRAGMA table_info names the NOT NULL columns (its notnull column);
+	// "schema".table_info("table") for a qualified name.
+	pragma := "PRAGMA table_info(" + parts[len(parts)-1] + ")"
+	if len(parts) == 2 {
+		pragma = "PRAGMA " + parts[0] + ".table_info(" + parts[1] + ")"
+	}
+	rows, err := s.db.QueryContext(ctx, pragma)
+	if err != nil {
+		return nil, classifySQLite(ctx, ctx, err)
+	}
+	defer rows.Close()
+	// A table's one INTEGER PRIMARY KEY column is its rowid (or, WITHOUT
+	// ROWID, a key SQLite holds NOT NULL): never NULL though table_info
+	// says notnull 0.
+	pks, pkName := 0, ""
+	for rows.Next() { // one row per column of the table
+		var (
+			cid, notnull, pk int64
+			name, typ        string
+			dflt             any
+		)
+		if err := rows.Scan(&cid, &name, &typ, &notnull, &dflt, &pk); err != nil {
+			return nil, &QueryError{Err: err}
+		}
+		if pk != 0 {
+			pks++
+			if strings.EqualFold(typ, "INTEGER") {
+				pkName = name
+			}
+		}
+		for i := range cols {
+			if cols[i].Name == name && notnull != 0 {
+				cols[i].NotNull = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classifySQLite(ctx, ctx, err)
+	}
+	if pks == 1 && pkName != "" {
+		for i := range cols {
+			if cols[i].Name == pkName {
+				cols[i].NotNull = true
+			}
+		}
+	}
+	return cols, nil
 }
 
 // splitTable splits "schema.table" (or "table") into its identifiers.

@@ -66,10 +66,10 @@ func TestSQLite(t *testing.T) {
 		}
 		cols := r.Columns()
 		rows := collect(t, r)
-		wantCols := []Column{{"id", "INTEGER", "int64"}, {"i", "BIGINT", "int64"}, {"r", "REAL", "float64"},
-			{"n", "NUMERIC(30,9)", "numeric"}, {"t", "TEXT", "string"}, {"vc", "VARCHAR(20)", "string"},
-			{"b", "BOOLEAN", "bool"}, {"d", "DATE", "date"}, {"ts", "TIMESTAMP", "timestamp"}, {"u", "UUID", "uuid"},
-			{"by", "BLOB", "bytes"}, {"j", "JSON", "json"}, {"anything", "", "string"}, {"expr", "", "string"}}
+		wantCols := []Column{{"id", "INTEGER", "int64", false}, {"i", "BIGINT", "int64", false}, {"r", "REAL", "float64", false},
+			{"n", "NUMERIC(30,9)", "numeric", false}, {"t", "TEXT", "string", false}, {"vc", "VARCHAR(20)", "string", false},
+			{"b", "BOOLEAN", "bool", false}, {"d", "DATE", "date", false}, {"ts", "TIMESTAMP", "timestamp", false}, {"u", "UUID", "uuid", false},
+			{"by", "BLOB", "bytes", false}, {"j", "JSON", "json", false}, {"anything", "", "string", false}, {"expr", "", "string", false}}
 		if fmt.Sprint(cols) != fmt.Sprint(wantCols) {
 			t.Fatalf("columns %v\nwant    %v", cols, wantCols)
 		}
@@ -223,7 +223,7 @@ func TestSQLite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "[{id INTEGER int64} {created_at TIMESTAMP timestamp} {n NUMERIC(30,9) numeric}]"; fmt.Sprint(cols) != want {
+		if want := "[{id INTEGER int64 false} {created_at TIMESTAMP timestamp false} {n NUMERIC(30,9) numeric false}]"; fmt.Sprint(cols) != want {
 			t.Fatalf("Describe = %v, want %s", cols, want)
 		}
 		for _, table := range []string{"types", "main.types"} {
@@ -233,6 +233,11 @@ func TestSQLite(t *testing.T) {
 			}
 			if len(cols) != 13 || cols[8].Kind != valuekind.Timestamp {
 				t.Fatalf("TableColumns(%s) = %v", table, cols)
+			}
+			// The catalogue's nullability: id INTEGER PRIMARY KEY is the
+			// rowid, never NULL; i has no NOT NULL.
+			if !cols[0].NotNull || cols[1].NotNull {
+				t.Fatalf("TableColumns(%s) NotNull: id %v, i %v; want true, false", table, cols[0].NotNull, cols[1].NotNull)
 			}
 		}
 		if _, err := src.TableColumns(ctx, `types"; DROP TABLE types; --`); err == nil {

@@ -93,7 +93,7 @@ func quota(q *config.Quota) *apps.Quota {
 	if q == nil {
 		return nil
 	}
-	return &apps.Quota{Requests: q.Requests, Per: apps.Duration(q.Per)}
+	return &apps.Quota{Requests: q.Requests, Rows: q.Rows, Bytes: q.Bytes, Per: apps.Duration(q.Per)}
 }
 
 // Apps returns the consumer-app store (after Start; nil before). Its
@@ -168,9 +168,14 @@ func appPolicy(rate float64, burst int, q *apps.Quota) (ratelimit.Policy, error)
 	if q == nil {
 		return ratelimit.NewPolicy(rate, burst, 0, 0)
 	}
-	if q.Requests == 0 {
+	if q.Requests == 0 && q.Rows == 0 && q.Bytes == 0 {
 		_, err := ratelimit.NewQuota(0, time.Duration(q.Per))
 		return ratelimit.Policy{}, err
 	}
-	return ratelimit.NewPolicy(rate, burst, q.Requests, time.Duration(q.Per))
+	p, err := ratelimit.NewPolicy(rate, burst, 0, 0)
+	if err != nil {
+		return p, err
+	}
+	p.Quota, err = ratelimit.NewUsageQuota(q.Requests, q.Rows, q.Bytes, time.Duration(q.Per))
+	return p, err
 }

@@ -68,7 +68,7 @@ func columnsReader(d *config.RouteData, dr *dataapi.Route) openapi.ColumnsReader
 		dc := dr.Columns(ctx)
 		c := openapi.Columns{Known: dc.Known, Note: dc.Note}
 		for _, col := range dc.Columns {
-			c.Columns = append(c.Columns, openapi.Column{Name: col.Name, Type: col.Type, Kind: col.Kind})
+			c.Columns = append(c.Columns, openapi.Column{Name: col.Name, Type: col.Type, Kind: col.Kind, NotNull: col.NotNull})
 		}
 		return c
 	}

@@ -44,6 +44,10 @@ const (
 	MaxBurstWindow = 1e9 * time.Second
 	// MaxQuotaRequests caps a quota's request count.
 	MaxQuotaRequests = 1_000_000_000_000
+	// MaxQuotaRows caps a quota's row count (rows of data answers).
+	MaxQuotaRows = 1_000_000_000_000_000
+	// MaxQuotaBytes caps a quota's byte count (bytes of answers: 1 PiB).
+	MaxQuotaBytes = 1 << 50
 	// MinQuotaPer and MaxQuotaPer bound a quota's period.
 	MinQuotaPer = time.Second
 	MaxQuotaPer = 366 * 24 * time.Hour
@@ -153,6 +157,22 @@ func DefaultBurst(rate float64) int64 {
 func CheckQuotaRequests(n int64) string {
 	if n < 1 || n > MaxQuotaRequests {
 		return fmt.Sprintf("must be a whole number from 1 to %d, got %d", int64(MaxQuotaRequests), n)
+	}
+	return ""
+}
+
+// CheckQuotaRows returns the problem with a quota's row count, or "".
+func CheckQuotaRows(n int64) string {
+	if n < 1 || n > MaxQuotaRows {
+		return fmt.Sprintf("must be a whole number from 1 to %d, got %d", int64(MaxQuotaRows), n)
+	}
+	return ""
+}
+
+// CheckQuotaBytes returns the problem with a quota's byte count, or "".
+func CheckQuotaBytes(n int64) string {
+	if n < 1 || n > MaxQuotaBytes {
+		return fmt.Sprintf("must be a whole number from 1 to %d, got %d", int64(MaxQuotaBytes), n)
 	}
 	return ""
 }

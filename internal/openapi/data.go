@@ -144,6 +144,40 @@ func schemaVal(v any) any {
 	return v
 }
 
+// dropNull returns schema s without "null" among its types: in its own
+// "type" list and in those of its anyOf branches (the kinds' schemas are
+// two levels deep at most). A "type" list left with one type becomes that
+// type.
+func dropNull(s obj) obj {
+	out := make(obj, 0, len(s))
+	for _, m := range s {
+		switch v := m.val.(type) {
+		case []string:
+			if m.key == "type" {
+				ts := slices.DeleteFunc(slices.Clone(v), func(t string) bool { return t == "null" })
+				if len(ts) == 1 {
+					m.val = ts[0]
+				} else {
+					m.val = ts
+				}
+			}
+		case []any:
+			if m.key == "anyOf" {
+				branches := make([]any, len(v))
+				for i, b := range v {
+					if o, ok := b.(obj); ok {
+						b = dropNull(o)
+					}
+					branches[i] = b
+				}
+				m.val = branches
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // defaultValue is a parameter's default as a JSON value of its type.
 func defaultValue(p dataquery.Param) any {
 	if !p.List {
@@ -394,13 +428,15 @@ func pageSchema(row obj, paged bool) obj {
 		{"properties", obj{
 			{"rows", obj{{"type", "array"}, {"items", row}}},
 			{"next_cursor", obj{{"type", []string{"string", "null"}}, {"description", cursor}}},
-			{"truncated", obj{{"type", "boolean"}, {"description", "true when max_rows or max_bytes cut the answer."}}},
+			{"truncated", obj{{"type", "boolean"}, {"description", "true when max_rows, max_bytes or the app's row or byte quota cut the answer."}}},
+			{"reason", obj{{"type", "string"}, {"enum", []string{"quota_exhausted"}}, {"description", "Present when the app's row or byte quota cut the answer: its next call is refused 429 quota_exhausted until the quota's window ends."}}},
 		}},
 		{"additionalProperties", false}}
 }
 
 // rowSchema is one row: an object keyed by column name in column order,
-// each value nullable (the database may hold NULL in any column it reports).
+// each value nullable unless the database's catalogue says the column is
+// NOT NULL (Column.NotNull).
 func rowSchema(d *Data) obj {
 	if !d.ColumnsKnown {
 		return obj{{"type", "object"}, {"description", "The columns are unknown for now (" + d.ColumnsNote + "); ask for the document again later."},
@@ -433,7 +469,12 @@ func columnSchema(c Column) obj {
 	if note != "" {
 		desc += ": " + note
 	}
-	s.set("description", desc+"; null for NULL.")
+	if c.NotNull {
+		s = dropNull(s)
+		s.set("description", desc+"; never null (NOT NULL in the database).")
+	} else {
+		s.set("description", desc+"; null for NULL.")
+	}
 	if c.Type != "" {
 		s.set("x-levee-db-type", c.Type)
 	}

@@ -147,6 +147,9 @@ type Column struct {
 	Type string
 	// Kind is one of the column kinds.
 	Kind string
+	// NotNull: the database's catalogue says the column holds no NULL
+	// (datasource.Column.NotNull); its schema then leaves out "null".
+	NotNull bool
 }
 
 // operationMethods are the methods an OpenAPI 3.1 path item can hold, in

@@ -64,22 +64,22 @@ func sample() Document {
 			},
 			Page:         &Page{Keyset: []string{"created_at", "id"}, Default: 100, Max: 1000},
 			ColumnsKnown: true, ColumnsNote: "from the database (PostgreSQL) at 2025-01-01T00:00:00Z",
-			Columns: []Column{{"id", "int8", valuekind.Int64}, {"total", "numeric", valuekind.Numeric}, {"created_at", "timestamptz", valuekind.Timestamp}},
+			Columns: []Column{{"id", "int8", valuekind.Int64, false}, {"total", "numeric", valuekind.Numeric, false}, {"created_at", "timestamptz", valuekind.Timestamp, false}},
 		}},
 		{Name: "customers-v1", PathPrefix: "/v1/customers", Methods: []string{"GET"}, Refusals: data, Data: &Data{
 			Source: "sales", Table: "customers", Formats: []string{MediaCSV, MediaJSON}, MaxRows: 5, MaxBytes: 1024, MaxFilters: 8,
 			Select: []string{"id", "score", "name", "created_at"}, Orders: []string{"id.desc", "created_at.desc,id.asc"},
 			Filters:      []Filter{{Column: "region", Kind: valuekind.String, Ops: []string{"eq", "in"}}, {Column: "created_at", Kind: valuekind.Timestamp, Ops: []string{"gte", "lt", "is"}}},
 			ColumnsKnown: true,
-			Columns: []Column{{"id", "INTEGER", valuekind.Int64}, {"score", "REAL", valuekind.Float64}, {"vip", "BOOLEAN", valuekind.Bool}, {"name", "TEXT", valuekind.String},
-				{"born", "DATE", valuekind.Date}, {"created_at", "TIMESTAMP", valuekind.Timestamp}, {"uid", "UUID", valuekind.UUID}, {"price", "NUMERIC", valuekind.Numeric},
-				{"photo", "BLOB", valuekind.Bytes}, {"attrs", "JSON", valuekind.JSON}, {"odd", "", "other"}},
+			Columns: []Column{{"id", "INTEGER", valuekind.Int64, false}, {"score", "REAL", valuekind.Float64, false}, {"vip", "BOOLEAN", valuekind.Bool, false}, {"name", "TEXT", valuekind.String, false},
+				{"born", "DATE", valuekind.Date, false}, {"created_at", "TIMESTAMP", valuekind.Timestamp, false}, {"uid", "UUID", valuekind.UUID, false}, {"price", "NUMERIC", valuekind.Numeric, false},
+				{"photo", "BLOB", valuekind.Bytes, false}, {"attrs", "JSON", valuekind.JSON, false}, {"odd", "", "other", false}},
 		}},
 		{Name: "product", PathPrefix: "/v1/products/{id:int}", PathKind: "path_template", Methods: []string{"GET", "HEAD"},
 			Refusals: append(slices.Clone(data), Refusal{Reason: "not_found", Status: 404, Sentence: "no row matches the request"}), Data: &Data{
 				Source: "sales", Formats: []string{MediaJSON}, MaxRows: 10000, MaxBytes: 8 << 20, Cached: true, Single: true,
 				Params:       []dataquery.Param{{Name: "id", Type: dataquery.Int64, Required: true, Min: "1"}, {Name: "lang", Type: dataquery.String, Default: "en"}},
-				ColumnsKnown: true, Columns: []Column{{"id", "int8", valuekind.Int64}, {"name", "text", valuekind.String}},
+				ColumnsKnown: true, Columns: []Column{{"id", "int8", valuekind.Int64, false}, {"name", "text", valuekind.String, false}},
 			}},
 		{Name: "repo", PathPrefix: "/u/{user}/repos/{n:int}", PathKind: "path_template", Methods: []string{"GET"}, Upstream: "dav"},
 		{Name: "repo-post", PathPrefix: "/u/{owner}/repos/{m:int}", PathKind: "path_template", Methods: []string{"POST"}, Upstream: "dav"},
@@ -397,5 +397,44 @@ func TestTemplatePathParams(t *testing.T) {
 	}
 	if err := openapitest.Check(bad); err == nil || !strings.Contains(err.Error(), `template name "user" has no in: path parameter`) {
 		t.Errorf("the oracle accepted a template without its parameter: %v", err)
+	}
+}
+
+// TestRenderNotNullColumns: a column the database's catalogue says is NOT
+// NULL is rendered without "null" among its types (its own type list and
+// its anyOf branches'); the others stay nullable.
+func TestRenderNotNullColumns(t *testing.T) {
+	d := sample()
+	cols := d.Routes[6].Data.Columns // customers-v1
+	if d.Routes[6].Name != "customers-v1" {
+		t.Fatalf("sample's route 6 is %s", d.Routes[6].Name)
+	}
+	for i := range cols {
+		cols[i].NotNull = cols[i].Name != "score" && cols[i].Name != "born"
+	}
+	cols[1].NotNull = true // score: float, an anyOf
+	doc, err := Render(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, doc)
+	row := func(col string, path ...any) any {
+		return at(t, m, append([]any{"components", "schemas", "customers-v1.row", "properties", col}, path...)...)
+	}
+	for _, c := range []struct {
+		name string
+		got  any
+		want string
+	}{
+		{"int64 NOT NULL", row("id", "type"), `["integer","string"]`},
+		{"string NOT NULL", row("name", "type"), `"string"`},
+		{"bool NOT NULL", row("vip", "type"), `"boolean"`},
+		{"float NOT NULL", row("score", "anyOf", 0, "type"), `"number"`},
+		{"date nullable", row("born", "type"), `["string","null"]`},
+		{"description", row("id", "description"), `"int64 (database type INTEGER): a JSON number within ±2^53, a decimal string beyond; never null (NOT NULL in the database)."`},
+	} {
+		if got := mustJSON(c.got); got != c.want {
+			t.Errorf("%s: got %s, want %s", c.name, got, c.want)
+		}
 	}
 }

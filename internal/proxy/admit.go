@@ -22,6 +22,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/levee-gw/levee/internal/admission"
@@ -249,6 +250,33 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 			reason = ReasonQuotaExhausted
 		}
 		x.refuse(w, reason)
+		return false
+	}
+	if x.app != nil {
+		return h.meterUsage(w, x, rt, now)
+	}
+	return true
+}
+
+// meterUsage gives the request of an app whose quota counts rows or bytes
+// its meter (usage.go). A shared limiter's decision does not see those
+// counts, so an app that used them up is refused here.
+func (h *Handler) meterUsage(w http.ResponseWriter, x *exchange, rt *Route, now time.Time) bool {
+	if x.usage = h.newUsageMeter(rt, x.app, now); x.usage == nil || h.consumers.shared == nil {
+		return true
+	}
+	out, wait, ok := false, time.Duration(0), false
+	if x.usage.shared != nil {
+		out, wait, ok = x.usage.exhaustedShared(now)
+	}
+	if !ok {
+		x.usage.shared = nil // Redis away: this node's own counts
+		out, wait = x.usage.exhausted(now)
+	}
+	if out {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+		x.usage = nil
+		x.refuse(w, ReasonQuotaExhausted)
 		return false
 	}
 	return true

@@ -169,8 +169,12 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 // send forwards r through the upstream's forwarder within the attempt.
 func (a *attempt) send(f *forwarding, r *http.Request, x *exchange) (*http.Response, error) {
 	body, length := f.body(r)
-	return f.fw.Forward(a.ctx, r, upstream.Outbound{Addr: a.ep.Address, RequestID: x.reqID, ForwardedFor: x.forwardedFor, Body: body, Length: length, Trailer: outboundTrailer(r),
-		Timing: f.timing, Caller: x.caller})
+	o := upstream.Outbound{Addr: a.ep.Address, RequestID: x.reqID, ForwardedFor: x.forwardedFor, Body: body, Length: length, Trailer: outboundTrailer(r),
+		Timing: f.timing, Caller: x.caller}
+	if x.usage != nil {
+		o.Usage = x.usage
+	}
+	return f.fw.Forward(a.ctx, r, o)
 }
 
 // settle types the attempt's result from what the forwarder returned and

@@ -8,6 +8,7 @@ package proxy
 // a client that reads slowly holds only its own connection.
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -238,6 +239,9 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		return
 	}
 
+	if x.usage != nil && !x.usage.owned {
+		resp.Body = &meteredBody{ReadCloser: resp.Body, u: x.usage} // usage.go
+	}
 	dst := w.Header()
 	copyResponseHeader(dst, resp.Header)
 	announceTrailers(dst, resp.Trailer)
@@ -306,6 +310,13 @@ func (o *responder) respond(w http.ResponseWriter, r *http.Request, x *exchange,
 		}
 		if r.Context().Err() != nil || copyErr.side == sideClient {
 			return
+		}
+		if errors.Is(copyErr.err, errQuotaCut) {
+			// The answer crossed the app's byte quota: what fitted went
+			// out, and the connection (or stream) is aborted so the cut
+			// cannot pass for a complete answer. Not the endpoint's fault.
+			x.reason = ReasonQuotaExhausted
+			panic(http.ErrAbortHandler)
 		}
 		// The endpoint broke off mid-body. The status is already sent, so the
 		// only honest signal left is to abort the client's connection (or

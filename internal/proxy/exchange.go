@@ -41,6 +41,7 @@ type exchange struct {
 	attempts     int
 	app          *App
 	caller       upstream.Caller // the verified identity, with app set (consumers.go)
+	usage        *usageMeter     // the app's row and byte quotas (usage.go); nil: none
 	sentPath     string          // the path as sent, when normalising changed it
 	prio         admission.Priority
 	reserved     int64 // bytes of the memory budget held (memory.go)

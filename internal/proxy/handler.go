@@ -188,6 +188,9 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 		x.app.counters.inflight.Add(-1)
 	}
 	x.body.end()
+	if x.usage != nil {
+		x.usage.release() // a cluster's unused row and byte grants (usage.go)
+	}
 	h.memory.release(x)
 	h.metrics.inflight.Dec()
 	d := time.Since(x.start)

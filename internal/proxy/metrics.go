@@ -26,6 +26,10 @@ type Metrics struct {
 	compressed       *prometheus.CounterVec // route, encoding
 	compressedIn     *prometheus.CounterVec // route
 	drainClosed      *prometheus.CounterVec // reason (drain.go)
+	quotaUsed        *prometheus.CounterVec // kind (rows, bytes): usage.go
+	quotaCut         prometheus.Counter     // answers cut at a row or byte quota
+	quotaRows        prometheus.Counter     // quotaUsed's rows, resolved once
+	quotaBytes       prometheus.Counter     // quotaUsed's bytes, resolved once
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -97,12 +101,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []DrainReason{DrainTimeout, DrainShutdown} {
 		m.drainClosed.WithLabelValues(string(r))
 	}
+	m.quotaUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_quota_used_total",
+		Help: "Rows and bytes of answers charged to apps' row and byte quotas as they streamed, by kind (rows, bytes).",
+	}, []string{"kind"})
+	m.quotaRows, m.quotaBytes = m.quotaUsed.WithLabelValues("rows"), m.quotaUsed.WithLabelValues("bytes")
+	m.quotaCut = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "levee_quota_truncated_total",
+		Help: "Answers cut short because they crossed an app's row or byte quota (quota_exhausted).",
+	})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed, m.quotaUsed, m.quotaCut} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

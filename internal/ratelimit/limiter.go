@@ -138,6 +138,13 @@ func (l *Limiter[K]) Allow(key K, p Policy, now time.Time) Decision {
 	return dq
 }
 
+// QuotaCell returns key's quota state (created as Allow would), for
+// charging an answer's rows and bytes as it streams (QuotaCell.Take). A
+// cell evicted meanwhile is charged unseen, as for Allow's race.
+func (l *Limiter[K]) QuotaCell(key K, now time.Time) *QuotaCell {
+	return &l.entry(key, now.UnixNano()).quota
+}
+
 // Len returns the number of keys held, at most Capacity.
 func (l *Limiter[K]) Len() int {
 	n := 0

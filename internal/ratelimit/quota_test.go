@@ -115,3 +115,61 @@ func TestQuotaConcurrentExact(t *testing.T) {
 		t.Fatalf("%d admitted, want exactly %d", admitted.Load(), n)
 	}
 }
+
+// TestUsageQuota: rows and bytes charged with Take up to the quota; the
+// charge that would cross it is refused and marks the count used up, so
+// the key's next request is refused until the window ends, with
+// Retry-After the window's end; a new window starts afresh.
+func TestUsageQuota(t *testing.T) {
+	q, err := NewUsageQuota(0, 5, 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewUsageQuota(0, 0, 0, time.Minute); err == nil {
+		t.Fatal("a quota with no count accepted")
+	}
+	if _, err := NewUsageQuota(0, -1, 0, time.Minute); err == nil {
+		t.Fatal("rows -1 accepted")
+	}
+	var c QuotaCell
+	t0 := time.Unix(600, 0)
+	if d := c.Allow(q, t0); !d.Allowed || d.Limit != 5 || d.Remaining != 5 {
+		t.Fatalf("first request: %+v", d)
+	}
+	for i := range 5 {
+		if !c.Take(q, 1, 10, t0) {
+			t.Fatalf("row %d refused", i+1)
+		}
+	}
+	if c.Take(q, 1, 10, t0) {
+		t.Fatal("row 6 of a 5-row quota taken")
+	}
+	if r, b := c.Used(q, t0); r != 5 || b != 50 {
+		t.Fatalf("used %d rows %d bytes, want 5, 50", r, b)
+	}
+	d := c.Allow(q, t0.Add(10*time.Second))
+	if d.Allowed || !d.Quota || d.RetryAfter != 50*time.Second {
+		t.Fatalf("after the rows ran out: %+v, want a quota refusal retrying in 50s", d)
+	}
+	if d := c.Allow(q, t0.Add(time.Minute)); !d.Allowed {
+		t.Fatalf("next window: %+v", d)
+	}
+	// Bytes: a charge that does not fit is refused and uses the count up.
+	if !c.Take(q, 1, 95, t0.Add(time.Minute)) || c.Take(q, 1, 6, t0.Add(time.Minute)) {
+		t.Fatal("bytes: 95 then 6 of 100")
+	}
+	if d := c.Allow(q, t0.Add(time.Minute)); d.Allowed {
+		t.Fatalf("after the bytes ran out: %+v", d)
+	}
+	// Requests and rows together: either runs out.
+	q2, _ := NewUsageQuota(2, 1000, 0, time.Minute)
+	var c2 QuotaCell
+	c2.Allow(q2, t0)
+	c2.Allow(q2, t0)
+	if d := c2.Allow(q2, t0); d.Allowed || d.Limit != 2 {
+		t.Fatalf("third request of 2: %+v", d)
+	}
+	if s := (Policy{Quota: q}).Share(2).Quota; s.Rows() != 2 || s.Bytes() != 50 || s.Requests() != 0 {
+		t.Fatalf("share of 2: rows %d bytes %d requests %d", s.Rows(), s.Bytes(), s.Requests())
+	}
+}

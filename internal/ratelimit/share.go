@@ -26,7 +26,15 @@ func (p Policy) Share(n int) Policy {
 		p.Rate = Rate{interval: iv, limit: b * iv, burst: b}
 	}
 	if q := p.Quota; q.per != 0 {
-		p.Quota.requests = max(1, q.requests/k)
+		if q.requests != 0 {
+			p.Quota.requests = max(1, q.requests/k)
+		}
+		if q.rows != 0 {
+			p.Quota.rows = max(1, q.rows/k)
+		}
+		if q.bytes != 0 {
+			p.Quota.bytes = max(1, q.bytes/k)
+		}
 	}
 	return p
 }

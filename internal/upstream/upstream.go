@@ -48,6 +48,9 @@ type Outbound struct {
 	// binds it (a data route's `from:`); zero on a route without auth. A
 	// value, not a pointer: the request's state stays off the heap.
 	Caller Caller
+	// Usage, when set, is the caller's row and byte quota, charged as
+	// the answer streams (nil: none, the fast path).
+	Usage Usage
 }
 
 // Caller is a request's verified identity.
@@ -59,6 +62,18 @@ type Caller struct {
 	// Claims are the JWT claims the route binds, as text (jwtauth's
 	// Identity.Claims); nil when it binds none.
 	Claims map[string]string
+}
+
+// Usage charges an answer to its caller's row and byte quotas as it
+// streams. The proxy counts a proxied answer's body bytes itself; a
+// forwarder that counts its own answer (a data route: rows and the bytes
+// of rows as written) calls Own first.
+type Usage interface {
+	// Take charges rows and bytes; false when they do not fit (nothing
+	// charged, and the quota is then used up: the answer must end there).
+	Take(rows, bytes int64) bool
+	// Own says the forwarder charges its answer itself.
+	Own()
 }
 
 // Forwarder sends one attempt of an inbound request to an endpoint and
