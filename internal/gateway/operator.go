@@ -64,6 +64,12 @@ func (v operatorView) Routes() []admin.RouteView {
 				}
 			}
 		}
+		if sv := splitView(rc, v.g.servingWeights(rc.Name)); sv != nil {
+			rv.Kind, rv.Split = "split", sv
+			if uc := cfg.Upstreams[rc.Split[0].Upstream]; uc != nil && retry == nil {
+				retry, limits = uc.Retry, uc.Limits // the first side's, as for a plain route to it
+			}
+		}
 		switch { // a route that answers itself (steps.go)
 		case rc.Redirect != nil:
 			rv.Kind = "redirect"
