@@ -67,4 +67,3 @@ var (
 	ErrNoRoute = errors.New("no such route")
 	ErrNoSplit = errors.New("the route has no split")
 )
-
