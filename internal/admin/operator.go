@@ -22,7 +22,10 @@ type RouteView struct {
 	Match MatchView `json:"match"`
 	// Rewrite is the route's rewrite; absent when it has none.
 	Rewrite *RewriteView `json:"rewrite,omitempty"`
-	// Kind is "upstream" (proxied), "data" (answered from a data
+	// Split is the route's split (kind "split"); absent when it has none.
+	Split *SplitView `json:"split,omitempty"`
+	// Kind is "upstream" (proxied), "split" (proxied to one of Split's
+	// upstreams), "data" (answered from a data
 	// source), or "redirect" or "respond" (answered by levee itself).
 	Kind       string `json:"kind"`
 	Upstream   string `json:"upstream,omitempty"`
@@ -123,6 +126,7 @@ func operatorRoutes(mux *adminMux, op Operator) {
 	mux.HandleFunc("GET /api/v1/routes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"routes": op.Routes()})
 	})
+	splitRoutes(mux, op)
 }
 
 // writeRaw answers 200 with doc, JSON made elsewhere.

@@ -30,6 +30,9 @@ type fixedOperator struct {
 func (o fixedOperator) EffectiveConfig() ([]byte, error) { return o.config, o.err }
 func (o fixedOperator) Routes() []RouteView              { return o.routes }
 
+// SetSplit makes fixedOperator a SplitSetter: it knows no route.
+func (o fixedOperator) SetSplit(string, []SplitSideView) (*SplitView, error) { return nil, ErrNoRoute }
+
 // noProfiles is a ProfileStore with no captures.
 type noProfiles struct{}
 

@@ -83,6 +83,8 @@ var adminDocs = map[string]opDoc{
 	"POST /api/v1/reload":                   {summary: "Re-read the configuration file; on refusal the old one keeps serving", ok: 200, okBody: `{"result":"applied"}`, errs: []int{422}},
 	"GET /api/v1/config":                    {summary: "The effective configuration (defaults applied, secrets redacted) in the file's shape", ok: 200, okBody: "the configuration as JSON", errs: []int{500}},
 	"GET /api/v1/routes":                    {summary: "Every route in order: match, kind, target, auth, granted apps, limits", ok: 200, okBody: `{"routes":[RouteView]}`},
+	"PUT /api/v1/routes/{name}/split": {summary: "Change a route's split weights (until a reload changes the file's split, or a restart)", ok: 200, okBody: `{"route","split":SplitView}`,
+		errs: []int{400, 404, 409, 413}, body: `{"split":[{"upstream","weight"}, ...]}, every side once`},
 	"POST /api/v1/apps":                     {summary: "Create an app", ok: 201, okBody: "the app", errs: []int{400, 409, 413, 422, 503}, body: "the app (id, name, status, grants, limits, route_limits)"},
 	"GET /api/v1/cluster":                   {summary: "Cluster mode: the live nodes (from etcd) and whether Redis and etcd answer", ok: 200, okBody: `{"nodes":[{"id","version","admin","since"}],"redis":{"up","error"},"etcd":{"up","error"}}`},
 	"GET /api/v1/apps":                      {summary: "List apps, a page at a time (?limit=, ?after=)", ok: 200, okBody: `{"apps":[...],"next_after":"..."}`, errs: []int{400, 503}},

@@ -18,7 +18,7 @@ func (p *parser) routeSteps(r *Route, path string, n *yaml.Node, f map[string]*y
 		r.CORS = p.routeCORS(engine.Key(path, "cors"), v)
 	}
 	var direct []string
-	for _, k := range []string{"upstream", "data", "redirect", "respond"} {
+	for _, k := range []string{"upstream", "split", "data", "redirect", "respond"} {
 		if f[k] != nil {
 			direct = append(direct, k)
 		}
@@ -28,7 +28,7 @@ func (p *parser) routeSteps(r *Route, path string, n *yaml.Node, f map[string]*y
 		return true
 	}
 	if len(direct) > 1 {
-		p.Add(n, path, "a route has exactly one of upstream, data, redirect and respond, got %s and %s", direct[0], direct[1])
+		p.Add(n, path, "a route has exactly one of upstream, split, data, redirect and respond, got %s and %s", direct[0], direct[1])
 		return false
 	}
 	if v := f["retry"]; v != nil {

@@ -59,10 +59,10 @@ var rejectsSteps = []rejectCase{
 		`routes[0].headers.request.replace: unknown field`,
 	}},
 	{"route with upstream and redirect", stepRoute("    redirect: {to: /x}\n"), []string{
-		`routes[0]: a route has exactly one of upstream, data, redirect and respond, got upstream and redirect`,
+		`routes[0]: a route has exactly one of upstream, split, data, redirect and respond, got upstream and redirect`,
 	}},
 	{"route with redirect and respond", directRoute("    redirect: {to: /x}\n    respond: {body: x}\n"), []string{
-		`routes[0]: a route has exactly one of upstream, data, redirect and respond, got redirect and respond`,
+		`routes[0]: a route has exactly one of upstream, split, data, redirect and respond, got redirect and respond`,
 	}},
 	{"redirect status", directRoute("    redirect: {to: /x, status: 304}\n"), []string{
 		`routes[0].redirect.status: must be one of 301, 302, 303, 307 or 308, got 304`,

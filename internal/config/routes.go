@@ -43,6 +43,9 @@ var (
 		engine.Field{Name: "respond", Kind: engine.KindBlock, Sub: respondBlock, Doc: "answer every request with a fixed answer (a route with neither upstream nor data)"},
 		engine.Field{Name: "cors", Kind: engine.KindBlock, Sub: corsBlock, Doc: "answer CORS preflights and add the CORS headers to every answer"},
 		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by the client's Accept-Encoding; none when omitted"},
+		engine.Field{Name: "split", Kind: engine.KindList, MinItems: 2, MaxItems: MaxSplitSides, Item: &engine.Field{Kind: engine.KindBlock, Sub: splitSideBlock},
+			Doc: "share the requests across upstreams by weight (instead of upstream): [{upstream, weight}, ...]"},
+		engine.Field{Name: "split_sticky", Kind: engine.KindBlock, Sub: splitStickyBlock, Doc: "with split, keep a client on one side by a consistent hash of a header or cookie"},
 	)
 )
 
@@ -92,6 +95,9 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 		}
 		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
 			p.Add(upNode, engine.Key(rp, "upstream"), "unknown upstream %s%s", engine.Quote(r.Upstream), engine.Suggest(r.Upstream, names))
+		}
+		if upstreamsOK {
+			p.splitUpstreams(&c.Routes[i], rp, item, declared, names)
 		}
 	}
 	p.overlaps(c.Routes, seen)
@@ -157,6 +163,7 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["rewrite"]; v != nil {
 		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
 	}
+	p.routeSplit(&r, path, f)
 	if !p.routeSteps(&r, path, n, f) {
 		return r, s, nameNode, upNode
 	}
@@ -174,8 +181,8 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 			p.dataRouteMatch(&r, path, m)
 		}
 		p.keepDefinition(c, path, n, r.Name)
-	case f["upstream"] == nil:
-		p.Add(n, engine.Key(path, "upstream"), "required unless data, redirect or respond is set")
+	case f["upstream"] == nil && f["split"] == nil:
+		p.Add(n, engine.Key(path, "upstream"), "required unless split, data, redirect or respond is set")
 	}
 	return r, s, nameNode, upNode
 }
@@ -277,6 +284,11 @@ type Route struct {
 	// Compression, when not nil, compresses the route's answers
 	// (`compression`, route_compression.go). nil: never.
 	Compression *Compression
+	// Split, when not empty, shares the route's requests across upstreams
+	// by weight (`split`, route_split.go), instead of Upstream; SplitSticky
+	// keeps a client on one side (`split_sticky`); nil: weighted picks.
+	Split       []SplitSide
+	SplitSticky *SplitSticky
 }
 
 // The accepted values of Route.Priority, most important first.

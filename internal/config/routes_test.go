@@ -30,7 +30,7 @@ var rejectsRoutes = []rejectCase{
 	}},
 	{"route missing name and upstream", head + upstreams + routes + "  - match: {path_prefix: /v2}\n", []string{
 		"routes[1].name: required",
-		"routes[1].upstream: required unless data, redirect or respond is set",
+		"routes[1].upstream: required unless split, data, redirect or respond is set",
 	}},
 	{"null route", head + upstreams + routes + "  - ~\n", []string{
 		"routes[1]: must be a mapping with name, match and upstream, got null",

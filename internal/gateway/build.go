@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/levee-gw/levee/internal/admission"
 	"github.com/levee-gw/levee/internal/balance"
@@ -159,6 +160,11 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if err := routeSteps(rc, rt); err != nil { // headers, redirect, respond, cors (steps.go)
 			return nil, fmt.Errorf("routes[%s]: %w", rc.Name, err)
 		}
+		if len(rc.Split) > 0 { // last: each side copies the finished route (split.go)
+			if err := g.splitRoute(cfg, rc, rt, upstreams); err != nil {
+				return nil, fmt.Errorf("routes[%s].split: %w", rc.Name, err)
+			}
+		}
 		routes = append(routes, rt)
 	}
 	g.pools.retain(liveUpstreams, liveStats)
@@ -306,7 +312,7 @@ func (p *pools) balance(name string, uc *config.Upstream, base []*endpoint.Endpo
 	if had && prev.inputs.equal(in) {
 		return prev.bal
 	}
-	b := &proxy.Balance{Endpoints: plan.Endpoints}
+	b := &proxy.Balance{Endpoints: plan.Endpoints, Down: !slices.Contains(plan.Healthy, true)} // Down: a split's side gives its share away
 	if ch := uc.ConsistentHash; ch != nil {
 		kind, key := ch.Key()
 		b.HashOn = &proxy.HashOn{Kind: kind, Name: key}

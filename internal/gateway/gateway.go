@@ -120,6 +120,8 @@ type Gateway struct {
 	upTLS map[string]*upstream.ClientTLS
 	// feeds holds the discovery feed of each upstream that has one.
 	feeds map[string]*feed
+	// splits holds the admin API's split weights, by route (split.go).
+	splits map[string]splitOverride
 	// apps is the consumer-app store, open from Start to Shutdown.
 	apps     apps.Backend
 	dataAPIs            // the data-API store, open from Start to Shutdown (dataapis.go)

@@ -156,6 +156,11 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 	} else if u := cfg.Upstreams[rc.Upstream]; u != nil {
 		limits = u.Limits
 	}
+	for _, side := range rc.Split { // a split refuses as any of its sides does
+		if u := cfg.Upstreams[side.Upstream]; u != nil && u.Limits != nil && (limits == nil || u.Limits.MaxQueue > 0) {
+			limits = u.Limits
+		}
+	}
 	if limits != nil {
 		s.Admission = &proxy.AdmissionShape{Queue: limits.MaxQueue > 0}
 	}

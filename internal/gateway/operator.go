@@ -64,6 +64,15 @@ func (v operatorView) Routes() []admin.RouteView {
 				}
 			}
 		}
+		if sv := splitView(rc, v.g.servingWeights(rc.Name)); sv != nil {
+			rv.Kind, rv.Split = "split", sv
+			if uc := cfg.Upstreams[rc.Split[0].Upstream]; uc != nil { // the first side's, as for a plain route to it
+				limits = uc.Limits
+				if retry == nil {
+					retry = uc.Retry
+				}
+			}
+		}
 		switch { // a route that answers itself (steps.go)
 		case rc.Redirect != nil:
 			rv.Kind = "redirect"

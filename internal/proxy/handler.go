@@ -163,6 +163,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.Headers != nil && rt.Headers.Request != nil { // 3c. the route's header changes (headers.go)
 		rt.Headers.Request.apply(r.Header, r, &x)
 	}
+	if rt.Split != nil { // 3d. a split's side (split.go): from here on, a plain route to its upstream
+		rt = rt.Split.pick(r)
+		x.route = rt
+	}
 	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole
 		return
 	}

@@ -30,6 +30,7 @@ type Metrics struct {
 	quotaCut         prometheus.Counter     // answers cut at a row or byte quota
 	quotaRows        prometheus.Counter     // quotaUsed's rows, resolved once
 	quotaBytes       prometheus.Counter     // quotaUsed's bytes, resolved once
+	splitRequests    *prometheus.CounterVec // route, upstream (split.go)
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -110,12 +111,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_quota_truncated_total",
 		Help: "Answers cut short because they crossed an app's row or byte quota (quota_exhausted).",
 	})
+	m.splitRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_route_split_requests_total",
+		Help: "Requests a route's split sent to each side, by route and the side's upstream (after a down side's share went to the others).",
+	}, []string{"route", "upstream"})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed, m.quotaUsed, m.quotaCut} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed, m.quotaUsed, m.quotaCut, m.splitRequests} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -131,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
 	l := prometheus.Labels{"route": route}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.splitRequests} {
 		v.DeletePartialMatch(l)
 	}
 }

@@ -59,10 +59,15 @@ type Balance struct {
 	// has no endpoint left that has not failed in its request goes to the
 	// next tier (see pickRetry). nil: one tier, Endpoints.
 	Tiers [][]*endpoint.Endpoint
+	// Down reports that no endpoint serves: each failed its checks, was
+	// ejected or is drained, or there is none (the picker may still pick
+	// one in panic mode). A split gives a Down side's share to the others
+	// (split.go).
+	Down bool
 }
 
 // noBalance is what an Upstream without a Balance picks from: nothing.
-var noBalance = &Balance{Picker: balance.NewSmoothWeighted(nil)}
+var noBalance = &Balance{Picker: balance.NewSmoothWeighted(nil), Down: true}
 
 // Balance returns the upstream's current endpoints and picker (never nil).
 func (u *Upstream) Balance() *Balance {
@@ -175,6 +180,11 @@ type Route struct {
 	// Compression, when set, compresses the route's answers (compress.go).
 	// nil: never.
 	Compression *Compression
+	// Split, when set, shares the route's requests across upstreams
+	// (split.go): Upstream is then a placeholder and each request
+	// continues, after the route's auth, rewrite and header changes, as
+	// one of Split.Sides.
+	Split *Split
 
 	metrics *routeMetrics // set by NewTable
 }
@@ -202,6 +212,13 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	rules := make([]route.Rule[*Route], 0, len(routes))
 	for _, rt := range routes {
 		rt.metrics = newRouteMetrics(m, rt.Name, rt.Upstream.Name)
+		if sp := rt.Split; sp != nil {
+			sp.picks = make([]prometheus.Counter, len(sp.Sides))
+			for i, side := range sp.Sides {
+				side.metrics = newRouteMetrics(m, rt.Name, side.Upstream.Name)
+				sp.picks[i] = m.splitRequests.WithLabelValues(rt.Name, side.Upstream.Name)
+			}
+		}
 		if rt.CORS != nil { // from the start at 0 (cors.go)
 			m.preflights.WithLabelValues(rt.Name, preflightAllowed)
 			m.preflights.WithLabelValues(rt.Name, preflightRefused)

@@ -315,7 +315,7 @@
         l.retry_attempts > 1 ? l.retry_attempts + ' attempts' : '', l.anonymous_rate ? 'anonymous ' + l.anonymous_rate + '/s' : '',
         l.max_rows ? 'max rows ' + l.max_rows : ''].filter(Boolean).join(' · ');
       b.append(el('tr', { class: 'route' }, el('td', {}, r.name), el('td', {}, match), el('td', {}, r.kind),
-        el('td', {}, r.upstream || r.data_source || ''), el('td', {}, r.auth),
+        el('td', {}, r.upstream || r.data_source || (r.split ? r.split.sides.map((s) => s.upstream).join(' / ') : '')), el('td', {}, r.auth),
         el('td', { class: 'num' }, num(r.granted_apps)), el('td', { class: 'meta' }, limits)));
     }
   }
@@ -337,6 +337,11 @@
     if (rw) {
       rows.push(['rewrite.strip_prefix', rw.strip_prefix], ['rewrite.replace_prefix', rw.replace_prefix],
         ['rewrite.path_regex', rw.path_regex ? rw.path_regex + ' → ' + rw.substitution : ''], ['rewrite.host', rw.host]);
+    }
+    const sp = r.split;
+    if (sp) {
+      rows.push(['split', sp.sides.map((s) => s.upstream + ' ' + s.weight).join(', ')],
+        ['split.sticky', sp.sticky_header ? 'header ' + sp.sticky_header : sp.sticky_cookie ? 'cookie ' + sp.sticky_cookie : '']);
     }
     return el('table', { class: 'kv' }, ...rows.filter((kv) => kv[1]).map((kv) =>
       el('tr', {}, el('th', {}, kv[0]), el('td', {}, el('code', {}, kv[1])))));
