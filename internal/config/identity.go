@@ -47,6 +47,10 @@ type JWTIssuer struct {
 	// ScopesClaim names the scopes claim (`scopes_claim`); when set, a
 	// token must hold the route's name among its scopes.
 	ScopesClaim string
+	// MinRefreshInterval is the least time between two fetches of the key
+	// set (`min_refresh_interval`, 1s to 10m): an unknown kid triggers at
+	// most one fetch per interval. Default 30s.
+	MinRefreshInterval time.Duration
 }
 
 // JWTAlgorithms are the algorithms identity.jwt_issuers.*.algorithms
@@ -60,6 +64,7 @@ const (
 	DefaultJWTMaxTokenBytes = 8 << 10
 	MaxJWTMaxTokenBytes     = 64 << 10
 	DefaultJWTAppClaim      = "azp"
+	DefaultJWTMinRefresh    = 30 * time.Second
 	// MaxJWTIssuers bounds identity.jwt_issuers (each holds a key set).
 	MaxJWTIssuers = 32
 )
@@ -99,6 +104,8 @@ var (
 			Bind: engine.At(func(j *JWTIssuer) *string { return &j.App })},
 		engine.Field{Name: "scopes_claim", Kind: engine.KindString, NonEmpty: true, Doc: "the scopes claim; when set a token must hold the route's name among its scopes",
 			Bind: engine.At(func(j *JWTIssuer) *string { return &j.ScopesClaim })},
+		engine.Field{Name: "min_refresh_interval", Kind: engine.KindDuration, Def: DefaultJWTMinRefresh, Doc: "least time between two fetches of the key set (an unknown kid triggers at most one per interval); 1s to 10m",
+			Check: engine.CheckDurationWithin(time.Second, 10*time.Minute), Bind: engine.At(func(j *JWTIssuer) *time.Duration { return &j.MinRefreshInterval })},
 	)
 	routeJWTBlock = engine.NewBlock(
 		engine.Field{Name: "issuers", Kind: engine.KindList, MinItems: 1, MaxItems: MaxJWTIssuers, Item: &engine.Field{Kind: engine.KindString, Pattern: namePattern},

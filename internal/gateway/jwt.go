@@ -48,7 +48,7 @@ var jwtClient = &http.Client{
 // jwtIssuers returns the issuers route rc accepts; nil unless its auth is
 // jwt. A key set that cannot be fetched and has no state file is not an
 // error: the route answers 401 key_unavailable until a fetch succeeds
-// (tried again at most every jwtauth.DefaultMinInterval), and the failure
+// (tried again at most every min_refresh_interval), and the failure
 // is logged.
 func (g *Gateway) jwtIssuers(cfg *config.Config, rc *config.Route) ([]*jwtauth.Issuer, error) {
 	if rc.Auth != config.AuthJWT || cfg.Identity == nil {
@@ -82,6 +82,7 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	if ic.Discovery != "" {
 		source = "discovery " + ic.Discovery
 	}
+	source += " every " + ic.MinRefreshInterval.String()
 	s := &g.jwtKeys
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,7 +99,8 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	if err := os.MkdirAll(cfg.StateDir, 0o750); err == nil {
 		state = filepath.Join(cfg.StateDir, "jwks-"+ic.Name+".json")
 	}
-	ks, err := jwtauth.NewKeySet(jwtauth.KeySetOptions{JWKSURI: ic.JWKSURI, Discovery: ic.Discovery, Client: jwtClient, StateFile: state})
+	ks, err := jwtauth.NewKeySet(jwtauth.KeySetOptions{JWKSURI: ic.JWKSURI, Discovery: ic.Discovery, Client: jwtClient, StateFile: state,
+		MinInterval: ic.MinRefreshInterval})
 	if err != nil {
 		return nil, err
 	}
