@@ -259,6 +259,9 @@ func New(o Options) (_ *Gateway, err error) {
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
 	}
+	if err == nil {
+		err = g.registry.Register(jwksCollector{g})
+	}
 	if err != nil {
 		g.closeCluster()
 		return nil, err

@@ -59,7 +59,10 @@ func StartHydra(t testing.TB) *Hydra {
 		}
 		t.Skipf("Ory Hydra is not built at %s (scripts/install-services.sh builds it; make test requires it)", bin)
 	}
-	h := &Hydra{bin: bin, dir: t.TempDir(), client: &http.Client{Timeout: 30 * time.Second}}
+	// No kept-alive connections: Hydra closes idle ones, and a POST sent on
+	// one it just closed fails with EOF rather than being retried.
+	h := &Hydra{bin: bin, dir: t.TempDir(), client: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true}}}
 	t.Cleanup(h.Stop)
 	startOnFreePorts(t, "hydra", 2, func(ports []int) error {
 		h.PublicURL = fmt.Sprintf("http://127.0.0.1:%d/", ports[0])
