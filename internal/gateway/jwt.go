@@ -15,9 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/jwtauth"
+	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
 // jwtKeySets are the key sets by issuer name, with the source they were
@@ -112,4 +114,39 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	}
 	s.sets[ic.Name] = jwtKeySet{source: source, keys: ks}
 	return ks, nil
+}
+
+// jwtSubjectLimits are the per_subject policies of route rc's issuers,
+// in jwtIssuers' order (the zero Policy for an issuer without one).
+func jwtSubjectLimits(cfg *config.Config, rc *config.Route) ([]ratelimit.Policy, error) {
+	if rc.Auth != config.AuthJWT || cfg.Identity == nil {
+		return nil, nil
+	}
+	names := cfg.Identity.JWTIssuerOrder
+	if rc.JWT != nil && len(rc.JWT.Issuers) > 0 {
+		names = rc.JWT.Issuers
+	}
+	out := make([]ratelimit.Policy, len(names))
+	some := false
+	for i, name := range names {
+		ic := cfg.Identity.JWTIssuers[name]
+		if ic == nil || ic.PerSubject == nil {
+			continue
+		}
+		ps := ic.PerSubject
+		var requests int64
+		var per time.Duration
+		if ps.Quota != nil {
+			requests, per = ps.Quota.Requests, ps.Quota.Per
+		}
+		p, err := ratelimit.NewPolicy(ps.Rate, ps.Burst, requests, per)
+		if err != nil {
+			return nil, fmt.Errorf("identity.jwt_issuers.%s.per_subject: %w", name, err)
+		}
+		out[i], some = p, true
+	}
+	if !some {
+		return nil, nil
+	}
+	return out, nil
 }

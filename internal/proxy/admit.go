@@ -225,6 +225,9 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 		delete(r.Header, "Authorization")
 		r.Header[AppHeader] = app.header
 	}
+	if x.subject != "" && !h.limitSubject(w, r, x, now) {
+		return false
+	}
 	var d ratelimit.Decision
 	var limited bool
 	if h.consumers.shared != nil {

@@ -159,6 +159,9 @@ type consumerState struct {
 	// bounded (ratelimit.Options.Capacity) with eviction.
 	appLimits  *ratelimit.Limiter[string]
 	anonLimits *ratelimit.Limiter[anonKey]
+	// subjectLimits holds a JWT end user's state per issuer, app and
+	// subject (subjectlimit.go); bounded, idle keys evicted first.
+	subjectLimits *ratelimit.Limiter[string]
 	// shared, when set, takes the limit decisions instead (shared.go).
 	shared SharedLimits
 }
@@ -184,7 +187,11 @@ func newConsumerState() (*consumerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consumerState{verifier: v, appLimits: al, anonLimits: nl}, nil
+	sl, err := ratelimit.New[string](ratelimit.Options{Capacity: subjectLimitKeys})
+	if err != nil {
+		return nil, err
+	}
+	return &consumerState{verifier: v, appLimits: al, anonLimits: nl, subjectLimits: sl}, nil
 }
 
 // SwapApps makes apps the consumer snapshot for every request that starts
@@ -237,7 +244,7 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 	case AuthJWT:
 		var reason Reason
 		var detail string
-		if app, reason, detail = identifyJWT(r, rt, apps, now); app == nil {
+		if app, reason, detail = identifyJWT(r, x, rt, apps, now); app == nil {
 			return nil, reason, detail
 		}
 	default:
@@ -261,13 +268,13 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 // token naming an app the store does not hold is 403 unknown_app (a new
 // token would not help); one without the route's name among its scopes,
 // when the issuer has scopes_claim, 403 no_scope.
-func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time) (*App, Reason, string) {
+func identifyJWT(r *http.Request, x *exchange, rt *Route, apps *Apps, now time.Time) (*App, Reason, string) {
 	tok, err := jwtauth.BearerToken(r.Header)
 	if err != nil {
 		return nil, ReasonUnauthenticated, string(jwtauth.DetailMissing)
 	}
 	var first error
-	for _, is := range rt.JWT {
+	for i, is := range rt.JWT {
 		id, err := is.Verify(r.Context(), tok, now)
 		if err != nil {
 			var e *jwtauth.Error
@@ -282,6 +289,9 @@ func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time) (*App, R
 		}
 		if is.ScopesClaim != "" && !id.HasScope(rt.Name) {
 			return nil, ReasonForbidden, "no_scope"
+		}
+		if i < len(rt.JWTSubjectLimits) && rt.JWTSubjectLimits[i] != (ratelimit.Policy{}) && id.Subject != "" {
+			x.subject, x.subjectPolicy = subjectKey(is.Name, app.ID, id.Subject), rt.JWTSubjectLimits[i]
 		}
 		return app, "", ""
 	}
