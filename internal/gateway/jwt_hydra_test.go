@@ -158,6 +158,19 @@ func TestJWTHydra(t *testing.T) {
 		t.Fatalf("%v JWKS fetches for 10000 random kids in %v (limit %v)", fetches, elapsed, limit)
 	}
 
+	// The auth metrics: each refusal by its detail (a random kid is
+	// invalid_token, or key_unavailable while a fetch takes over 1 s).
+	refused := h.metric(`levee_auth_failures_total{reason="invalid_token",scheme="jwt"}`)
+	if v, ok := h.lookupMetric(`levee_auth_failures_total{reason="key_unavailable",scheme="jwt"}`); ok {
+		refused += v
+	}
+	if refused != 10000 || h.metric(`levee_auth_failures_total{reason="no_scope",scheme="jwt"}`) != 1 ||
+		h.metric(`levee_auth_failures_total{reason="no_grant",scheme="jwt"}`) != 1 ||
+		h.metric(`levee_auth_requests_total{result="forbidden",scheme="jwt"}`) != 2 ||
+		h.metric(`levee_auth_requests_total{result="accepted",scheme="jwt"}`) != float64(sent.Load()+1) {
+		t.Fatalf("auth metrics:\n%s", h.metricsPage())
+	}
+
 	// Hydra stopped: tokens of both keys keep verifying from the cache.
 	idp.Stop()
 	for i := 0; i < 20; i++ {

@@ -27,6 +27,8 @@ func (c consumerStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rateLimitEvictionsDesc
 	ch <- noncesDesc
 	ch <- noncesEvictedDesc
+	ch <- authRequestsDesc
+	ch <- authFailuresDesc
 }
 
 func (c consumerStateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -42,4 +44,5 @@ func (c consumerStateCollector) Collect(ch chan<- prometheus.Metric) {
 	v := cs.verifier.Stats()
 	ch <- prometheus.MustNewConstMetric(noncesDesc, prometheus.GaugeValue, float64(v.Nonces))
 	ch <- prometheus.MustNewConstMetric(noncesEvictedDesc, prometheus.CounterValue, float64(v.NoncesEvicted))
+	cs.auth.collect(ch)
 }

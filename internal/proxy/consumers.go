@@ -162,6 +162,8 @@ type consumerState struct {
 	// subjectLimits holds a JWT end user's state per issuer, app and
 	// subject (subjectlimit.go); bounded, idle keys evicted first.
 	subjectLimits *ratelimit.Limiter[string]
+	// auth counts auth results by scheme (authmetrics.go).
+	auth authCounters
 	// shared, when set, takes the limit decisions instead (shared.go).
 	shared SharedLimits
 }
