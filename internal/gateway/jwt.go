@@ -150,3 +150,13 @@ func jwtSubjectLimits(cfg *config.Config, rc *config.Route) ([]ratelimit.Policy,
 	}
 	return out, nil
 }
+
+// each calls yield with every key set by issuer name (for the JWKS
+// metrics, jwtauth.Collector).
+func (s *jwtKeySets) each(yield func(issuer string, ks *jwtauth.KeySet)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, ks := range s.sets {
+		yield(name, ks.keys)
+	}
+}

@@ -1,12 +1,9 @@
-package gateway
+package jwtauth
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
-// JWKS metrics, read at scrape time from each issuer's key set counters
-// (label issuer: a name of identity.jwt_issuers, at most
-// config.MaxJWTIssuers of them, bounded with the key sets).
+// Key set metrics, read at scrape time from each issuer's counters
+// (label issuer: a name of identity.jwt_issuers, bounded with them).
 var (
 	jwksFetchesDesc = prometheus.NewDesc("levee_jwks_fetches_total",
 		"Fetches of a JWT issuer's key set (discovery document and JWKS), by issuer: at start, on an unknown kid at most once per min_refresh_interval, and when the set's max-age has passed.",
@@ -19,22 +16,27 @@ var (
 		[]string{"issuer"}, nil)
 )
 
-type jwksCollector struct{ g *Gateway }
+// Collector reports the key sets that each calls back with, by issuer
+// name, at every scrape.
+func Collector(each func(yield func(issuer string, ks *KeySet))) prometheus.Collector {
+	return collector{each}
+}
 
-func (c jwksCollector) Describe(ch chan<- *prometheus.Desc) {
+type collector struct {
+	each func(yield func(issuer string, ks *KeySet))
+}
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jwksFetchesDesc
 	ch <- jwksFailuresDesc
 	ch <- jwksKeysDesc
 }
 
-func (c jwksCollector) Collect(ch chan<- prometheus.Metric) {
-	s := &c.g.jwtKeys
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name, ks := range s.sets {
-		fetches, fails, keys := ks.keys.Stats()
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.each(func(name string, ks *KeySet) {
+		fetches, fails, keys := ks.Stats()
 		ch <- prometheus.MustNewConstMetric(jwksFetchesDesc, prometheus.CounterValue, float64(fetches), name)
 		ch <- prometheus.MustNewConstMetric(jwksFailuresDesc, prometheus.CounterValue, float64(fails), name)
 		ch <- prometheus.MustNewConstMetric(jwksKeysDesc, prometheus.GaugeValue, float64(keys), name)
-	}
+	})
 }
