@@ -142,6 +142,16 @@ func (h *Hydra) CreateClient(t testing.TB, id, secret string, scopes, audiences 
 // (a JWT signed with the current key of the hydra.jwt.access-token set).
 func (h *Hydra) Token(t testing.TB, id, secret string, scopes, audiences []string) string {
 	t.Helper()
+	tok, err := h.TokenE(id, secret, scopes, audiences)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TokenE is Token for a goroutine other than the test's: it returns the
+// failure.
+func (h *Hydra) TokenE(id, secret string, scopes, audiences []string) (string, error) {
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret},
 		"scope": {strings.Join(scopes, " ")}}
 	for _, a := range audiences {
@@ -149,7 +159,7 @@ func (h *Hydra) Token(t testing.TB, id, secret string, scopes, audiences []strin
 	}
 	resp, err := h.client.PostForm(h.PublicURL+"oauth2/token", form)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -157,9 +167,9 @@ func (h *Hydra) Token(t testing.TB, id, secret string, scopes, audiences []strin
 		AccessToken string `json:"access_token"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || out.AccessToken == "" {
-		t.Fatalf("hydra token endpoint: %d %s", resp.StatusCode, b)
+		return "", fmt.Errorf("hydra token endpoint: %d %s", resp.StatusCode, b)
 	}
-	return out.AccessToken
+	return out.AccessToken, nil
 }
 
 // RotateKey creates a new RS256 key kid in the hydra.jwt.access-token
