@@ -17,6 +17,8 @@
 #   and fish -n (cmd/levee TestCompletionScripts).
 #   systemd (systemd-analyze): deploy/systemd/levee.service is verified
 #   (cmd/levee TestSystemdUnit).
+#   Ory Hydra (built with go, see install_hydra): the real OpenID provider
+#   the JWT tests take tokens from (internal/testsvc.StartHydra).
 #   openssl and sqlite3: the instructions in examples/' headers that make
 #   a certificate, tokens and a database are run (cmd/levee TestExamplesValidate).
 # Safe to run repeatedly; does nothing when everything is present.
@@ -35,6 +37,25 @@ command -v sqlite3 >/dev/null || need+=(sqlite3)
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done
+# Ory Hydra (an OpenID provider, a Go program): built from tools/hydra, its
+# own module (levee's go.mod does not grow), into a cache outside the repo
+# that internal/testsvc.HydraPath reads. Skipped when the binary of this
+# version is there: CI runs this script every time. The first build takes
+# minutes (about 30 on a busy 2-core machine with an empty module cache).
+install_hydra() {
+  local repo ver dir
+  repo="$(cd "$(dirname "$0")/.." && pwd)"
+  ver="$(awk '$1 == "github.com/ory/hydra/v2" {print $2; exit}' "$repo/tools/hydra/go.mod")"
+  dir="${LEVEE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/levee-tools}/hydra-$ver"
+  [ -x "$dir/hydra" ] && return 0
+  mkdir -p "$dir"
+  echo "install-services: building Ory Hydra $ver into $dir (once)" >&2
+  local start=$SECONDS
+  (cd "$repo/tools/hydra" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -tags sqlite,sqlite_omit_load_extension \
+    -o "$dir/hydra.tmp" github.com/ory/hydra/v2) && mv "$dir/hydra.tmp" "$dir/hydra"
+  echo "install-services: Ory Hydra $ver built in $((SECONDS - start))s" >&2
+}
+install_hydra
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "install-services: need root to apt-get install ${need[*]}" >&2

@@ -47,6 +47,14 @@ type JWTIssuer struct {
 	// ScopesClaim names the scopes claim (`scopes_claim`); when set, a
 	// token must hold the route's name among its scopes.
 	ScopesClaim string
+	// MinRefreshInterval is the least time between two fetches of the key
+	// set (`min_refresh_interval`, 1s to 10m): an unknown kid triggers at
+	// most one fetch per interval. Default 30s.
+	MinRefreshInterval time.Duration
+	// PerSubject limits each end user (the token's sub) inside each app
+	// (`per_subject`: rate, burst, quota as in apps[].route_limits; nil:
+	// no limit). Shared through Redis in a cluster like the app limits.
+	PerSubject *RouteLimit
 }
 
 // JWTAlgorithms are the algorithms identity.jwt_issuers.*.algorithms
@@ -60,6 +68,7 @@ const (
 	DefaultJWTMaxTokenBytes = 8 << 10
 	MaxJWTMaxTokenBytes     = 64 << 10
 	DefaultJWTAppClaim      = "azp"
+	DefaultJWTMinRefresh    = 30 * time.Second
 	// MaxJWTIssuers bounds identity.jwt_issuers (each holds a key set).
 	MaxJWTIssuers = 32
 )
@@ -99,6 +108,9 @@ var (
 			Bind: engine.At(func(j *JWTIssuer) *string { return &j.App })},
 		engine.Field{Name: "scopes_claim", Kind: engine.KindString, NonEmpty: true, Doc: "the scopes claim; when set a token must hold the route's name among its scopes",
 			Bind: engine.At(func(j *JWTIssuer) *string { return &j.ScopesClaim })},
+		engine.Field{Name: "per_subject", Kind: engine.KindBlock, Sub: routeLimitBlock, Doc: "limits of each end user (the token's sub) inside each app: rate, burst, quota"},
+		engine.Field{Name: "min_refresh_interval", Kind: engine.KindDuration, Def: DefaultJWTMinRefresh, Doc: "least time between two fetches of the key set (an unknown kid triggers at most one per interval); 1s to 10m",
+			Check: engine.CheckDurationWithin(time.Second, 10*time.Minute), Bind: engine.At(func(j *JWTIssuer) *time.Duration { return &j.MinRefreshInterval })},
 	)
 	routeJWTBlock = engine.NewBlock(
 		engine.Field{Name: "issuers", Kind: engine.KindList, MinItems: 1, MaxItems: MaxJWTIssuers, Item: &engine.Field{Kind: engine.KindString, Pattern: namePattern},
@@ -189,6 +201,17 @@ func (p *parser) identity(path string, n *yaml.Node) *Identity {
 		engine.WithDefaults(jwtIssuerBlock, j)
 		if bf, ok := p.Block(ip, e.V, jwtIssuerBlock); ok {
 			p.Bind(bf, e.V, ip, jwtIssuerBlock, j)
+			if v := bf["per_subject"]; v != nil {
+				sp := engine.Key(ip, "per_subject")
+				if sf, ok := p.Block(sp, v, routeLimitBlock); ok {
+					ps := &RouteLimit{}
+					p.rateBurst(sf, v, sp, routeLimitBlock, ps, &ps.Rate, &ps.Burst) // and quota
+					if ps.Rate == 0 && ps.Quota == nil {
+						p.Add(v, sp, "needs rate or quota")
+					}
+					j.PerSubject = ps
+				}
+			}
 		}
 		if (j.Discovery == "") == (j.JWKSURI == "") {
 			p.Add(e.V, ip, "exactly one of discovery and jwks_uri is required")

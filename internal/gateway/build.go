@@ -139,6 +139,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if rt.JWT, err = g.jwtIssuers(cfg, rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
 		}
+		if rt.JWTSubjectLimits, err = jwtSubjectLimits(cfg, rc); err != nil {
+			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
+		}
 		rt.HeaderConds, rt.QueryConds = rc.Match.Conds()
 		if rc.DataPath() { // a data route answers only its own path
 			rt.Path, rt.PathPrefix = rt.PathPrefix, ""

@@ -29,6 +29,7 @@ import (
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
+	"github.com/levee-gw/levee/internal/jwtauth"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/netlimit"
 	"github.com/levee-gw/levee/internal/profiles"
@@ -261,6 +262,9 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	if err == nil {
 		err = g.registry.Register(g.handler.ConsumerStateCollector())
+	}
+	if err == nil {
+		err = g.registry.Register(jwtauth.Collector(g.jwtKeys.each))
 	}
 	if err != nil {
 		g.closeCluster()

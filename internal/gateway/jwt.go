@@ -15,9 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/jwtauth"
+	"github.com/levee-gw/levee/internal/ratelimit"
 )
 
 // jwtKeySets are the key sets by issuer name, with the source they were
@@ -48,7 +50,7 @@ var jwtClient = &http.Client{
 // jwtIssuers returns the issuers route rc accepts; nil unless its auth is
 // jwt. A key set that cannot be fetched and has no state file is not an
 // error: the route answers 401 key_unavailable until a fetch succeeds
-// (tried again at most every jwtauth.DefaultMinInterval), and the failure
+// (tried again at most every min_refresh_interval), and the failure
 // is logged.
 func (g *Gateway) jwtIssuers(cfg *config.Config, rc *config.Route) ([]*jwtauth.Issuer, error) {
 	if rc.Auth != config.AuthJWT || cfg.Identity == nil {
@@ -83,6 +85,7 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	if ic.Discovery != "" {
 		source = "discovery " + ic.Discovery
 	}
+	source += " every " + ic.MinRefreshInterval.String()
 	s := &g.jwtKeys
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,7 +102,8 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	if err := os.MkdirAll(cfg.StateDir, 0o750); err == nil {
 		state = filepath.Join(cfg.StateDir, "jwks-"+ic.Name+".json")
 	}
-	ks, err := jwtauth.NewKeySet(jwtauth.KeySetOptions{JWKSURI: ic.JWKSURI, Discovery: ic.Discovery, Client: jwtClient, StateFile: state})
+	ks, err := jwtauth.NewKeySet(jwtauth.KeySetOptions{JWKSURI: ic.JWKSURI, Discovery: ic.Discovery, Client: jwtClient, StateFile: state,
+		MinInterval: ic.MinRefreshInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -111,4 +115,49 @@ func (g *Gateway) jwtKeySet(cfg *config.Config, ic *config.JWTIssuer) (*jwtauth.
 	}
 	s.sets[ic.Name] = jwtKeySet{source: source, keys: ks}
 	return ks, nil
+}
+
+// jwtSubjectLimits are the per_subject policies of route rc's issuers,
+// in jwtIssuers' order (the zero Policy for an issuer without one).
+func jwtSubjectLimits(cfg *config.Config, rc *config.Route) ([]ratelimit.Policy, error) {
+	if rc.Auth != config.AuthJWT || cfg.Identity == nil {
+		return nil, nil
+	}
+	names := cfg.Identity.JWTIssuerOrder
+	if rc.JWT != nil && len(rc.JWT.Issuers) > 0 {
+		names = rc.JWT.Issuers
+	}
+	out := make([]ratelimit.Policy, len(names))
+	some := false
+	for i, name := range names {
+		ic := cfg.Identity.JWTIssuers[name]
+		if ic == nil || ic.PerSubject == nil {
+			continue
+		}
+		ps := ic.PerSubject
+		var requests int64
+		var per time.Duration
+		if ps.Quota != nil {
+			requests, per = ps.Quota.Requests, ps.Quota.Per
+		}
+		p, err := ratelimit.NewPolicy(ps.Rate, ps.Burst, requests, per)
+		if err != nil {
+			return nil, fmt.Errorf("identity.jwt_issuers.%s.per_subject: %w", name, err)
+		}
+		out[i], some = p, true
+	}
+	if !some {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// each calls yield with every key set by issuer name (for the JWKS
+// metrics, jwtauth.Collector).
+func (s *jwtKeySets) each(yield func(issuer string, ks *jwtauth.KeySet)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, ks := range s.sets {
+		yield(name, ks.keys)
+	}
 }

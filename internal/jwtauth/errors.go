@@ -29,7 +29,10 @@ const (
 	// DetailNoApp: the app claim is missing or not a string.
 	DetailNoApp Detail = "no_app_claim"
 	// DetailKeyUnavailable: the issuer has no key set at all yet (never
-	// fetched, none in state_dir).
+	// fetched, none in state_dir), or the token's kid is not in the set
+	// and the fetch it started did not end within the wait
+	// (KeySetOptions.FetchWait, 1 s by default): the fetch goes on in the
+	// background and a retry may succeed.
 	DetailKeyUnavailable Detail = "key_unavailable"
 )
 

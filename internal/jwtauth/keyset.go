@@ -35,6 +35,11 @@ const (
 	MaxKeys = 100
 	// DefaultFetchTimeout bounds one fetch (discovery and JWKS together).
 	DefaultFetchTimeout = 10 * time.Second
+	// DefaultFetchWait is the longest a request waits for a fetch its
+	// unknown kid started (or found in progress). Past it the request is
+	// refused key_unavailable and the fetch goes on in the background, so
+	// a slow or hanging provider never holds a request for FetchTimeout.
+	DefaultFetchWait = time.Second
 )
 
 // KeySetOptions configure a KeySet.
@@ -50,8 +55,8 @@ type KeySetOptions struct {
 	// read at Start when the first fetch fails.
 	StateFile string
 	// MinInterval: DefaultMinInterval when 0. FetchTimeout:
-	// DefaultFetchTimeout when 0.
-	MinInterval, FetchTimeout time.Duration
+	// DefaultFetchTimeout when 0. FetchWait: DefaultFetchWait when 0.
+	MinInterval, FetchTimeout, FetchWait time.Duration
 }
 
 // keys is one immutable fetched key set.
@@ -60,15 +65,17 @@ type keys struct {
 	expires time.Time
 }
 
-// KeySet is an issuer's signing keys. Safe for concurrent use; Lookup
-// never waits for a fetch another caller is making.
+// KeySet is an issuer's signing keys. Safe for concurrent use. At most
+// one fetch runs at a time (single flight), in a goroutine of its own
+// bounded by FetchTimeout; Lookup waits for it at most FetchWait.
 type KeySet struct {
-	opts    KeySetOptions
-	cur     atomic.Pointer[keys]
-	fetchMu sync.Mutex // held by the one fetch in progress
-	last    atomic.Int64
-	fetches atomic.Uint64
-	fails   atomic.Uint64
+	opts     KeySetOptions
+	cur      atomic.Pointer[keys]
+	mu       sync.Mutex    // guards inflight
+	inflight chan struct{} // closed when the fetch in progress ends; nil: none
+	last     atomic.Int64
+	fetches  atomic.Uint64
+	fails    atomic.Uint64
 }
 
 // NewKeySet returns a key set that holds no keys until Start or Lookup
@@ -89,6 +96,9 @@ func NewKeySet(o KeySetOptions) (*KeySet, error) {
 	if o.FetchTimeout <= 0 {
 		o.FetchTimeout = DefaultFetchTimeout
 	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = DefaultFetchWait
+	}
 	return &KeySet{opts: o}, nil
 }
 
@@ -96,7 +106,7 @@ func NewKeySet(o KeySetOptions) (*KeySet, error) {
 // error says why there are no keys at all (the key set still works: the
 // next Lookup after MinInterval fetches again).
 func (k *KeySet) Start(ctx context.Context) error {
-	err := k.fetch(ctx)
+	err := k.fetchNow(ctx)
 	if err == nil {
 		return nil
 	}
@@ -120,30 +130,104 @@ func (k *KeySet) Stats() (fetches, failures uint64, keys int) {
 }
 
 // Lookup returns the key named kid ("" matches a set of one key). An
-// unknown kid, or a set past its expiry, triggers a fetch when none was
-// tried within MinInterval and none is in progress; a failed fetch keeps
-// the last good set. have is false when there is no set at all.
+// unknown kid starts a fetch when none was tried within MinInterval and
+// none is in progress, and waits for the fetch in progress at most
+// FetchWait (or until ctx ends): past that it answers from the set it has
+// and the fetch goes on in the background. A set past its expiry that
+// holds kid answers at once and is refreshed in the background. A failed
+// fetch keeps the last good set. have is false when there is no set at
+// all, or when kid is not in it and the fetch is still in progress after
+// FetchWait (Verify answers key_unavailable to both: try again later).
 func (k *KeySet) Lookup(ctx context.Context, kid string) (key *jose.JSONWebKey, have bool) {
 	c := k.cur.Load()
 	now := k.opts.Now()
 	if c != nil {
 		key = c.find(kid)
-		if key != nil && now.Before(c.expires) {
+		if key != nil {
+			if !now.Before(c.expires) {
+				k.begin(now) // stale: refresh off the request path
+			}
 			return key, true
 		}
 	}
-	if k.mayFetch(now) && k.fetchMu.TryLock() {
-		// Re-checked under the lock: another caller may just have fetched.
-		if k.mayFetch(now) {
-			_ = k.fetchLocked(ctx)
+	if done := k.begin(now); done != nil {
+		t := time.NewTimer(k.opts.FetchWait)
+		pending := false
+		select {
+		case <-done:
+		case <-t.C:
+			pending = true
+		case <-ctx.Done():
+			pending = true
 		}
-		k.fetchMu.Unlock()
+		t.Stop()
 		if c2 := k.cur.Load(); c2 != nil {
 			c = c2
 			key = c.find(kid)
 		}
+		if key == nil && pending {
+			return nil, false // not known yet: the answer is not final
+		}
 	}
 	return key, c != nil
+}
+
+// begin returns the done channel of the fetch in progress, or starts one
+// when MinInterval has passed since the last; nil when neither.
+func (k *KeySet) begin(now time.Time) <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.inflight != nil {
+		return k.inflight
+	}
+	if !k.mayFetch(now) {
+		return nil
+	}
+	done := k.claim(now)
+	go func() {
+		// Not the request's context: the fetch outlives the request that
+		// started it. Bounded by FetchTimeout.
+		_ = k.run(context.Background(), done)
+	}()
+	return done
+}
+
+// claim marks a fetch as in progress at now; k.mu held.
+func (k *KeySet) claim(now time.Time) chan struct{} {
+	k.last.Store(now.UnixNano())
+	k.inflight = make(chan struct{})
+	return k.inflight
+}
+
+// run makes the fetch claimed with done and ends it.
+func (k *KeySet) run(ctx context.Context, done chan struct{}) error {
+	err := k.fetchLocked(ctx)
+	k.mu.Lock()
+	k.inflight = nil
+	close(done)
+	k.mu.Unlock()
+	return err
+}
+
+// fetchNow fetches in the caller's goroutine, after waiting (within ctx)
+// for a fetch already in progress.
+func (k *KeySet) fetchNow(ctx context.Context) error {
+	for range 2 { // the one in progress, then ours
+		k.mu.Lock()
+		if k.inflight == nil {
+			done := k.claim(k.opts.Now())
+			k.mu.Unlock()
+			return k.run(ctx, done)
+		}
+		wait := k.inflight
+		k.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.New("jwtauth: another fetch is in progress")
 }
 
 func (k *KeySet) mayFetch(now time.Time) bool {
@@ -163,15 +247,9 @@ func (c *keys) find(kid string) *jose.JSONWebKey {
 	return c.byKid[kid]
 }
 
-func (k *KeySet) fetch(ctx context.Context) error {
-	k.fetchMu.Lock()
-	defer k.fetchMu.Unlock()
-	return k.fetchLocked(ctx)
-}
-
+// fetchLocked makes one fetch; the caller has claimed it (k.inflight).
 func (k *KeySet) fetchLocked(ctx context.Context) error {
 	now := k.opts.Now()
-	k.last.Store(now.UnixNano())
 	k.fetches.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, k.opts.FetchTimeout)
 	defer cancel()

@@ -208,6 +208,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 	if rt.Auth != AuthNone {
 		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
 		if app == nil {
+			h.consumers.auth.refused(rt.Auth, reason, detail)
 			if reason == ReasonMemoryPressure {
 				x.shed(w, reason, 0)
 				return false
@@ -219,6 +220,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 			return false
 		}
 		x.app = app
+		h.consumers.auth.accepted(rt.Auth)
 		if h.consumers.shared != nil && rt.Auth == AuthHMAC {
 			sig = signatureMAC(r.Header)
 		}
@@ -226,11 +228,15 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 		delete(r.Header, "Authorization")
 		r.Header[AppHeader] = app.header
 	}
+	if x.subject != "" && !h.limitSubject(w, r, x, now) {
+		return false
+	}
 	var d ratelimit.Decision
 	var limited bool
 	if h.consumers.shared != nil {
 		var replayed bool
 		if d, limited, replayed = h.limitShared(r, x.client, rt, x.app, sig, now); replayed {
+			h.consumers.auth.refused(rt.Auth, ReasonUnauthenticated, string(auth.ReasonReplayed))
 			w.Header()["Www-Authenticate"] = challenge(rt.Auth, string(auth.ReasonReplayed))
 			x.reason = ReasonUnauthenticated
 			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))

@@ -27,19 +27,22 @@ func (c consumerStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rateLimitEvictionsDesc
 	ch <- noncesDesc
 	ch <- noncesEvictedDesc
+	ch <- authRequestsDesc
+	ch <- authFailuresDesc
 }
 
 func (c consumerStateCollector) Collect(ch chan<- prometheus.Metric) {
 	cs := c.h.consumers
-	app, anon := cs.appLimits.Stats(), cs.anonLimits.Stats()
+	app, anon, subj := cs.appLimits.Stats(), cs.anonLimits.Stats(), cs.subjectLimits.Stats()
 	for _, t := range []struct {
 		table     string
 		all, busy uint64
-	}{{"app", app.Evictions, app.EvictedBusy}, {"anonymous", anon.Evictions, anon.EvictedBusy}} {
+	}{{"app", app.Evictions, app.EvictedBusy}, {"anonymous", anon.Evictions, anon.EvictedBusy}, {"subject", subj.Evictions, subj.EvictedBusy}} {
 		ch <- prometheus.MustNewConstMetric(rateLimitEvictionsDesc, prometheus.CounterValue, float64(t.all-t.busy), t.table, "idle")
 		ch <- prometheus.MustNewConstMetric(rateLimitEvictionsDesc, prometheus.CounterValue, float64(t.busy), t.table, "busy")
 	}
 	v := cs.verifier.Stats()
 	ch <- prometheus.MustNewConstMetric(noncesDesc, prometheus.GaugeValue, float64(v.Nonces))
 	ch <- prometheus.MustNewConstMetric(noncesEvictedDesc, prometheus.CounterValue, float64(v.NoncesEvicted))
+	cs.auth.collect(ch)
 }

@@ -160,6 +160,11 @@ type consumerState struct {
 	// bounded (ratelimit.Options.Capacity) with eviction.
 	appLimits  *ratelimit.Limiter[string]
 	anonLimits *ratelimit.Limiter[anonKey]
+	// subjectLimits holds a JWT end user's state per issuer, app and
+	// subject (subjectlimit.go); bounded, idle keys evicted first.
+	subjectLimits *ratelimit.Limiter[string]
+	// auth counts auth results by scheme (authmetrics.go).
+	auth authCounters
 	// shared, when set, takes the limit decisions instead (shared.go).
 	shared SharedLimits
 }
@@ -185,7 +190,11 @@ func newConsumerState() (*consumerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consumerState{verifier: v, appLimits: al, anonLimits: nl}, nil
+	sl, err := ratelimit.New[string](ratelimit.Options{Capacity: subjectLimitKeys})
+	if err != nil {
+		return nil, err
+	}
+	return &consumerState{verifier: v, appLimits: al, anonLimits: nl, subjectLimits: sl}, nil
 }
 
 // SwapApps makes apps the consumer snapshot for every request that starts
@@ -239,7 +248,7 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 	case AuthJWT:
 		var reason Reason
 		var detail string
-		if app, reason, detail = identifyJWT(r, rt, apps, now, &x.caller); app == nil {
+		if app, reason, detail = identifyJWT(r, x, rt, apps, now); app == nil {
 			return nil, reason, detail
 		}
 	default:
@@ -265,14 +274,14 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 // token would not help); one without the route's name among its scopes,
 // when the issuer has scopes_claim, 403 no_scope.
 //
-// The token's subject and the claims the route binds go to caller.
-func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time, caller *upstream.Caller) (*App, Reason, string) {
+// The token's subject and the claims the route binds go to x.caller.
+func identifyJWT(r *http.Request, x *exchange, rt *Route, apps *Apps, now time.Time) (*App, Reason, string) {
 	tok, err := jwtauth.BearerToken(r.Header)
 	if err != nil {
 		return nil, ReasonUnauthenticated, string(jwtauth.DetailMissing)
 	}
 	var first error
-	for _, is := range rt.JWT {
+	for i, is := range rt.JWT {
 		id, err := is.Verify(r.Context(), tok, now)
 		if err != nil {
 			var e *jwtauth.Error
@@ -288,7 +297,10 @@ func identifyJWT(r *http.Request, rt *Route, apps *Apps, now time.Time, caller *
 		if is.ScopesClaim != "" && !id.HasScope(rt.Name) {
 			return nil, ReasonForbidden, "no_scope"
 		}
-		caller.Subject, caller.Claims = id.Subject, id.Claims
+		x.caller.Subject, x.caller.Claims = id.Subject, id.Claims
+		if i < len(rt.JWTSubjectLimits) && rt.JWTSubjectLimits[i] != (ratelimit.Policy{}) && id.Subject != "" {
+			x.subject, x.subjectPolicy = subjectKey(is.Name, app.ID, id.Subject), rt.JWTSubjectLimits[i]
+		}
 		return app, "", ""
 	}
 	var e *jwtauth.Error

@@ -13,6 +13,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/levee-gw/levee/internal/ratelimit"
 	"net/http"
 	"time"
 
@@ -25,14 +26,18 @@ import (
 
 // exchange is what one request accumulates for its metrics and access log.
 type exchange struct {
-	start    time.Time
-	route    *Route
-	table    *Table // the table the request started on (drain.go)
-	endpoint string
-	status   int
-	reason   Reason
-	bytesOut int64
-	reqID    string
+	start time.Time
+	// subject is the per-subject limiter key of a JWT's end user and
+	// subjectPolicy its limit ("": none; subjectlimit.go).
+	subject       string
+	subjectPolicy ratelimit.Policy
+	route         *Route
+	table         *Table // the table the request started on (drain.go)
+	endpoint      string
+	status        int
+	reason        Reason
+	bytesOut      int64
+	reqID         string
 	// client is the request's client address and forwardedFor the
 	// X-Forwarded-For to send ("": the peer alone), computed once
 	// (clientaddr.go).

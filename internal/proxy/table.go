@@ -154,6 +154,10 @@ type Route struct {
 	Auth AuthMode
 	// JWT are the issuers whose tokens a route with AuthJWT accepts.
 	JWT []*jwtauth.Issuer
+	// JWTSubjectLimits, parallel to JWT, limit each end user (the token's
+	// sub) inside each app of that issuer; the zero Policy: no limit
+	// (subjectlimit.go).
+	JWTSubjectLimits []ratelimit.Policy
 	// AnonymousLimit, on a route with AuthNone, limits each client
 	// address; the zero Policy means no limit.
 	AnonymousLimit ratelimit.Policy

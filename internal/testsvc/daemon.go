@@ -17,12 +17,20 @@ type daemon struct {
 
 // startDaemon starts bin with args, its output appended to logPath.
 func startDaemon(logPath, bin string, args ...string) (*daemon, error) {
+	return startDaemonEnv(logPath, nil, bin, args...)
+}
+
+// startDaemonEnv is startDaemon with env added to the environment.
+func startDaemonEnv(logPath string, env []string, bin string, args ...string) (*daemon, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	d := &daemon{cmd: exec.Command(bin, args...), logPath: logPath, done: make(chan struct{})}
 	d.cmd.Stdout, d.cmd.Stderr = log, log
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
 		log.Close()
