@@ -201,8 +201,8 @@ func (g *Gateway) rollbackTick(now time.Time) {
 	for _, c := range v.Good {
 		g.judgedGood(c)
 	}
-	for _, c := range v.Bad {
-		g.revert(now, c, v.Why)
+	if v.Bad.Version != 0 {
+		g.revert(now, v.Bad, v.Why)
 	}
 }
 

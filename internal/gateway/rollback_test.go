@@ -244,3 +244,103 @@ func TestRollbackKeepsHeaderReload(t *testing.T) {
 		t.Errorf("the header reload is not the last good configuration: %v %s", err, data)
 	}
 }
+
+// badQueryDef is a data-API definition whose query config accepts but the
+// database refuses at every request (a column the table lacks).
+func badQueryDef(prefix string) string {
+	return fmt.Sprintf(`{"match": {"path_prefix": %q}, "data": {"source": "sales",
+		"sql": "SELECT id, no_such_column AS v FROM orders WHERE customer_id = :customer_id ORDER BY id",
+		"params": {"customer_id": {"type": "int64", "required": true, "min": 1}}}}`, prefix)
+}
+
+// dataStatus GETs a data API's path for customer 1 and returns the status
+// and the version that answered (0 unless 200).
+func (in *instance) dataStatus(path string) (int, int) {
+	in.t.Helper()
+	resp, err := http.Get("http://" + in.g.Addr().String() + path + "?customer_id=1")
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return resp.StatusCode, 0
+	}
+	var page jsonPage
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Rows) == 0 {
+		in.t.Fatalf("GET %s: %s (%v)", path, body, err)
+	}
+	return 200, int(page.Rows[0]["v"].(float64))
+}
+
+// TestRollbackBadDataAPIVersion: a published data-API version whose query
+// fails at the database (embedded SQLite; every request levee's own 502)
+// is taken back to the version that served before within the window,
+// pinned (publishing it again is 409 pinned) and counted; a first publish
+// that fails is taken offline.
+func TestRollbackBadDataAPIVersion(t *testing.T) {
+	dbPath, _ := sqliteOrders(t)
+	web, _ := backend(t, "web")
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "levee.yaml")
+	yaml := lifecycleYAML(dbPath, filepath.Join(dir, "state"), hostPort(web), "") + "rollback: {window: 1500ms, min_requests: 10}\n"
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := launch(t, cfgPath, "")
+	defer func() { in.stop() }()
+
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "orders-rt", `+versionDef("/v1/rt", 1)[1:], 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", "", 200, "")
+	in.expectAPI("POST", "/api/v1/data-apis/orders-rt/versions", badQueryDef("/v1/rt"), 201, "")
+	changed := time.Now()
+	in.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 2}`, 200, "")
+	var bad int
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		status, v := in.dataStatus("/v1/rt")
+		if status != 200 {
+			if status != 502 {
+				t.Fatalf("status %d", status)
+			}
+			bad++
+			return false, fmt.Sprintf("%d 502s", bad)
+		}
+		return v == 1, fmt.Sprintf("version %d serves", v)
+	})
+	took := time.Since(changed)
+	t.Logf("data-API version 2 taken back to 1 after %d answers 502, %v after the publish", bad, took.Round(time.Millisecond))
+	if bad == 0 {
+		t.Error("the bad version never served: the test proves nothing")
+	}
+	a := in.expectAPI("GET", "/api/v1/data-apis/orders-rt", "", 200, "")
+	if a["published_version"] != 1.0 || a["state"] != "published" {
+		t.Fatalf("after the rollback: %v", a)
+	}
+	in.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 2}`, 409, "pinned")
+	_, doc := in.api("GET", "/api/v1/rollbacks", "")
+	pins, _ := doc["pins"].([]any)
+	if len(pins) != 1 || pins[0].(map[string]any)["kind"] != "data_api" || pins[0].(map[string]any)["subject"] != "orders-rt" {
+		t.Fatalf("pins %v", doc["pins"])
+	}
+
+	// A first publish that fails goes offline.
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "fresh", `+badQueryDef("/v1/fresh")[1:], 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis/fresh/publish", "", 200, "")
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		status, _ := in.dataStatus("/v1/fresh")
+		return status == 404, fmt.Sprintf("status %d", status)
+	})
+	a = in.expectAPI("GET", "/api/v1/data-apis/fresh", "", 200, "")
+	if a["state"] != "offline" {
+		t.Fatalf("fresh: %v", a)
+	}
+	resp, err := http.Get(in.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if v := testkit.Parse(t, string(page)).Value(t, `levee_rollbacks_total{kind="data_api"}`); v != 2 {
+		t.Errorf("levee_rollbacks_total{kind=data_api} = %v, want 2", v)
+	}
+}

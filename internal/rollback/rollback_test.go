@@ -26,7 +26,7 @@ func TestWatcherRevertsOnOwnErrors(t *testing.T) {
 		s.Requests += 100
 		s.Errors++
 		clock.Advance(time.Second)
-		if v := w.Tick(clock.Now(), s); len(v.Bad)+len(v.Good) != 0 {
+		if v := w.Tick(clock.Now(), s); v.Bad.Version+len(v.Good) != 0 {
 			t.Fatalf("verdict with nothing watched: %+v", v)
 		}
 	}
@@ -34,14 +34,14 @@ func TestWatcherRevertsOnOwnErrors(t *testing.T) {
 	s.Requests += 19
 	s.Errors += 19
 	clock.Advance(100 * time.Millisecond)
-	if v := w.Tick(clock.Now(), s); len(v.Bad) != 0 {
+	if v := w.Tick(clock.Now(), s); v.Bad.Version != 0 {
 		t.Fatalf("judged on 19 requests (min 20): %+v", v)
 	}
 	s.Requests++
 	s.Errors++
 	clock.Advance(100 * time.Millisecond)
 	v := w.Tick(clock.Now(), s)
-	if len(v.Bad) != 1 || v.Bad[0].Version != 7 {
+	if v.Bad.Version != 7 {
 		t.Fatalf("verdict %+v, want version 7 bad", v)
 	}
 	t.Logf("why: %s", v.Why)
@@ -71,20 +71,20 @@ func TestWatcherKeepsHarmlessChange(t *testing.T) {
 		s.Requests += 100
 		s.Errors += 35 // 35% after: a rise of 0.05 < 0.1
 		clock.Advance(time.Second)
-		if v := w.Tick(clock.Now(), s); len(v.Bad)+len(v.Good) != 0 {
+		if v := w.Tick(clock.Now(), s); v.Bad.Version+len(v.Good) != 0 {
 			t.Fatalf("after %d s: %+v", i+1, v)
 		}
 	}
 	clock.Advance(time.Second)
 	v := w.Tick(clock.Now(), s)
-	if len(v.Good) != 1 || v.Good[0].Version != 1 || len(v.Bad) != 0 {
+	if len(v.Good) != 1 || v.Good[0].Version != 1 || v.Bad.Version != 0 {
 		t.Fatalf("verdict %+v, want version 1 good", v)
 	}
 }
 
 // TestWatcherNotReady: a change after which the node is not ready at the
-// end of the window is bad; every change watched then is blamed, newest
-// first.
+// end of the window is bad; with two changes watched the newest is
+// blamed first, the older one measured again from then.
 func TestWatcherNotReady(t *testing.T) {
 	clock := testkit.NewClock(t0)
 	w := NewWatcher(opts())
@@ -95,9 +95,41 @@ func TestWatcherNotReady(t *testing.T) {
 	s.Ready = false
 	clock.Advance(8 * time.Second) // version 1's window ends
 	v := w.Tick(clock.Now(), s)
-	if len(v.Bad) != 2 || v.Bad[0].Version != 2 || v.Bad[1].Version != 1 || v.Why != "not ready at the end of the window" {
-		t.Fatalf("verdict %+v", v)
+	if v.Bad.Version != 2 || v.Why != "not ready at the end of the window" {
+		t.Fatalf("verdict %+v, want version 2 bad", v)
 	}
+	v = w.Tick(clock.Now(), s) // still not ready: the older one next
+	if v.Bad.Version != 1 {
+		t.Fatalf("verdict %+v, want version 1 bad", v)
+	}
+}
+
+// TestWatcherBlamesNewest: errors after two changes revert the newer; once
+// they stop, the older survives its window.
+func TestWatcherBlamesNewest(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	w := NewWatcher(opts())
+	s := Sample{Ready: true}
+	w.Begin(clock.Now(), s, Change{Version: 1})
+	clock.Advance(time.Second)
+	w.Begin(clock.Now(), s, Change{Version: 2})
+	s.Requests, s.Errors = 30, 30
+	clock.Advance(time.Second)
+	if v := w.Tick(clock.Now(), s); v.Bad.Version != 2 {
+		t.Fatalf("verdict %+v, want version 2 bad", v)
+	}
+	for i := 0; i < 9; i++ {
+		s.Requests += 100
+		clock.Advance(time.Second)
+		v := w.Tick(clock.Now(), s)
+		if v.Bad.Version != 0 {
+			t.Fatalf("version %d blamed after the revert", v.Bad.Version)
+		}
+		if len(v.Good) == 1 && v.Good[0].Version == 1 {
+			return
+		}
+	}
+	t.Fatal("version 1 never judged good")
 }
 
 // TestWatcherBound: more than maxPending changes at once: the oldest is

@@ -80,13 +80,16 @@ type watch struct {
 	before float64 // own-5xx ratio over the window before it
 }
 
-// Verdict is what Tick decided: Good changes survived their window; Bad
-// ones (every change still watched when one hurt, newest first, since
-// which of them hurt cannot be told apart) are to be reverted and pinned.
+// Verdict is what Tick decided: Good changes survived their window; Bad,
+// when not zero, is the change to revert and pin: the newest one watched
+// when any of them hurt. The others watched then are measured again from
+// now (what went wrong so far is the reverted change's), so that harm
+// that goes on is laid on the next newest at a later Tick.
 type Verdict struct {
-	Good, Bad []Change
+	Good []Change
+	Bad  Change
 	// Why says what hurt ("own 5xx ratio 1.00 (before 0.00) over 40
-	// requests", "not ready").
+	// requests", "not ready at the end of the window").
 	Why string
 }
 
@@ -141,10 +144,12 @@ func (w *Watcher) Tick(now time.Time, cur Sample) Verdict {
 	for _, p := range w.pending {
 		if why, hurt := w.hurt(now, cur, p); hurt {
 			v.Why = why
-			for i := len(w.pending) - 1; i >= 0; i-- {
-				v.Bad = append(v.Bad, w.pending[i].c)
+			last := len(w.pending) - 1
+			v.Bad = w.pending[last].c
+			w.pending = w.pending[:last]
+			for i := range w.pending {
+				w.pending[i].base = cur
 			}
-			w.pending = w.pending[:0]
 			return v
 		}
 	}
