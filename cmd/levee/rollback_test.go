@@ -47,6 +47,12 @@ routes:
 `, state, strings.TrimPrefix(addr, "http://"))
 	}
 	cfg := writeFile(t, conf(good.URL))
+	// exited waits for p to end, leaving its result for startProcess's
+	// cleanup (which would otherwise wait 10 s for it).
+	exited := func(p *process) {
+		err := <-p.done
+		p.done <- err
+	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second} // a SIGTERM drains at once
 	get := func(p *process, path string) (int, string) {
 		resp, err := client.Get(path)
@@ -66,6 +72,7 @@ routes:
 		return v
 	}
 
+	began := time.Now()
 	p := startProcess(t, "run", "-config", cfg)
 	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 		if s, b := get(p, "http://"+p.data+"/"); s != 200 || b != "good" {
@@ -74,8 +81,10 @@ routes:
 		v := rollbacks(p)
 		return v["good_config_digest"] != nil && v["good_config_digest"] != "", fmt.Sprintf("%v", v)
 	})
+	t.Logf("good configuration judged good after %v", time.Since(began).Round(time.Millisecond))
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	<-p.done
+	exited(p)
+	t.Logf("stopped after %v", time.Since(began).Round(time.Millisecond))
 
 	if err := os.WriteFile(cfg, []byte(conf(closed)), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,8 +97,9 @@ routes:
 		if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no drain, no record of the stop
 			t.Fatal(err)
 		}
-		<-p.done
+		exited(p)
 	}
+	t.Logf("3 starts killed after %v", time.Since(began).Round(time.Millisecond))
 	p = startProcess(t, "run", "-config", cfg)
 	for i := 0; i < 10; i++ {
 		if s, b := get(p, "http://"+p.data+"/"); s != 200 || b != "good" {

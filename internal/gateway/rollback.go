@@ -203,6 +203,8 @@ func (g *Gateway) rollbackTick(now time.Time) {
 	}
 	if v.Bad.Version != 0 {
 		g.revert(now, v.Bad, v.Why)
+		// The 502s answered while the revert ran are the reverted change's.
+		rb.watch.Rebase(g.healthSample())
 	}
 }
 

@@ -319,7 +319,7 @@ func TestRollbackBadDataAPIVersion(t *testing.T) {
 	in.expectAPI("POST", "/api/v1/data-apis/orders-rt/publish", `{"version": 2}`, 409, "pinned")
 	_, doc := in.api("GET", "/api/v1/rollbacks", "")
 	pins, _ := doc["pins"].([]any)
-	if len(pins) != 1 || pins[0].(map[string]any)["kind"] != "data_api" || pins[0].(map[string]any)["subject"] != "orders-rt" {
+	if len(pins) != 1 || pins[0].(map[string]any)["kind"] != "data_api" || pins[0].(map[string]any)["subject"] != "orders-rt" { // version 1's publish is not blamed
 		t.Fatalf("pins %v", doc["pins"])
 	}
 

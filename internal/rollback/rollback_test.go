@@ -250,3 +250,25 @@ func TestCrashLoop(t *testing.T) {
 		t.Fatal("crashes older than crash_within counted")
 	}
 }
+
+// TestWatcherRebase: errors answered while a revert ran are not laid on
+// the older change once Rebase is called after the revert.
+func TestWatcherRebase(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	w := NewWatcher(opts())
+	s := Sample{Ready: true}
+	w.Begin(clock.Now(), s, Change{Version: 1})
+	w.Begin(clock.Now(), s, Change{Version: 2})
+	s.Requests, s.Errors = 25, 25
+	clock.Advance(100 * time.Millisecond)
+	if v := w.Tick(clock.Now(), s); v.Bad.Version != 2 {
+		t.Fatalf("verdict %+v", v)
+	}
+	s.Requests, s.Errors = 50, 50 // answered during the revert
+	w.Rebase(s)
+	s.Requests += 100
+	clock.Advance(100 * time.Millisecond)
+	if v := w.Tick(clock.Now(), s); v.Bad.Version != 0 {
+		t.Fatalf("version %d blamed for the revert's errors", v.Bad.Version)
+	}
+}

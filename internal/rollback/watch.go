@@ -135,6 +135,17 @@ func (w *Watcher) Watching() int {
 	return len(w.pending)
 }
 
+// Rebase measures every watched change again from cur: the caller's
+// revert of a bad change has completed, and what went wrong until then was
+// that change's (the answers in flight during the revert included).
+func (w *Watcher) Rebase(cur Sample) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.pending {
+		w.pending[i].base = cur
+	}
+}
+
 // Tick records the health cur at now and judges the watched changes.
 func (w *Watcher) Tick(now time.Time, cur Sample) Verdict {
 	w.mu.Lock()
