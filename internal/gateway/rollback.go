@@ -232,20 +232,28 @@ func (g *Gateway) judgedGood(c rollback.Change) {
 	g.logger.Info("rollback: version judged good", "version", c.Version, "kind", string(c.Kind), "subject", c.Subject)
 }
 
-// revert undoes c, which hurt (why), pins its content and counts it.
+// revert undoes c, which hurt (why), pins its content and counts it. A
+// change that cannot be reverted (nothing to go back to, or the revert
+// failed) is not pinned: pinning it would refuse the only configuration
+// there is; it is marked and logged.
 func (g *Gateway) revert(now time.Time, c rollback.Change, why string) {
 	p := g.takePending(c.Version)
 	rb := g.rb
-	if _, err := rb.store.PinVersion(now, c, why); err != nil {
-		g.logger.Error("rollback: pinning a bad version", "version", c.Version, "error", err)
-	}
 	state := rollback.StateBad
+	var err error
 	if p.revert == nil {
-		g.logger.Error("rollback: a version hurt the node but there is nothing to revert to; pinned only", "version", c.Version, "kind", string(c.Kind), "subject", c.Subject, "why", why)
-	} else if err := p.revert(); err != nil {
-		g.logger.Error("rollback: reverting a bad version failed", "version", c.Version, "kind", string(c.Kind), "subject", c.Subject, "why", why, "error", err)
-		why += "; the revert failed: " + err.Error()
+		err = fmt.Errorf("nothing to revert to")
 	} else {
+		err = p.revert()
+	}
+	if err != nil {
+		state = rollback.StateHurt
+		why += "; not reverted: " + err.Error()
+		g.logger.Error("rollback: a version hurt the node but could not be reverted; it keeps serving, not pinned", "version", c.Version, "kind", string(c.Kind), "subject", c.Subject, "why", why)
+	} else {
+		if _, err := rb.store.PinVersion(now, c, why); err != nil {
+			g.logger.Error("rollback: pinning a bad version", "version", c.Version, "error", err)
+		}
 		rb.metrics.RolledBack(c.Kind)
 		g.logger.Error("ROLLBACK: a change hurt the node and was reverted; its content is pinned", "version", c.Version, "kind", string(c.Kind), "subject", c.Subject, "why", why)
 	}

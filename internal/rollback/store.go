@@ -17,7 +17,7 @@ const (
 	StateWatching = "watching"    // applied, its window not over
 	StateGood     = "good"        // survived its window
 	StateBad      = "rolled_back" // hurt: reverted and pinned
-	StateRefused  = "refused"     // pinned content offered again, not applied
+	StateHurt     = "hurt"        // hurt, but nothing to revert to (or the revert failed): not pinned
 )
 
 // Version is one change as the Store keeps it.
