@@ -163,6 +163,9 @@ type Options struct {
 	// Reloads serves GET /api/v1/reloads, the recent configuration loads
 	// newest first; nil leaves it unserved (404).
 	Reloads func() []ReloadView
+	// Rollbacks serves /api/v1/rollbacks (rollbacks.go); nil leaves those
+	// paths unserved (404).
+	Rollbacks RollbackStore
 	// Tokens returns the bearer tokens the admin API accepts, each with
 	// its scope, read per request so that a reload can change them; nil,
 	// or none returned, means the API is open. With tokens, every path but
@@ -247,7 +250,10 @@ func newMux(o Options) (*adminMux, error) {
 	})
 	mux.HandleFunc("POST /api/v1/reload", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		if err := o.Gateway.Reload(); err != nil {
+		if err := o.Gateway.Reload(); errors.Is(err, ErrPinned) {
+			writeError(w, http.StatusConflict, "pinned", err.Error())
+			return
+		} else if err != nil {
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{
 				"error":    "the new configuration was refused; the previous one keeps serving",
 				"reason":   "invalid_config",
@@ -277,6 +283,9 @@ func newMux(o Options) (*adminMux, error) {
 	}
 	if o.Reloads != nil {
 		reloadRoutes(mux, o.Reloads)
+	}
+	if o.Rollbacks != nil {
+		rollbackRoutes(mux, o.Rollbacks)
 	}
 	uiRoutes(mux, o.Gatherer)
 	finishDoc := adminDocRoute(mux)

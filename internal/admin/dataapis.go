@@ -198,6 +198,8 @@ func writeDataAPIError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "data_api_exists", err.Error())
 	case errors.Is(err, ErrRouteConflict):
 		writeError(w, http.StatusConflict, "route_conflict", err.Error())
+	case errors.Is(err, ErrPinned):
+		writeError(w, http.StatusConflict, "pinned", err.Error())
 	case errors.Is(err, dataapis.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, dataapis.ErrUnavailable):

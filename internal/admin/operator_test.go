@@ -55,7 +55,7 @@ func fullOptions(t *testing.T, op Operator, tokens func() []Token) Options {
 	t.Cleanup(func() { dstore.Close() })
 	return Options{Gateway: fakeGateway{}, Gatherer: prometheus.NewRegistry(), Apps: store, DataAPIs: dstore,
 		Docs: fixedDocs{doc: []byte("{}")}, Profiles: noProfiles{}, Operator: op, Tokens: tokens,
-		Reloads: func() []ReloadView { return nil }, Cluster: func(context.Context) ClusterView { return ClusterView{} }}
+		Reloads: func() []ReloadView { return nil }, Rollbacks: &fakeRollbacks{pins: map[int]bool{}}, Cluster: func(context.Context) ClusterView { return ClusterView{} }}
 }
 
 // TestOperatorViews: /api/v1/config serves the gateway's document as it

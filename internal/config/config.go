@@ -69,6 +69,8 @@ type Config struct {
 	Metrics Metrics
 	// Profiles configures the automatic CPU profiles (`profiles`).
 	Profiles Profiles
+	// Rollback configures the automatic rollback of changes (`rollback`; rollback.go).
+	Rollback Rollback
 	// Tracing, when not nil, turns OpenTelemetry tracing on (`tracing`,
 	// optional; tracing.go). nil, the default, means off.
 	Tracing *Tracing
@@ -102,7 +104,13 @@ type Config struct {
 	// dataDefs holds each data route's definition as canonical JSON, by
 	// route name (DataDefinition); nil without data routes.
 	dataDefs map[string][]byte
+	// source is the file's content as parsed (Source).
+	source []byte
 }
+
+// Source returns the file's content this configuration was parsed from
+// (what the rollback's versions and pins name); nil for one built in code.
+func (c *Config) Source() []byte { return c.source }
 
 // Kinds of ConsistentHash.HashOn, as Key returns them.
 const (
@@ -164,6 +172,7 @@ func Parse(data []byte) (*Config, error) {
 	if errs := p.Result(); errs != nil {
 		return nil, errs
 	}
+	cfg.source = data
 	return cfg, nil
 }
 
@@ -185,6 +194,8 @@ var rootBlock = engine.NewBlock(
 		Bind: engine.At(func(c *Config) *Metrics { return &c.Metrics })},
 	engine.Field{Name: "profiles", Kind: engine.KindBlock, Sub: profilesBlock, Doc: "CPU profiles levee captures by itself when busy or shedding",
 		Bind: engine.At(func(c *Config) *Profiles { return &c.Profiles })},
+	engine.Field{Name: "rollback", Kind: engine.KindBlock, Sub: rollbackBlock, Doc: "automatic rollback of a change that hurt the node (docs/rollback.md)", Reload: engine.Restart,
+		Bind: engine.At(func(c *Config) *Rollback { return &c.Rollback })},
 	engine.Field{Name: "tracing", Kind: engine.KindBlock, Sub: tracingBlock, Doc: "OpenTelemetry tracing exported over OTLP/HTTP; off when omitted",
 		Bind: engine.Opt(func(c *Config) **Tracing { return &c.Tracing }, defaultTracing)},
 	engine.Field{Name: "identity", Kind: engine.KindBlock, Sub: identityBlock, Doc: "identity providers routes name: JWT issuers for auth: jwt"},
@@ -253,5 +264,6 @@ func defaultConfig() *Config {
 	c.Log.Access, c.Log.AccessLog = DefaultLogAccess, defaultAccessLog() // access is true, false or a block: no bind
 	engine.WithDefaults(metricsBlock, &c.Metrics)
 	engine.WithDefaults(profilesBlock, &c.Profiles)
+	engine.WithDefaults(rollbackBlock, &c.Rollback)
 	return c
 }

@@ -282,6 +282,7 @@ func TestDefaults(t *testing.T) {
 		Metrics: Metrics{AppLabels: 50, EndpointLabels: 50},
 		Profiles: Profiles{Enabled: true, CPUThreshold: 0.9, Sustain: 10 * time.Second, OnShedding: true, Interval: 10 * time.Minute,
 			Duration: 10 * time.Second, Keep: 10, MaxBytes: 64 << 20},
+		Rollback: Rollback{Enabled: true, Window: 30 * time.Second, MaxErrorRatio: 0.1, MinRequests: 20, Keep: 50, CrashStarts: 3, CrashWithin: 5 * time.Minute},
 		Upstreams: map[string]*Upstream{"video": {
 			Name:      "video",
 			Balancer:  "weighted_round_robin",
@@ -298,6 +299,7 @@ func TestDefaults(t *testing.T) {
 		Routes: []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none",
 			Upgrades: []string{"websocket"}}},
 	}
+	want.source = cfg.source // the file's content, kept for the rollback (Source)
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)
 	}

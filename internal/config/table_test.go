@@ -140,7 +140,7 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 		}
 	})
 	wantMarks := map[string]string{"listen": "restart", "tls": "restart to set or omit", "admin.listen": "restart",
-		"server.underscores_in_headers": "restart", "memory": "restart", "cluster": "restart",
+		"server.underscores_in_headers": "restart", "memory": "restart", "cluster": "restart", "rollback": "restart",
 		"server.proxy_protocol": "restart", "server.trusted_proxies": "restart", "server.trusted_proxies_header": "restart"}
 	if !reflect.DeepEqual(marks, wantMarks) {
 		t.Errorf("the tables mark %v as needing a restart, docs/configuration.md says %v", marks, wantMarks)

@@ -24,6 +24,10 @@ type Writer struct {
 	// Applied makes what serves follow the store (the gateway rebuilds
 	// and swaps its table).
 	Applied func() error
+	// Published, when set, is told of each publish (not a rollback) once
+	// it serves: the version, its definition, and the version that served
+	// before (0: none) — the automatic rollback's hook (docs/rollback.md).
+	Published func(name string, version int, def []byte, previous int)
 }
 
 func (w Writer) Get(ctx context.Context, name string) (*API, error) { return w.Store.Get(ctx, name) }
@@ -75,6 +79,12 @@ func (w Writer) publish(ctx context.Context, name string, version int, rollback 
 	if err := w.CheckServe(name, n, def); err != nil {
 		return nil, err
 	}
+	previous := 0
+	if w.Published != nil && !rollback {
+		if a, err := w.Store.Get(ctx, name); err == nil && a.State == Published {
+			previous = a.Published
+		}
+	}
 	call := w.Store.Publish
 	if rollback {
 		call = w.Store.Rollback
@@ -83,7 +93,13 @@ func (w Writer) publish(ctx context.Context, name string, version int, rollback 
 	if err != nil {
 		return nil, err
 	}
-	return a, w.Applied()
+	if err := w.Applied(); err != nil {
+		return a, err
+	}
+	if w.Published != nil && !rollback && previous != n {
+		w.Published(name, n, def, previous)
+	}
+	return a, nil
 }
 
 func (w Writer) Offline(ctx context.Context, name string) (*API, error) {

@@ -300,6 +300,9 @@ func (v adminView) Notes() []string {
 	if dn := v.g.dataAPIs.notes.Load(); dn != nil {
 		notes = append(notes, *dn...)
 	}
+	if rn := v.g.rollbackNote(); rn != "" {
+		notes = append(notes, rn)
+	}
 	return append(notes, v.g.clusterNotes()...)
 }
 

@@ -230,6 +230,9 @@ func (g *Gateway) dataAPIWriter(store dataapis.Backend) dataapis.Writer {
 			g.mu.Lock()
 			file, cur := g.fileCfg, g.cfg
 			g.mu.Unlock()
+			if err := g.checkDataAPIPinned(name, n, def); err != nil {
+				return err
+			}
 			r, err := config.ParseDataAPI(file, name, def)
 			if err != nil {
 				return invalidDefinition(err)
@@ -240,6 +243,9 @@ func (g *Gateway) dataAPIWriter(store dataapis.Backend) dataapis.Writer {
 			return nil
 		},
 		Applied: func() error { return g.applyDataAPIs(store) },
+		Published: func(name string, version int, def []byte, previous int) {
+			g.dataAPIPublished(store, name, version, def, previous)
+		},
 	}
 }
 

@@ -95,6 +95,8 @@ type Gateway struct {
 	// etcd is cluster.etcd's app store and membership (cluster_etcd.go).
 	cluster *clusterlimit.Limiter
 	etcd    etcdState
+	// rb is the automatic rollback (rollback.go).
+	rb *rollbackState
 	// stateLock is the lock on state_dir (nil unless Options.LockStateDir).
 	stateLock *statedb.DirLock
 	// profiler takes CPU profiles by itself (profiles.go), counted in
@@ -178,7 +180,12 @@ func New(o Options) (_ *Gateway, err error) {
 			}
 		}()
 	}
+	rb, cfg, err := openRollback(cfg, logger, time.Now()) // may start from the last good configuration
+	if err != nil {
+		return nil, err
+	}
 	g := &Gateway{
+		rb:       rb,
 		load:     o.Load,
 		logger:   logger,
 		registry: telemetry.NewRegistry(),
@@ -198,6 +205,9 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, err
 	}
 	if g.discoveryMetrics, err = discovery.NewMetrics(g.registry); err != nil {
+		return nil, err
+	}
+	if err = g.registerRollback(); err != nil {
 		return nil, err
 	}
 	if g.profileMetrics, err = profiles.NewMetrics(g.registry); err != nil {
@@ -326,6 +336,7 @@ func (g *Gateway) Start() (err error) {
 		Operator: operatorView{g: g, store: store},
 		DataAPIs: g.dataAPIWriter(dstore),
 		Reloads:  g.history.List, Cluster: g.clusterView,
+		Rollbacks: rollbackView{g},
 	})
 	if err != nil {
 		return err
@@ -391,6 +402,7 @@ func (g *Gateway) Start() (err error) {
 	g.startProfiles(cfg)
 	g.started = true
 	g.ready.Store(true)
+	g.startRollback(time.Now(), g.fileCfg)
 	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
 	g.logger.Info("memory guard", "on", g.memory != nil, "limit", g.memoryFrom)
 	g.logAdminToken()
@@ -481,6 +493,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.stateLock.Release()
 		return nil
 	}
+	g.stopRollback() // before readiness drops: a drain is no verdict on a change
 	g.ready.Store(false)
 	g.logger.Info("draining", "data", g.dataLn.Addr().String())
 	h1 := g.h1.Load()

@@ -22,6 +22,22 @@ func (g *Gateway) Reload() error {
 	defer g.reloadMu.Unlock()
 	cfg, err := g.load()
 	if err == nil {
+		err = g.checkPinned(cfg) // content rolled back as bad (rollback.go)
+	}
+	g.mu.Lock()
+	prev := g.fileCfg
+	g.mu.Unlock()
+	if err = g.applyReload(cfg, err); err == nil {
+		g.reloaded(time.Now(), cfg, prev)
+	}
+	return err
+}
+
+// applyReload makes cfg (loaded with err) serve, as Reload does, and
+// records the result. Called with reloadMu held: by Reload, and by the
+// rollback's revert to the last good configuration.
+func (g *Gateway) applyReload(cfg *config.Config, err error) error {
+	if err == nil {
 		err = g.checkReloadable(cfg)
 	}
 	if err == nil && cfg.TLS != nil {

@@ -342,6 +342,7 @@ routes:
 	}
 	tab("reloads")
 	until("the refused reload", `document.querySelectorAll('#reloads tr.reload').length === 2 && document.getElementById('reloads').textContent.includes('bogus_field')`)
+	until("the rollback versions", `document.querySelectorAll('#rollbacks tr.rollback').length >= 1 && document.getElementById('rollbacks').textContent.includes('config')`)
 	shot("reloads")
 
 	tab("profiles")

@@ -31,7 +31,28 @@ type Metrics struct {
 	quotaRows        prometheus.Counter     // quotaUsed's rows, resolved once
 	quotaBytes       prometheus.Counter     // quotaUsed's bytes, resolved once
 	splitRequests    *prometheus.CounterVec // route, upstream (split.go)
+	// answered and ownErrors count every answer and the 502/503/504
+	// refusals levee made itself (sheds excepted): the health the
+	// rollback watcher samples (HealthCounts).
+	answered, ownErrors atomic.Uint64
 }
+
+// HealthCounts returns the answers counted since the process started and,
+// among them, levee's own 502, 503 and 504 refusals (not an upstream's own
+// 5xx passed on, not admission's sheds, which follow load rather than a
+// change).
+func (m *Metrics) HealthCounts() (answered, ownErrors uint64) {
+	return m.answered.Load(), m.ownErrors.Load()
+}
+
+// ownErrorReason marks the rows of reasonTable whose refusals count in
+// HealthCounts' ownErrors, read-only.
+var ownErrorReason = func() (out [len(reasonTable)]bool) {
+	for i, s := range reasonTable {
+		out[i] = !s.Shed && (s.Status == 502 || s.Status == 503 || s.Status == 504)
+	}
+	return out
+}()
 
 // NewMetrics declares the request path's metrics in reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -226,7 +247,10 @@ func newRouteMetrics(m *Metrics, route, upstream string) *routeMetrics {
 	return rm
 }
 
-func (rm *routeMetrics) count(code int) { rm.code(code).Inc() }
+func (rm *routeMetrics) count(code int) {
+	rm.m.answered.Add(1)
+	rm.code(code).Inc()
+}
 
 // code returns the route's counter of status code, resolving and caching
 // it on first use.
@@ -271,6 +295,9 @@ func (rm *routeMetrics) shed(reason Reason) {
 }
 
 func (rm *routeMetrics) refused(reason Reason) {
+	if i, ok := reasonIndex[reason]; ok && ownErrorReason[i] {
+		rm.m.ownErrors.Add(1)
+	}
 	cached(&rm.refusals, rm.m.refusals, rm.route, reason).Inc()
 }
 

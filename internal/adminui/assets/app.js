@@ -429,6 +429,29 @@
         el('td', {}, (r.problems || []).map((p) => el('div', {}, p)))));
     }
     if (doc.reloads.length === 0) b.append(el('tr', {}, el('td', { colspan: 3 }, 'none yet')));
+    await loadRollbacks();
+  }
+
+  // Rollbacks: the versions newest first, with an unpin button on pinned ones.
+  async function loadRollbacks() {
+    const doc = await api('GET', '/api/v1/rollbacks');
+    const b = tbody('rollbacks');
+    $('rollbacks-state').textContent = !doc.enabled ? 'Automatic rollback is off.'
+      : doc.serving_good ? 'Serving the last good configuration, not the file: ' + (doc.why || '') : '';
+    const pinned = new Set((doc.pins || []).map((p) => p.version));
+    for (const v of doc.versions || []) {
+      const pin = pinned.has(v.version)
+        ? el('button', { type: 'button', class: 'unpin', onclick: () => unpin(v.version) }, 'Unpin') : '';
+      b.append(el('tr', { class: 'rollback' }, el('td', {}, String(v.version)), el('td', {}, when(v.at)),
+        el('td', {}, v.kind), el('td', {}, v.subject),
+        el('td', { class: v.state === 'rolled_back' ? 'error' : '' }, v.state), el('td', {}, v.reason || ''), el('td', {}, pin)));
+    }
+    if (!doc.versions || doc.versions.length === 0) b.append(el('tr', {}, el('td', { colspan: 7 }, 'none yet')));
+  }
+
+  async function unpin(version) {
+    await api('DELETE', '/api/v1/rollbacks/pins/' + version);
+    await loadRollbacks();
   }
 
   // Profiles: captures with their files, downloaded with the token.
