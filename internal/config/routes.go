@@ -43,6 +43,7 @@ var (
 		engine.Field{Name: "respond", Kind: engine.KindBlock, Sub: respondBlock, Doc: "answer every request with a fixed answer (a route with neither upstream nor data)"},
 		engine.Field{Name: "cors", Kind: engine.KindBlock, Sub: corsBlock, Doc: "answer CORS preflights and add the CORS headers to every answer"},
 		engine.Field{Name: "compression", Kind: engine.KindBlock, Sub: compressionBlock, Doc: "compress answers by the client's Accept-Encoding; none when omitted"},
+		engine.Field{Name: "mirror", Kind: engine.KindBlock, Sub: mirrorBlock, Doc: "send a copy of a share of the requests to a shadow upstream, its answers discarded"},
 	)
 )
 
@@ -93,6 +94,9 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 		if upNode != nil && upstreamsOK && !declared[r.Upstream] {
 			p.Add(upNode, engine.Key(rp, "upstream"), "unknown upstream %s%s", engine.Quote(r.Upstream), engine.Suggest(r.Upstream, names))
 		}
+	}
+	if upstreamsOK {
+		p.mirrorUpstreams(c.Routes, items, declared, names) // route_mirror.go
 	}
 	p.overlaps(c.Routes, seen)
 }
@@ -156,6 +160,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	}
 	if v := f["rewrite"]; v != nil {
 		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
+	}
+	if v := f["mirror"]; v != nil {
+		r.Mirror = p.mirror(engine.Key(path, "mirror"), v, &r, f)
 	}
 	if !p.routeSteps(&r, path, n, f) {
 		return r, s, nameNode, upNode
@@ -276,6 +283,9 @@ type Route struct {
 	// Compression, when not nil, compresses the route's answers
 	// (`compression`, route_compression.go). nil: never.
 	Compression *Compression
+	// Mirror, when not nil, copies a share of the route's requests to a
+	// shadow upstream (`mirror`, route_mirror.go). nil: none.
+	Mirror *RouteMirror
 }
 
 // The accepted values of Route.Priority, most important first.
