@@ -159,6 +159,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if err := routeSteps(rc, rt); err != nil { // headers, redirect, respond, cors (steps.go)
 			return nil, fmt.Errorf("routes[%s]: %w", rc.Name, err)
 		}
+		rt.Mirror = g.proxyMirror(rc, upstreams) // mirror.go
 		routes = append(routes, rt)
 	}
 	g.pools.retain(liveUpstreams, liveStats)

@@ -25,6 +25,7 @@ type Metrics struct {
 	preflights       *prometheus.CounterVec // route, result (cors.go)
 	compressed       *prometheus.CounterVec // route, encoding
 	compressedIn     *prometheus.CounterVec // route
+	mirrors          *prometheus.CounterVec // route, result (mirror.go)
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -89,12 +90,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_compressed_input_bytes_total",
 		Help: "Body bytes of the answers levee compressed, before coding, by route (levee_response_bytes_total counts them after).",
 	}, []string{"route"})
+	m.mirrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_mirror_requests_total",
+		Help: "Copies of a route's requests for its mirror's shadow upstream, by route and result: sent (the shadow answered), failed (no answer), skipped_cap, skipped_memory or skipped_body (not sent).",
+	}, []string{"route", "result"})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.mirrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -110,7 +115,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
 	l := prometheus.Labels{"route": route}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.mirrors} {
 		v.DeletePartialMatch(l)
 	}
 }

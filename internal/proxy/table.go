@@ -175,6 +175,9 @@ type Route struct {
 	// Compression, when set, compresses the route's answers (compress.go).
 	// nil: never.
 	Compression *Compression
+	// Mirror, when set, copies a share of the route's forwarded requests
+	// to a shadow upstream (mirror.go). nil: none.
+	Mirror *Mirror
 
 	metrics *routeMetrics // set by NewTable
 }
@@ -201,6 +204,9 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 		if rt.CORS != nil { // from the start at 0 (cors.go)
 			m.preflights.WithLabelValues(rt.Name, preflightAllowed)
 			m.preflights.WithLabelValues(rt.Name, preflightRefused)
+		}
+		if rt.Mirror != nil {
+			resolveMirrorMetrics(m, rt)
 		}
 		rules = append(rules, route.Rule[*Route]{Host: rt.Host, Path: rt.Path, PathTemplate: rt.PathTemplate, PathRegex: rt.PathRegex,
 			PathPrefix: rt.PathPrefix, Headers: rt.HeaderConds, Query: rt.QueryConds, Methods: rt.Methods, Value: rt})
