@@ -22,6 +22,8 @@ type RouteView struct {
 	Match MatchView `json:"match"`
 	// Rewrite is the route's rewrite; absent when it has none.
 	Rewrite *RewriteView `json:"rewrite,omitempty"`
+	// Mirror is the route's mirror; absent when it has none.
+	Mirror *MirrorView `json:"mirror,omitempty"`
 	// Kind is "upstream" (proxied), "data" (answered from a data
 	// source), or "redirect" or "respond" (answered by levee itself).
 	Kind       string `json:"kind"`
@@ -72,6 +74,15 @@ type RewriteView struct {
 	PathRegex    string `json:"path_regex,omitempty"`
 	Substitution string `json:"substitution,omitempty"`
 	Host         string `json:"host,omitempty"`
+}
+
+// MirrorView is a route's mirror, as in the file with its defaults; nil:
+// none. Timeout is a Go duration ("5s").
+type MirrorView struct {
+	Upstream    string  `json:"upstream"`
+	Percent     float64 `json:"percent"`
+	MaxInFlight int     `json:"max_in_flight"`
+	Timeout     string  `json:"timeout"`
 }
 
 // RouteLimitsView sums up what bounds a route's requests: its own limits

@@ -338,6 +338,11 @@
       rows.push(['rewrite.strip_prefix', rw.strip_prefix], ['rewrite.replace_prefix', rw.replace_prefix],
         ['rewrite.path_regex', rw.path_regex ? rw.path_regex + ' → ' + rw.substitution : ''], ['rewrite.host', rw.host]);
     }
+    const mi = r.mirror;
+    if (mi) {
+      rows.push(['mirror.upstream', mi.upstream], ['mirror.percent', mi.percent + ' %'],
+        ['mirror.max_in_flight', String(mi.max_in_flight)], ['mirror.timeout', mi.timeout]);
+    }
     return el('table', { class: 'kv' }, ...rows.filter((kv) => kv[1]).map((kv) =>
       el('tr', {}, el('th', {}, kv[0]), el('td', {}, el('code', {}, kv[1])))));
   }
