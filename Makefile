@@ -153,7 +153,8 @@ LOAD_TEST_NAMES := \
 	TestUpstreamTLSRotationUnderLoad \
 	TestDNSRecordsChangeUnderLoad \
 	TestDrillAgainstLevee \
-	TestDrillWithoutDefences
+	TestDrillWithoutDefences \
+	TestMirrorKeepsPrimaryLatency
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
