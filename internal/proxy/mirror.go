@@ -120,12 +120,6 @@ func NewMirror(o MirrorOptions) *Mirror {
 	return m
 }
 
-// Upstream is the shadow upstream.
-func (m *Mirror) Upstream() *Upstream { return m.up }
-
-// InFlight is the copies in flight now.
-func (m *Mirror) InFlight() int64 { return m.state.inflight.Load() }
-
 // chosen reports whether the next request is copied (see the header).
 func (m *Mirror) chosen() bool {
 	if m.per >= 10000 {
