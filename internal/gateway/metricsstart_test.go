@@ -19,6 +19,7 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_cors_preflights_total":                    "no cors route (steps_test.go's TestCORS reads it)",
 		"levee_compressed_responses_total":               "no compression route (compress_test.go reads it)",
 		"levee_compressed_input_bytes_total":             "no compression route (compress_test.go reads it)",
+		"levee_mirror_requests_total":                    "no mirror route (mirror_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
