@@ -161,7 +161,8 @@ LOAD_TEST_NAMES := \
 	TestLongConnectionsAcrossReloads \
 	TestLongConnectionsDrainTimeout \
 	TestLongStreamDrainTimeout \
-	TestScaleReloadAndPublish
+	TestScaleReloadAndPublish \
+	TestMirrorKeepsPrimaryLatency
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

@@ -24,6 +24,8 @@ type RouteView struct {
 	Rewrite *RewriteView `json:"rewrite,omitempty"`
 	// Split is the route's split (kind "split"); absent when it has none.
 	Split *SplitView `json:"split,omitempty"`
+	// Mirror is the route's mirror; absent when it has none.
+	Mirror *MirrorView `json:"mirror,omitempty"`
 	// Kind is "upstream" (proxied), "split" (proxied to one of Split's
 	// upstreams), "data" (answered from a data
 	// source), or "redirect" or "respond" (answered by levee itself).
@@ -75,6 +77,15 @@ type RewriteView struct {
 	PathRegex    string `json:"path_regex,omitempty"`
 	Substitution string `json:"substitution,omitempty"`
 	Host         string `json:"host,omitempty"`
+}
+
+// MirrorView is a route's mirror, as in the file with its defaults; nil:
+// none. Timeout is a Go duration ("5s").
+type MirrorView struct {
+	Upstream    string  `json:"upstream"`
+	Percent     float64 `json:"percent"`
+	MaxInFlight int     `json:"max_in_flight"`
+	Timeout     string  `json:"timeout"`
 }
 
 // RouteLimitsView sums up what bounds a route's requests: its own limits

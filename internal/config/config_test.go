@@ -130,7 +130,7 @@ var rejectsFile = []rejectCase{
 }
 
 func TestParseRejects(t *testing.T) {
-	tests := slices.Concat(rejectsFile, rejectsServer, rejectsUpstreams, rejectsRoutes, rejectsRouteMatch, rejectsRewrite, rejectsSteps, rejectsSplit)
+	tests := slices.Concat(rejectsFile, rejectsServer, rejectsUpstreams, rejectsRoutes, rejectsRouteMatch, rejectsRewrite, rejectsSteps, rejectsSplit, rejectsMirror)
 	// The table's own faults that would hide a case (its size is no test:
 	// a count of cases cannot fail for a reason in Parse). A repeated name
 	// runs as "name#01" and reads as one case in the output; a case with

@@ -46,6 +46,7 @@ var (
 		engine.Field{Name: "split", Kind: engine.KindList, MinItems: 2, MaxItems: MaxSplitSides, Item: &engine.Field{Kind: engine.KindBlock, Sub: splitSideBlock},
 			Doc: "share the requests across upstreams by weight (instead of upstream): [{upstream, weight}, ...]"},
 		engine.Field{Name: "split_sticky", Kind: engine.KindBlock, Sub: splitStickyBlock, Doc: "with split, keep a client on one side by a consistent hash of a header or cookie"},
+		engine.Field{Name: "mirror", Kind: engine.KindBlock, Sub: mirrorBlock, Doc: "send a copy of a share of the requests to a shadow upstream, its answers discarded"},
 	)
 )
 
@@ -99,6 +100,9 @@ func (p *parser) routes(c *Config, n, root *yaml.Node, declared map[string]bool,
 		if upstreamsOK {
 			p.splitUpstreams(&c.Routes[i], rp, item, declared, names)
 		}
+	}
+	if upstreamsOK {
+		p.mirrorUpstreams(c.Routes, items, declared, names) // route_mirror.go
 	}
 	p.overlaps(c.Routes, seen)
 }
@@ -164,6 +168,9 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 		r.Rewrite = p.rewrite(engine.Key(path, "rewrite"), v, &r.Match, f["data"] != nil)
 	}
 	p.routeSplit(&r, path, f)
+	if v := f["mirror"]; v != nil {
+		r.Mirror = p.mirror(engine.Key(path, "mirror"), v, &r, f)
+	}
 	if !p.routeSteps(&r, path, n, f) {
 		return r, s, nameNode, upNode
 	}
@@ -289,6 +296,9 @@ type Route struct {
 	// keeps a client on one side (`split_sticky`); nil: weighted picks.
 	Split       []SplitSide
 	SplitSticky *SplitSticky
+	// Mirror, when not nil, copies a share of the route's requests to a
+	// shadow upstream (`mirror`, route_mirror.go). nil: none.
+	Mirror *RouteMirror
 }
 
 // The accepted values of Route.Priority, most important first.

@@ -163,7 +163,8 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if err := routeSteps(rc, rt); err != nil { // headers, redirect, respond, cors (steps.go)
 			return nil, fmt.Errorf("routes[%s]: %w", rc.Name, err)
 		}
-		if len(rc.Split) > 0 { // last: each side copies the finished route (split.go)
+		rt.Mirror = g.proxyMirror(rc, upstreams) // mirror.go
+		if len(rc.Split) > 0 {                   // last: each side copies the finished route (split.go)
 			if err := g.splitRoute(cfg, rc, rt, upstreams); err != nil {
 				return nil, fmt.Errorf("routes[%s].split: %w", rc.Name, err)
 			}

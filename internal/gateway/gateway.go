@@ -503,6 +503,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		_ = h1.Close()
 	}
 	g.handler.CloseUpgrades()
+	g.handler.CloseMirrors() // before the pools close under them
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
 	g.profiler.Stop()

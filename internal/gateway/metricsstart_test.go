@@ -20,6 +20,7 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_compressed_responses_total":               "no compression route (compress_test.go reads it)",
 		"levee_compressed_input_bytes_total":             "no compression route (compress_test.go reads it)",
 		"levee_route_split_requests_total":               "no split route (split_test.go reads it)",
+		"levee_mirror_requests_total":                    "no mirror route (mirror_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))

@@ -41,6 +41,9 @@ func (v operatorView) Routes() []admin.RouteView {
 			GrantedAppIDs: []string{},
 			Limits:        admin.RouteLimitsView{Priority: rc.Priority, Concurrency: admin.ConcurrencyOf(0, false)},
 		}
+		if m := rc.Mirror; m != nil { // mirror.go
+			rv.Mirror = &admin.MirrorView{Upstream: m.Upstream, Percent: m.Percent, MaxInFlight: m.MaxInFlight, Timeout: m.Timeout.String()}
+		}
 		if rc.Timeout > 0 {
 			rv.Limits.Timeout = rc.Timeout.String()
 		}

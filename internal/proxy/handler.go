@@ -79,6 +79,8 @@ type Handler struct {
 	// request's forwarding holds it, so that an attempt answers without
 	// coming back to the Handler.
 	out responder
+	// mirrors are the copies to shadow upstreams in flight (mirror.go).
+	mirrors *mirrorSet
 }
 
 // NewHandler returns a Handler serving t.
@@ -103,7 +105,7 @@ func NewHandler(t *Table, o Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{metrics: o.Metrics, logger: logger, maxHeader: o.MaxHeaderBytes, memory: budget{o.Memory}, consumers: cs,
-		underscores: o.UnderscoresInHeaders, preflights: pf}
+		underscores: o.UnderscoresInHeaders, preflights: pf, mirrors: newMirrorSet()}
 	if tp := o.TrustedProxies; tp != nil && len(tp.Prefixes) > 0 {
 		h.trusted = &TrustedProxies{Prefixes: append([]netip.Prefix(nil), tp.Prefixes...), Forwarded: tp.Forwarded}
 	}
@@ -177,6 +179,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ep, ok := h.pickFirst(w, r, &x, rt.Upstream, bal) // 6. the first endpoint
 	if !ok {
 		return
+	}
+	if rt.Mirror != nil { // 6a. a copy to the shadow upstream, never waited for (mirror.go)
+		h.mirror(r, &x, rt.Mirror)
 	}
 	f := forwarding{out: &h.out, metrics: h.metrics}
 	f.forward(w, r, &x, rt, bal, ep)

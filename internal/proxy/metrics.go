@@ -35,6 +35,7 @@ type Metrics struct {
 	// refusals levee made itself (sheds excepted): the health the
 	// rollback watcher samples (HealthCounts).
 	answered, ownErrors atomic.Uint64
+	mirrors             *prometheus.CounterVec // route, result (mirror.go)
 }
 
 // HealthCounts returns the answers counted since the process started and,
@@ -136,12 +137,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "levee_route_split_requests_total",
 		Help: "Requests a route's split sent to each side, by route and the side's upstream (after a down side's share went to the others).",
 	}, []string{"route", "upstream"})
+	m.mirrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_mirror_requests_total",
+		Help: "Copies of a route's requests for its mirror's shadow upstream, by route and result: sent (the shadow answered), failed (no answer), skipped_cap, skipped_memory or skipped_body (not sent).",
+	}, []string{"route", "result"})
 	// The refusals made outside the handler, by the data listener, exist
 	// from the start at 0 (route "": before any route is known).
 	for _, r := range []Reason{ReasonConnectionLimit, ReasonHeaderTooLarge} {
 		m.refusals.WithLabelValues("", string(r))
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed, m.quotaUsed, m.quotaCut, m.splitRequests} {
+	for _, c := range []prometheus.Collector{m.requests, m.refusals, m.duration, m.upstreamDuration, m.inflight, m.retries, m.budgetExhausted, m.pickerFallbacks, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.drainClosed, m.quotaUsed, m.quotaCut, m.splitRequests, m.mirrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -157,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
 	l := prometheus.Labels{"route": route}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.splitRequests} {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.splitRequests, m.mirrors} {
 		v.DeletePartialMatch(l)
 	}
 }

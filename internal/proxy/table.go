@@ -189,6 +189,9 @@ type Route struct {
 	// continues, after the route's auth, rewrite and header changes, as
 	// one of Split.Sides.
 	Split *Split
+	// Mirror, when set, copies a share of the route's forwarded requests
+	// to a shadow upstream (mirror.go). nil: none.
+	Mirror *Mirror
 
 	metrics *routeMetrics // set by NewTable
 }
@@ -226,6 +229,9 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 		if rt.CORS != nil { // from the start at 0 (cors.go)
 			m.preflights.WithLabelValues(rt.Name, preflightAllowed)
 			m.preflights.WithLabelValues(rt.Name, preflightRefused)
+		}
+		if rt.Mirror != nil {
+			resolveMirrorMetrics(m, rt)
 		}
 		rules = append(rules, route.Rule[*Route]{Host: rt.Host, Path: rt.Path, PathTemplate: rt.PathTemplate, PathRegex: rt.PathRegex,
 			PathPrefix: rt.PathPrefix, Headers: rt.HeaderConds, Query: rt.QueryConds, Methods: rt.Methods, Value: rt})

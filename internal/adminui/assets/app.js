@@ -343,6 +343,11 @@
       rows.push(['split', sp.sides.map((s) => s.upstream + ' ' + s.weight).join(', ')],
         ['split.sticky', sp.sticky_header ? 'header ' + sp.sticky_header : sp.sticky_cookie ? 'cookie ' + sp.sticky_cookie : '']);
     }
+    const mi = r.mirror;
+    if (mi) {
+      rows.push(['mirror.upstream', mi.upstream], ['mirror.percent', mi.percent + ' %'],
+        ['mirror.max_in_flight', String(mi.max_in_flight)], ['mirror.timeout', mi.timeout]);
+    }
     return el('table', { class: 'kv' }, ...rows.filter((kv) => kv[1]).map((kv) =>
       el('tr', {}, el('th', {}, kv[0]), el('td', {}, el('code', {}, kv[1])))));
   }
