@@ -162,7 +162,8 @@ LOAD_TEST_NAMES := \
 	TestLongConnectionsDrainTimeout \
 	TestLongStreamDrainTimeout \
 	TestScaleReloadAndPublish \
-	TestMirrorKeepsPrimaryLatency
+	TestMirrorKeepsPrimaryLatency \
+	TestProcsSharedDataAPIs
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))
