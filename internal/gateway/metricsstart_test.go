@@ -21,6 +21,13 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_compressed_input_bytes_total":             "no compression route (compress_test.go reads it)",
 		"levee_route_split_requests_total":               "no split route (split_test.go reads it)",
 		"levee_mirror_requests_total":                    "no mirror route (mirror_test.go reads it)",
+		"levee_data_api_compile_failures_total":          "per shared data API, cluster.etcd only (cluster_dataapis_test.go reads it)",
+		"levee_data_api_published_version":               "per shared data API, cluster.etcd only",
+		"levee_data_api_served_version":                  "per shared data API, cluster.etcd only (cluster_dataapis_test.go reads it)",
+		"levee_jwks_keys":                                "per JWT issuer; none declared here",
+		"levee_jwks_fetches_total":                       "per JWT issuer; none declared here (jwt_hydra_test.go reads it)",
+		"levee_jwks_fetch_failures_total":                "per JWT issuer; none declared here",
+		"levee_auth_failures_total":                      "a series per refusal reason appears with its first count (jwt_hydra_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
