@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/levee-gw/levee/internal/testsvc"
+)
+
+// TestDataAPIPageInBrowser (issue 29 item 8) drives the web UI's Data
+// APIs page in a real headless Chromium against a real levee whose data
+// APIs read a real PostgreSQL. A read token sees each API's state, its
+// versions and which node serves which, with Publish and Roll back
+// disabled, and the API refuses its write (403 insufficient_scope, also
+// when the page is made to send it). A write token publishes the draft
+// version 2 by a click, and the data route then answers from version 2
+// (a real HTTP call); Roll back to 1 by a click, and version 1 answers
+// again. No console error, exception or CSP violation.
+func TestDataAPIPageInBrowser(t *testing.T) {
+	chromium := testsvc.ChromiumPath(t)
+	pg := testsvc.StartPostgres(t)
+	pg.Exec(t, pgTypesSQL)
+	dir := t.TempDir()
+	const writeSecret, readSecret = "dui-write-token-0123456789", "dui-read-token-0123456789"
+	wf, rf := filepath.Join(dir, "write"), filepath.Join(dir, "read")
+	for p, s := range map[string]string{wf: writeSecret, rf: readSecret} {
+		if err := os.WriteFile(p, []byte(s+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := filepath.Join(dir, "levee.yaml")
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0, token_file: %s, tokens: [{file: %s, scope: read}]}
+state_dir: %s
+log: {access: false}
+data_sources:
+  sales: {driver: postgres, dsn: %s, max_conns: 2}
+routes:
+  - {name: items, match: {path_prefix: /v1/items}, data: {source: sales, table: items, columns: [id], order: [id]}}
+`, dataQuote(wf), dataQuote(rf), dataQuote(filepath.Join(dir, "state")), dataQuote(pg.DSN))
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := launch(t, cfgPath, writeSecret)
+	defer in.stop()
+	const rows = 40 // customer 1's orders in pgTypesSQL
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "orders-ui", `+versionDef("/v1/ui", 1)[1:], 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis/orders-ui/publish", "", 200, "")
+	in.expectAPI("POST", "/api/v1/data-apis/orders-ui/versions", versionDef("/v1/ui", 2), 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "drafty", `+versionDef("/v1/drafty", 7)[1:], 201, "")
+	if v, _ := in.servedRows("/v1/ui", rows); v != 1 {
+		t.Fatalf("before the browser: version %d serves, want 1", v)
+	}
+
+	b := newUIBrowser(t, chromium)
+	defer b.close()
+	t0 := time.Now()
+	b.do("loading /ui/#dataapis", chromedp.Navigate(in.admin+"/ui/#dataapis"))
+	b.login(readSecret)
+	b.until("the data APIs", `document.body.dataset.loaded === 'dataapis' && document.getElementById('dataapi-orders-ui') !== null && document.getElementById('dataapi-drafty') !== null`)
+	for _, c := range []struct{ what, js, want string }{
+		{"orders-ui's state", `document.querySelector('#dataapi-orders-ui .da-state').textContent`, "published"},
+		{"drafty's state", `document.querySelector('#dataapi-drafty .da-state').textContent`, "draft"},
+		{"orders-ui's versions, newest first", `[...document.querySelectorAll('#dataapi-orders-ui tr.version')].map((r) => r.dataset.version + ':' + r.querySelector('.role').textContent).join(',')`, "2:draft,1:published"},
+		{"the node serving orders-ui", `[...document.querySelectorAll('#dataapi-orders-ui tr.node')].map((r) => r.dataset.node + ':' + r.querySelector('.serves').textContent).join(',')`, "this node:version 1"},
+		{"drafty served", `document.querySelector('#dataapi-drafty tr.node .serves').textContent`, "nothing"},
+		{"the match", `document.querySelector('#dataapi-orders-ui tr.version code').textContent`, "/v1/ui"},
+		{"the read token's buttons", `[...document.querySelectorAll('#dataapis button.publish, #dataapis button.rollback')].map((x) => x.textContent + ':' + x.disabled).join(',')`, "Publish 1:true,Publish 2:true"}, // drafty, then orders-ui (name order),
+	} {
+		if got := b.text(c.js); got != c.want {
+			t.Errorf("%s: %q, want %q", c.what, got, c.want)
+		}
+	}
+	if s := b.text(`document.getElementById('da-scope').textContent`); !strings.Contains(s, "scope read") {
+		t.Errorf("the scope note: %q", s)
+	}
+	b.shot("dataapis-read-token")
+	// The API refuses the read token's write, called directly and when
+	// the page is made to send it (its button enabled by hand).
+	req, _ := http.NewRequest("POST", in.admin+"/api/v1/data-apis/orders-ui/publish", strings.NewReader(`{"version": 2}`))
+	req.Header.Set("Authorization", "Bearer "+readSecret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("publish with the read token: %d, want 403", resp.StatusCode)
+	}
+	b.do("forcing the read token's Publish",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''; const x = document.querySelector('#dataapi-orders-ui button.publish'); x.disabled = false; x.click()`))
+	b.until("the refusal", `document.body.dataset.loaded === 'dataapis-refused' && document.getElementById('msg').className === 'error' && document.getElementById('msg').textContent.includes('insufficient_scope')`)
+	if s := b.text(`document.querySelector('#dataapi-orders-ui .da-errors').textContent`); !strings.Contains(s, "403 insufficient_scope") {
+		t.Errorf("orders-ui's last errors after the refused publish: %q", s)
+	}
+	if v, _ := in.servedRows("/v1/ui", rows); v != 1 {
+		t.Fatalf("after the read token's publish: version %d serves, want still 1", v)
+	}
+
+	// The write token: Publish 2 by a click, then Roll back to 1.
+	b.do("forgetting the read token", chromedp.Click(chromedp.ID("signout")))
+	b.login(writeSecret)
+	b.until("the enabled buttons", `document.body.dataset.loaded === 'dataapis' && document.querySelector('#dataapi-orders-ui button.publish[data-version="2"]') !== null && !document.querySelector('#dataapi-orders-ui button.publish[data-version="2"]').disabled`)
+	b.do("publishing version 2",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`#dataapi-orders-ui button.publish[data-version="2"]`)))
+	b.until("version 2 published", `document.body.dataset.loaded === 'dataapis' && document.getElementById('msg').textContent.includes('version 2 serves') && document.querySelector('#dataapi-orders-ui tr.node .serves').textContent === 'version 2'`)
+	if v, _ := in.servedRows("/v1/ui", rows); v != 2 {
+		t.Fatalf("after the click on Publish 2: version %d serves, want 2", v)
+	}
+	b.shot("dataapis-published")
+	if got := b.text(`document.querySelector('#dataapi-orders-ui button.rollback').textContent`); got != "Roll back to 1" {
+		t.Errorf("the rollback button: %q", got)
+	}
+	b.do("rolling back to version 1",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`#dataapi-orders-ui button.rollback[data-version="1"]`)))
+	b.until("version 1 back", `document.body.dataset.loaded === 'dataapis' && document.getElementById('msg').textContent.includes('Rolled back orders-ui: version 1 serves') && document.querySelector('#dataapi-orders-ui tr.node .serves').textContent === 'version 1'`)
+	if v, _ := in.servedRows("/v1/ui", rows); v != 1 {
+		t.Fatalf("after the click on Roll back to 1: version %d serves, want 1", v)
+	}
+	b.shot("dataapis-rolled-back")
+	t.Logf("browser session: %v", time.Since(t0).Round(time.Millisecond))
+	b.close()
+	b.checkConsole()
+}
+
+// uiBrowser is a headless Chromium with one tab on the admin UI, with the
+// steps TestAdminUIInBrowser uses (each state polled with a deadline) and
+// a record of console errors, exceptions and non-network log errors.
+type uiBrowser struct {
+	t        *testing.T
+	ctx      context.Context
+	cancels  []context.CancelFunc
+	shots    string
+	mu       sync.Mutex
+	problems []string
+}
+
+func newUIBrowser(t *testing.T, chromium string) *uiBrowser {
+	b := &uiBrowser{t: t, shots: screenshotDir(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	b.ctx, b.cancels = bctx, []context.CancelFunc{cancelBrowser, cancelAlloc, cancel}
+	if err := chromedp.Listen(bctx, func(ev any) {
+		var p string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeWarning || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value))
+				}
+				p = fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			p = "exception: " + ev.ExceptionDetails.Text
+			if ev.ExceptionDetails.Exception != nil {
+				p += " " + ev.ExceptionDetails.Exception.Description
+			}
+		case *log.EventEntryAdded:
+			if ev.Entry.Source != log.EntrySourceNetwork && (ev.Entry.Level == log.EntryLevelError || ev.Entry.Level == log.EntryLevelWarning) {
+				p = fmt.Sprintf("log %s %s: %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text)
+			}
+		}
+		if p != "" {
+			b.mu.Lock()
+			b.problems = append(b.problems, p)
+			b.mu.Unlock()
+		}
+	}); err != nil {
+		b.close()
+		t.Fatalf("starting the browser: %v", err)
+	}
+	return b
+}
+
+// close stops the browser (idempotent).
+func (b *uiBrowser) close() {
+	for _, c := range b.cancels {
+		c()
+	}
+}
+
+// checkConsole fails the test on each console problem recorded.
+func (b *uiBrowser) checkConsole() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		b.t.Errorf("browser console: %s", p)
+	}
+}
+
+func (b *uiBrowser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until polls js until it is true, for at most 15 s (generous for two
+// busy cores); on timeout it fails with the page's text.
+func (b *uiBrowser) until(what, js string) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		b.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, js, err, page)
+	}
+}
+
+func (b *uiBrowser) text(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", js, err)
+	}
+	return s
+}
+
+func (b *uiBrowser) shot(name string) {
+	b.t.Helper()
+	img, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(p, img, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s (%d bytes)", p, len(img))
+}
+
+// login waits for the token prompt and enters secret.
+func (b *uiBrowser) login(secret string) {
+	b.t.Helper()
+	b.until("the token prompt", `!document.getElementById('login').hidden`)
+	b.do("entering the token",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.SendKeys(chromedp.ID("token"), secret),
+		chromedp.Click(chromedp.ID("token-save")))
+}
