@@ -256,3 +256,100 @@ func (b *uiBrowser) login(secret string) {
 		chromedp.SendKeys(chromedp.ID("token"), secret),
 		chromedp.Click(chromedp.ID("token-save")))
 }
+
+// TestDataAPIPageFleetInBrowser (issue 29 item 8, with cluster.etcd): two
+// levee gateways on one real etcd share the data-API store; node 2's file
+// lacks the data source archive. On node 1's page (the generated admin
+// token: reads open, the first click asks for the token) a click
+// publishes version 2, which reads archive:
+// node 1 serves it (a real HTTP call answers from version 2), node 2
+// cannot compile it and keeps version 1 (a real HTTP call there), and
+// after Refresh the page shows, per node, what it serves (node-1 version
+// 2 serving, node-2 version 1 previous) and node 2's compile error among
+// the last errors. A click on Roll back to 1 brings version 1 back on
+// both nodes.
+func TestDataAPIPageFleetInBrowser(t *testing.T) {
+	chromium := testsvc.ChromiumPath(t)
+	e := testsvc.StartEtcd(t)
+	dbPath, _ := sqliteOrders(t)
+	nodes := []*instance{
+		launch(t, dataNode(t, 1, e.Endpoint, dbPath, true), ""),
+		launch(t, dataNode(t, 2, e.Endpoint, dbPath, false), ""),
+	}
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
+	for i, n := range nodes {
+		waitFor(t, fmt.Sprintf("node %d reaching etcd", i+1), func() bool { return etcdUp(t, n) })
+	}
+	n1, n2 := nodes[0], nodes[1]
+	const path = "/v1/fleet"
+	n1.expectAPI("POST", "/api/v1/data-apis", `{"name": "orders-fleet", `+versionDef(path, 1)[1:], 201, "")
+	n1.expectAPI("POST", "/api/v1/data-apis/orders-fleet/publish", "", 200, "")
+	n1.expectAPI("POST", "/api/v1/data-apis/orders-fleet/versions", archiveDef(path, 2), 201, "")
+	waitServed(t, "node 2 serving version 1", n2, path, 1)
+	waitFor(t, "both nodes reporting version 1", func() bool {
+		s1, s2 := nodeStatus(t, n1, "orders-fleet", "node-1"), nodeStatus(t, n1, "orders-fleet", "node-2")
+		return s1 != nil && s2 != nil && s1["version"] == 1.0 && s2["version"] == 1.0
+	})
+
+	const nodesJS = `[...document.querySelectorAll('#dataapi-orders-fleet tr.node')].map((r) => r.dataset.node + ':' + r.querySelector('.serves').textContent + ':' + r.children[2].textContent).join(',')`
+	b := newUIBrowser(t, chromium)
+	defer b.close()
+	b.do("loading node 1's /ui/#dataapis", chromedp.Navigate(n1.admin+"/ui/#dataapis"))
+	b.until("both nodes serving version 1", `document.body.dataset.loaded === 'dataapis' && `+nodesJS+` === 'node-1:version 1:serving,node-2:version 1:serving'`)
+	// The generated token (admin.token: generate): reads are open, the
+	// buttons are enabled, and the first click asks for the token.
+	if s := b.text(`document.getElementById('da-scope').textContent`); !strings.Contains(s, "No token given") {
+		t.Errorf("the scope note with open reads: %q", s)
+	}
+	b.do("publishing version 2 without a token", chromedp.Click(chromedp.CSS(`#dataapi-orders-fleet button.publish[data-version="2"]`)))
+	b.login(generatedToken(n1.g))
+	b.until("the page with the token", `document.body.dataset.loaded === 'dataapis' && document.getElementById('da-scope').textContent === ''`)
+	if v, _ := n1.served(path); v != 1 {
+		t.Fatalf("node 1 after the click without a token: version %d serves, want still 1", v)
+	}
+	b.do("publishing version 2",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`#dataapi-orders-fleet button.publish[data-version="2"]`)))
+	b.until("the publish answered", `document.body.dataset.loaded === 'dataapis' && document.getElementById('msg').textContent.includes('Published orders-fleet: version 2 serves')`)
+	if v, _ := n1.served(path); v != 2 {
+		t.Fatalf("node 1 after the click on Publish 2: version %d serves, want 2", v)
+	}
+	waitFor(t, "node 2 reporting that it cannot compile version 2", func() bool {
+		st := nodeStatus(t, n1, "orders-fleet", "node-2")
+		return st != nil && st["state"] == "previous" && st["version"] == 1.0
+	})
+	if v, _ := n2.served(path); v != 1 {
+		t.Fatalf("node 2 serves version %d, want 1 (it cannot compile 2)", v)
+	}
+	b.do("refreshing",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`button[data-refresh="dataapis"]`)))
+	b.until("node 2 on its previous version", `document.body.dataset.loaded === 'dataapis' && `+nodesJS+` === 'node-1:version 2:serving,node-2:version 1:previous'`)
+	if s := b.text(`document.querySelector('#dataapi-orders-fleet .da-errors').textContent`); !strings.Contains(s, "node-2") || !strings.Contains(s, "does not compile here") || !strings.Contains(s, "archive") {
+		t.Errorf("the last errors: %q, want node-2's compile error naming archive", s)
+	}
+	b.shot("dataapis-fleet-compile-error")
+
+	b.do("rolling back to version 1",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`#dataapi-orders-fleet button.rollback[data-version="1"]`)))
+	b.until("the rollback answered", `document.body.dataset.loaded === 'dataapis' && document.getElementById('msg').textContent.includes('Rolled back orders-fleet: version 1 serves')`)
+	if v, _ := n1.served(path); v != 1 {
+		t.Fatalf("node 1 after the click on Roll back to 1: version %d serves, want 1", v)
+	}
+	waitFor(t, "node 2 reporting version 1 published and served", func() bool {
+		st := nodeStatus(t, n1, "orders-fleet", "node-2")
+		return st != nil && st["state"] == "serving" && st["version"] == 1.0
+	})
+	b.do("refreshing",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`button[data-refresh="dataapis"]`)))
+	b.until("both nodes on version 1", `document.body.dataset.loaded === 'dataapis' && `+nodesJS+` === 'node-1:version 1:serving,node-2:version 1:serving'`)
+	b.shot("dataapis-fleet-rolled-back")
+	b.close()
+	b.checkConsole()
+}
