@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,7 +27,9 @@ import (
 // when the page is made to send it). A write token publishes the draft
 // version 2 by a click, and the data route then answers from version 2
 // (a real HTTP call); Roll back to 1 by a click, and version 1 answers
-// again. No console error, exception or CSP violation.
+// again. An API whose query fails in PostgreSQL shows the failure among
+// its last errors, and each API its traffic. No console error,
+// exception or CSP violation.
 func TestDataAPIPageInBrowser(t *testing.T) {
 	chromium := testsvc.ChromiumPath(t)
 	pg := testsvc.StartPostgres(t)
@@ -63,6 +66,22 @@ routes:
 	if v, _ := in.servedRows("/v1/ui", rows); v != 1 {
 		t.Fatalf("before the browser: version %d serves, want 1", v)
 	}
+	// An API whose query fails in PostgreSQL at run time (a scalar
+	// subquery of many rows: cardinality_violation): one call, answered
+	// 502 query_failed, is among its last errors on the page.
+	in.expectAPI("POST", "/api/v1/data-apis", `{"name": "broken", "match": {"path_prefix": "/v1/broken"}, "data": {"source": "sales",
+		"sql": "SELECT id, (SELECT o.id FROM orders o) AS v FROM orders WHERE customer_id = :customer_id ORDER BY id",
+		"params": {"customer_id": {"type": "int64", "required": true, "min": 1}}}}`, 201, "")
+	in.expectAPI("POST", "/api/v1/data-apis/broken/publish", "", 200, "")
+	resp, err := http.Get("http://" + in.g.Addr().String() + "/v1/broken?customer_id=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokenBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(brokenBody), "query_failed") {
+		t.Fatalf("the broken API: %d %s, want 502 query_failed", resp.StatusCode, brokenBody)
+	}
 
 	b := newUIBrowser(t, chromium)
 	defer b.close()
@@ -77,11 +96,17 @@ routes:
 		{"the node serving orders-ui", `[...document.querySelectorAll('#dataapi-orders-ui tr.node')].map((r) => r.dataset.node + ':' + r.querySelector('.serves').textContent).join(',')`, "this node:version 1"},
 		{"drafty served", `document.querySelector('#dataapi-drafty tr.node .serves').textContent`, "nothing"},
 		{"the match", `document.querySelector('#dataapi-orders-ui tr.version code').textContent`, "/v1/ui"},
-		{"the read token's buttons", `[...document.querySelectorAll('#dataapis button.publish, #dataapis button.rollback')].map((x) => x.textContent + ':' + x.disabled).join(',')`, "Publish 1:true,Publish 2:true"}, // drafty, then orders-ui (name order),
+		{"the read token's buttons", `[...document.querySelectorAll('#dataapis button.publish, #dataapis button.rollback')].map((x) => x.textContent + ':' + x.disabled).join(',')`, "Publish 1:true,Publish 2:true"}, // broken has none, then drafty, then orders-ui (name order),
 	} {
 		if got := b.text(c.js); got != c.want {
 			t.Errorf("%s: %q, want %q", c.what, got, c.want)
 		}
+	}
+	if s := b.text(`document.querySelector('#dataapi-broken .da-errors').textContent`); !strings.Contains(s, "query_failed on this node since start: 1") {
+		t.Errorf("the broken API's last errors: %q, want its query failure", s)
+	}
+	if s := b.text(`document.querySelector('#dataapi-orders-ui .da-traffic').textContent`); !strings.Contains(s, "1 requests, 0 answered 5xx") {
+		t.Errorf("orders-ui's traffic: %q, want the one request before the browser", s)
 	}
 	if s := b.text(`document.getElementById('da-scope').textContent`); !strings.Contains(s, "scope read") {
 		t.Errorf("the scope note: %q", s)
@@ -92,7 +117,7 @@ routes:
 	req, _ := http.NewRequest("POST", in.admin+"/api/v1/data-apis/orders-ui/publish", strings.NewReader(`{"version": 2}`))
 	req.Header.Set("Authorization", "Bearer "+readSecret)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

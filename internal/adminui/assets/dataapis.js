@@ -8,14 +8,19 @@
 // (GET /api/v1/data-apis/{name}). Publish and Roll back call
 // POST /api/v1/data-apis/{name}/publish and /rollback with the version;
 // they are enabled only when GET /api/v1/token says the token may write.
+// Each API's traffic and query failures come from
+// GET /api/v1/summary?route=NAME (totals since levee started, this node).
 'use strict';
 
 (function () {
   const ui = window.leveeUI;
-  const { el, clear, api, report, show, when } = ui;
+  const { el, clear, api, report, show, when, num } = ui;
   const $ = (id) => document.getElementById(id);
   const PAGE = 50; // data APIs per list call and per "More" (each is then read once)
   const KEEP_ERRORS = 5; // action failures kept per API, newest first
+  // The refusals of a data route that are the database's failures
+  // (docs/data-apis.md), shown among an API's last errors.
+  const QUERY_FAILURES = new Set(['query_failed', 'statement_timeout', 'data_source_unavailable']);
 
   let after = ''; // the list's next page
   let scope = 'write'; // what the token may do: write, read or none (reads open)
@@ -44,10 +49,17 @@
     // them out); at most PAGE calls.
     const full = await Promise.all(page.data_apis.map((a) => api('GET', '/api/v1/data-apis/' + encodeURIComponent(a.name))
       .catch((e) => { if (e instanceof ui.ApiError && e.status === 404) return null; throw e; })));
-    const box = more ? $('dataapis') : clear($('dataapis'));
     const shown = full.filter(Boolean);
+    // Their traffic since levee started (each API is its route), from
+    // the metrics: requests, 5xx, and refusals by reason.
+    let traffic = {};
+    if (shown.length) {
+      const sum = await api('GET', '/api/v1/summary?' + shown.map((a) => 'route=' + encodeURIComponent(a.name)).join('&'));
+      traffic = sum.routes || {};
+    }
+    const box = more ? $('dataapis') : clear($('dataapis'));
     if (!more && shown.length === 0) box.append(el('p', { id: 'dataapis-none' }, 'No data APIs. Create one with POST /api/v1/data-apis (docs/data-apis.md).'));
-    for (const a of shown) box.append(renderAPI(a));
+    for (const a of shown) box.append(renderAPI(a, traffic[a.name]));
     after = page.next || '';
     $('dataapis-more').hidden = !after;
   }
@@ -59,7 +71,7 @@
     return [m.host, path, m.methods && m.methods.join(',')].filter(Boolean).join(' ');
   }
 
-  function renderAPI(a) {
+  function renderAPI(a, tr) {
     const card = el('div', { class: 'dataapi', id: 'dataapi-' + a.name, dataset: { api: a.name } },
       el('h3', {}, a.name, ' ', el('span', { class: 'da-state da-' + a.state }, a.state)),
       el('p', { class: 'meta' }, [
@@ -88,9 +100,17 @@
         el('td', { class: 'da-node-' + n.state }, n.state), el('td', {}, n.published_version ? 'version ' + n.published_version : '–'),
         el('td', { class: n.error ? 'error' : '' }, n.error || ''))))));
 
-    // The last errors: each node's compile error, and this page's refused
-    // actions on this API.
+    if (tr) {
+      card.append(el('p', { class: 'meta da-traffic' }, 'on this node since start: ' + num(tr.requests) + ' requests, ' + num(tr.errors) + ' answered 5xx' +
+        (tr.refusals.length ? ', refused: ' + tr.refusals.map((r) => r.reason + ' ' + num(r.total)).join(', ') : '')));
+    }
+
+    // The last errors: each node's compile error, the query failures
+    // counted on this node, and this page's refused actions on this API.
     const errs = nodes.filter((n) => n.error).map((n) => el('li', {}, 'node ', el('code', {}, n.node), ': ' + n.error));
+    for (const r of (tr && tr.refusals) || []) {
+      if (QUERY_FAILURES.has(r.reason)) errs.push(el('li', { class: 'da-query-failure' }, 'queries answered ' + r.reason + ' on this node since start: ' + num(r.total)));
+    }
     for (const e of actionErrors.get(a.name) || []) errs.push(el('li', {}, when(e.time) + ': ' + e.text));
     if (errs.length) card.append(el('h4', {}, 'Last errors'), el('ul', { class: 'da-errors error' }, errs));
     return card;
