@@ -29,7 +29,8 @@ import (
 // (a real HTTP call); Roll back to 1 by a click, and version 1 answers
 // again. An API whose query fails in PostgreSQL shows the failure among
 // its last errors, and each API its traffic. No console error,
-// exception or CSP violation.
+// exception or CSP violation. 59 APIs show as a page of 50 and, after
+// More, the other 9.
 func TestDataAPIPageInBrowser(t *testing.T) {
 	chromium := testsvc.ChromiumPath(t)
 	pg := testsvc.StartPostgres(t)
@@ -158,6 +159,25 @@ routes:
 		t.Fatalf("after the click on Roll back to 1: version %d serves, want 1", v)
 	}
 	b.shot("dataapis-rolled-back")
+
+	// Paging: 55 more drafts make 59 APIs, 50 a page; More shows the
+	// other 9, each once, and goes away.
+	for i := range 55 {
+		in.expectAPI("POST", "/api/v1/data-apis", fmt.Sprintf(`{"name": "zz-%02d", `, i)+versionDef(fmt.Sprintf("/v1/zz%02d", i), 1)[1:], 201, "")
+	}
+	const cards = `document.querySelectorAll('#dataapis .dataapi').length`
+	b.do("refreshing",
+		chromedp.Evaluate[chromedp.Void](`document.body.dataset.loaded = ''`),
+		chromedp.Click(chromedp.CSS(`button[data-refresh="dataapis"]`)))
+	b.until("the first page of 50", `document.body.dataset.loaded === 'dataapis' && `+cards+` === 50 && !document.getElementById('dataapis-more').hidden`)
+	b.do("loading more", chromedp.Click(chromedp.ID("dataapis-more")))
+	b.until("all 59", cards+` === 59 && document.getElementById('dataapis-more').hidden`)
+	if n := b.text(`String(new Set([...document.querySelectorAll('#dataapis .dataapi')].map((c) => c.dataset.api)).size)`); n != "59" {
+		t.Errorf("the pages show %s distinct APIs, want 59", n)
+	}
+	if got := b.text(`[...document.querySelectorAll('#dataapis .dataapi')].at(-1).dataset.api`); got != "zz-54" {
+		t.Errorf("the last API shown: %s, want zz-54", got)
+	}
 	t.Logf("browser session: %v", time.Since(t0).Round(time.Millisecond))
 	b.close()
 	b.checkConsole()

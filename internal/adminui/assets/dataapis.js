@@ -17,6 +17,7 @@
   const { el, clear, api, report, show, when, num } = ui;
   const $ = (id) => document.getElementById(id);
   const PAGE = 50; // data APIs per list call and per "More" (each is then read once)
+  const AT_ONCE = 4; // API reads in flight at once (with cluster.etcd each reads etcd)
   const KEEP_ERRORS = 5; // action failures kept per API, newest first
   // The refusals of a data route that are the database's failures
   // (docs/data-apis.md), shown among an API's last errors.
@@ -46,9 +47,13 @@
     const q = '?limit=' + PAGE + (after ? '&after=' + encodeURIComponent(after) : '');
     const page = await api('GET', '/api/v1/data-apis' + q);
     // Each API once more for its versions and nodes (the list leaves
-    // them out); at most PAGE calls.
-    const full = await Promise.all(page.data_apis.map((a) => api('GET', '/api/v1/data-apis/' + encodeURIComponent(a.name))
-      .catch((e) => { if (e instanceof ui.ApiError && e.status === 404) return null; throw e; })));
+    // them out): at most PAGE calls, AT_ONCE at a time. One deleted
+    // meanwhile (404) is left out.
+    const full = [];
+    for (let i = 0; i < page.data_apis.length; i += AT_ONCE) {
+      full.push(...await Promise.all(page.data_apis.slice(i, i + AT_ONCE).map((a) => api('GET', '/api/v1/data-apis/' + encodeURIComponent(a.name))
+        .catch((e) => { if (e instanceof ui.ApiError && e.status === 404) return null; throw e; }))));
+    }
     const shown = full.filter(Boolean);
     // Their traffic since levee started (each API is its route), from
     // the metrics: requests, 5xx, and refusals by reason.
