@@ -288,6 +288,7 @@ func newMux(o Options) (*adminMux, error) {
 		rollbackRoutes(mux, o.Rollbacks)
 	}
 	uiRoutes(mux, o.Gatherer)
+	tokenRoute(mux, o.Tokens)
 	finishDoc := adminDocRoute(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no admin endpoint at "+r.URL.Path)

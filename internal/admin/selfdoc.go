@@ -113,8 +113,9 @@ var adminDocs = map[string]opDoc{
 	"POST /api/v1/data-apis/{name}/offline": {summary: "Take a data API offline: nothing serves, the last published version is remembered", ok: 200, okBody: "the data API", errs: []int{404, 409, 503}},
 	"DELETE /api/v1/data-apis/{name}":       {summary: "Delete a data API and its versions", ok: 204, errs: []int{404, 409, 503}},
 	"GET /ui/":                              {summary: "The admin web UI's files (no data; the page asks for a token and sends it on each API call)", ok: 200, okBody: "the page, its script or its style sheet", text: "text/html", errs: []int{404}, open: true},
-	"GET /api/v1/summary":                   {summary: "The overview's figures from the metrics: requests, 5xx, refusals by reason, in flight, endpoints by state, last reload", ok: 200, okBody: "Summary", errs: []int{500}},
+	"GET /api/v1/summary":                   {summary: "The overview's figures from the metrics: requests, 5xx, refusals by reason, in flight, endpoints by state, last reload; with ?route=NAME (repeatable, at most 100) also each such route's requests, 5xx and refusals by reason", ok: 200, okBody: "Summary", errs: []int{400, 500}},
 	"GET /api/v1/reloads":                   {summary: "The recent configuration loads, newest first: time, result and a refused one's problems", ok: 200, okBody: `{"reloads":[ReloadView]}`},
+	"GET /api/v1/token":                     {summary: "What the presented token may do (scope write, read, or none while reads are open), for the web UI's buttons", ok: 200, okBody: `{"scope":"write|read|none","tokens":true}`},
 }
 
 // undocumented is the summary of a registered pattern without an entry in

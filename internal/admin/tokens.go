@@ -48,14 +48,8 @@ func requireToken(tokens func() []Token, openReads func() bool, next http.Handle
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		gotSum := sha256.Sum256([]byte(got))
-		scope := 0
-		for i := range toks {
-			eq := subtle.ConstantTimeCompare(gotSum[:], toks[i].digest[:])
-			scope = subtle.ConstantTimeSelect(eq, max(scope, int(toks[i].scope)), scope)
-		}
-		if !ok || scope == 0 {
+		scope := int(presentedScope(toks, r))
+		if scope == 0 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="levee-admin"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "the admin API needs Authorization: Bearer TOKEN (admin.token_file or admin.tokens)")
 			return
@@ -68,4 +62,21 @@ func requireToken(tokens func() []Token, openReads func() bool, next http.Handle
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// presentedScope is the scope of the bearer token r presents among toks
+// (0: none presented, or none of them). Every token is compared, as
+// SHA-256 digests in constant time, without stopping at a match.
+func presentedScope(toks []Token, r *http.Request) Scope {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return 0
+	}
+	gotSum := sha256.Sum256([]byte(got))
+	scope := 0
+	for i := range toks {
+		eq := subtle.ConstantTimeCompare(gotSum[:], toks[i].digest[:])
+		scope = subtle.ConstantTimeSelect(eq, max(scope, int(toks[i].scope)), scope)
+	}
+	return Scope(scope)
 }

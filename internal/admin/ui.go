@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,12 @@ func uiRoutes(mux *adminMux, g prometheus.Gatherer) {
 			writeError(w, http.StatusInternalServerError, "internal", "gathering the metrics: "+err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, summarize(mfs))
+		routes := r.URL.Query()["route"]
+		if len(routes) > maxSummaryRoutes {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "at most " + strconv.Itoa(maxSummaryRoutes) + " route= parameters", "reason": "bad_request", "field": "route"})
+			return
+		}
+		writeJSON(w, http.StatusOK, summarize(mfs, routes...))
 	})
 }
 
@@ -56,6 +62,23 @@ type Summary struct {
 	// Endpoints counts the endpoints of every upstream by state.
 	Endpoints  map[string]float64 `json:"endpoints"`
 	LastReload LastReload         `json:"last_reload"`
+	// Routes are the figures of the routes named by ?route= (the Data
+	// APIs page's query failures), by name; absent without ?route=.
+	Routes map[string]*RouteSummary `json:"routes,omitempty"`
+}
+
+// maxSummaryRoutes bounds the ?route= parameters of one summary (the
+// Data APIs page asks for one page of APIs, at most 50).
+const maxSummaryRoutes = 100
+
+// RouteSummary is one route's totals since levee started: requests
+// answered, those answered 5xx, and the refusals levee wrote by reason
+// (a data route's query failures are among them: query_failed,
+// statement_timeout, data_source_unavailable), most first.
+type RouteSummary struct {
+	Requests float64       `json:"requests"`
+	Errors   float64       `json:"errors"`
+	Refusals []ReasonCount `json:"refusals"`
 }
 
 // ReasonCount is one refusal reason's total.
@@ -72,15 +95,31 @@ type LastReload struct {
 
 // summarize reduces the gathered families to a Summary. The loops are
 // bounded by the registry, whose label sets are bounded themselves.
-func summarize(mfs []*dto.MetricFamily) Summary {
+//
+// routes names the routes whose own figures are wanted (Summary.Routes).
+func summarize(mfs []*dto.MetricFamily, routes ...string) Summary {
 	s := Summary{Classes: map[string]float64{}, Refusals: []ReasonCount{}, Endpoints: map[string]float64{}}
 	refusals := map[string]float64{}
+	byRoute := map[string]map[string]float64{} // route -> reason -> total
+	if len(routes) > 0 {
+		s.Routes = make(map[string]*RouteSummary, len(routes))
+		for _, name := range routes {
+			s.Routes[name] = &RouteSummary{Refusals: []ReasonCount{}}
+			byRoute[name] = map[string]float64{}
+		}
+	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			switch mf.GetName() {
 			case "levee_requests_total":
 				v := m.GetCounter().GetValue()
 				code := label(m, "code")
+				if rs := s.Routes[label(m, "route")]; rs != nil {
+					rs.Requests += v
+					if len(code) == 3 && code[0] == '5' {
+						rs.Errors += v
+					}
+				}
 				s.Requests += v
 				class := "other"
 				if len(code) == 3 && code[0] >= '1' && code[0] <= '5' {
@@ -92,6 +131,9 @@ func summarize(mfs []*dto.MetricFamily) Summary {
 				}
 			case "levee_refusals_total":
 				refusals[label(m, "reason")] += m.GetCounter().GetValue()
+				if rr := byRoute[label(m, "route")]; rr != nil {
+					rr[label(m, "reason")] += m.GetCounter().GetValue()
+				}
 			case "levee_inflight_requests":
 				s.Inflight += m.GetGauge().GetValue()
 			case "levee_upstream_endpoints":
@@ -106,12 +148,22 @@ func summarize(mfs []*dto.MetricFamily) Summary {
 			}
 		}
 	}
-	for reason, n := range refusals {
+	s.Refusals = reasonCounts(refusals)
+	for name, rr := range byRoute {
+		s.Routes[name].Refusals = reasonCounts(rr)
+	}
+	return s
+}
+
+// reasonCounts lists the reasons counted above 0, most first.
+func reasonCounts(totals map[string]float64) []ReasonCount {
+	out := []ReasonCount{}
+	for reason, n := range totals {
 		if n > 0 {
-			s.Refusals = append(s.Refusals, ReasonCount{Reason: reason, Total: n})
+			out = append(out, ReasonCount{Reason: reason, Total: n})
 		}
 	}
-	slices.SortFunc(s.Refusals, func(a, b ReasonCount) int {
+	slices.SortFunc(out, func(a, b ReasonCount) int {
 		if a.Total != b.Total {
 			if a.Total > b.Total {
 				return -1
@@ -120,7 +172,7 @@ func summarize(mfs []*dto.MetricFamily) Summary {
 		}
 		return strings.Compare(a.Reason, b.Reason)
 	})
-	return s
+	return out
 }
 
 // label returns m's value of the label name, "" when it has none.

@@ -488,6 +488,16 @@
     }
   }
 
+  // ---- other pages ----
+
+  // Pages in their own files (dataapis.js) register here; they use the
+  // helpers below, the same the pages above use.
+  window.leveeUI = {
+    el, clear, api, report, show, hideMsg, when, num, ApiError,
+    page(name, loader) { pages[name] = loader; },
+    loaded(name) { document.body.dataset.loaded = name; }, // tests wait on this
+  };
+
   // ---- wiring ----
 
   document.addEventListener('DOMContentLoaded', () => {
