@@ -124,9 +124,6 @@ func (h *Hydra) Stop() {
 	}
 }
 
-// Log is the provider's output so far.
-func (h *Hydra) Log() string { return h.proc.output() }
-
 // CreateClient registers an OAuth 2.0 client allowed the
 // client_credentials grant, the scopes and the audiences, authenticating
 // with client_secret_post.
