@@ -46,10 +46,10 @@ const (
 // Options says where levee is and what a drill may cost.
 type Options struct {
 	Admin    *adminclient.Client
-	Data     string        // the data listener, "http://127.0.0.1:8080"
-	Upstream string        // the drill upstream (discovery: {push: true}); "levee-drill"
-	Route    string        // the drill route's name, granted to the drill's apps; "levee-drill"
-	Prefix   string        // the drill route's path prefix; "/_levee_drill/"
+	Data     string // the data listener, "http://127.0.0.1:8080"
+	Upstream string // the drill upstream (discovery: {push: true}); "levee-drill"
+	Route    string // the drill route's name, granted to the drill's apps; "levee-drill"
+	Prefix   string // the drill route's path prefix; "/_levee_drill/"
 	// The registry drill's upstream (discovery: {file: PATH}, a file the
 	// drill may write), its route and the route's prefix:
 	// "levee-drill-registry", "levee-drill-registry",
@@ -57,8 +57,8 @@ type Options struct {
 	RegistryUpstream string
 	RegistryRoute    string
 	RegistryPrefix   string
-	Rate     int           // requests per second, at most MaxRate
-	Duration time.Duration // traffic per drill, at most MaxDuration
+	Rate             int           // requests per second, at most MaxRate
+	Duration         time.Duration // traffic per drill, at most MaxDuration
 	// Log, when set, receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -100,7 +100,7 @@ type drill struct {
 	// registry: the drill runs on the registry upstream (file-fed), not
 	// the push-fed drill upstream.
 	registry bool
-	run         func(ctx context.Context, e *env, r *Result) error
+	run      func(ctx context.Context, e *env, r *Result) error
 }
 
 var drills = []drill{
@@ -253,13 +253,13 @@ func runID() string {
 // upstreamState is the part of GET /api/v1/upstreams/{name} a drill reads.
 type upstreamState struct {
 	Discovery *struct {
-		Source           string `json:"source"`
-		ServingFrom      string `json:"serving_from"`
-		LastError        string `json:"last_error"`
-		Held             *struct {
+		Source      string `json:"source"`
+		ServingFrom string `json:"serving_from"`
+		LastError   string `json:"last_error"`
+		Held        *struct {
 			Instances int `json:"instances"`
 		} `json:"held"`
-		QuarantinedTotal int    `json:"quarantined_total"`
+		QuarantinedTotal int `json:"quarantined_total"`
 		Quarantined      []struct {
 			Key    string `json:"key"`
 			Reason string `json:"reason"`
