@@ -141,6 +141,7 @@ func median(d []time.Duration) time.Duration {
 
 func TestScaleReloadAndPublish(t *testing.T) {
 	const mib = 1 << 20
+	testBegin := time.Now()
 	up, _ := backend(t, "scale")
 	dbPath, _ := sqliteOrders(t)
 
@@ -255,13 +256,14 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		publishes = append(publishes, admin("POST", "/api/v1/data-apis/"+name+"/publish", "", 200))
 		pubCPU = append(pubCPU, publishCPU[0])
 	}
-	resp = h.get("/v1/scale4?customer_id=1")
+	resp = h.get(fmt.Sprintf("/v1/scale%d?customer_id=1", runs-1))
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("the published API answers %d", resp.StatusCode)
 	}
 
+	t.Logf("SCALE test_s=%.1f (start, %d reloads, %d publishes)", time.Since(testBegin).Seconds(), runs, runs)
 	t.Logf("SCALE routes=%d (http %d, data %d) upstreams=%d apps=%d", scaleHTTPRoutes+scaleDataAPIs, scaleHTTPRoutes, scaleDataAPIs, scaleUpstreams, scaleApps)
 	t.Logf("SCALE start_ms=%d reload_ms_median=%d reload_ms_max=%d reload_peak_extra_mib=%.1f reload_alloc_mib=%.1f", startTime.Milliseconds(),
 		median(reloads).Milliseconds(), slicesMax(reloads).Milliseconds(), float64(reloadPeak)/mib, float64(reloadAlloc)/mib)

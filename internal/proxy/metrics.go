@@ -31,6 +31,7 @@ type Metrics struct {
 	quotaRows        prometheus.Counter     // quotaUsed's rows, resolved once
 	quotaBytes       prometheus.Counter     // quotaUsed's bytes, resolved once
 	splitRequests    *prometheus.CounterVec // route, upstream (split.go)
+	routeCache       routeMetricsCache      // the latest table's routeMetrics (routecache.go)
 }
 
 // NewMetrics declares the request path's metrics in reg.
@@ -135,6 +136,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // still in flight count into children no longer exported; a route added
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
+	m.forgetRouteMetrics(route)
 	l := prometheus.Labels{"route": route}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.splitRequests} {
 		v.DeletePartialMatch(l)
