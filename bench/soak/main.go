@@ -67,7 +67,7 @@ type counters struct {
 	// dataErrFast, Mid, Slow: data errors answered within 100 ms, within
 	// 1 s, after 1 s.
 	dataErrFast, dataErrMid, dataErrSlow atomic.Int64
-	reloadOK, reloadErr, churns                                                   atomic.Int64
+	reloadOK, reloadErr, churns          atomic.Int64
 }
 
 var (
