@@ -4,11 +4,14 @@
 # file on one embedded SQLite source, 5 more through the admin API: the data
 # store's cap of 1,000) and 10,000 apps (each with a key and two grants).
 # Runs the load test TestScaleReloadAndPublish (internal/gateway, without
-# -race) and prints its "SCALE" figures:
+# -race) with LEVEE_SCALE_FULL=1 (three levees for the memory per route and
+# per app, five reloads and publishes; the load step runs one levee and two
+# of each) and prints its "SCALE" figures:
 #   start_ms                levee's start with everything (first seeding of 10,000 apps)
 #   reload_ms_median/max    five reloads, each changing one header
 #   reload_peak_extra_mib   the live heap's peak above its level before a reload (sampled every 5 ms)
 #   reload_alloc_mib        bytes a reload allocated in all (garbage included)
+#   rss_mib / live_heap_mib the process's RSS and live heap before and after the reloads
 #   bytes_per_route/app     live heap per route (the mix above) and per app
 #   publish_ms_median/max   five publishes through the admin API at 996..1000 data APIs
 # The test asserts only regression guards for a busy machine; the targets
@@ -21,5 +24,5 @@ export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
 prof=()
 [ -n "${CPU:-}" ] && prof=(-cpuprofile "$PWD/scale.cpu.pprof")
 echo "# bench/scale.sh $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-go test -count=1 -run '^TestScaleReloadAndPublish$' -v "${prof[@]}" ./internal/gateway/ 2>&1 |
+LEVEE_SCALE_FULL=1 go test -count=1 -run '^TestScaleReloadAndPublish$' -v "${prof[@]}" ./internal/gateway/ 2>&1 |
   grep -E 'SCALE|^(--- |ok|FAIL|PASS)|scale_load_test' || true

@@ -19,20 +19,24 @@ import (
 const drillUsage = `Usage: levee drill list
        levee drill run NAME... [-admin URL] [-token-file F] [-config F]
                        [-data URL] [-upstream N] [-route N] [-prefix P]
-                       [-rate R] [-duration D] [--json]
+                       [-registry-upstream N] [-registry-route N]
+                       [-registry-prefix P] [-rate R] [-duration D] [--json]
 
 Replays the seed outages against a running levee through its admin API and
 its data listener, with synthetic backends on loopback and throwaway apps,
 all removed afterwards (also on SIGINT, within 10s). The levee must declare
-the drill upstream and route once (docs/drills.md):
+the drill upstreams and routes once (docs/drills.md):
 
   upstreams:
     levee-drill:
       discovery: {push: true}
       retry: {attempts: 3, on: [connect_failure, reset_before_response]}
       limits: {max_concurrency: 8}
+    levee-drill-registry:            # registry-down: a file the drill writes
+      discovery: {file: /var/lib/levee/drill-registry.json}
   routes:
     - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: api_key}
+    - {name: levee-drill-registry, match: {path_prefix: /_levee_drill_registry/}, upstream: levee-drill-registry, auth: api_key}
 
   -data URL      the data listener (default: the listen of -config's file,
                  else http://127.0.0.1:8080)
@@ -161,6 +165,9 @@ func drillFlagSet(sub string) (*flag.FlagSet, *drillFlags) {
 	fs.StringVar(&f.o.Upstream, "upstream", "levee-drill", "the drill upstream (discovery: {push: true})")
 	fs.StringVar(&f.o.Route, "route", "levee-drill", "the drill route's name")
 	fs.StringVar(&f.o.Prefix, "prefix", "/_levee_drill/", "the drill route's path prefix")
+	fs.StringVar(&f.o.RegistryUpstream, "registry-upstream", "levee-drill-registry", "the registry drill's upstream (discovery: {file: PATH})")
+	fs.StringVar(&f.o.RegistryRoute, "registry-route", "levee-drill-registry", "the registry drill route's name")
+	fs.StringVar(&f.o.RegistryPrefix, "registry-prefix", "/_levee_drill_registry/", "the registry drill route's path prefix")
 	fs.IntVar(&f.o.Rate, "rate", drill.DefaultRate, "requests per second at most")
 	fs.DurationVar(&f.o.Duration, "duration", drill.DefaultDuration, "traffic per drill at most")
 	f.asJSON = fs.Bool("json", false, "print JSON")

@@ -38,9 +38,12 @@ upstreams:
   levee-drill:
     discovery: {push: true}
     %s
+  levee-drill-registry:
+    discovery: {file: %s}
 routes:
   - {name: levee-drill, match: {path_prefix: /_levee_drill/}, upstream: levee-drill, auth: %s}
-`, tokenFile, filepath.Join(dir, "state"), retry, auth))
+  - {name: levee-drill-registry, match: {path_prefix: /_levee_drill_registry/}, upstream: levee-drill-registry, auth: %s}
+`, tokenFile, filepath.Join(dir, "state"), retry, filepath.Join(dir, "registry.json"), auth, auth))
 	return cfg, tokenFile
 }
 
@@ -70,6 +73,13 @@ func assertCleanedUp(t *testing.T, p *process, tokenFile string) {
 	if !strings.Contains(string(resp), `"endpoints_total": 0`) {
 		t.Errorf("drill endpoints left behind: %s", resp)
 	}
+	resp, err = c.Do(context.Background(), "GET", "/api/v1/upstreams/levee-drill-registry", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(resp), `"endpoints_total": 0`) {
+		t.Errorf("registry drill endpoints left behind: %s", resp)
+	}
 }
 
 func TestDrillList(t *testing.T) {
@@ -77,7 +87,7 @@ func TestDrillList(t *testing.T) {
 	if code := run([]string{"drill", "list"}, &out, &errOut); code != 0 {
 		t.Fatalf("drill list: %d %s", code, errOut.String())
 	}
-	for _, n := range []string{"zero-weight", "retry-storm", "overload", "dying-endpoint"} {
+	for _, n := range []string{"zero-weight", "retry-storm", "overload", "dying-endpoint", "registry-down"} {
 		if !strings.Contains(out.String(), n) {
 			t.Errorf("drill list lacks %s:\n%s", n, out.String())
 		}

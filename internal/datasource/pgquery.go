@@ -258,11 +258,41 @@ func (p *pgRows) next(vals []any) bool {
 
 func (p *pgRows) err() error { return p.e }
 
+// drain reads the rows left, bounded by drainRows and drainWait; it
+// cancels the statement when they are not all read (the connection is
+// then destroyed by finish).
+func (p *pgRows) drain() {
+	t := time.AfterFunc(drainWait, p.cancel)
+	defer t.Stop()
+	for range drainRows + 1 {
+		if !p.rr.NextRow() {
+			p.exhausted = true
+			return
+		}
+	}
+	p.cancel()
+}
+
+// drainRows and drainWait bound what close reads of the rows a caller
+// left. A paged data API reads Limit+1 rows of a statement that asks for
+// Limit+1 and stops at the extra row: what is left is only the end of the
+// result, already on its way. Cancelling then closed the connection
+// (qctx ended: finish destroys it), so every page opened a new PostgreSQL
+// connection, and under load one that took past connect_timeout was a 503
+// data_source_unavailable (bench/soak.sh: 2,881 connections for 2,900
+// data requests, 8 such errors in 10 minutes).
+const (
+	drainRows = 16
+	drainWait = 50 * time.Millisecond
+)
+
 func (p *pgRows) close() error {
 	if !p.exhausted {
-		// Rows left: cancel the statement in the database rather than
-		// read the rest of them.
-		p.cancel()
+		// Rows left: read at most drainRows more (undecoded) within
+		// drainWait, so a result that was about to end keeps its
+		// connection; past either bound, cancel the statement in the
+		// database rather than read the rest of them.
+		p.drain()
 	}
 	_, _ = p.rr.Close()
 	// Reads the COMMIT's result (or nothing, after an error) and the Sync.

@@ -46,12 +46,19 @@ const (
 // Options says where levee is and what a drill may cost.
 type Options struct {
 	Admin    *adminclient.Client
-	Data     string        // the data listener, "http://127.0.0.1:8080"
-	Upstream string        // the drill upstream (discovery: {push: true}); "levee-drill"
-	Route    string        // the drill route's name, granted to the drill's apps; "levee-drill"
-	Prefix   string        // the drill route's path prefix; "/_levee_drill/"
-	Rate     int           // requests per second, at most MaxRate
-	Duration time.Duration // traffic per drill, at most MaxDuration
+	Data     string // the data listener, "http://127.0.0.1:8080"
+	Upstream string // the drill upstream (discovery: {push: true}); "levee-drill"
+	Route    string // the drill route's name, granted to the drill's apps; "levee-drill"
+	Prefix   string // the drill route's path prefix; "/_levee_drill/"
+	// The registry drill's upstream (discovery: {file: PATH}, a file the
+	// drill may write), its route and the route's prefix:
+	// "levee-drill-registry", "levee-drill-registry",
+	// "/_levee_drill_registry/".
+	RegistryUpstream string
+	RegistryRoute    string
+	RegistryPrefix   string
+	Rate             int           // requests per second, at most MaxRate
+	Duration         time.Duration // traffic per drill, at most MaxDuration
 	// Log, when set, receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -90,14 +97,18 @@ func (r *Result) check(ok bool, format string, args ...any) {
 // A drill is one scenario.
 type drill struct {
 	name, about string
-	run         func(ctx context.Context, e *env, r *Result) error
+	// registry: the drill runs on the registry upstream (file-fed), not
+	// the push-fed drill upstream.
+	registry bool
+	run      func(ctx context.Context, e *env, r *Result) error
 }
 
 var drills = []drill{
-	{"zero-weight", `registry records with weights "0", "abc", "NaN" and 1e309 pushed beside good ones: the bad ones quarantined, "0" drained, the others served, every request answered, CPU per request unchanged`, zeroWeight},
-	{"retry-storm", "one app at 10x its rate limit: 429 with Retry-After; another app's success ratio and p99 unchanged", retryStorm},
-	{"overload", "an upstream at capacity (8 requests at once, 200 ms each) offered 5x that: fast refusals with Retry-After, goodput kept, served requests' p99 bounded", overload},
-	{"dying-endpoint", "one of two backends dies mid-run: zero client failures (retries)", dyingEndpoint},
+	{name: "zero-weight", about: `registry records with weights "0", "abc", "NaN" and 1e309 pushed beside good ones: the bad ones quarantined, "0" drained, the others served, every request answered, CPU per request unchanged`, run: zeroWeight},
+	{name: "retry-storm", about: "one app at 10x its rate limit: 429 with Retry-After; another app's success ratio and p99 unchanged", run: retryStorm},
+	{name: "overload", about: "an upstream at capacity (8 requests at once, 200 ms each) offered 5x that: fast refusals with Retry-After, goodput kept, served requests' p99 bounded", run: overload},
+	{name: "dying-endpoint", about: "one of two backends dies mid-run: zero client failures (retries)", run: dyingEndpoint},
+	{name: "registry-down", about: "the registry file levee reads is removed, filled with garbage and emptied mid-run: every request served from the last good set, each failure counted as a refused update and shown in the admin API", registry: true, run: registryDown},
 }
 
 // List returns the drills' names and what each shows, in run order.
@@ -148,6 +159,21 @@ func (o *Options) Check() error {
 	}
 	if !strings.HasSuffix(o.Prefix, "/") {
 		o.Prefix += "/"
+	}
+	if o.RegistryUpstream == "" {
+		o.RegistryUpstream = "levee-drill-registry"
+	}
+	if o.RegistryRoute == "" {
+		o.RegistryRoute = "levee-drill-registry"
+	}
+	if o.RegistryPrefix == "" {
+		o.RegistryPrefix = "/_levee_drill_registry/"
+	}
+	if !strings.HasPrefix(o.RegistryPrefix, "/") {
+		return fmt.Errorf("-registry-prefix %q: must begin with /", o.RegistryPrefix)
+	}
+	if !strings.HasSuffix(o.RegistryPrefix, "/") {
+		o.RegistryPrefix += "/"
 	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
@@ -200,7 +226,7 @@ func Run(ctx context.Context, o Options, names []string) ([]Result, error) {
 		o.Log("drill %s: running (at most %s of traffic, %d requests/s)", d.name, o.Duration, o.Rate)
 		r := Result{Name: d.name, Figures: []Figure{}}
 		e := newEnv(o, d.name)
-		err := e.prepare(ctx)
+		err := e.prepare(ctx, d.registry)
 		if err == nil {
 			err = d.run(ctx, e, &r)
 		}
@@ -227,8 +253,13 @@ func runID() string {
 // upstreamState is the part of GET /api/v1/upstreams/{name} a drill reads.
 type upstreamState struct {
 	Discovery *struct {
-		Source           string `json:"source"`
-		QuarantinedTotal int    `json:"quarantined_total"`
+		Source      string `json:"source"`
+		ServingFrom string `json:"serving_from"`
+		LastError   string `json:"last_error"`
+		Held        *struct {
+			Instances int `json:"instances"`
+		} `json:"held"`
+		QuarantinedTotal int `json:"quarantined_total"`
 		Quarantined      []struct {
 			Key    string `json:"key"`
 			Reason string `json:"reason"`
@@ -242,13 +273,17 @@ type upstreamState struct {
 }
 
 func (e *env) upstream(ctx context.Context) (*upstreamState, error) {
-	raw, err := e.o.Admin.Do(ctx, "GET", "/api/v1/upstreams/"+url.PathEscape(e.o.Upstream), nil)
+	return e.upstreamNamed(ctx, e.o.Upstream)
+}
+
+func (e *env) upstreamNamed(ctx context.Context, name string) (*upstreamState, error) {
+	raw, err := e.o.Admin.Do(ctx, "GET", "/api/v1/upstreams/"+url.PathEscape(name), nil)
 	if err != nil {
 		return nil, err
 	}
 	var u upstreamState
 	if err := json.Unmarshal(raw, &u); err != nil {
-		return nil, fmt.Errorf("GET upstream %s: %w", e.o.Upstream, err)
+		return nil, fmt.Errorf("GET upstream %s: %w", name, err)
 	}
 	return &u, nil
 }

@@ -46,7 +46,7 @@ func TestRunRefusesUnknownDrill(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Admin: c}, []string{"zero-weight", "nope"}); err == nil || !strings.Contains(err.Error(), `unknown drill "nope"`) {
 		t.Errorf("got %v", err)
 	}
-	if !Known("retry-storm") || Known("nope") || len(List()) != 4 {
+	if !Known("retry-storm") || Known("nope") || len(List()) != 5 {
 		t.Errorf("Known/List: %v", List())
 	}
 }
@@ -97,11 +97,11 @@ func TestPrepareRefusesBusyUpstream(t *testing.T) {
 	defer srv.Close()
 	c, _ := adminclient.New(srv.URL, "")
 	e := newEnv(Options{Admin: c, Upstream: "levee-drill"}, "t")
-	if err := e.prepare(context.Background()); err == nil || !strings.Contains(err.Error(), "has 2 endpoints") {
+	if err := e.prepare(context.Background(), false); err == nil || !strings.Contains(err.Error(), "has 2 endpoints") {
 		t.Errorf("busy: %v", err)
 	}
 	body = `{"discovery":{"source":"file"},"endpoints_total":0}`
-	if err := e.prepare(context.Background()); err == nil || !strings.Contains(err.Error(), "discovery: {push: true}") {
+	if err := e.prepare(context.Background(), false); err == nil || !strings.Contains(err.Error(), "discovery: {push: true}") {
 		t.Errorf("file-fed: %v", err)
 	}
 }

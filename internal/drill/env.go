@@ -25,6 +25,11 @@ type env struct {
 	backends []*backend
 	apps     []string
 	pushed   bool
+	// registry is the file of the registry drill's upstream, set once
+	// prepare has found it; written says the drill wrote it (cleanup
+	// empties it).
+	registry string
+	written  bool
 	client   *http.Client
 }
 
@@ -45,7 +50,10 @@ func newEnv(o Options, name string) *env {
 
 // prepare checks that the drill upstream exists, is push-fed and is empty
 // (no other drill running, not a production upstream).
-func (e *env) prepare(ctx context.Context) error {
+func (e *env) prepare(ctx context.Context, registry bool) error {
+	if registry {
+		return e.prepareRegistry(ctx)
+	}
 	u, err := e.upstream(ctx)
 	if err != nil {
 		return fmt.Errorf("the drill upstream %q (declare it as docs/drills.md shows): %w", e.o.Upstream, err)
@@ -65,6 +73,11 @@ func (e *env) cleanup() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
 	defer cancel()
 	var errs []string
+	if e.written {
+		if err := e.emptyRegistry(ctx); err != nil {
+			errs = append(errs, "emptying registry file "+e.registry+": "+err.Error())
+		}
+	}
 	if e.pushed {
 		if _, err := e.push(ctx, "[]"); err != nil {
 			errs = append(errs, "emptying upstream "+e.o.Upstream+": "+err.Error())
@@ -85,8 +98,13 @@ func (e *env) cleanup() []string {
 // app creates a drill app granted the drill route, with limits (a JSON
 // object or ""), and returns one of its API keys.
 func (e *env) app(ctx context.Context, suffix, limits string) (string, error) {
+	return e.appFor(ctx, suffix, e.o.Route, limits)
+}
+
+// appFor is app granted route.
+func (e *env) appFor(ctx context.Context, suffix, route, limits string) (string, error) {
 	id := e.id + "-" + suffix
-	body := fmt.Sprintf(`{"id":%q,"grants":[%q]`, id, e.o.Route)
+	body := fmt.Sprintf(`{"id":%q,"grants":[%q]`, id, route)
 	if limits != "" {
 		body += `,"limits":` + limits
 	}
@@ -229,9 +247,14 @@ func (t *tally) summary() string {
 // It returns within d plus requestTimeout.
 // at, when set, is called once at half time.
 func (e *env) drive(ctx context.Context, key string, rate int, d time.Duration, at func()) *tally {
+	return e.driveTo(ctx, e.o.Prefix, key, rate, d, at)
+}
+
+// driveTo is drive to the route with path prefix prefix.
+func (e *env) driveTo(ctx context.Context, prefix, key string, rate int, d time.Duration, at func()) *tally {
 	t := &tally{status: map[string]int{}}
 	n := int(float64(rate) * d.Seconds()) // bounded: rate <= MaxRate, d <= MaxDuration
-	target := e.o.Data + e.o.Prefix + "drill"
+	target := e.o.Data + prefix + "drill"
 	sem := make(chan struct{}, maxInflight)
 	var wg sync.WaitGroup
 	start := time.Now()

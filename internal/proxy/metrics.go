@@ -36,6 +36,7 @@ type Metrics struct {
 	// rollback watcher samples (HealthCounts).
 	answered, ownErrors atomic.Uint64
 	mirrors             *prometheus.CounterVec // route, result (mirror.go)
+	routeCache          routeMetricsCache      // the latest table's routeMetrics (routecache.go)
 }
 
 // HealthCounts returns the answers counted since the process started and,
@@ -161,6 +162,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // still in flight count into children no longer exported; a route added
 // again starts from 0, which Prometheus reads as a counter reset.
 func (m *Metrics) ForgetRoute(route string) {
+	m.forgetRouteMetrics(route)
 	l := prometheus.Labels{"route": route}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.requests, m.refusals, m.duration, m.shedTotal, m.bytesIn, m.bytesOut, m.preflights, m.compressed, m.compressedIn, m.splitRequests, m.mirrors} {
 		v.DeletePartialMatch(l)

@@ -217,12 +217,14 @@ type Table struct {
 // router orders them) and the upstreams they reference.
 func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	rules := make([]route.Rule[*Route], 0, len(routes))
+	rmb := m.beginRouteMetrics(len(routes))
+	defer rmb.done()
 	for _, rt := range routes {
-		rt.metrics = newRouteMetrics(m, rt.Name, rt.Upstream.Name)
+		rt.metrics = rmb.get(rt.Name, rt.Upstream.Name)
 		if sp := rt.Split; sp != nil {
 			sp.picks = make([]prometheus.Counter, len(sp.Sides))
 			for i, side := range sp.Sides {
-				side.metrics = newRouteMetrics(m, rt.Name, side.Upstream.Name)
+				side.metrics = rmb.get(rt.Name, side.Upstream.Name)
 				sp.picks[i] = m.splitRequests.WithLabelValues(rt.Name, side.Upstream.Name)
 			}
 		}
@@ -248,7 +250,7 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 		}
 	}
 	noRoute := &Route{Upstream: &Upstream{}}
-	noRoute.metrics = newRouteMetrics(m, "", "")
+	noRoute.metrics = rmb.get("", "")
 	return &Table{router: route.NewTable(rules), routes: routes, upstreams: upstreams, noRoute: noRoute,
 		drain: newTableDrain(), drainTimeout: DefaultDrainTimeout}
 }
