@@ -31,9 +31,11 @@ import (
 //     waits rather than exceed a lowered limit);
 //   - waiting requests: a request that finds every stream slot taken and
 //     no connection left to dial waits for a slot until its context ends
-//     (the per-try timeout, the client leaving), at most
-//     MaxConnsPerEndpoint × MaxConcurrentStreams of them; one more is
-//     refused at once with ErrH2Saturated, which the request path sees as
+//     (the per-try timeout, the client leaving), while the endpoint's
+//     requests in the pool (in flight, waiting, dialing) are fewer than
+//     2 × MaxConnsPerEndpoint × MaxConcurrentStreams (as many waiting as
+//     the connections can carry); one more is refused at once with
+//     ErrH2Saturated, which the request path sees as
 //     a failed connect (the request never reached the endpoint: retried
 //     per the route's rules on another endpoint).
 
@@ -87,12 +89,17 @@ func (o H2Options) withDefaults() H2Options {
 // endpoint.
 var ErrH2Saturated = errors.New("upstream: every HTTP/2 stream to the endpoint is taken")
 
+// errNoSettings is a connection whose endpoint sent no SETTINGS frame
+// within the connect timeout.
+var errNoSettings = errors.New("upstream: the endpoint sent no HTTP/2 SETTINGS")
+
 // h2Pool is the HTTP/2 connection pool of one upstream (see above).
 type h2Pool struct {
-	t2   *http2.Transport
-	o    H2Options
-	tls  bool
-	dial func(ctx context.Context, addr string) (net.Conn, error)
+	t2           *http2.Transport
+	settingsWait time.Duration // bounds the wait for the endpoint's SETTINGS
+	o            H2Options
+	tls          bool
+	dial         func(ctx context.Context, addr string) (net.Conn, error)
 
 	// onError, when set, is called with the endpoint and a reason
 	// (H2Reasons) each time the guard closes or counts a connection.
@@ -120,9 +127,9 @@ type h2Conn struct {
 
 // newH2Pool returns the pool; dial opens a connection ready for HTTP/2
 // (TLS with ALPN h2 done, or clear text for h2c).
-func newH2Pool(o H2Options, overTLS bool, idle time.Duration, dial func(ctx context.Context, addr string) (net.Conn, error)) *h2Pool {
+func newH2Pool(o H2Options, overTLS bool, idle, connect time.Duration, dial func(ctx context.Context, addr string) (net.Conn, error)) *h2Pool {
 	o = o.withDefaults()
-	p := &h2Pool{o: o, tls: overTLS, dial: dial, eps: map[string]*h2Endpoint{}}
+	p := &h2Pool{o: o, tls: overTLS, dial: dial, settingsWait: connect, eps: map[string]*h2Endpoint{}}
 	p.t2 = &http2.Transport{
 		AllowHTTP:                  !overTLS,
 		DisableCompression:         true,
@@ -142,6 +149,16 @@ func (p *h2Pool) endpoint(addr string) *h2Endpoint {
 		p.eps[addr] = ep
 	}
 	return ep
+}
+
+// requests counts the endpoint's requests in the pool: streams in flight,
+// requests waiting and requests dialing. Called with p.mu held.
+func (ep *h2Endpoint) requests() int {
+	n := ep.waiting + ep.dialing
+	for _, c := range ep.conns {
+		n += c.inflight
+	}
+	return n
 }
 
 func (ep *h2Endpoint) notify() {
@@ -216,7 +233,7 @@ func (p *h2Pool) acquire(ctx context.Context, addr string) (*h2Conn, error) {
 			p.mu.Unlock()
 			continue // take a stream as any other request would
 		}
-		if ep.waiting >= p.o.MaxConnsPerEndpoint*p.o.MaxConcurrentStreams {
+		if ep.requests() >= 2*p.o.MaxConnsPerEndpoint*p.o.MaxConcurrentStreams {
 			p.mu.Unlock()
 			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: ErrH2Saturated}
 		}
@@ -248,6 +265,22 @@ func (p *h2Pool) connect(ctx context.Context, addr string) (*h2Conn, error) {
 	if err != nil {
 		_ = nc.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
+	}
+	// The endpoint's SETTINGS (its stream limit) before the first stream:
+	// x/net would otherwise open up to 100 streams on a connection whose
+	// endpoint allows fewer, and the excess is refused. An endpoint that
+	// sends none within the connect timeout is a failed connect.
+	wait := ctx
+	if p.settingsWait > 0 {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, p.settingsWait)
+		defer cancel()
+	}
+	select {
+	case <-g.ready:
+	case <-wait.Done():
+		_ = cc.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errNoSettings}
 	}
 	return &h2Conn{cc: cc}, nil
 }

@@ -210,7 +210,7 @@ func TestH2PeerStreamLimit(t *testing.T) {
 		tr.h2.mu.Lock()
 		defer tr.h2.mu.Unlock()
 		ep := tr.h2.eps[srv.addr]
-		return srv.active.Load() == 2 && ep != nil && ep.waiting+ep.conns[0].inflight == 8
+		return srv.active.Load() == 2 && ep != nil && len(ep.conns) == 1 && ep.waiting == 6
 	})
 	srv.open()
 	for range 8 {

@@ -70,6 +70,9 @@ type h2FrameScan struct {
 	inHdrs bool   // inside a header block (HEADERS without END_HEADERS)
 	conts  int    // CONTINUATIONs of the current block
 	resets int    // RST_STREAMs since the last HEADERS
+	// settings0 is set once the endpoint's first SETTINGS frame header
+	// passed.
+	settings0 bool
 	// pings and settings count the frames of the current window, which
 	// began at start.
 	pings, settings int
@@ -133,6 +136,9 @@ func (s *h2FrameScan) frame(typ, flags byte) string {
 		if flags&h2FlagAck != 0 {
 			return ""
 		}
+		if typ == h2Settings {
+			s.settings0 = true
+		}
 		if now := s.now(); now.Sub(s.start) >= h2GuardWindow {
 			s.start, s.pings, s.settings = now, 0, 0
 		}
@@ -162,16 +168,26 @@ type h2ClientGuard struct {
 	onError func(reason string)
 	mu      sync.Mutex
 	failed  bool
+	// ready is closed when Read is called again after the endpoint's first
+	// SETTINGS frame passed whole: x/net reads the connection from one
+	// goroutine that handles every frame it has before reading more, so
+	// the endpoint's settings (its stream limit) are applied by then.
+	ready      chan struct{}
+	readyShown bool
 }
 
 func newH2ClientGuard(c net.Conn, onError func(reason string)) *h2ClientGuard {
-	g := &h2ClientGuard{Conn: c, onError: onError}
+	g := &h2ClientGuard{Conn: c, onError: onError, ready: make(chan struct{})}
 	g.scan.now = time.Now
 	g.scan.start = time.Now()
 	return g
 }
 
 func (g *h2ClientGuard) Read(p []byte) (int, error) {
+	if !g.readyShown && g.scan.settings0 && g.scan.skip == 0 && g.scan.hn == 0 {
+		g.readyShown = true
+		close(g.ready)
+	}
 	g.mu.Lock()
 	failed := g.failed
 	g.mu.Unlock()

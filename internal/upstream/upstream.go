@@ -153,11 +153,11 @@ func NewTransport(o Options) *Transport {
 	t.responseHeader = o.ResponseHeader
 	switch o.Protocol {
 	case ProtoH2C:
-		t.h2 = newH2Pool(o.HTTP2, false, o.Idle, t.dial)
+		t.h2 = newH2Pool(o.HTTP2, false, o.Idle, o.Connect, t.dial)
 	case ProtoHTTP2, ProtoAuto:
 		if tlsDial != nil {
 			t.auto = o.Protocol == ProtoAuto
-			t.h2 = newH2Pool(o.HTTP2, true, o.Idle, func(ctx context.Context, addr string) (net.Conn, error) {
+			t.h2 = newH2Pool(o.HTTP2, true, o.Idle, o.Connect, func(ctx context.Context, addr string) (net.Conn, error) {
 				c, err := tlsDial(ctx, addr)
 				if err == nil && !h2Negotiated(c) {
 					_ = c.Close()
