@@ -46,7 +46,7 @@ func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoi
 func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endpoint) *proxy.Balance {
 	o := healthOptions(uc)
 	if o.Check != nil {
-		o.Check.Dial = g.healthDial(name) // a TLS upstream is checked over TLS
+		o.Check.Dial = g.healthDial(name)   // a TLS upstream is checked over TLS
 		o.Check.HTTPGet = g.healthGet(name) // an HTTP/2 upstream over HTTP/2
 	}
 	plan := g.health.Apply(name, o, eps)

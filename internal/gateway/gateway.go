@@ -74,7 +74,7 @@ type Gateway struct {
 	discoveryMetrics *discovery.Metrics
 	// h2Metrics count the HTTP/2 upstreams' guarded connections (upstream_h2.go).
 	h2Metrics *upstream.H2Metrics
-	jwtKeys          jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
+	jwtKeys   jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
 	// memory sheds work under memory pressure; nil with memory: off (or
 	// no limit found). memoryFrom says its limit and where it came from.
 	memory     *memguard.Guard

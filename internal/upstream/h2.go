@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,7 @@ var errNoSettings = errors.New("upstream: the endpoint sent no HTTP/2 SETTINGS")
 type h2Pool struct {
 	t2           *http2.Transport
 	settingsWait time.Duration // bounds the wait for the endpoint's SETTINGS
+	idle         time.Duration // closes a connection idle this long
 	o            H2Options
 	tls          bool
 	dial         func(ctx context.Context, addr string) (net.Conn, error)
@@ -129,17 +131,25 @@ type h2Conn struct {
 // (TLS with ALPN h2 done, or clear text for h2c).
 func newH2Pool(o H2Options, overTLS bool, idle, connect time.Duration, dial func(ctx context.Context, addr string) (net.Conn, error)) *h2Pool {
 	o = o.withDefaults()
-	p := &h2Pool{o: o, tls: overTLS, dial: dial, settingsWait: connect, eps: map[string]*h2Endpoint{}}
-	p.t2 = &http2.Transport{
-		AllowHTTP:                  !overTLS,
+	p := &h2Pool{o: o, tls: overTLS, dial: dial, settingsWait: connect, idle: idle, eps: map[string]*h2Endpoint{}}
+	p.t2 = p.transport(nil)
+	return p
+}
+
+// transport returns an x/net client transport with the pool's settings,
+// whose framing errors call countError (nil: none). The pool makes one per
+// connection, so that x/net's error counts name the endpoint.
+func (p *h2Pool) transport(countError func(string)) *http2.Transport {
+	return &http2.Transport{
+		AllowHTTP:                  !p.tls,
 		DisableCompression:         true,
 		StrictMaxConcurrentStreams: true,
-		IdleConnTimeout:            idle,
-		ReadIdleTimeout:            o.ReadIdleTimeout,
-		PingTimeout:                o.PingTimeout,
-		MaxHeaderListSize:          o.MaxHeaderListSize,
+		IdleConnTimeout:            p.idle,
+		ReadIdleTimeout:            p.o.ReadIdleTimeout,
+		PingTimeout:                p.o.PingTimeout,
+		MaxHeaderListSize:          p.o.MaxHeaderListSize,
+		CountError:                 countError,
 	}
-	return p
 }
 
 func (p *h2Pool) endpoint(addr string) *h2Endpoint {
@@ -261,7 +271,13 @@ func (p *h2Pool) connect(ctx context.Context, addr string) (*h2Conn, error) {
 		return nil, err
 	}
 	g := newH2ClientGuard(nc, func(reason string) { p.countError(addr, reason) })
-	cc, err := p.t2.NewClientConn(g)
+	cc, err := p.transport(func(errType string) {
+		// x/net's own defences: a frame it refuses closes the
+		// connection (a header block too large, a frame too large, ...).
+		if strings.HasPrefix(errType, "read_frame_conn_error") {
+			p.countError(addr, "protocol_error")
+		}
+	}).NewClientConn(g)
 	if err != nil {
 		_ = nc.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
@@ -278,6 +294,9 @@ func (p *h2Pool) connect(ctx context.Context, addr string) (*h2Conn, error) {
 	}
 	select {
 	case <-g.ready:
+	case <-g.dead:
+		_ = cc.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errH2Guard}
 	case <-wait.Done():
 		_ = cc.Close()
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errNoSettings}
@@ -327,6 +346,13 @@ func (p *h2Pool) roundTrip(req *http.Request, addr string, headerTimeout time.Du
 		err = errH2HeaderTimeout
 	}
 	if err != nil {
+		if strings.Contains(err.Error(), "header list larger than") {
+			// x/net stopped decoding at MaxHeaderListSize and reset the
+			// stream; an endpoint that sends such answers gets no more
+			// streams on this connection.
+			c.cc.SetDoNotReuse()
+			p.countError(addr, "header_list_too_large")
+		}
 		cancel(nil)
 		p.release(addr, c)
 		return nil, err

@@ -44,8 +44,13 @@ const (
 var errH2Guard = errors.New("upstream: HTTP/2 connection closed by the frame guard")
 
 // H2Reasons are the reasons OnError is called with (the values of the
-// metric's reason label): the guard's, and "goaway".
-var H2Reasons = []string{"ping_flood", "settings_flood", "reset_flood", "continuation_flood", "goaway"}
+// metric's reason label): the guard's, "goaway", and
+// "header_list_too_large" (a response past MaxHeaderListSize: x/net stops
+// decoding it and fails the stream; the pool retires the connection), and
+// "protocol_error" (a frame x/net refuses, closing the connection: among
+// others a header block whose frames exceed what is left of
+// MaxHeaderListSize).
+var H2Reasons = []string{"ping_flood", "settings_flood", "reset_flood", "continuation_flood", "goaway", "header_list_too_large", "protocol_error"}
 
 // HTTP/2 frame types and flags the guard reads (RFC 9113 section 6).
 const (
@@ -174,10 +179,12 @@ type h2ClientGuard struct {
 	// the endpoint's settings (its stream limit) are applied by then.
 	ready      chan struct{}
 	readyShown bool
+	// dead is closed when the guard closes the connection.
+	dead chan struct{}
 }
 
 func newH2ClientGuard(c net.Conn, onError func(reason string)) *h2ClientGuard {
-	g := &h2ClientGuard{Conn: c, onError: onError, ready: make(chan struct{})}
+	g := &h2ClientGuard{Conn: c, onError: onError, ready: make(chan struct{}), dead: make(chan struct{})}
 	g.scan.now = time.Now
 	g.scan.start = time.Now()
 	return g
@@ -208,6 +215,7 @@ func (g *h2ClientGuard) Read(p []byte) (int, error) {
 	g.mu.Lock()
 	g.failed = true
 	g.mu.Unlock()
+	close(g.dead) // once: every later Read returns before this
 	g.onError(reason)
 	_ = g.Conn.Close()
 	if k == 0 {
