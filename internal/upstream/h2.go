@@ -436,6 +436,13 @@ func (p *h2Pool) connCount(addr string) int {
 	return 0
 }
 
+// RefusedStream reports whether err is an HTTP/2 endpoint's RST_STREAM
+// REFUSED_STREAM (the request was not processed: RFC 9113 section 8.7).
+func RefusedStream(err error) bool {
+	var se http2.StreamError
+	return errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream
+}
+
 // h2Negotiated reports whether a TLS connection agreed on h2 by ALPN.
 func h2Negotiated(c net.Conn) bool {
 	tc, ok := c.(*tls.Conn)
