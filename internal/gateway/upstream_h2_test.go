@@ -106,8 +106,10 @@ routes:
 	if n, c := b.conns.Load(), b.checks.Load(); n > c+1 {
 		t.Errorf("%d connections for %d checks and 6 requests: requests were not multiplexed", n, c)
 	}
-	m := scrape(t, h.client, h.admin+"/metrics")
-	if _, ok := m["levee_upstream_h2_errors_total"]; !ok {
-		t.Error("levee_upstream_h2_errors_total is not declared")
+	m := testkit.Scrape(t, h.admin+"/metrics")
+	for _, reason := range []string{"ping_flood", "settings_flood", "reset_flood", "continuation_flood", "goaway", "protocol_error"} {
+		if v := m.Value(t, `levee_upstream_h2_errors_total{reason="`+reason+`",upstream="grpcish"}`); v != 0 {
+			t.Errorf("%s: %v errors against a healthy upstream", reason, v)
+		}
 	}
 }
