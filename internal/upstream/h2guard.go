@@ -30,8 +30,10 @@ import (
 //     connection itself: no new stream, the open ones finish).
 //
 // When a limit trips in the middle of what one Read returned, Read
-// returns the bytes before the offending frame; every later Read fails
-// with errH2Guard, which x/net takes as the connection's loss.
+// returns the bytes before the offending frame (a header split across
+// reads has its first bytes passed already: x/net then holds a partial
+// frame header, never a frame); every later Read fails with errH2Guard,
+// which x/net takes as the connection's loss.
 
 const (
 	h2GuardWindow           = time.Second
