@@ -22,12 +22,11 @@ import (
 // requests in its handler at once (their peak), and holds requests to
 // /hold until release is closed.
 type h2Server struct {
-	addr           string
-	conns          atomic.Int64
-	active, peak   atomic.Int64
-	release        chan struct{}
-	releaseOnce    sync.Once
-	h1Only, h2Only bool
+	addr         string
+	conns        atomic.Int64
+	active, peak atomic.Int64
+	release      chan struct{}
+	releaseOnce  sync.Once
 }
 
 func startH2Server(t *testing.T, cert *tls.Certificate, maxStreams int) *h2Server {

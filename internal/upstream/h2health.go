@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 x/net/http2's client connections are deprecated for net/http's Transport.NewClientConn, which dials itself and reads ALPN only from a *tls.Conn: the pool and its frame guard (h2guard.go) need a ClientConn over a net.Conn of ours, which only x/net's gives.
+
 package upstream
 
 import (

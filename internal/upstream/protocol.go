@@ -61,13 +61,3 @@ func configure(std *http.Transport, p Protocol, tlsDial func(ctx context.Context
 		std.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return tlsDial(ctx, addr) }
 	}
 }
-
-// httpsScheme is a RoundTripper that sends its requests with an "https"
-// URL, so that net/http dials them with DialTLSContext and reads ALPN.
-// The request is one OutboundRequest built for this attempt alone.
-type httpsScheme struct{ rt http.RoundTripper }
-
-func (h httpsScheme) RoundTrip(r *http.Request) (*http.Response, error) {
-	r.URL.Scheme = "https"
-	return h.rt.RoundTrip(r)
-}

@@ -93,7 +93,7 @@ func (o Options) Equal(p Options) bool {
 // Safe for concurrent use; build it with NewTransport.
 type Transport struct {
 	std *http.Transport
-	// rt is std, or std behind httpsScheme for HTTP/2 over TLS.
+	// rt is std (HTTP/2 requests go to h2, never to it).
 	rt http.RoundTripper
 	h1 *h1Pool
 	// fast: bodiless idempotent requests take h1 (HTTP/1.1 upstreams).
