@@ -28,6 +28,7 @@ RELEASE_PLATFORMS := linux/amd64 linux/arm64
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/proxyproto:FuzzRead:5000 \
+	./internal/upstream:FuzzH2FrameScan:5000 \
 	./internal/proxy:FuzzClientAddress:5000 \
 	./internal/proxy:FuzzAcceptEncoding:3000 \
 	./internal/admin:FuzzDuplicateKey:3000 \
@@ -163,7 +164,8 @@ LOAD_TEST_NAMES := \
 	TestLongStreamDrainTimeout \
 	TestScaleReloadAndPublish \
 	TestMirrorKeepsPrimaryLatency \
-	TestProcsSharedDataAPIs
+	TestProcsSharedDataAPIs \
+	TestH2HostileUpstreams
 empty :=
 space := $(empty) $(empty)
 LOAD_TESTS := $(subst $(space),|,$(strip $(LOAD_TEST_NAMES)))

@@ -294,6 +294,7 @@ func TestDefaults(t *testing.T) {
 			},
 			MaxIdleConnsPerEndpoint: 256,
 			PanicThreshold:          50,
+			Protocol:                "http1",
 		}},
 		UpstreamOrder: []string{"video"},
 		Routes: []Route{{Name: "api", Match: Match{PathPrefix: "/"}, Upstream: "video", Priority: "normal", Auth: "none",

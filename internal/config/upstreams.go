@@ -58,6 +58,10 @@ var (
 			Bind: engine.At(func(u *Upstream) *time.Duration { return &u.SlowStart })},
 		engine.Field{Name: "zones", Kind: engine.KindBlock, Sub: zonesBlock, Doc: "zone-aware routing; off when omitted"},
 		engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: upstreamTLSBlock, Doc: "TLS (and mTLS) to the endpoints; clear text when omitted"},
+		engine.Field{Name: "protocol", Kind: engine.KindEnum, Enum: upstreamProtocols, Def: DefaultUpstreamProtocol,
+			Doc:  "http1, http2 (over tls, ALPN h2), h2c (clear text) or auto (over tls, ALPN chooses)",
+			Bind: engine.At(func(u *Upstream) *string { return &u.Protocol })},
+		engine.Field{Name: "http2", Kind: engine.KindBlock, Sub: upstreamHTTP2Block, Doc: "HTTP/2 connection and stream limits; defaults when omitted"},
 	)
 )
 
@@ -130,6 +134,10 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 	if v := f["tls"]; v != nil {
 		u.TLS = p.upstreamTLS(engine.Key(path, "tls"), v)
 	}
+	if v := f["http2"]; v != nil {
+		u.HTTP2 = p.upstreamHTTP2(engine.Key(path, "http2"), v)
+	}
+	p.upstreamProtocol(path, n, f, u)
 	return u
 }
 
@@ -275,6 +283,12 @@ type Upstream struct {
 	// TLS, when not nil, makes connections to the endpoints TLS
 	// (`tls`, optional; upstream_tls.go). nil, the default, is clear text.
 	TLS *UpstreamTLS
+	// Protocol is what is spoken to the endpoints (`protocol`;
+	// upstream_protocol.go). Default "http1".
+	Protocol string
+	// HTTP2, when not nil, are the HTTP/2 limits (`http2`, optional) of
+	// protocols other than http1; nil: every default (see H2).
+	HTTP2 *UpstreamHTTP2
 }
 
 // RetryBudget returns the budget that caps retries to this upstream: its

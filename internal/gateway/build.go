@@ -47,7 +47,8 @@ func (g *Gateway) endpoints(name string, uc *config.Upstream) []*endpoint.Endpoi
 func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endpoint) *proxy.Balance {
 	o := healthOptions(uc)
 	if o.Check != nil {
-		o.Check.Dial = g.healthDial(name) // a TLS upstream is checked over TLS
+		o.Check.Dial = g.healthDial(name)   // a TLS upstream is checked over TLS
+		o.Check.HTTPGet = g.healthGet(name) // an HTTP/2 upstream over HTTP/2
 	}
 	plan := g.health.Apply(name, o, eps)
 	return g.pools.balance(name, uc, eps, plan, g.metrics.PickerFallback(name))
@@ -66,16 +67,17 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		for _, ep := range eps {
 			liveStats[statsKey{name, ep.Address}] = true
 		}
-		up := &proxy.Upstream{
-			Name: name,
-			Transport: g.pools.transport(name, upstream.Options{
-				Connect:            uc.Timeouts.Connect,
-				ResponseHeader:     uc.Timeouts.ResponseHeader,
-				Idle:               uc.Timeouts.Idle,
-				MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
-				TLS:                g.upTLS[name],
-			}),
-		}
+		tr := g.pools.transport(name, upstream.Options{
+			Connect:            uc.Timeouts.Connect,
+			ResponseHeader:     uc.Timeouts.ResponseHeader,
+			Idle:               uc.Timeouts.Idle,
+			MaxIdlePerEndpoint: uc.MaxIdleConnsPerEndpoint,
+			TLS:                g.upTLS[name],
+			Protocol:           upstreamProtocol(uc.Protocol),
+			HTTP2:              h2Options(uc),
+		})
+		tr.OnH2Error(g.h2Metrics.Hook(name))
+		up := &proxy.Upstream{Name: name, Transport: tr}
 		up.SetBalance(g.balance(name, uc, eps))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})

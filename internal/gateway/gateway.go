@@ -73,7 +73,9 @@ type Gateway struct {
 	history admin.ReloadHistory    // the last loads, for GET /api/v1/reloads
 	// discoveryMetrics are shared by every feed.
 	discoveryMetrics *discovery.Metrics
-	jwtKeys          jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
+	// h2Metrics count the HTTP/2 upstreams' guarded connections (upstream_h2.go).
+	h2Metrics *upstream.H2Metrics
+	jwtKeys   jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
 	// memory sheds work under memory pressure; nil with memory: off (or
 	// no limit found). memoryFrom says its limit and where it came from.
 	memory     *memguard.Guard
@@ -208,6 +210,9 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, err
 	}
 	if err = g.registerRollback(); err != nil {
+		return nil, err
+	}
+	if g.h2Metrics, err = upstream.NewH2Metrics(g.registry); err != nil {
 		return nil, err
 	}
 	if g.profileMetrics, err = profiles.NewMetrics(g.registry); err != nil {

@@ -69,6 +69,11 @@ type CheckOptions struct {
 	// connect: an upstream with TLS dials as its requests do, handshake
 	// included (a TCP check then passes when the handshake does).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// HTTPGet, when set, runs an HTTP check instead of the HTTP/1.1
+	// request Probe writes itself: a GET of path to addr in the upstream's
+	// own protocol (HTTP/2 upstreams: upstream.Transport.HealthGet),
+	// returning the status. Its dial errors are Dial's.
+	HTTPGet func(ctx context.Context, addr, path string) (int, error)
 }
 
 // OutlierOptions configure passive outlier detection.

@@ -28,6 +28,9 @@ const maxProbeBody = 4 << 10
 // check passes. Every step is bounded by ctx's deadline (the Manager sets
 // it to c.Timeout); no connection outlives the call.
 func Probe(ctx context.Context, addr string, c *CheckOptions) error {
+	if c.HTTPGet != nil && !c.TCP {
+		return probeGet(ctx, addr, c)
+	}
 	var conn net.Conn
 	var err error
 	if c.Dial != nil {
@@ -67,12 +70,38 @@ func Probe(ctx context.Context, addr string, c *CheckOptions) error {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
 	resp.Body.Close()
+	return checkStatus(c, resp.StatusCode)
+}
+
+func checkStatus(c *CheckOptions, status int) error {
 	expect := c.Expect
 	if len(expect) == 0 {
 		expect = []int{http.StatusOK}
 	}
-	if !slices.Contains(expect, resp.StatusCode) {
-		return fmt.Errorf("status %d", resp.StatusCode)
+	if !slices.Contains(expect, status) {
+		return fmt.Errorf("status %d", status)
 	}
 	return nil
+}
+
+// probeGet is Probe through c.HTTPGet (an HTTP/2 upstream's check), with
+// the same failure texts.
+func probeGet(ctx context.Context, addr string, c *CheckOptions) error {
+	status, err := c.HTTPGet(ctx, addr, c.HTTPPath)
+	if err == nil {
+		return checkStatus(c, status)
+	}
+	var op *net.OpError
+	dialFailed := errors.As(err, &op) && op.Op == "dial"
+	switch {
+	case ctx.Err() != nil && dialFailed:
+		return errors.New("connect timed out")
+	case ctx.Err() != nil:
+		return errors.New("timed out")
+	case dialFailed:
+		return errors.New("connect failed")
+	case errors.As(err, new(interface{ TLSHandshakeFailed() bool })):
+		return errors.New("TLS handshake failed")
+	}
+	return errors.New("no valid HTTP response")
 }

@@ -58,8 +58,9 @@ type RetryPolicy struct {
 	// OnResetBeforeResponse: the connection broke after the request was
 	// sent and before a response arrived.
 	OnResetBeforeResponse bool
-	// OnRefusedStream: an HTTP/2 upstream refused the stream. levee speaks
-	// HTTP/1.1 to upstreams today, so this never fires yet.
+	// OnRefusedStream: an HTTP/2 upstream refused the stream (RST_STREAM
+	// REFUSED_STREAM: not processed, RFC 9113 section 8.7), so any method
+	// may go again, if its body is intact.
 	OnRefusedStream bool
 	// OnStatus lists the upstream statuses that are retried. A timeout levee
 	// hits itself (connect, response header, per try) counts as 504.
@@ -143,6 +144,8 @@ func retryable(pol *RetryPolicy, r *http.Request, fail failure, status int, held
 	case fail == failConnect:
 		// Nothing was sent: any method may go again, if its body is intact.
 		return pol.OnConnectFailure && (held == nil || !held.read)
+	case fail == failRefused:
+		return pol.OnRefusedStream && (held == nil || !held.read)
 	case fail == failReset:
 		if !pol.OnResetBeforeResponse {
 			return false
@@ -202,6 +205,7 @@ type failure string
 const (
 	failConnect failure = "connect_failure"
 	failReset   failure = "reset_before_response"
+	failRefused failure = "refused_stream"
 	failTimeout failure = "timeout"
 )
 
@@ -221,6 +225,9 @@ func classifyFailure(attemptCtx context.Context, err error) failure {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return failTimeout
+	}
+	if upstream.RefusedStream(err) {
+		return failRefused
 	}
 	return failReset
 }

@@ -241,7 +241,7 @@ func NewTable(routes []*Route, upstreams []*Upstream, m *Metrics) *Table {
 	for _, up := range upstreams {
 		up.duration = m.upstreamDuration.WithLabelValues(up.Name)
 		// The retry reasons that are not status codes, from the start at 0.
-		for _, f := range []failure{failConnect, failReset, failTimeout} {
+		for _, f := range []failure{failConnect, failReset, failTimeout, failRefused} {
 			m.retries.WithLabelValues(up.Name, string(f))
 		}
 		if up.Budget != nil {

@@ -10,19 +10,15 @@ import (
 //
 // HTTP/1.1 (the default) takes levee's fast path for bodiless idempotent
 // requests and net/http's transport for the rest. The others go through
-// net/http's transport alone, whose HTTP/2 client (net/http's own, no
-// further module: standard library first) multiplexes requests over few
-// connections:
+// the HTTP/2 pool (h2.go), which bounds connections per endpoint and
+// streams per connection:
 //   - ProtoHTTP2: HTTP/2 over TLS (ALPN "h2" only; an endpoint that does
 //     not agree fails the handshake);
 //   - ProtoH2C: HTTP/2 over clear text with prior knowledge;
-//   - ProtoAuto: TLS with ALPN "h2" and "http/1.1", the endpoint chooses.
+//   - ProtoAuto: TLS with ALPN "h2" and "http/1.1", the endpoint chooses
+//     (auto.go: one that chose http/1.1 gets net/http's transport).
 //
-// Not yet exposed in the configuration (issue 24 item 2 is partial): no
-// per-endpoint connection or stream limit (net/http's MaxConnsPerHost does
-// not bound HTTP/2 connections: 3 for 8 requests with a bound of 1, and
-// with StrictMaxConcurrentRequests the requests queued for a dial never got
-// the established connection), and health checks do not speak HTTP/2 yet.
+// Configured by upstreams.<name>.protocol (docs/http2.md).
 type Protocol uint8
 
 const (
@@ -64,14 +60,4 @@ func configure(std *http.Transport, p Protocol, tlsDial func(ctx context.Context
 	if tlsDial != nil {
 		std.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) { return tlsDial(ctx, addr) }
 	}
-}
-
-// httpsScheme is a RoundTripper that sends its requests with an "https"
-// URL, so that net/http dials them with DialTLSContext and reads ALPN.
-// The request is one OutboundRequest built for this attempt alone.
-type httpsScheme struct{ rt http.RoundTripper }
-
-func (h httpsScheme) RoundTrip(r *http.Request) (*http.Response, error) {
-	r.URL.Scheme = "https"
-	return h.rt.RoundTrip(r)
 }

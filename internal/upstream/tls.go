@@ -174,6 +174,10 @@ type TLSError struct {
 func (e *TLSError) Error() string { return "upstream TLS " + e.Detail + ": " + e.Err.Error() }
 func (e *TLSError) Unwrap() error { return e.Err }
 
+// TLSHandshakeFailed marks the error as a failed handshake for packages
+// that do not import this one (internal/health).
+func (e *TLSError) TLSHandshakeFailed() bool { return true }
+
 // TLSFailure returns the detail of err when it is a failed TLS handshake
 // with an endpoint (a *TLSError), or "". Called only for a failed
 // attempt.

@@ -104,6 +104,9 @@ type Options struct {
 	// value is HTTP/1.1. ProtoHTTP2 and ProtoAuto need TLS, ProtoH2C
 	// refuses it.
 	Protocol Protocol
+	// HTTP2 are the HTTP/2 pool's limits (h2.go), for every protocol but
+	// ProtoHTTP1.
+	HTTP2 H2Options
 }
 
 // Equal reports whether o and p give the same transport: the same
@@ -120,7 +123,7 @@ func (o Options) Equal(p Options) bool {
 // Safe for concurrent use; build it with NewTransport.
 type Transport struct {
 	std *http.Transport
-	// rt is std, or std behind httpsScheme for HTTP/2 over TLS.
+	// rt is std (HTTP/2 requests go to h2, never to it).
 	rt http.RoundTripper
 	h1 *h1Pool
 	// fast: bodiless idempotent requests take h1 (HTTP/1.1 upstreams).
@@ -128,6 +131,14 @@ type Transport struct {
 	// dial opens a connection to an endpoint (with TLS when configured);
 	// both pools dial through it.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// h2, for HTTP/2 upstreams (h2.go), takes every request; with
+	// ProtoAuto only those to endpoints not known to speak HTTP/1.1 only.
+	h2 *h2Pool
+	// auto: ProtoAuto; h1Only remembers the endpoints that chose
+	// http/1.1 by ALPN (auto.go).
+	auto           bool
+	h1Only         autoMemory
+	responseHeader time.Duration
 }
 
 // NewTransport returns the HTTP/1.1 transport levee uses to reach an
@@ -169,10 +180,33 @@ func NewTransport(o Options) *Transport {
 	}
 	configure(std, o.Protocol, tlsDial)
 	t.std, t.rt, t.h1, t.fast = std, std, newH1Pool(o, t.dial), o.Protocol == ProtoHTTP1
-	if tlsDial != nil {
-		t.rt = httpsScheme{std}
+	t.responseHeader = o.ResponseHeader
+	switch o.Protocol {
+	case ProtoH2C:
+		t.h2 = newH2Pool(o.HTTP2, false, o.Idle, o.Connect, t.dial)
+	case ProtoHTTP2, ProtoAuto:
+		if tlsDial != nil {
+			t.auto = o.Protocol == ProtoAuto
+			t.h2 = newH2Pool(o.HTTP2, true, o.Idle, o.Connect, func(ctx context.Context, addr string) (net.Conn, error) {
+				c, err := tlsDial(ctx, addr)
+				if err == nil && !h2Negotiated(c) {
+					_ = c.Close()
+					return nil, errNoH2
+				}
+				return c, err
+			})
+		}
 	}
 	return t
+}
+
+// OnH2Error sets the function called with an endpoint and a reason
+// (H2Reasons) when its HTTP/2 connection is closed by the frame guard or
+// sent a GOAWAY. Call it before the transport is used; f must not block.
+func (t *Transport) OnH2Error(f func(addr, reason string)) {
+	if t.h2 != nil {
+		t.h2.onError.Store(&f)
+	}
 }
 
 // Dial opens a connection to the endpoint at addr as the transport's
@@ -186,6 +220,9 @@ func (t *Transport) Dial(ctx context.Context, addr string) (net.Conn, error) {
 func (t *Transport) Forward(ctx context.Context, r *http.Request, o Outbound) (*http.Response, error) {
 	if t.fast && o.Length == 0 && FastPath(r) {
 		return t.h1.roundTrip(ctx, r, o.Addr, o.RequestID, o.ForwardedFor, o.Timing)
+	}
+	if t.h2 != nil && !(t.auto && t.h1Only.has(o.Addr, time.Now())) {
+		return t.forwardH2(ctx, r, o)
 	}
 	var resp *http.Response
 	var err error
@@ -207,6 +244,9 @@ func (t *Transport) Standard() Forwarder { return RoundTripper{t.rt} }
 // CloseIdleConnections closes the idle connections of both pools.
 // Connections in use stay open and are pooled again when their request ends.
 func (t *Transport) CloseIdleConnections() {
+	if t.h2 != nil {
+		t.h2.closeIdle()
+	}
 	t.h1.closeIdle()
 	t.std.CloseIdleConnections()
 }
@@ -216,6 +256,9 @@ func (t *Transport) CloseIdleConnections() {
 // instead of pooled. Call it when no new request will use t (the upstream
 // was removed, its settings changed, or levee is stopping).
 func (t *Transport) Close() {
+	if t.h2 != nil {
+		t.h2.close()
+	}
 	t.h1.close()
 	t.std.CloseIdleConnections()
 }
