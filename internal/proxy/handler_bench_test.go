@@ -116,9 +116,9 @@ type handlerCase struct {
 }
 
 var handlerCases = []handlerCase{
-	{"fast", false, false, 7, false, false}, {"std", true, false, 0, false, false}, {"fast+auth+ratelimit", false, true, 11, false, false},
-	{"fast+accesslog", false, false, 7, true, false}, {"std+accesslog", true, false, 0, true, false},
-	{"fast+headers", false, false, 7, false, true},
+	{"fast", false, false, 6, false, false}, {"std", true, false, 0, false, false}, {"fast+auth+ratelimit", false, true, 8, false, false},
+	{"fast+accesslog", false, false, 6, true, false}, {"std+accesslog", true, false, 0, true, false},
+	{"fast+headers", false, false, 6, false, true},
 }
 
 // handlerServe builds a handler for c against the upstream at addr and
