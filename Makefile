@@ -30,6 +30,7 @@ FUZZ_TARGETS := \
 	./internal/proxyproto:FuzzRead:5000 \
 	./internal/upstream:FuzzH2FrameScan:5000 \
 	./internal/proxy:FuzzClientAddress:5000 \
+	./internal/upstream:FuzzFastHead:5000 \
 	./internal/proxy:FuzzAcceptEncoding:3000 \
 	./internal/admin:FuzzDuplicateKey:3000 \
 	./internal/admin:FuzzBrowserHeaders:3000 \

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/ratelimit"
@@ -138,9 +139,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := exchange{start: time.Now(), log: h.accessLog.Load(), tracer: h.tracer.Load()}
 	h.metrics.inflight.Inc()
 	defer h.finish(&x, r)
-	x.reqID = requestID(r.Header)
+	idv := requestIDValue(r.Header)
+	x.reqID = idv[0]
 	x.client, x.forwardedFor = clientAddress(r, h.trusted)
-	w.Header()["X-Request-Id"] = []string{x.reqID}
+	w.Header()["X-Request-Id"] = idv
 	if x.tracer != nil {
 		beginTrace(&x, r)
 	}
@@ -225,18 +227,32 @@ func (h *Handler) finish(x *exchange, r *http.Request) {
 
 // requestID returns the client's X-Request-Id when it is a sane token, or a
 // new random one.
-func requestID(h http.Header) string {
+func requestID(h http.Header) string { return requestIDValue(h)[0] }
+
+// newID is a new request id and the one-element header value that holds
+// it, in one allocation (requestIDValue).
+type newID struct {
+	b [16]byte
+	v [1]string
+}
+
+// requestIDValue is requestID as a one-element header value (capacity 1,
+// so an append copies): the client's own id in a new slice, or a new
+// random id whose string and slice share one allocation. The id's bytes
+// are written once, before the string over them is made, and never again.
+func requestIDValue(h http.Header) []string {
 	if v := h["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
-		return v[0]
+		return []string{v[0]}
 	}
 	const hex = "0123456789abcdef"
-	var b [16]byte
+	id := &newID{}
 	n := rand.Uint64()
-	for i := range b {
-		b[i] = hex[n&0xf]
+	for i := range id.b {
+		id.b[i] = hex[n&0xf]
 		n >>= 4
 	}
-	return string(b[:])
+	id.v[0] = unsafe.String(&id.b[0], len(id.b))
+	return id.v[:]
 }
 
 // validRequestID accepts 1..128 bytes of visible ASCII without spaces, so a

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Decision is the answer for one request, with what the IETF RateLimit
@@ -121,5 +122,18 @@ func headerValue(v int64) []string {
 		s := smallHeaderValues()
 		return s[v : v+1 : v+1]
 	}
-	return []string{strconv.FormatInt(v, 10)}
+	// A larger value: its digits and the one-element slice in one
+	// allocation; the bytes are written once, before the string over them
+	// is made, and never again.
+	d := &bigValue{}
+	b := strconv.AppendInt(d.b[:0], v, 10)
+	d.v[0] = unsafe.String(&d.b[0], len(b))
+	return d.v[:]
+}
+
+// bigValue holds a header value outside smallHeaderValues (an int64 has
+// at most 20 bytes in decimal).
+type bigValue struct {
+	b [20]byte
+	v [1]string
 }

@@ -25,8 +25,9 @@ import (
 // costs more CPU than the exchange itself. h1Pool forwards such a request
 // on a connection pool of its own, synchronously, in the handler's
 // goroutine: write the request head straight from the inbound request into
-// a buffered writer, flush (one write), read the response with
-// http.ReadResponse (which does the framing), and return the connection to
+// a buffered writer, flush (one write), read the response head (fastHead,
+// h1head.go, for the common head; http.ReadResponse, which does the
+// framing, for any other), and return the connection to
 // the pool when the handler has read the body to its end.
 //
 // Only requests that are safe to send twice take this path (idempotent
@@ -367,6 +368,8 @@ type h1Conn struct {
 	// timing receives the current exchange's first-byte time; nil: not
 	// measured (set by roundTrip around exchange).
 	timing *Timing
+	// lines remembers the previous head's lines for fastHead (h1head.go).
+	lines []string
 }
 
 func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
@@ -413,7 +416,11 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 		c.stop()
 		return nil, err
 	}
-	c.body = h1Body{c: c, src: resp.Body, keep: !resp.Close}
+	if resp.Body == nil { // fastHead's: ContentLength bytes follow in c.br
+		c.body = h1Body{c: c, n: resp.ContentLength, keep: true}
+	} else {
+		c.body = h1Body{c: c, src: resp.Body, keep: !resp.Close}
+	}
 	resp.Body = &c.body
 	return resp, nil
 }
@@ -463,9 +470,11 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 	}
 	var resp *http.Response
 	for {
-		resp, err = http.ReadResponse(c.br, r)
-		if err != nil {
-			return nil, err
+		if resp = c.fastHead(r); resp == nil {
+			resp, err = http.ReadResponse(c.br, r)
+			if err != nil {
+				return nil, err
+			}
 		}
 		if resp.StatusCode >= 200 {
 			break
@@ -514,10 +523,16 @@ func (c *h1Conn) release(reuse bool) {
 // response allows reuse, and closes the connection otherwise. It lives
 // inside its h1Conn, so it costs no allocation, and it must not be used
 // after Close.
+//
+// src nil: the head was parsed by fastHead, and the body is the next n
+// bytes of the connection's reader, read as net/http's body over an
+// io.LimitReader reads them (EOF with the last bytes, ErrUnexpectedEOF
+// when the connection ends early, then EOF).
 type h1Body struct {
 	c    *h1Conn
 	src  io.Reader
-	keep bool // the response leaves the connection open
+	n    int64 // src nil: bytes of the body not yet read
+	keep bool  // the response leaves the connection open
 	eof  bool
 }
 
@@ -525,9 +540,33 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
+	if b.src == nil {
+		return b.readFramed(p)
+	}
 	n, err := b.src.Read(p)
 	if err == io.EOF {
 		b.eof = true
+	}
+	return n, err
+}
+
+func (b *h1Body) readFramed(p []byte) (int, error) {
+	if b.n <= 0 {
+		b.eof = true
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.c.br.Read(p)
+	b.n -= int64(n)
+	switch {
+	case err == io.EOF && b.n > 0:
+		b.n = 0 // the next read says EOF, as net/http's body does
+		return n, io.ErrUnexpectedEOF
+	case err == io.EOF, err == nil && n > 0 && b.n == 0:
+		b.eof = true
+		return n, io.EOF
 	}
 	return n, err
 }
