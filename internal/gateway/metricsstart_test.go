@@ -20,6 +20,9 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_compressed_responses_total":               "no compression route (compress_test.go reads it)",
 		"levee_compressed_input_bytes_total":             "no compression route (compress_test.go reads it)",
 		"levee_route_split_requests_total":               "no split route (split_test.go reads it)",
+		"levee_forward_auth_calls_total":                 "no forward-auth route (fwdauth_test.go reads it)",
+		"levee_forward_auth_cache_hits_total":            "no forward-auth route (fwdauth_test.go reads it)",
+		"levee_forward_auth_passed_on_error_total":       "no forward-auth route (fwdauth_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
