@@ -123,11 +123,14 @@ const (
 	// AuthJWT admits requests with a JWT of an identity.jwt_issuers
 	// issuer naming a granted app (identity.go).
 	AuthJWT = "jwt"
+	// AuthForward admits requests an authorization service answers 2xx
+	// (the route's forward_auth).
+	AuthForward = "forward"
 )
 
 var (
 	appStatuses = []string{AppStatusActive, AppStatusSuspended}
-	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthForward}
 )
 
 // AuthModes returns every value routes[].auth accepts, so the code that

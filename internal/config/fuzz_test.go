@@ -292,7 +292,7 @@ func checkApps(t *testing.T, cfg *Config) {
 	routes := map[string]Route{}
 	for _, r := range cfg.Routes {
 		routes[r.Name] = r
-		if r.Auth != AuthNone && r.Auth != AuthAPIKey && r.Auth != AuthHMAC && r.Auth != AuthJWT || r.AnonymousLimits != nil && (r.Auth != AuthNone || r.AnonymousLimits.Rate <= 0 || r.AnonymousLimits.Burst < 1) {
+		if !slices.Contains(authModes, r.Auth) || (r.Auth == AuthForward) != (r.ForwardAuth != nil) || r.AnonymousLimits != nil && (r.Auth != AuthNone || r.AnonymousLimits.Rate <= 0 || r.AnonymousLimits.Burst < 1) {
 			t.Fatalf("route %q: auth %q, anonymous limits %+v", r.Name, r.Auth, r.AnonymousLimits)
 		}
 	}

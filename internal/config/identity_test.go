@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,39 @@ func TestParseIdentity(t *testing.T) {
 		{"no audiences", strings.Replace(head+jwtIssuer, "      audiences: [api]\n", "", 1) + upstreams + routes, "identity.jwt_issuers.corp.audiences"},
 	} {
 		_, err := Parse([]byte(c.in))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestParseForwardAuth: forward_auth's defaults, normal forms and
+// refusals, each naming its field path and value.
+func TestParseForwardAuth(t *testing.T) {
+	cfg, err := Parse([]byte(head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"https://auth.test/check\", copy_response_headers: [x-user], cache_ttl: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := cfg.Routes[0].ForwardAuth
+	if fa == nil || fa.URL != "https://auth.test/check" || fa.Timeout != DefaultForwardAuthTimeout || fa.OnError != ForwardAuthDeny ||
+		fa.MaxInFlight != DefaultForwardAuthMaxInFlight || fa.CacheTTL != 5*time.Second ||
+		!slices.Equal(fa.CopyRequestHeaders, []string{"Authorization", "Cookie"}) || !slices.Equal(fa.CopyResponseHeaders, []string{"X-User"}) {
+		t.Fatalf("forward_auth = %+v", fa)
+	}
+	for _, c := range []struct{ name, yaml, want string }{
+		{"forward without block", head + upstreams + routes + "    auth: forward\n", "routes[0].forward_auth: required with auth: forward"},
+		{"block without forward", head + upstreams + routes + "    forward_auth: {url: \"http://a.test/\"}\n", `routes[0].forward_auth: only allowed with auth: forward, got auth "none"`},
+		{"url scheme", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"ftp://a.test/\"}\n", `routes[0].forward_auth.url: must be an http:// or https:// URL`},
+		{"url userinfo", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://u:p@a.test/\"}\n", `routes[0].forward_auth.url: must not carry user:password`},
+		{"url missing", head + upstreams + routes + "    auth: forward\n    forward_auth: {timeout: 1s}\n", `routes[0].forward_auth.url: required`},
+		{"timeout too long", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\", timeout: 1m}\n", `routes[0].forward_auth.timeout`},
+		{"on_error", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\", on_error: maybe}\n", `routes[0].forward_auth.on_error: must be one of "deny", "allow", got "maybe"`},
+		{"max_in_flight", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\", max_in_flight: 0}\n", `routes[0].forward_auth.max_in_flight`},
+		{"hop-by-hop answer header", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\", copy_response_headers: [Transfer-Encoding]}\n", `routes[0].forward_auth.copy_response_headers[0]: must not be a hop-by-hop or framing header`},
+		{"header name", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\", copy_request_headers: [\"a b\"]}\n", `routes[0].forward_auth.copy_request_headers[0]: must be a header field name`},
+		{"bound app.id", head + upstreams + routes + "    auth: forward\n    forward_auth: {url: \"http://a.test/\"}\n    anonymous_limits: {rate: 1}\n", `routes[0].anonymous_limits: only allowed with auth: none`},
+	} {
+		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}

@@ -34,6 +34,7 @@ var (
 		engine.Field{Name: "auth", Kind: engine.KindEnum, Enum: authModes, Def: DefaultRouteAuth, Doc: "how callers are identified",
 			Bind: engine.At(func(r *Route) *string { return &r.Auth })},
 		engine.Field{Name: "jwt", Kind: engine.KindBlock, Sub: routeJWTBlock, Doc: "with auth: jwt, the issuers accepted; all when omitted"},
+		engine.Field{Name: "forward_auth", Kind: engine.KindBlock, Sub: forwardAuthBlock, Doc: "with auth: forward, the authorization service asked about each request"},
 		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
@@ -158,6 +159,7 @@ func (p *parser) route(c *Config, path string, n *yaml.Node) (r Route, s routeSe
 	if v := f["jwt"]; v != nil {
 		r.JWT = p.routeJWT(engine.Key(path, "jwt"), v)
 	}
+	p.routeForwardAuth(&r, path, n, f, bad["auth"])
 	if v := f["forward_trailers"]; v != nil {
 		r.ForwardTrailers = p.forwardTrailers(engine.Key(path, "forward_trailers"), v)
 	}
@@ -252,6 +254,9 @@ type Route struct {
 	// JWT, with auth: jwt, narrows the issuers accepted (`jwt`, optional;
 	// identity.go). nil: every identity.jwt_issuers entry.
 	JWT *RouteJWT
+	// ForwardAuth, with auth: forward, is the authorization service
+	// (`forward_auth`, route_forward_auth.go).
+	ForwardAuth *RouteForwardAuth
 	// AnonymousLimits, when not nil, limits this route's requests per
 	// client IP address (`anonymous_limits`, optional, only with auth
 	// none: with api_key or hmac every caller is an app and is limited

@@ -141,6 +141,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 		if rt.JWT, err = g.jwtIssuers(cfg, rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
 		}
+		if rt.ForwardAuth, err = g.forwardAuth(cfg, rc); err != nil {
+			return nil, err
+		}
 		if rt.JWTSubjectLimits, err = jwtSubjectLimits(cfg, rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
 		}
@@ -217,6 +220,8 @@ func authMode(a string) (proxy.AuthMode, error) {
 		return proxy.AuthHMAC, nil
 	case config.AuthJWT:
 		return proxy.AuthJWT, nil
+	case config.AuthForward:
+		return proxy.AuthForward, nil
 	}
 	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/levee-gw/levee/internal/dataapi"
 	"github.com/levee-gw/levee/internal/datacache"
 	"github.com/levee-gw/levee/internal/discovery"
+	"github.com/levee-gw/levee/internal/fwdauth"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/jwtauth"
@@ -75,7 +76,8 @@ type Gateway struct {
 	discoveryMetrics *discovery.Metrics
 	// h2Metrics count the HTTP/2 upstreams' guarded connections (upstream_h2.go).
 	h2Metrics *upstream.H2Metrics
-	jwtKeys   jwtKeySets // JWT issuers' key sets, kept across reloads (jwt.go)
+	jwtKeys   jwtKeySets      // JWT issuers' key sets, kept across reloads (jwt.go)
+	fwdAuth   fwdAuthCheckers // forward-auth routes' checkers, kept across reloads (fwdauth.go)
 	// memory sheds work under memory pressure; nil with memory: off (or
 	// no limit found). memoryFrom says its limit and where it came from.
 	memory     *memguard.Guard
@@ -280,6 +282,9 @@ func New(o Options) (_ *Gateway, err error) {
 	}
 	if err == nil {
 		err = g.registry.Register(jwtauth.Collector(g.jwtKeys.each))
+	}
+	if err == nil {
+		err = g.registry.Register(fwdauth.Collector(g.eachForwardAuth))
 	}
 	if err != nil {
 		g.closeCluster()

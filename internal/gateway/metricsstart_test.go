@@ -28,6 +28,9 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_jwks_fetches_total":                       "per JWT issuer; none declared here (jwt_hydra_test.go reads it)",
 		"levee_jwks_fetch_failures_total":                "per JWT issuer; none declared here",
 		"levee_auth_failures_total":                      "a series per refusal reason appears with its first count (jwt_hydra_test.go reads it)",
+		"levee_forward_auth_calls_total":                 "no forward-auth route (fwdauth_test.go reads it)",
+		"levee_forward_auth_cache_hits_total":            "no forward-auth route (fwdauth_test.go reads it)",
+		"levee_forward_auth_passed_on_error_total":       "no forward-auth route (fwdauth_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))

@@ -140,6 +140,7 @@ func routeShape(cfg *config.Config, rc *config.Route) proxy.RouteShape {
 		Methods:           rc.Match.Methods != nil,
 		MaxBody:           rc.MaxBodyBytes > 0,
 		Consumers:         rc.Auth == config.AuthAPIKey || rc.Auth == config.AuthHMAC,
+		ForwardAuth:       rc.Auth == config.AuthForward,
 		AnonymousLimits:   rc.AnonymousLimits != nil,
 		Memory:            cfg.Memory == nil || !cfg.Memory.Off, // the guard is on by default
 	}

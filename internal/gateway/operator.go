@@ -89,7 +89,7 @@ func (v operatorView) Routes() []admin.RouteView {
 			rv.Limits.Concurrency = admin.ConcurrencyOf(limits.MaxConcurrency, limits.Adaptive)
 			rv.Limits.MaxQueue = limits.MaxQueue
 		}
-		if rc.Auth != config.AuthNone {
+		if rc.Auth != config.AuthNone && rc.Auth != config.AuthForward { // forward auth names no app
 			rv.GrantedApps, rv.GrantedAppIDs, rv.GrantedAppIDsTruncated = apps.GrantedTo(all, rc.Name, admin.MaxRouteAppIDs)
 		}
 		out = append(out, rv)

@@ -22,6 +22,7 @@ const (
 	AuthAPIKey Auth = "api_key"
 	AuthHMAC   Auth = "hmac"
 	AuthJWT    Auth = "jwt"
+	AuthFwd    Auth = "forward"
 )
 
 // The media types of a data route's formats.
@@ -412,6 +413,8 @@ func (r *renderer) operation(rt *Route, id, method string, others []string, capt
 		desc.WriteString(" Callers are apps signing each request (HMAC-SHA256) and granted this route.")
 	case AuthJWT:
 		desc.WriteString(" Callers present a JWT (Authorization: Bearer) naming an app granted this route.")
+	case AuthFwd:
+		desc.WriteString(" Each request is first checked by an authorization service with the caller's credentials.")
 	}
 	if d := rt.Data; d != nil {
 		if d.Single {

@@ -205,7 +205,11 @@ const consumerRetryAfter = time.Second
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) bool {
 	now := time.Now()
 	var sig *[32]byte // a verified signature's MAC, for a shared replay check
-	if rt.Auth != AuthNone {
+	if rt.Auth == AuthForward {
+		if !h.forwardAuth(w, r, x, rt) {
+			return false
+		}
+	} else if rt.Auth != AuthNone {
 		app, reason, detail := h.identify(r, x, rt, h.consumers.apps.Load(), now)
 		if app == nil {
 			h.consumers.auth.refused(rt.Auth, reason, detail)

@@ -46,6 +46,9 @@ const (
 	// AuthJWT admits requests with a JWT of one of Route.JWT naming a
 	// granted app (package jwtauth).
 	AuthJWT
+	// AuthForward admits requests Route.ForwardAuth's service answers 2xx
+	// (forwardauth.go); no app is identified.
+	AuthForward
 )
 
 // AppHeader carries the authenticated app's id to the upstream. levee

@@ -81,6 +81,10 @@ const (
 	// Consumer refusals: who is calling, may they, and how often.
 	ReasonUnauthenticated Reason = "unauthenticated"
 	ReasonForbidden       Reason = "forbidden"
+	// Forward auth (auth: forward): the authorization service failed
+	// (on_error: deny), or its max_in_flight calls were under way.
+	ReasonAuthUnavailable Reason = "auth_unavailable"
+	ReasonAuthBusy        Reason = "auth_busy"
 	ReasonRateLimited     Reason = "rate_limited"
 	ReasonQuotaExhausted  Reason = "quota_exhausted"
 )
@@ -161,6 +165,12 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonForbidden, Status: http.StatusForbidden,
 		Sentence: "this app may not call this route",
 		When:     "the app is known but suspended or not granted the route (`detail`)"},
+	{Reason: ReasonAuthUnavailable, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
+		Sentence: "the authorization service did not answer; retry later",
+		When:     "a route with `auth: forward` whose service timed out, was unreachable or answered 5xx, with `on_error: deny` (`detail`: timeout, unreachable, bad_answer)"},
+	{Reason: ReasonAuthBusy, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
+		Sentence: "the authorization service has too many calls under way; retry later",
+		When:     "a route with `auth: forward` whose `forward_auth.max_in_flight` calls are all under way"},
 	dataRow(ReasonIdentityClaimMissing),
 	dataRow(ReasonIdentityClaimInvalid),
 	{Reason: ReasonNoRoute, Status: http.StatusNotFound,

@@ -80,6 +80,10 @@ type RouteShape struct {
 	// Consumers: the route identifies its callers (api_key, hmac): they
 	// may be unauthenticated, forbidden, rate limited or out of quota.
 	Consumers bool
+	// ForwardAuth: the route asks an authorization service (auth:
+	// forward): it may be unavailable or busy (the service's own denials
+	// are its answers, not levee refusals).
+	ForwardAuth bool
 	// AnonymousLimits: a route without consumers rate limits by address.
 	AnonymousLimits bool
 	// Memory: the memory guard is on.
@@ -116,6 +120,9 @@ func RouteRefusals(s RouteShape) []RefusalRow {
 		reasons = append(reasons, ReasonUnauthenticated, ReasonForbidden, ReasonRateLimited, ReasonQuotaExhausted)
 	} else if s.AnonymousLimits {
 		reasons = append(reasons, ReasonRateLimited)
+	}
+	if s.ForwardAuth {
+		reasons = append(reasons, ReasonAuthUnavailable, ReasonAuthBusy)
 	}
 	if s.Memory {
 		reasons = append(reasons, ReasonMemoryPressure)

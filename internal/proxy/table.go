@@ -158,6 +158,9 @@ type Route struct {
 	// sub) inside each app of that issuer; the zero Policy: no limit
 	// (subjectlimit.go).
 	JWTSubjectLimits []ratelimit.Policy
+	// ForwardAuth asks the authorization service of a route with
+	// AuthForward (forwardauth.go).
+	ForwardAuth *ForwardAuth
 	// AnonymousLimit, on a route with AuthNone, limits each client
 	// address; the zero Policy means no limit.
 	AnonymousLimit ratelimit.Policy
