@@ -136,6 +136,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			ForwardTrailers: rc.ForwardTrailers,
 			Compression:     proxyCompression(rc.Compression),
 		}
+		if ac := cfg.RouteAccess(rc); ac != nil && (len(ac.Allow) > 0 || len(ac.Deny) > 0) {
+			rt.Access = proxy.NewAccess(ac.AllowPrefixes(), ac.DenyPrefixes())
+		}
 		if rt.JWT, err = g.jwtIssuers(cfg, rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
 		}

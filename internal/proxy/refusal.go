@@ -81,6 +81,9 @@ const (
 	// Consumer refusals: who is calling, may they, and how often.
 	ReasonUnauthenticated Reason = "unauthenticated"
 	ReasonForbidden       Reason = "forbidden"
+	// ReasonAddressDenied: the client address is outside the route's
+	// access.allow or inside its access.deny (access.go).
+	ReasonAddressDenied Reason = "address_denied"
 	ReasonRateLimited     Reason = "rate_limited"
 	ReasonQuotaExhausted  Reason = "quota_exhausted"
 )
@@ -161,6 +164,9 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonForbidden, Status: http.StatusForbidden,
 		Sentence: "this app may not call this route",
 		When:     "the app is known but suspended or not granted the route (`detail`)"},
+	{Reason: ReasonAddressDenied, Status: http.StatusForbidden,
+		Sentence: "this client address may not call this route",
+		When:     "the real client address (after `server.proxy_protocol` and `server.trusted_proxies`) is in the route's `access.deny` (or `server.access.deny`), or not in a non-empty `access.allow`; checked before any credential"},
 	dataRow(ReasonIdentityClaimMissing),
 	dataRow(ReasonIdentityClaimInvalid),
 	{Reason: ReasonNoRoute, Status: http.StatusNotFound,
