@@ -83,9 +83,9 @@ const (
 	ReasonForbidden       Reason = "forbidden"
 	// ReasonAddressDenied: the client address is outside the route's
 	// access.allow or inside its access.deny (access.go).
-	ReasonAddressDenied Reason = "address_denied"
-	ReasonRateLimited     Reason = "rate_limited"
-	ReasonQuotaExhausted  Reason = "quota_exhausted"
+	ReasonAddressDenied  Reason = "address_denied"
+	ReasonRateLimited    Reason = "rate_limited"
+	ReasonQuotaExhausted Reason = "quota_exhausted"
 )
 
 // retryAfterKind says whether and how a refusal carries Retry-After.
