@@ -57,6 +57,7 @@ FUZZ_TARGETS := \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/auth:FuzzIndex:10000 \
+	./internal/auth:FuzzParseBasic:50000 \
 	./internal/jwtauth:FuzzPreCheck:20000 \
 	./internal/jwtauth:FuzzMaxAge:20000 \
 	./internal/jwtauth:FuzzKeepClaims:5000 \
