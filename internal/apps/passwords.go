@@ -204,3 +204,21 @@ func loadPasswords(ctx context.Context, q querier, byID map[string]*App, id stri
 	}
 	return rows.Err()
 }
+
+// BasicPasswords returns the app's active passwords parsed for
+// verification (auth.BasicGuard), and the ids of any whose digest does not
+// parse (left out: they admit no one).
+func (a *App) BasicPasswords() (out []auth.StoredPassword, unreadable []string) {
+	for _, p := range a.Passwords {
+		if !p.Active() {
+			continue
+		}
+		d, err := auth.ParsePasswordDigest(p.Digest)
+		if err != nil {
+			unreadable = append(unreadable, p.ID)
+			continue
+		}
+		out = append(out, auth.StoredPassword{ID: p.ID, Digest: d})
+	}
+	return out, unreadable
+}

@@ -123,11 +123,14 @@ const (
 	// AuthJWT admits requests with a JWT of an identity.jwt_issuers
 	// issuer naming a granted app (identity.go).
 	AuthJWT = "jwt"
+	// AuthBasic admits requests with HTTP basic credentials: an active
+	// app's id as the user and one of its passwords (docs/authentication.md).
+	AuthBasic = "basic"
 )
 
 var (
 	appStatuses = []string{AppStatusActive, AppStatusSuspended}
-	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthBasic}
 )
 
 // AuthModes returns every value routes[].auth accepts, so the code that

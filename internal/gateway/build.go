@@ -217,6 +217,8 @@ func authMode(a string) (proxy.AuthMode, error) {
 		return proxy.AuthHMAC, nil
 	case config.AuthJWT:
 		return proxy.AuthJWT, nil
+	case config.AuthBasic:
+		return proxy.AuthBasic, nil
 	}
 	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }

@@ -41,20 +41,22 @@ func (a *Access) Permits(addr netip.Addr) bool {
 // address alone when a trusted proxy's header named it). A client that is
 // not an IP address (a Unix socket's peer) is refused: the lists cannot
 // place it, and an access list is a restriction.
-//
-// The form is told apart first (a parse error allocates): "[v6]:port" and
-// "v4:port" have a port, a bare IPv6 address has several colons.
 func (a *Access) permitsClient(client string) bool {
+	addr, ok := clientAddr(client)
+	return ok && a.Permits(addr)
+}
+
+// clientAddr parses an exchange's client ("host:port" or an address
+// alone), unmapped. The form is told apart first (a parse error
+// allocates): "[v6]:port" and "v4:port" have a port, a bare IPv6 address
+// has several colons.
+func clientAddr(client string) (netip.Addr, bool) {
 	if strings.HasPrefix(client, "[") || strings.Count(client, ":") == 1 {
-		if ap, err := netip.ParseAddrPort(client); err == nil {
-			return a.Permits(ap.Addr())
-		}
-		return false
+		ap, err := netip.ParseAddrPort(client)
+		return ap.Addr().Unmap(), err == nil
 	}
-	if ad, err := netip.ParseAddr(client); err == nil {
-		return a.Permits(ad)
-	}
-	return false
+	ad, err := netip.ParseAddr(client)
+	return ad.Unmap(), err == nil
 }
 
 // admitAddress refuses the request when rt's address lists do not permit

@@ -213,6 +213,9 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 				x.shed(w, reason, 0)
 				return false
 			}
+			if reason == ReasonAuthFailures {
+				setBasicRetryAfter(w, h.consumers.basic, x.client, now)
+			}
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth, detail)
 			}
@@ -302,6 +305,8 @@ func challenge(mode AuthMode, detail string) []string {
 	switch mode {
 	case AuthHMAC:
 		return hmacChallenge
+	case AuthBasic:
+		return basicChallenge
 	case AuthJWT:
 		if detail == string(jwtauth.DetailMissing) {
 			return bearerChallenge

@@ -20,7 +20,7 @@ var (
 )
 
 // authSchemes are the scheme labels by AuthMode (AuthNone is not counted).
-var authSchemes = [...]string{AuthAPIKey: "api_key", AuthHMAC: "hmac", AuthJWT: "jwt"}
+var authSchemes = [...]string{AuthAPIKey: "api_key", AuthHMAC: "hmac", AuthJWT: "jwt", AuthBasic: "basic"}
 
 const (
 	authAccepted = iota
@@ -38,7 +38,7 @@ var authReasons = [...]string{
 	"missing_credentials", "malformed_credentials", "unknown_key", "bad_signature", "stale_date", "replayed",
 	"missing_token", "token_too_large", "malformed_token", "invalid_token", "token_expired", "token_not_yet_valid",
 	"wrong_issuer", "wrong_audience", "no_app_claim", "key_unavailable",
-	"suspended", "no_grant", "no_scope", "unknown_app",
+	"suspended", "no_grant", "no_scope", "unknown_app", "bad_password",
 	"other",
 }
 
