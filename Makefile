@@ -135,6 +135,7 @@ unit:
 # their own, with nothing else competing for the cores.
 # One name per line (a new load test adds a line).
 LOAD_TEST_NAMES := \
+	TestBasicAuthFloodCPU \
 	TestClusterDataAPIPublishPropagation \
 	TestOverloadGoodputAt10x \
 	TestStormReplayed \
