@@ -12,7 +12,7 @@ import (
 // fixed arrays of atomics (no allocation), read at scrape time.
 var (
 	authRequestsDesc = prometheus.NewDesc("levee_auth_requests_total",
-		"Requests on routes with auth, by scheme (api_key, hmac, jwt) and result: accepted (credentials verified, app active and granted), unauthenticated (401) or forbidden (403).",
+		"Requests on routes with auth, by scheme (api_key, hmac, jwt, basic) and result: accepted (credentials verified, app active and granted), unauthenticated (401) or forbidden (403).",
 		[]string{"scheme", "result"}, nil)
 	authFailuresDesc = prometheus.NewDesc("levee_auth_failures_total",
 		"Refused credentials by scheme and reason: the stable detail of the 401 or 403 (docs/authentication.md), \"other\" for none of them. A series appears with its first count.",
