@@ -59,6 +59,7 @@ FUZZ_TARGETS := \
 	./client:FuzzParseRetryAfter:50000 \
 	./internal/auth:FuzzParseSignatureHeader:50000 \
 	./internal/auth:FuzzIndex:10000 \
+	./internal/auth:FuzzParseBasic:50000 \
 	./internal/jwtauth:FuzzPreCheck:20000 \
 	./internal/jwtauth:FuzzMaxAge:20000 \
 	./internal/jwtauth:FuzzKeepClaims:5000 \
@@ -136,6 +137,7 @@ unit:
 # their own, with nothing else competing for the cores.
 # One name per line (a new load test adds a line).
 LOAD_TEST_NAMES := \
+	TestBasicAuthFloodCPU \
 	TestClusterDataAPIPublishPropagation \
 	TestOverloadGoodputAt10x \
 	TestStormReplayed \

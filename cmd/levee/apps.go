@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,10 @@ const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow 
   delete ID                            delete the app and its keys
   key-create ID                        create a key; its plaintext is printed once
   key-revoke ID KEYID                  revoke a key
+  password-create ID [-password-file F] create a basic-auth password (user: the app id);
+                                       generated and printed once, or read from F
+                                       ("-": stdin; 12 to 128 bytes, no colon)
+  password-revoke ID PWID              revoke a basic-auth password
 
 Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token: admin.token_file, or one of
@@ -70,7 +75,8 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	want := map[string]int{"list": 0, "create": 0, "get": 1, "patch": 1, "delete": 1, "key-create": 1, "key-revoke": 2}[sub]
+	want := map[string]int{"list": 0, "create": 0, "get": 1, "patch": 1, "delete": 1, "key-create": 1, "key-revoke": 2,
+		"password-create": 1, "password-revoke": 2}[sub]
 	if len(pos) != want {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
@@ -107,6 +113,15 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		out, err = c.Do(ctx, "POST", "/api/v1/apps/"+url.PathEscape(pos[0])+"/keys", nil)
 	case "key-revoke":
 		out, err = c.Do(ctx, "DELETE", "/api/v1/apps/"+url.PathEscape(pos[0])+"/keys/"+url.PathEscape(pos[1]), nil)
+	case "password-create":
+		body, berr := passwordBody(*f.passwordFile, os.Stdin)
+		if berr != nil {
+			fmt.Fprintf(stderr, "levee apps %s: %v\n", sub, berr)
+			return 2
+		}
+		out, err = c.Do(ctx, "POST", "/api/v1/apps/"+url.PathEscape(pos[0])+"/passwords", body)
+	case "password-revoke":
+		out, err = c.Do(ctx, "DELETE", "/api/v1/apps/"+url.PathEscape(pos[0])+"/passwords/"+url.PathEscape(pos[1]), nil)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "levee apps %s: %v%s\n", sub, err, refusalHint(err, target))
@@ -117,7 +132,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 }
 
 // appsCommands are the commands of "levee apps", in appsUsage's order.
-var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke"}
+var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke", "password-create", "password-revoke"}
 
 // appsFlagSet returns the flag set of "levee apps sub" (nil for an
 // unknown sub), the app flags it fills, and -admin and -token-file. The
@@ -134,7 +149,9 @@ func appsFlagSet(sub string) (fs *flag.FlagSet, f *appFlags, adminURL, tokenFile
 		f.limit = fs.Int("limit", 0, "apps per page (1 to 1000; default 100)")
 		f.after = fs.String("after", "", "list apps whose id sorts after this one")
 		f.all = fs.Bool("all", false, "follow every page")
-	case "get", "delete", "key-create", "key-revoke":
+	case "password-create":
+		f.passwordFile = fs.String("password-file", "", `file holding the password to set ("-": stdin); a generated one when omitted`)
+	case "get", "delete", "key-create", "key-revoke", "password-revoke":
 	default:
 		return nil, nil, nil, nil
 	}
@@ -170,6 +187,7 @@ type appFlags struct {
 	grants, quota, rawJSON *string
 	rate                   *float64
 	burst, maxConcurrency  *int
+	passwordFile           *string // password-create
 	limit                  *int
 	after                  *string
 	all                    *bool
@@ -259,4 +277,36 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// maxPasswordFile bounds what password-create reads: a password is at
+// most 128 bytes (apps.MaxPasswordLen); a larger file is a mistake.
+const maxPasswordFile = 4096
+
+// passwordBody is the body of POST .../passwords: nil (levee generates
+// the password) without a file, else {"password": ...} from the file (or
+// stdin for "-"), one trailing newline dropped. The store checks the
+// password itself (422 invalid_app naming "password").
+func passwordBody(file string, stdin io.Reader) ([]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	var r io.Reader = stdin
+	if file != "-" {
+		fh, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer fh.Close()
+		r = fh
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxPasswordFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPasswordFile {
+		return nil, fmt.Errorf("%s: longer than %d bytes", file, maxPasswordFile)
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	return json.Marshal(map[string]string{"password": pw})
 }

@@ -80,6 +80,28 @@ routes:
 	if code, _, stderr = cli("key-revoke", "safety", keyID); code != 1 || !strings.Contains(stderr, "409 conflict") {
 		t.Errorf("second revoke: %d %q", code, stderr)
 	}
+	// Basic-auth passwords: generated (printed once), chosen from a file,
+	// a bad one refused by the store, revoked.
+	code, doc, stderr = cli("password-create", "safety")
+	pwID, _ := doc["id"].(string)
+	if pw, _ := doc["password"].(string); code != 0 || !strings.HasPrefix(pw, "lvp_") || pwID == "" {
+		t.Fatalf("password-create: %d %v %s", code, doc, stderr)
+	}
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pwFile, []byte("correct horse battery\n"), 0o600)
+	if code, doc, stderr = cli("password-create", "safety", "-password-file", pwFile); code != 0 || doc["password"] != nil {
+		t.Errorf("password-create -password-file: %d %v %s", code, doc, stderr)
+	}
+	os.WriteFile(pwFile, []byte("short"), 0o600)
+	if code, _, stderr = cli("password-create", "safety", "-password-file", pwFile); code != 1 || !strings.Contains(stderr, "422") {
+		t.Errorf("a short password: %d %q", code, stderr)
+	}
+	if code, doc, _ = cli("password-revoke", "safety", pwID); code != 0 || doc["revoked"] == nil {
+		t.Errorf("password-revoke: %d %v", code, doc)
+	}
+	if code, doc, _ = cli("get", "safety"); code != 0 || len(doc["passwords"].([]any)) != 2 {
+		t.Errorf("get after passwords: %d %v", code, doc)
+	}
 	cli("create", "-id", "second")
 	if code, doc, _ = cli("list", "-limit", "1"); code != 0 || doc["next"] != "safety" {
 		t.Errorf("list page: %d %v", code, doc)

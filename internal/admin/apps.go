@@ -110,6 +110,45 @@ func appRoutes(mux *adminMux, store AppStore) {
 		}
 		writeJSON(w, http.StatusOK, k)
 	})
+	passwordRoutes(mux, store)
+}
+
+// passwordRoutes registers the basic-auth password routes: a password is
+// created (generated, or chosen in {"password": "..."}), revoked, and
+// listed with its app (GET /api/v1/apps/{id}: "passwords", never a digest).
+// A store without passwords (cluster mode) answers 501.
+func passwordRoutes(mux *adminMux, store AppStore) {
+	pb, _ := store.(apps.PasswordBackend)
+	mux.HandleFunc("POST /api/v1/apps/{id}/passwords", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Password string `json:"password"`
+		}
+		if r.ContentLength != 0 && !decodeStrict(w, r, &body) {
+			return
+		}
+		if pb == nil {
+			writeStoreError(w, apps.ErrUnsupported)
+			return
+		}
+		p, err := pb.CreatePassword(r.Context(), r.PathValue("id"), body.Password)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, p)
+	})
+	mux.HandleFunc("DELETE /api/v1/apps/{id}/passwords/{pwid}", func(w http.ResponseWriter, r *http.Request) {
+		if pb == nil {
+			writeStoreError(w, apps.ErrUnsupported)
+			return
+		}
+		p, err := pb.RevokePassword(r.Context(), r.PathValue("id"), r.PathValue("pwid"))
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	})
 }
 
 // pageLimit reads a list's limit query parameter (0 when absent: the
@@ -177,6 +216,8 @@ func writeStoreError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "app_exists", err.Error())
 	case errors.Is(err, apps.ErrConflict):
 		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, apps.ErrUnsupported):
+		writeError(w, http.StatusNotImplemented, "not_supported", err.Error())
 	case errors.Is(err, apps.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the shared app store cannot take changes now (no node changed); retry: "+err.Error())

@@ -177,10 +177,13 @@ func (k Key) Active() bool { return k.Revoked.IsZero() }
 // App is one consumer app. Apps returned by the store and held in a
 // Snapshot are shared and must not be modified.
 type App struct {
-	ID          string                `json:"id"`
-	Name        string                `json:"name"`
-	Status      Status                `json:"status"`
-	Keys        []Key                 `json:"keys"`   // oldest first
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Keys   []Key  `json:"keys"` // oldest first
+	// Passwords are the app's basic-auth passwords (passwords.go), oldest
+	// first; the basic-auth user name is the app's id.
+	Passwords   []Password            `json:"passwords"`
 	Grants      []string              `json:"grants"` // sorted route names
 	Limits      Limits                `json:"limits"`
 	RouteLimits map[string]RouteLimit `json:"route_limits"`

@@ -2,6 +2,7 @@ package apps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -55,4 +56,31 @@ func GrantedTo(all []*App, route string, max int) (n int, ids []string, truncate
 		}
 	}
 	return n, ids, truncated
+}
+
+// PasswordBackend is a Backend that keeps basic-auth passwords
+// (passwords.go): *Store. The cluster store does not yet.
+type PasswordBackend interface {
+	CreatePassword(ctx context.Context, id, plaintext string) (NewPassword, error)
+	RevokePassword(ctx context.Context, id, pwID string) (Password, error)
+}
+
+// ErrUnsupported: the store cannot do this (basic-auth passwords in
+// cluster mode). HTTP 501.
+var ErrUnsupported = errors.New("not supported by this app store")
+
+// CreatePassword is the Backend's, when it keeps passwords.
+func (c GrantChecked) CreatePassword(ctx context.Context, id, plaintext string) (NewPassword, error) {
+	if pb, ok := c.Backend.(PasswordBackend); ok {
+		return pb.CreatePassword(ctx, id, plaintext)
+	}
+	return NewPassword{}, fmt.Errorf("basic-auth passwords are not kept by the cluster app store yet: %w", ErrUnsupported)
+}
+
+// RevokePassword is the Backend's, when it keeps passwords.
+func (c GrantChecked) RevokePassword(ctx context.Context, id, pwID string) (Password, error) {
+	if pb, ok := c.Backend.(PasswordBackend); ok {
+		return pb.RevokePassword(ctx, id, pwID)
+	}
+	return Password{}, fmt.Errorf("basic-auth passwords are not kept by the cluster app store yet: %w", ErrUnsupported)
 }

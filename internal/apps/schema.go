@@ -41,6 +41,15 @@ var migrations = []string{
 	// holds the id): without it each insert scanned every key, so seeding
 	// 10,000 apps was quadratic.
 	`CREATE INDEX app_keys_by_id ON app_keys (id);`,
+	// 3: basic-auth passwords (passwords.go), argon2id digests only.
+	`CREATE TABLE app_passwords (
+		app_id     TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+		id         TEXT NOT NULL,
+		digest     TEXT NOT NULL,               -- $argon2id$v=19$m=..,t=..,p=..$salt$hash
+		created_at INTEGER NOT NULL,
+		revoked_at INTEGER,                     -- NULL while active
+		PRIMARY KEY (app_id, id)
+	);`,
 }
 
 // SchemaVersion returns the database's schema version.

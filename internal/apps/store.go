@@ -129,6 +129,7 @@ func scanApp(sc interface{ Scan(...any) error }) (record, error) {
 	a.Overridden, a.PendingFileChange = overridden, pending
 	a.Created, a.Updated = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	a.Keys = []Key{}
+	a.Passwords = []Password{}
 	return record{app: &a, fileHash: fileHash}, nil
 }
 
@@ -172,7 +173,10 @@ func getRecord(ctx context.Context, q querier, id string) (record, error) {
 		}
 		r.app.Keys = append(r.app.Keys, k)
 	}
-	return r, rows.Err()
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return record{}, err
+	}
+	return r, loadPasswords(ctx, q, map[string]*App{id: r.app}, id)
 }
 
 // load reads every app and key into a new snapshot: O(apps + keys),
@@ -215,7 +219,10 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 			a.Keys = append(a.Keys, k)
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	if err := loadPasswords(ctx, tx, byID, ""); err != nil {
 		return nil, err
 	}
 	snap, err := newSnapshot(byID)

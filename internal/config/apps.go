@@ -126,11 +126,14 @@ const (
 	// AuthForward admits requests an authorization service answers 2xx
 	// (the route's forward_auth).
 	AuthForward = "forward"
+	// AuthBasic admits requests with HTTP basic credentials: an active
+	// app's id as the user and one of its passwords (docs/authentication.md).
+	AuthBasic = "basic"
 )
 
 var (
 	appStatuses = []string{AppStatusActive, AppStatusSuspended}
-	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthForward}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthForward, AuthBasic}
 )
 
 // AuthModes returns every value routes[].auth accepts, so the code that

@@ -35,6 +35,8 @@ var (
 			Bind: engine.At(func(r *Route) *string { return &r.Auth })},
 		engine.Field{Name: "jwt", Kind: engine.KindBlock, Sub: routeJWTBlock, Doc: "with auth: jwt, the issuers accepted; all when omitted"},
 		engine.Field{Name: "forward_auth", Kind: engine.KindBlock, Sub: forwardAuthBlock, Doc: "with auth: forward, the authorization service asked about each request"},
+		engine.Field{Name: "access", Kind: engine.KindBlock, Sub: accessBlock, Doc: "the client addresses allowed and denied (replaces server.access; access.go)",
+			Bind: engine.Opt(func(r *Route) **Access { return &r.Access }, func() *Access { return &Access{} })},
 		engine.Field{Name: "anonymous_limits", Kind: engine.KindBlock, Sub: anonymousLimitsBlock, Doc: "rate limit per client address, with auth: none"},
 		engine.Field{Name: "forward_trailers", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: "trailers passed through"},
 		engine.Field{Name: "upgrades", Kind: engine.KindList, Item: &engine.Field{Kind: engine.KindString}, Doc: `protocols a request may upgrade to; ["websocket"] when omitted`},
@@ -246,6 +248,9 @@ type Route struct {
 	// Levee-Attempt header is above 1 (a client's retry) counts as
 	// sheddable whatever the route says.
 	Priority string
+	// Access, when set, replaces server.access for this route (`access`,
+	// access.go): the client addresses allowed and denied.
+	Access *Access
 	// Auth is how callers of this route are identified (`auth`):
 	// AuthNone ("none", the default, DefaultRouteAuth: anyone),
 	// AuthAPIKey ("api_key") or AuthHMAC ("hmac"). With api_key or hmac

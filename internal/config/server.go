@@ -73,6 +73,8 @@ var (
 		engine.Field{Name: "trusted_proxies_header", Kind: engine.KindEnum, Enum: trustedHeaders, Def: DefaultTrustedProxiesHeader, Reload: engine.Restart,
 			Doc:  "the header trusted_proxies' addresses are read from: x-forwarded-for or forwarded (RFC 7239)",
 			Bind: engine.At(func(s *Server) *string { return &s.TrustedProxiesHeader })},
+		engine.Field{Name: "access", Kind: engine.KindBlock, Sub: accessBlock, Doc: "the client addresses allowed and denied on every route without its own access (access.go)",
+			Bind: engine.Opt(func(s *Server) **Access { return &s.Access }, func() *Access { return &Access{} })},
 	)
 )
 
@@ -169,6 +171,9 @@ type Server struct {
 	// TrustedHeaderForwarded).
 	TrustedProxies       []string
 	TrustedProxiesHeader string
+	// Access is the default address allow and deny list of every route
+	// without its own (`access`, access.go); nil: every address.
+	Access *Access
 }
 
 // ServerPaths is the request-path normalisation policy (`server.paths`).

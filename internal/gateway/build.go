@@ -138,6 +138,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			ForwardTrailers: rc.ForwardTrailers,
 			Compression:     proxyCompression(rc.Compression),
 		}
+		if ac := cfg.RouteAccess(rc); ac != nil && (len(ac.Allow) > 0 || len(ac.Deny) > 0) {
+			rt.Access = proxy.NewAccess(ac.AllowPrefixes(), ac.DenyPrefixes())
+		}
 		if rt.JWT, err = g.jwtIssuers(cfg, rc); err != nil {
 			return nil, fmt.Errorf("routes[%s].jwt: %w", rc.Name, err)
 		}
@@ -222,6 +225,8 @@ func authMode(a string) (proxy.AuthMode, error) {
 		return proxy.AuthJWT, nil
 	case config.AuthForward:
 		return proxy.AuthForward, nil
+	case config.AuthBasic:
+		return proxy.AuthBasic, nil
 	}
 	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }

@@ -217,6 +217,9 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 				x.shed(w, reason, 0)
 				return false
 			}
+			if reason == ReasonAuthFailures {
+				setBasicRetryAfter(w, h.consumers.basic, x.client, now)
+			}
 			if reason == ReasonUnauthenticated {
 				w.Header()["Www-Authenticate"] = challenge(rt.Auth, detail)
 			}
@@ -306,6 +309,8 @@ func challenge(mode AuthMode, detail string) []string {
 	switch mode {
 	case AuthHMAC:
 		return hmacChallenge
+	case AuthBasic:
+		return basicChallenge
 	case AuthJWT:
 		if detail == string(jwtauth.DetailMissing) {
 			return bearerChallenge

@@ -49,6 +49,9 @@ const (
 	// AuthForward admits requests Route.ForwardAuth's service answers 2xx
 	// (forwardauth.go); no app is identified.
 	AuthForward
+	// AuthBasic admits requests with basic credentials of a granted app
+	// (basic.go).
+	AuthBasic
 )
 
 // AppHeader carries the authenticated app's id to the upstream. levee
@@ -69,6 +72,8 @@ type App struct {
 	RouteLimits map[string]ratelimit.Policy
 	// MaxConcurrency caps the app's requests in flight; 0: no cap.
 	MaxConcurrency int
+	// Passwords are the app's active basic-auth passwords (AuthBasic).
+	Passwords []auth.StoredPassword
 
 	counters  *appCounters      // shared with the same app in later snapshots
 	routeKeys map[string]string // limiter key per route in RouteLimits: id + "\x00" + route
@@ -166,6 +171,9 @@ type consumerState struct {
 	// subjectLimits holds a JWT end user's state per issuer, app and
 	// subject (subjectlimit.go); bounded, idle keys evicted first.
 	subjectLimits *ratelimit.Limiter[string]
+	// basic bounds the cost of basic auth (basic.go): its success cache,
+	// per-address failure limit and argon2 concurrency.
+	basic *auth.BasicGuard
 	// auth counts auth results by scheme (authmetrics.go).
 	auth authCounters
 	// shared, when set, takes the limit decisions instead (shared.go).
@@ -197,7 +205,11 @@ func newConsumerState() (*consumerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &consumerState{verifier: v, appLimits: al, anonLimits: nl, subjectLimits: sl}, nil
+	bg, err := auth.NewBasicGuard(basicGuardOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &consumerState{verifier: v, appLimits: al, anonLimits: nl, subjectLimits: sl, basic: bg}, nil
 }
 
 // SwapApps makes apps the consumer snapshot for every request that starts
@@ -252,6 +264,12 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		var reason Reason
 		var detail string
 		if app, reason, detail = identifyJWT(r, x, rt, apps, now); app == nil {
+			return nil, reason, detail
+		}
+	case AuthBasic:
+		var reason Reason
+		var detail string
+		if app, reason, detail = h.identifyBasic(r, x, apps, now); app == nil {
 			return nil, reason, detail
 		}
 	default:

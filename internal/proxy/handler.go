@@ -152,6 +152,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if rt.Access != nil && !admitAddress(w, &x, rt) { // 1a. the client address (access.go), before any credential or body byte
+		return
+	}
 	x.prio = requestPriority(rt, r)               // once: every later step reads x.prio
 	prepareBody(w, r, &x, rt)                     // 2. body limit and timeout, screens
 	if !h.admitConsumer(w, r, &x, rt, sentPath) { // 3. identity, grant, limits, app slot

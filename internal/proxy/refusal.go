@@ -85,8 +85,14 @@ const (
 	// (on_error: deny), or its max_in_flight calls were under way.
 	ReasonAuthUnavailable Reason = "auth_unavailable"
 	ReasonAuthBusy        Reason = "auth_busy"
-	ReasonRateLimited     Reason = "rate_limited"
-	ReasonQuotaExhausted  Reason = "quota_exhausted"
+	// ReasonAddressDenied: the client address is outside the route's
+	// access.allow or inside its access.deny (access.go).
+	ReasonAddressDenied Reason = "address_denied"
+	// ReasonAuthFailures: the client address failed basic auth too often
+	// in the current window (basic.go); refused without checking.
+	ReasonAuthFailures   Reason = "auth_failures"
+	ReasonRateLimited    Reason = "rate_limited"
+	ReasonQuotaExhausted Reason = "quota_exhausted"
 )
 
 // retryAfterKind says whether and how a refusal carries Retry-After.
@@ -171,6 +177,9 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonAuthBusy, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon,
 		Sentence: "the authorization service has too many calls under way; retry later",
 		When:     "a route with `auth: forward` whose `forward_auth.max_in_flight` calls are all under way"},
+	{Reason: ReasonAddressDenied, Status: http.StatusForbidden,
+		Sentence: "this client address may not call this route",
+		When:     "the real client address (after `server.proxy_protocol` and `server.trusted_proxies`) is in the route's `access.deny` (or `server.access.deny`), or not in a non-empty `access.allow`; checked before any credential"},
 	dataRow(ReasonIdentityClaimMissing),
 	dataRow(ReasonIdentityClaimInvalid),
 	{Reason: ReasonNoRoute, Status: http.StatusNotFound,
@@ -226,6 +235,9 @@ var reasonTable = [...]reasonSpec{
 	{Reason: ReasonMemoryPressure, Status: http.StatusServiceUnavailable, RetryAfter: retryAfterSoon, Shed: true,
 		Sentence: "levee is short of memory and sheds work to stay up; retry later",
 		When:     "the live heap plus reserved bodies is above a watermark the request's priority does not pass, or the memory budget has no room for a body the request must buffer (a sheddable request's replay copy, a signed request's body)"},
+	{Reason: ReasonAuthFailures, Status: http.StatusTooManyRequests, RetryAfter: retryAfterCaller,
+		Sentence: "too many failed basic-auth attempts from this address; retry after the time in Retry-After",
+		When:     "a client address failed `auth: basic` 10 times within a minute: refused until the minute ends, without checking its password"},
 	{Reason: ReasonRateLimited, Status: http.StatusTooManyRequests, RetryAfter: retryAfterCaller,
 		Sentence: "this caller is over its rate limit; retry after the time in Retry-After",
 		When:     "an app or client address is over its rate limit"},

@@ -150,6 +150,9 @@ type Route struct {
 	// Priority is the route's admission priority (a client's retry,
 	// marked by Levee-Attempt > 1, counts as Sheddable).
 	Priority admission.Priority
+	// Access, when set, limits the client addresses that may call the
+	// route (access.go); nil: every address.
+	Access *Access
 	// Auth is how the route identifies its callers (see consumers.go).
 	Auth AuthMode
 	// JWT are the issuers whose tokens a route with AuthJWT accepts.
