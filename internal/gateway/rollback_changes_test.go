@@ -57,23 +57,27 @@ func (h *harness) untilReverted(path string) int {
 	return bad
 }
 
-// pinOf returns the version of kind and subject's pin, failing when
-// there is none.
+// pinOf waits (the revert serves before the pin and the version's state
+// are written) for kind and subject's pin, its version rolled_back, and
+// returns that version.
 func (h *harness) pinOf(kind, subject string) int {
 	h.t.Helper()
-	v := h.rollbacks()
-	for _, p := range v.Pins {
-		if p.Kind == kind && p.Subject == subject {
-			for _, ver := range v.Versions {
-				if ver.N == p.Version && ver.State != "rolled_back" {
-					h.t.Fatalf("pinned version %d is %q, want rolled_back", p.Version, ver.State)
+	pinned := 0
+	testkit.Eventually(h.t, 10*time.Second, func() (bool, string) {
+		v := h.rollbacks()
+		for _, p := range v.Pins {
+			if p.Kind == kind && p.Subject == subject {
+				for _, ver := range v.Versions {
+					if ver.N == p.Version && ver.State == "rolled_back" {
+						pinned = p.Version
+						return true, ""
+					}
 				}
 			}
-			return p.Version
 		}
-	}
-	h.t.Fatalf("no %s pin on %s: %+v", kind, subject, v)
-	return 0
+		return false, fmt.Sprintf("no %s pin on %s with its version rolled_back: %+v", kind, subject, v)
+	})
+	return pinned
 }
 
 // backendName returns which backend answered path (backend's X-Backend).
@@ -311,14 +315,16 @@ func TestRollbackPanics(t *testing.T) {
 		return resp.StatusCode == 200 && panics > 0, fmt.Sprintf("status %d after %d panics", resp.StatusCode, panics)
 	})
 	t.Logf("panicking reload reverted after %d panics in %v", panics, time.Since(changed).Round(time.Millisecond))
-	v := h.rollbacks()
-	found := false
-	for _, ver := range v.Versions {
-		if ver.Kind == "reload" && ver.State == "rolled_back" && strings.Contains(ver.Reason, "panic") {
-			found = true
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		v := h.rollbacks()
+		for _, ver := range v.Versions {
+			if ver.Kind == "reload" && ver.State == "rolled_back" && strings.Contains(ver.Reason, "panic") {
+				return true, ""
+			}
 		}
-	}
-	if !found {
-		t.Errorf("no reload rolled back for panics: %+v", v.Versions)
+		return false, fmt.Sprintf("no reload rolled back for panics: %+v", v.Versions)
+	})
+	if n := h.metric(`levee_rollbacks_total{kind="reload"}`); n != 1 {
+		t.Errorf("levee_rollbacks_total{kind=reload} = %v, want 1", n)
 	}
 }
