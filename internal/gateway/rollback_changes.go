@@ -79,6 +79,12 @@ func (g *Gateway) endpointsChanged(name string, f *discovery.Feed, prev, next []
 	if rb.store == nil || f == nil {
 		return
 	}
+	if len(prev) == 0 {
+		// The first set after none (a feed's first delivery): reverting to
+		// no endpoints cannot help, and the 503s answered before it
+		// arrived must not be laid on it.
+		return
+	}
 	digest := endpointsDigest(name, next)
 	if digest == endpointsDigest(name, prev) {
 		return // the same set again (a re-read registry, metadata only)

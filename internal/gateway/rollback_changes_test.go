@@ -80,6 +80,24 @@ func (h *harness) pinOf(kind, subject string) int {
 	return pinned
 }
 
+// untilKindGood sends requests to /x until the newest version of kind is
+// judged good.
+func (h *harness) untilKindGood(kind string) {
+	h.t.Helper()
+	testkit.Eventually(h.t, 10*time.Second, func() (bool, string) {
+		if s := h.status("/x"); s != 200 {
+			return false, fmt.Sprintf("status %d", s)
+		}
+		v := h.rollbacks()
+		for _, ver := range v.Versions { // newest first
+			if ver.Kind == kind {
+				return ver.State == "good", fmt.Sprintf("%+v", ver)
+			}
+		}
+		return false, fmt.Sprintf("%+v", v.Versions)
+	})
+}
+
 // backendName returns which backend answered path (backend's X-Backend).
 func (h *harness) backendName(path string) string {
 	h.t.Helper()
@@ -122,12 +140,13 @@ log: {access: false}
 rollback: {window: 1500ms, min_requests: 10}
 upstreams:
   api:
+    endpoints: [{address: %s}]
     discovery: {file: %s, max_drop_fraction: 1}
 routes:
   - name: all
     match: {path_prefix: /}
     upstream: api
-`, reg))
+`, hostPort(good), reg))
 	h.untilGood()
 
 	write(dead1, dead2)
@@ -167,16 +186,7 @@ routes:
 		got := h.backendName("/x")
 		return got == "other", "served by " + got
 	})
-	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
-		h.status("/x")
-		v := h.rollbacks()
-		for _, ver := range v.Versions {
-			if ver.Kind == "registry" && ver.State == "good" {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%+v", v.Versions)
-	})
+	h.untilKindGood("registry")
 	if n := h.metric(`levee_rollbacks_total{kind="registry"}`); n != 1 {
 		t.Errorf("a harmless update was rolled back: levee_rollbacks_total{kind=registry} = %v", n)
 	}
@@ -219,12 +229,7 @@ routes:
 	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
 		s := h.status("/p/x")
 		v := h.rollbacks()
-		for _, ver := range v.Versions {
-			if ver.Kind == "admin" && ver.State == "good" && v.GoodDigest != "" {
-				return s == 200, ""
-			}
-		}
-		return false, fmt.Sprintf("status %d, %+v", s, v.Versions)
+		return s == 200 && v.GoodDigest != "", fmt.Sprintf("status %d, %+v", s, v.Versions)
 	})
 
 	if code, body := push(dead); code != 200 {
