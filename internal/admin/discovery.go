@@ -86,6 +86,8 @@ func writePush(w http.ResponseWriter, name string, res PushResult, err error) {
 			"error": refused.Error(), "reason": reason, "rejected": nonNil(refused.Rejected),
 			"result": "refused",
 		})
+	case errors.Is(err, ErrPinned):
+		writeError(w, http.StatusConflict, "pinned", err.Error())
 	case errors.Is(err, ErrNotPushUpstream):
 		writeError(w, http.StatusConflict, "not_push_upstream", "upstream "+name+" does not take pushed endpoints (set discovery: {push: true})")
 	case errors.Is(err, ErrPushTooLarge):
@@ -106,6 +108,8 @@ func writeConfirm(w http.ResponseWriter, name string, res ConfirmResult, err err
 		writeJSON(w, http.StatusOK, map[string]any{"result": "applied", "drop_fraction": res.DropFraction, "held_for": res.HeldFor.String()})
 	case errors.Is(err, ErrNoFeed):
 		writeError(w, http.StatusNotFound, "not_found", "upstream "+name+" has no discovery feed")
+	case errors.Is(err, ErrPinned):
+		writeError(w, http.StatusConflict, "pinned", err.Error())
 	case errors.Is(err, ErrNothingHeld):
 		writeError(w, http.StatusConflict, "nothing_held", "nothing is held for upstream "+name)
 	case errors.Is(err, ErrStoreUnavailable):

@@ -55,6 +55,8 @@ func splitRoutes(mux *adminMux, op Operator) {
 			writeError(w, http.StatusNotFound, "not_found", "no route "+name)
 		case errors.Is(err, ErrNoSplit):
 			writeError(w, http.StatusConflict, "no_split", "route "+name+" has no split (set one in the file)")
+		case errors.Is(err, ErrPinned):
+			writeError(w, http.StatusConflict, "pinned", err.Error())
 		default:
 			writeError(w, http.StatusBadRequest, "invalid_split", err.Error())
 		}

@@ -79,6 +79,17 @@ type FeedOptions struct {
 	// Applied is called (without the feed's mutex held) after a new set
 	// was applied and persisted, to swap the upstream's endpoints and picker.
 	Applied func()
+	// Admit, when set, is asked (with the feed's mutex held: it must not
+	// call back into the feed) before a set is applied, whoever brought
+	// it (registry, push, the guard's release, an operator's confirm): an
+	// error refuses the set, which is not applied (the automatic
+	// rollback's pins, docs/rollback.md). by is "registry", "push" or
+	// "confirm".
+	Admit func(list []Instance, by string) error
+	// Changed, when set, is called (without the feed's mutex, after
+	// Applied) with the set served before and the one just applied, when
+	// a registry update, a push or a confirm applied one (not a Revert).
+	Changed func(prev, next []Instance, by string)
 }
 
 // NewFeed builds (without starting) a feed, serving its snapshot (or the
@@ -198,9 +209,48 @@ func (f *Feed) reofferHeld(now time.Time) {
 		f.mu.Unlock()
 		return
 	}
+	if err := f.admit(d.Instances, "registry"); err != nil {
+		f.mu.Unlock()
+		f.refusedByAdmit(err)
+		return
+	}
 	// As before the move: a re-offered update carries no rejections of
 	// its own, so the quarantine list clears.
+	prev := f.mu.current
 	f.applyLocked(d.Instances, nil, "registry", now)
+	f.mu.Unlock()
+	f.applied()
+	f.changed(prev, d.Instances, "registry")
+}
+
+// admit asks Admit about list. Called with f.mu held.
+func (f *Feed) admit(list []Instance, by string) error {
+	if f.o.Admit == nil {
+		return nil
+	}
+	return f.o.Admit(list, by)
+}
+
+// refusedByAdmit counts and logs a set Admit refused. Called without f.mu.
+func (f *Feed) refusedByAdmit(err error) {
+	f.metrics.updates.WithLabelValues(f.o.Upstream, "refused").Inc()
+	f.logger.Warn("discovery update refused; the current set keeps serving", "error", err.Error())
+}
+
+// changed tells Changed about an applied set.
+func (f *Feed) changed(prev, next []Instance, by string) {
+	if f.o.Changed != nil {
+		f.o.Changed(prev, next, by)
+	}
+}
+
+// Revert serves list again in place of the current set (the automatic
+// rollback's revert of a set that hurt): applied and persisted as a
+// snapshot without the guard, Admit or Changed; a held update is dropped.
+func (f *Feed) Revert(list []Instance, now time.Time) {
+	f.mu.Lock()
+	f.mu.guard.held = nil
+	f.applyLocked(list, nil, "rollback", now)
 	f.mu.Unlock()
 	f.applied()
 }
@@ -219,25 +269,33 @@ func (f *Feed) handle(ev Event) {
 		}
 		return
 	}
-	f.offer(ev.Update, time.Now(), "registry")
+	_, _ = f.offer(ev.Update, time.Now(), "registry")
 }
 
 // offer counts u's rejections, passes it through the delta guard and
 // applies it if the guard lets it.
-func (f *Feed) offer(u Update, now time.Time, origin string) Decision {
+// An error is Admit's refusal: nothing changed (the guard was not asked).
+func (f *Feed) offer(u Update, now time.Time, origin string) (Decision, error) {
 	f.countRejections(u.Rejected)
 	f.mu.Lock()
+	if err := f.admit(u.Instances, origin); err != nil {
+		f.mu.Unlock()
+		f.refusedByAdmit(err)
+		return Decision{}, err
+	}
 	d := f.mu.guard.offer(f.mu.current, u.Instances, now)
 	if d.Action == Hold {
 		f.mu.Unlock()
 		f.metrics.updates.WithLabelValues(f.o.Upstream, "held").Inc()
 		f.logger.Warn("registry update held by the delta guard", "drop_fraction", d.DropFraction, "held_for", d.HeldFor)
-		return d
+		return d, nil
 	}
+	prev := f.mu.current
 	f.applyLocked(d.Instances, u.Rejected, origin, now)
 	f.mu.Unlock()
 	f.applied()
-	return d
+	f.changed(prev, d.Instances, origin)
+	return d, nil
 }
 
 // Confirm applies the held update on an operator's word; ok is false when
@@ -255,10 +313,17 @@ func (f *Feed) Confirm(now time.Time) (d Decision, ok bool) {
 	if f.confirmHook != nil {
 		f.confirmHook()
 	}
+	if err := f.admit(d.Instances, "confirm"); err != nil {
+		f.mu.Unlock()
+		f.refusedByAdmit(err)
+		return Decision{}, false
+	}
+	prev := f.mu.current
 	f.applyLocked(d.Instances, f.mu.rejected, "registry", now)
 	f.mu.Unlock()
 	f.logger.Info("held registry update confirmed by an operator", "drop_fraction", d.DropFraction)
 	f.applied()
+	f.changed(prev, d.Instances, "confirm")
 	return d, true
 }
 
@@ -355,7 +420,10 @@ func (f *Feed) Push(body []byte, now time.Time) (PushResult, error) {
 		f.metrics.updates.WithLabelValues(f.o.Upstream, "refused").Inc()
 		return PushResult{Rejected: u.Rejected}, err
 	}
-	d := f.offer(u, now, "push")
+	d, err := f.offer(u, now, "push")
+	if err != nil {
+		return PushResult{Rejected: u.Rejected}, err
+	}
 	return PushResult{Decision: d, Instances: len(u.Instances), Rejected: u.Rejected}, nil
 }
 

@@ -95,7 +95,7 @@ func TestFeedConfirmCannotOverwriteANewerUpdate(t *testing.T) {
 	ten := list(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 	f := newPushFeed(t, ten, nil)
 	held := list(1, 1, 1, 1) // drops 60%: held
-	if d := f.offer(Update{Instances: held}, t0, "registry"); d.Action != Hold {
+	if d, _ := f.offer(Update{Instances: held}, t0, "registry"); d.Action != Hold {
 		t.Fatalf("offer of a 60%% drop: %v, want hold", d.Action)
 	}
 	// newer keeps all of held (and the rest), so it applies over either set.
@@ -104,7 +104,7 @@ func TestFeedConfirmCannotOverwriteANewerUpdate(t *testing.T) {
 	f.confirmHook = func() {
 		go func() {
 			defer close(done)
-			f.offer(Update{Instances: newer}, at(time.Second), "registry")
+			_, _ = f.offer(Update{Instances: newer}, at(time.Second), "registry")
 		}()
 		select {
 		case <-done:
@@ -158,7 +158,7 @@ func TestFeedReofferReleasesHeld(t *testing.T) {
 	ten := list(1, 1, 1, 1, 1, 1, 1, 1, 1, 1)
 	f := newPushFeed(t, ten, nil)
 	four := list(1, 1, 1, 1)
-	f.offer(Update{Instances: four}, t0, "registry")
+	_, _ = f.offer(Update{Instances: four}, t0, "registry")
 	f.reofferHeld(at(10 * time.Second))
 	if cur, _ := f.Instances(); !Identical(cur, ten) {
 		t.Fatal("released before confirm_after")

@@ -37,7 +37,12 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 		Metrics:    g.discoveryMetrics,
 		Logger:     g.logger.With("upstream", name),
 		Applied:    func() { g.refresh([]string{name}, "a discovery update") },
+		// The automatic rollback (rollback_changes.go): a pinned set is
+		// refused; an applied one is a version, watched.
+		Admit: func(list []discovery.Instance, by string) error { return g.admitEndpoints(name, list, by) },
 	}
+	var self *discovery.Feed
+	o.Changed = func(prev, next []discovery.Instance, by string) { g.endpointsChanged(name, self, prev, next, by) }
 	for _, ec := range uc.Endpoints {
 		o.Static = append(o.Static, discovery.Instance{Address: ec.Address, Weight: ec.Weight * endpoint.WeightScale, Zone: ec.Zone})
 	}
@@ -60,6 +65,7 @@ func (g *Gateway) newFeed(name string, uc *config.Upstream, stateDir string) (*f
 	if err != nil {
 		return nil, fmt.Errorf("upstreams.%s.discovery: %w", name, err)
 	}
+	self = f
 	return &feed{Feed: f, upstream: name, cfg: *d}, nil
 }
 
@@ -189,6 +195,9 @@ func (v adminView) PushEndpoints(ctx context.Context, name string, body []byte) 
 
 // pushOutcome is a feed's push result as the admin API's.
 func pushOutcome(res discovery.PushResult, err error) (admin.PushResult, error) {
+	if errors.Is(err, admin.ErrPinned) {
+		return admin.PushResult{}, err
+	}
 	if err != nil {
 		code := ""
 		var pe *discovery.PayloadError
@@ -207,6 +216,9 @@ func (v adminView) ConfirmUpstream(ctx context.Context, name string) (admin.Conf
 	f := v.feed(name)
 	if f == nil {
 		return admin.ConfirmResult{}, admin.ErrNoFeed
+	}
+	if err := v.g.checkConfirmPinned(f); err != nil {
+		return admin.ConfirmResult{}, err
 	}
 	if s := v.g.etcd.store.Load(); s != nil && f.TakesPushes() {
 		return f.confirmShared(ctx, s)

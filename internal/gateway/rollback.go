@@ -180,7 +180,11 @@ func (g *Gateway) rollbackLoop(stop <-chan struct{}, done chan<- struct{}, tick 
 // healthSample is the node's health now, as the watcher reads it.
 func (g *Gateway) healthSample() rollback.Sample {
 	n, errs := g.metrics.HealthCounts()
-	return rollback.Sample{Requests: n, Errors: errs, Ready: g.ready.Load()}
+	s := rollback.Sample{Requests: n, Errors: errs, Ready: g.ready.Load()}
+	if h1 := g.h1.Load(); h1 != nil {
+		s.Panics = h1.Panics()
+	}
+	return s
 }
 
 // rollbackTick judges the watched changes at now and applies the verdict.

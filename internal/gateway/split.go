@@ -74,10 +74,32 @@ func (g *Gateway) splitRoute(cfg *config.Config, rc *config.Route, rt *proxy.Rou
 // /api/v1/routes/{name}/split): sides must name each of the route's
 // upstreams once. It applies to the serving table at once and to every
 // table built while the file's split for the route is unchanged.
+// A change of the weights is a version of the automatic rollback
+// (rollback_changes.go): watched, reverted and pinned when it hurt.
 func (v operatorView) SetSplit(name string, sides []admin.SplitSideView) (*admin.SplitView, error) {
-	g := v.g
+	sv, change, err := v.g.setSplit(name, sides, true)
+	if err == nil && change != nil {
+		v.g.splitChanged(name, change.upstreams, change.prev, change.weights)
+	}
+	return sv, err
+}
+
+// splitChange is what a weight change replaced, for the rollback.
+type splitChange struct {
+	upstreams     []string // the sides' upstreams, in the file's order
+	prev, weights []int
+}
+
+// setSplit applies sides to route name; checked refuses weights pinned as
+// bad (an admin change; the rollback's own revert is not checked).
+func (g *Gateway) setSplit(name string, sides []admin.SplitSideView, checked bool) (*admin.SplitView, *splitChange, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	sv, change, err := g.setSplitLocked(name, sides, checked)
+	return sv, change, err
+}
+
+func (g *Gateway) setSplitLocked(name string, sides []admin.SplitSideView, checked bool) (*admin.SplitView, *splitChange, error) {
 	var rc *config.Route
 	for i := range g.cfg.Routes {
 		if g.cfg.Routes[i].Name == name {
@@ -86,9 +108,9 @@ func (v operatorView) SetSplit(name string, sides []admin.SplitSideView) (*admin
 	}
 	switch {
 	case rc == nil:
-		return nil, admin.ErrNoRoute
+		return nil, nil, admin.ErrNoRoute
 	case len(rc.Split) == 0:
-		return nil, admin.ErrNoSplit
+		return nil, nil, admin.ErrNoSplit
 	}
 	weights := make([]int, len(rc.Split))
 	given := make([]config.SplitSide, 0, len(sides))
@@ -96,25 +118,34 @@ func (v operatorView) SetSplit(name string, sides []admin.SplitSideView) (*admin
 	for _, s := range sides {
 		i := slices.IndexFunc(rc.Split, func(c config.SplitSide) bool { return c.Upstream == s.Upstream })
 		if i < 0 {
-			return nil, fmt.Errorf("split: upstream %q is not a side of route %q", s.Upstream, name)
+			return nil, nil, fmt.Errorf("split: upstream %q is not a side of route %q", s.Upstream, name)
 		}
 		if seen[s.Upstream] {
-			return nil, fmt.Errorf("split: upstream %q is listed twice", s.Upstream)
+			return nil, nil, fmt.Errorf("split: upstream %q is listed twice", s.Upstream)
 		}
 		seen[s.Upstream] = true
 		weights[i] = s.Weight
 		given = append(given, config.SplitSide{Upstream: s.Upstream, Weight: s.Weight})
 	}
 	if len(given) != len(rc.Split) {
-		return nil, fmt.Errorf("split: list every side of route %q (%d), got %d", name, len(rc.Split), len(given))
+		return nil, nil, fmt.Errorf("split: list every side of route %q (%d), got %d", name, len(rc.Split), len(given))
 	}
 	if problem := config.CheckSplitWeights(given); problem != "" {
-		return nil, errors.New("split: " + problem)
+		return nil, nil, errors.New("split: " + problem)
+	}
+	if checked {
+		if err := g.checkSplitPinned(name, weights); err != nil {
+			return nil, nil, err
+		}
+	}
+	change := &splitChange{prev: slices.Clone(g.servingWeights(name)), weights: weights}
+	for _, s := range rc.Split {
+		change.upstreams = append(change.upstreams, s.Upstream)
 	}
 	for _, rt := range g.handler.Table().Routes() {
 		if rt.Name == name && rt.Split != nil {
 			if err := rt.Split.SetWeights(weights); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
@@ -129,7 +160,7 @@ func (v operatorView) SetSplit(name string, sides []admin.SplitSideView) (*admin
 		g.splits = map[string]splitOverride{}
 	}
 	g.splits[name] = splitOverride{base: slices.Clone(rc.Split), weights: weights}
-	return splitView(rc, weights), nil
+	return splitView(rc, weights), change, nil
 }
 
 // cfgHasSplit reports whether the serving configuration's route name has

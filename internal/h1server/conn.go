@@ -512,6 +512,7 @@ func (c *conn) callHandler(r *http.Request) (ok bool) {
 		if v := recover(); v != nil {
 			ok = false
 			if v != http.ErrAbortHandler {
+				c.srv.panics.Add(1)
 				c.srv.logger.Error("h1server: panic serving "+c.remote, "panic", v, "stack", string(debug.Stack()))
 			}
 		}

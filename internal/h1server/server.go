@@ -169,6 +169,10 @@ type Server struct {
 	// connection the guard's read side closes.
 	testHookH2Stop atomic.Pointer[func(v h2Verdict, frames uint64, continuations int)]
 
+	// panics counts the handler panics recovered (not
+	// http.ErrAbortHandler): a health signal of the automatic rollback.
+	panics atomic.Uint64
+
 	inShutdown atomic.Bool
 	mu         struct {
 		sync.Mutex
@@ -258,6 +262,10 @@ func (o oneRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var connectionClose = []string{"close"}
+
+// Panics returns how many handler panics the server recovered since it
+// was made (http.ErrAbortHandler, a deliberate abort, is not counted).
+func (s *Server) Panics() uint64 { return s.panics.Load() }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {

@@ -498,6 +498,27 @@ func TestHandlerPanicClosesConnection(t *testing.T) {
 	if _, err := br.ReadByte(); err == nil {
 		t.Fatal("connection still open after the handler aborted")
 	}
+	if n := ts.srv.Panics(); n != 0 {
+		t.Errorf("Panics() = %d after an ErrAbortHandler, want 0 (a deliberate abort)", n)
+	}
+}
+
+// TestHandlerPanicCounted: a handler's panic closes the connection and is
+// counted in Panics (the automatic rollback's health signal).
+func TestHandlerPanicCounted(t *testing.T) {
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic("a bug")
+	}))
+	for i := 1; i <= 2; i++ {
+		c, br := ts.dial()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("connection still open after the handler panicked")
+		}
+		if n := ts.srv.Panics(); n != uint64(i) {
+			t.Fatalf("Panics() = %d after %d panics", n, i)
+		}
+	}
 }
 
 // TestHeadersSorted: the response head lists the handler's fields sorted

@@ -272,3 +272,46 @@ func TestWatcherRebase(t *testing.T) {
 		t.Fatalf("version %d blamed for the revert's errors", v.Bad.Version)
 	}
 }
+
+// TestWatcherPanics: a handler panic recovered after a change, with none
+// in the window before, is Bad at once (no MinRequests); when panics were
+// already recovered in the window before, they are not laid on the change
+// and it ends Good.
+func TestWatcherPanics(t *testing.T) {
+	clock := testkit.NewClock(t0)
+	w := NewWatcher(opts())
+	s := Sample{Ready: true, Requests: 1000}
+	w.Tick(clock.Now(), s)
+	clock.Advance(time.Second)
+	w.Begin(clock.Now(), s, Change{Version: 3, Kind: KindReload})
+	s.Requests += 2
+	clock.Advance(100 * time.Millisecond)
+	if v := w.Tick(clock.Now(), s); v.Bad.Version != 0 {
+		t.Fatalf("bad with no panic: %+v", v)
+	}
+	s.Panics++
+	clock.Advance(100 * time.Millisecond)
+	v := w.Tick(clock.Now(), s)
+	if v.Bad.Version != 3 || v.Why != "1 handler panic(s) recovered since the change (none in the window before)" {
+		t.Fatalf("verdict %+v, want version 3 bad for a panic", v)
+	}
+
+	// Panics already there before the change: not this change's.
+	clock.Advance(time.Second)
+	s.Panics += 5
+	w.Tick(clock.Now(), s)
+	w.Begin(clock.Now(), s, Change{Version: 4, Kind: KindAdmin})
+	for i := 0; i < 11; i++ {
+		s.Requests += 10
+		s.Panics++
+		clock.Advance(time.Second)
+		v := w.Tick(clock.Now(), s)
+		if v.Bad.Version != 0 {
+			t.Fatalf("blamed for panics that were there before: %+v", v)
+		}
+		if len(v.Good) == 1 && v.Good[0].Version == 4 {
+			return
+		}
+	}
+	t.Fatal("version 4 never judged good")
+}

@@ -47,6 +47,8 @@ type Sample struct {
 	Requests, Errors uint64
 	// Ready is /readyz's verdict.
 	Ready bool
+	// Panics counts the handler panics recovered (cumulative).
+	Panics uint64
 }
 
 // Change is one applied change being watched.
@@ -78,6 +80,8 @@ type watch struct {
 	at     time.Time
 	base   Sample  // at the change
 	before float64 // own-5xx ratio over the window before it
+	// panicsBefore: handler panics recovered over the window before it.
+	panicsBefore uint64
 }
 
 // Verdict is what Tick decided: Good changes survived their window; Bad,
@@ -114,17 +118,18 @@ func (w *Watcher) Begin(now time.Time, cur Sample, c Change) (early Change) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.add(now, cur)
-	before := 0.0
+	before, panicsBefore := 0.0, uint64(0)
 	if len(w.points) > 0 {
 		// the oldest point kept is at most one window old (add trims)
 		first := w.points[0].s
 		before = ratio(cur.Requests-first.Requests, cur.Errors-first.Errors)
+		panicsBefore = cur.Panics - first.Panics
 	}
 	if len(w.pending) == maxPending {
 		early = w.pending[0].c
 		w.pending = append(w.pending[:0], w.pending[1:]...)
 	}
-	w.pending = append(w.pending, watch{c: c, at: now, base: cur, before: before})
+	w.pending = append(w.pending, watch{c: c, at: now, base: cur, before: before, panicsBefore: panicsBefore})
 	return early
 }
 
@@ -176,10 +181,15 @@ func (w *Watcher) Tick(now time.Time, cur Sample) Verdict {
 	return v
 }
 
-// hurt judges one watched change: its own-5xx ratio since the change
-// against the one before it, once MinRequests were answered; and the
-// readiness once its window has passed.
+// hurt judges one watched change: a handler panic recovered since the
+// change when the window before it had none (at once: a panic is a bug,
+// not noise); its own-5xx ratio since the change against the one before
+// it, once MinRequests were answered; and the readiness once its window
+// has passed.
 func (w *Watcher) hurt(now time.Time, cur Sample, p watch) (string, bool) {
+	if panics := cur.Panics - p.base.Panics; panics > 0 && p.panicsBefore == 0 {
+		return itoa(panics) + " handler panic(s) recovered since the change (none in the window before)", true
+	}
 	n := cur.Requests - p.base.Requests
 	if n >= w.opts.MinRequests && n > 0 {
 		after := ratio(n, cur.Errors-p.base.Errors)
