@@ -3,13 +3,13 @@ package config
 // rejectsServer are TestParseRejects' cases of the data-plane listener, tls, admin, state_dir and server blocks.
 var rejectsServer = []rejectCase{
 	{"empty file", "", []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 		"admin.listen: required",
 		"upstreams: required",
 		"routes: required",
 	}},
 	{"only comments", "# nothing here\n", []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 		"admin.listen: required",
 		"upstreams: required",
 		"routes: required",
@@ -24,7 +24,7 @@ var rejectsServer = []rejectCase{
 		`server.shutdown_timeout: must be greater than 0, got "-1s"`,
 	}},
 	{"missing listen", "admin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 	}},
 	{"listen is a number", "listen: 8080\nadmin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 		"listen: must be a string, got 8080",
