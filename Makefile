@@ -28,6 +28,7 @@ RELEASE_PLATFORMS := linux/amd64 linux/arm64
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/proxyproto:FuzzRead:5000 \
+	./internal/gateway:FuzzRedirectHost:5000 \
 	./internal/proxy:FuzzClientAddress:5000 \
 	./internal/proxy:FuzzAcceptEncoding:3000 \
 	./internal/admin:FuzzDuplicateKey:3000 \

@@ -7,7 +7,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -114,7 +113,10 @@ type Gateway struct {
 	// cfg serves now: fileCfg (the file as loaded last) with the published data APIs (dataapis.go).
 	cfg, fileCfg *config.Config
 	pools        *pools
-	cert         h1server.Certificate
+	// cert is the primary listener's TLS; certs every TLS listener's
+	// (listeners.go), the primary's being &cert.
+	cert  h1server.Certificate
+	certs listenerCerts
 	// upTLS holds each TLS upstream's loaded files (upstream_tls.go), set
 	// under reloadMu and mu.
 	upTLS map[string]*upstream.ClientTLS
@@ -128,11 +130,13 @@ type Gateway struct {
 	// the API is open) and admin.hosts, replaced on reload (adminauth.go).
 	token atomic.Pointer[adminAuth]
 
-	dataSrv, adminSrv *http.Server
-	// h1 serves the data listener, clear text or TLS (it handshakes);
-	// dataSrv serves only the connections it hands off (HTTP/2, upgrades,
-	// chunked bodies, ...). Set by Start.
+	adminSrv *http.Server
+	// h1 serves the primary data listener, clear text or TLS (it
+	// handshakes); its fallback net/http server serves only the
+	// connections it hands off (HTTP/2, upgrades, chunked bodies, ...).
+	// Set by Start.
 	h1              atomic.Pointer[h1server.Server]
+	listeners       []*dataListener // every data listener, the primary (h1, dataLn) included; set by Start under mu
 	dataLn, adminLn net.Listener
 	started         bool
 	ready           atomic.Bool
@@ -214,10 +218,8 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
-	if cfg.TLS != nil {
-		if err := g.cert.Load(cfg.TLS.Spec()); err != nil {
-			return nil, err
-		}
+	if g.certs, err = g.newListenerCerts(cfg); err != nil {
+		return nil, err
 	}
 	if err := g.loadToken(cfg); err != nil {
 		return nil, err
@@ -303,11 +305,15 @@ func (g *Gateway) Start() (err error) {
 		return err
 	}
 	undo = append(undo, func() { g.closeDataAPIs(dstore, " after a failed start") })
-	dataLn, err := net.Listen("tcp", cfg.Listen)
+	lns, err := listenAll(cfg)
 	if err != nil {
-		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
+		return err
 	}
-	undo = append(undo, func() { dataLn.Close() })
+	undo = append(undo, func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	})
 	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin.listen on %s: %w", cfg.Admin.Listen, err)
@@ -324,39 +330,35 @@ func (g *Gateway) Start() (err error) {
 	if err != nil {
 		return err
 	}
-	dataSrv := g.newDataServer(cfg)
-	h1, err := newH1Server(h1server.Options{
-		Handler:           g.handler,
-		Fallback:          dataSrv,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    dataSrv.MaxHeaderBytes,
-		HeaderTooLarge: func(w http.ResponseWriter) {
-			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
-			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
-		},
-		Logger:        g.logger,
-		TLSConfig:     g.dataTLSConfig(cfg),
-		ProxyProtocol: proxyProtocol(cfg),
-	})
-	if err != nil {
-		return err
+	set, primary := cfg.ListenerSet(), cfg.PrimaryListener()
+	listeners := make([]*dataListener, len(set))
+	var h1 *h1server.Server
+	var dataLn net.Listener
+	for i, l := range set {
+		srv, err := g.newListenerServer(cfg, l)
+		if err != nil {
+			return err
+		}
+		listeners[i] = &dataListener{cfg: l, h1: srv, ln: lns[i]}
+		if l.Name == primary.Name {
+			h1, dataLn = srv, lns[i]
+		}
 	}
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff
 	g.swapTable(table)
 	g.noteDataAPIs(dataProblems)
-	// Without caps (0) the listener only counts.
-	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
-		func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
-	if cfg.Server.ProxyProtocol != nil {
-		limited.DeferPerIP() // counted by h1server's Claim, per the header's client
+	for _, dl := range listeners {
+		dl.limit = g.limitListener(dl.cfg, dl.ln)
+		dl.ln = dl.limit
+		if dl.cfg.Name == primary.Name {
+			g.dataLimit.Store(dl.limit)
+			dataLn = dl.limit
+		}
 	}
-	g.dataLimit.Store(limited)
-	dataLn = limited
+	g.listeners = listeners
 	g.dataLn, g.adminLn = dataLn, adminLn
-	g.dataSrv = dataSrv
 	g.adminSrv = &http.Server{
 		Handler:           adminHandler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -366,7 +368,12 @@ func (g *Gateway) Start() (err error) {
 	}
 	g.startObservability()
 	g.h1.Store(h1)
-	go g.serve(h1.Serve, dataLn)
+	for _, dl := range listeners {
+		go g.serve(dl.h1.Serve, dl.ln)
+		if len(listeners) > 1 {
+			g.logger.Info("data listener", "name", dl.cfg.Name, "addr", dl.ln.Addr().String(), "tls", dl.cfg.TLS != nil, "redirect_https", dl.cfg.RedirectHTTPS != nil)
+		}
+	}
 	go g.serve(g.adminSrv.Serve, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go upstream.Sweep(g.sweepStop, g.sweepDone, func(now time.Time) time.Duration {
@@ -385,7 +392,7 @@ func (g *Gateway) Start() (err error) {
 	g.startProfiles(cfg)
 	g.started = true
 	g.ready.Store(true)
-	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
+	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", primary.TLS != nil)
 	g.logger.Info("memory guard", "on", g.memory != nil, "limit", g.memoryFrom)
 	g.logAdminToken()
 	return nil
@@ -401,7 +408,10 @@ func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
 	if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.ready.Store(false)
 		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
-		g.serveErr <- err
+		select { // Wait takes the first; any other is logged above
+		case g.serveErr <- err:
+		default:
+		}
 	}
 }
 
@@ -412,16 +422,16 @@ func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
 // and hands it HTTP/2 connections as completed *tls.Conns, which its
 // TLSNextProto["h2"] serves (net/http's Serve sets that up itself: the
 // server has HTTP/2 on and no TLSConfig).
-func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
+func (g *Gateway) newDataServer(cfg *config.Config, tls bool, handler http.Handler) *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	if cfg.TLS != nil {
+	if tls {
 		protocols.SetHTTP2(true)
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
 	srv := &http.Server{
-		Handler:           g.handler,
+		Handler:           handler,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		// The handler answers header_too_large (431, JSON) above the
@@ -434,15 +444,6 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	return srv
-}
-
-// dataTLSConfig is the data listener's TLS configuration (nil: clear
-// text), over the certificate as loaded last (reloads load it again).
-func (g *Gateway) dataTLSConfig(cfg *config.Config) *tls.Config {
-	if cfg.TLS == nil {
-		return nil
-	}
-	return g.cert.TLSConfig()
 }
 
 // Addr returns the data listener's address (after Start).
@@ -469,6 +470,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	started := g.started
 	g.started = false
+	listeners := g.listeners
 	g.mu.Unlock()
 	if !started {
 		g.obsReload.retiring.Wait() // what a reload before Start retired
@@ -477,11 +479,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	g.logger.Info("draining", "data", g.dataLn.Addr().String())
-	h1 := g.h1.Load()
-	err := h1.Shutdown(ctx) // the handed-off connections too (dataSrv)
+	err := g.shutdownListeners(ctx, listeners)
 	if err != nil {
 		g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
-		_ = h1.Close()
 	}
 	g.handler.CloseUpgrades()
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.

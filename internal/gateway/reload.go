@@ -24,8 +24,8 @@ func (g *Gateway) Reload() error {
 	if err == nil {
 		err = g.checkReloadable(cfg)
 	}
-	if err == nil && cfg.TLS != nil {
-		err = g.cert.Load(cfg.TLS.Spec())
+	if err == nil {
+		err = g.certs.load(cfg)
 	}
 	var upTLS map[string]*upstream.ClientTLS
 	if err == nil {
