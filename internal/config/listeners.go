@@ -174,6 +174,15 @@ func (p *parser) listeners(c *Config, f map[string]*yaml.Node, root *yaml.Node) 
 		}
 		c.Listeners = append(c.Listeners, l)
 	}
+	acmeAt := ""
+	for i, l := range c.Listeners {
+		if l.TLS != nil && l.TLS.ACME != nil {
+			if acmeAt != "" {
+				p.Add(items[i], engine.Key(engine.Key(engine.Index(path, i), "tls"), "acme"), "only one listener may order certificates (%s has tls.acme): one ACME account answers the challenges", acmeAt)
+			}
+			acmeAt = engine.Index(path, i)
+		}
+	}
 	if !serving {
 		p.Add(n, path, "at least one listener must serve routes (one without redirect_https)")
 	}

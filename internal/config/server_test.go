@@ -58,8 +58,8 @@ var rejectsServer = []rejectCase{
 		`tls.key_file: not a regular file: "testdata/tls"`,
 	}},
 	{"tls empty", head + "tls: {}\n" + upstreams + routes, []string{
-		"tls.cert_file: required unless tls.certificates is set",
-		"tls.key_file: required unless tls.certificates is set",
+		"tls.cert_file: required unless tls.certificates or tls.acme is set",
+		"tls.key_file: required unless tls.certificates or tls.acme is set",
 	}},
 	{"max_header_bytes out of range", head + "server:\n  max_header_bytes: 512B\n" + upstreams + routes, []string{
 		`server.max_header_bytes: must be from 1KiB to 16MiB, got "512B"`,

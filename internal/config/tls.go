@@ -44,6 +44,8 @@ var (
 			Bind: engine.At(func(t *TLS) *string { return &t.MinVersion })},
 		engine.Field{Name: "cipher_suites", Kind: engine.KindList, MinItems: 1, MaxItems: maxTLSCipherSuites, Item: &engine.Field{Kind: engine.KindString},
 			Doc: "TLS 1.2 cipher suites allowed, crypto/tls names; insecure ones refused; Go's defaults when omitted"},
+		engine.Field{Name: "acme", Kind: engine.KindBlock, Sub: acmeBlock, Doc: "order certificates for domains from an ACME server (acme.go); with cert_file or certificates too, those serve the names acme.domains does not list",
+			Bind: engine.Opt(func(t *TLS) **ACMEConfig { return &t.ACME }, func() *ACMEConfig { return engine.WithDefaults(acmeBlock, &ACMEConfig{}) })},
 		engine.Field{Name: "client_auth", Kind: engine.KindBlock, Sub: tlsClientAuthBlock, Doc: "ask clients for certificates signed by ca_file; off when omitted",
 			Bind: engine.Opt(func(t *TLS) **TLSClientAuth { return &t.ClientAuth }, func() *TLSClientAuth {
 				return engine.WithDefaults(tlsClientAuthBlock, &TLSClientAuth{})
@@ -77,7 +79,14 @@ type TLS struct {
 	CipherSuites []string
 	// ClientAuth, when set, asks clients for certificates (`client_auth`).
 	ClientAuth *TLSClientAuth
+	// ACME, when set, orders certificates for its domains (`acme`,
+	// acme.go); CertFile and Certificates are then optional.
+	ACME *ACMEConfig
 }
+
+// HasFiles reports whether t names certificate files (cert_file or
+// certificates); without, its certificates all come from ACME.
+func (t *TLS) HasFiles() bool { return t.CertFile != "" || len(t.Certificates) > 0 }
 
 // TLSCertificate is one of TLS.Certificates.
 type TLSCertificate struct {
@@ -156,9 +165,11 @@ func (p *parser) tlsAt(path string, n *yaml.Node) *TLS {
 	}
 	certV, keyV := f["cert_file"], f["key_file"]
 	switch {
+	case certV == nil && keyV == nil && f["certificates"] == nil && f["acme"] != nil:
+		// every certificate from ACME: no files to load (only the policy)
 	case certV == nil && keyV == nil && f["certificates"] == nil:
-		p.Add(n, path+".cert_file", "required unless %s.certificates is set", path)
-		p.Add(n, path+".key_file", "required unless %s.certificates is set", path)
+		p.Add(n, path+".cert_file", "required unless %s.certificates or %s.acme is set", path, path)
+		p.Add(n, path+".key_file", "required unless %s.certificates or %s.acme is set", path, path)
 		ok = false
 	case certV != nil && keyV == nil:
 		p.Add(n, path+".key_file", "required with %s.cert_file", path)
@@ -167,7 +178,7 @@ func (p *parser) tlsAt(path string, n *yaml.Node) *TLS {
 		p.Add(n, path+".cert_file", "required with %s.key_file", path)
 		ok = false
 	}
-	if !ok {
+	if !ok || !t.HasFiles() {
 		return t // the files are loaded only once every field is valid
 	}
 	if _, err := certset.Load(t.Spec()); err != nil {

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-gw/levee/internal/acme"
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/clusterlimit"
@@ -117,6 +118,9 @@ type Gateway struct {
 	// (listeners.go), the primary's being &cert.
 	cert  h1server.Certificate
 	certs listenerCerts
+	// acme orders the certificates of the listener with tls.acme (nil:
+	// none); built by New, its renewals run from the first handshake.
+	acme *acme.Manager
 	// upTLS holds each TLS upstream's loaded files (upstream_tls.go), set
 	// under reloadMu and mu.
 	upTLS map[string]*upstream.ClientTLS
@@ -219,6 +223,13 @@ func New(o Options) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
 	if g.certs, err = g.newListenerCerts(cfg); err != nil {
+		return nil, err
+	}
+	acmeMetrics, err := acme.NewMetrics(g.registry)
+	if err != nil {
+		return nil, err
+	}
+	if g.acme, err = newACME(cfg, acmeMetrics); err != nil {
 		return nil, err
 	}
 	if err := g.loadToken(cfg); err != nil {

@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/levee-gw/levee/internal/acme"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/netlimit"
@@ -50,6 +53,13 @@ func (g *Gateway) newListenerCerts(cfg *config.Config) (listenerCerts, error) {
 			continue
 		}
 		c := &g.cert
+		if !l.TLS.HasFiles() {
+			if l.Name != primary {
+				c = &h1server.Certificate{}
+			}
+			certs[l.Name] = c // every certificate from ACME: no set
+			continue
+		}
 		if l.Name != primary {
 			c = &h1server.Certificate{}
 		}
@@ -68,7 +78,7 @@ func (lc listenerCerts) load(cfg *config.Config) error {
 	var errs []error
 	for _, l := range cfg.ListenerSet() {
 		c := lc[l.Name]
-		if l.TLS == nil || c == nil {
+		if l.TLS == nil || c == nil || !l.TLS.HasFiles() {
 			continue
 		}
 		if err := c.Load(l.TLS.Spec()); err != nil {
@@ -271,15 +281,68 @@ func validPort(s string) bool {
 
 // acmeChallenges serves ACME HTTP-01 challenges before h (tls.acme);
 // without ACME it is h.
-func (g *Gateway) acmeChallenges(h http.Handler) http.Handler { return h }
+func (g *Gateway) acmeChallenges(h http.Handler) http.Handler {
+	if g.acme == nil {
+		return h
+	}
+	return g.acme.HTTPHandler(h)
+}
 
-// listenerTLSConfig is listener l's TLS configuration over c.
-func (g *Gateway) listenerTLSConfig(_ config.Listener, c *h1server.Certificate) *tls.Config {
-	return c.TLSConfig()
+// newACME builds the ACME manager of the listener with tls.acme (config
+// allows one), keeping its account and certificates under
+// state_dir/acme; nil without.
+func newACME(cfg *config.Config, metrics *acme.Metrics) (*acme.Manager, error) {
+	for _, l := range cfg.ListenerSet() {
+		if l.TLS == nil || l.TLS.ACME == nil {
+			continue
+		}
+		a := l.TLS.ACME
+		return acme.New(acme.Options{Directory: a.Directory, Email: a.Email, CAFile: a.CAFile, Domains: a.Domains,
+			RenewBefore: a.RenewBefore, Dir: filepath.Join(cfg.StateDir, "acme")}, metrics)
+	}
+	return nil, nil
+}
+
+// listenerTLSConfig is listener l's TLS configuration over c: with
+// tls.acme, a handshake for one of its domains, or a TLS-ALPN-01
+// validation, gets its certificate from ACME under the listener's policy;
+// any other, c's set.
+func (g *Gateway) listenerTLSConfig(l config.Listener, c *h1server.Certificate) *tls.Config {
+	base := c.TLSConfig()
+	if g.acme == nil || l.TLS.ACME == nil {
+		return base
+	}
+	mgr := g.acme
+	minVersion := uint16(tls.VersionTLS12)
+	if l.TLS.MinVersion == config.TLSVersion13 {
+		minVersion = tls.VersionTLS13
+	}
+	protos := []string{"h2", "http/1.1", acme.ALPNProto}
+	return &tls.Config{
+		MinVersion: minVersion,
+		NextProtos: protos,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if !mgr.Serves(hello.ServerName) && !slices.Contains(hello.SupportedProtos, acme.ALPNProto) {
+				return base.GetConfigForClient(hello)
+			}
+			var cfg *tls.Config
+			if s := c.Set(); s != nil {
+				cfg = s.Config().Clone() // the listener's policy: versions, suites, client certificates
+				cfg.Certificates, cfg.GetCertificate = nil, nil
+			} else {
+				cfg = &tls.Config{MinVersion: minVersion}
+			}
+			cfg.GetCertificate = mgr.GetCertificate
+			cfg.NextProtos = protos
+			return cfg, nil
+		},
+	}
 }
 
 // certExpiries yields the expiry of every certificate the listeners serve
 // (levee_tls_certificate_expiry_timestamp_seconds).
 func (g *Gateway) certExpiries(yield func(string, time.Time) bool) {
-	g.certs.entries(yield)
+	if g.certs.entries(yield) && g.acme != nil {
+		g.acme.Entries(yield)
+	}
 }
