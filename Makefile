@@ -29,6 +29,7 @@ FUZZSCALE ?= 1
 FUZZ_TARGETS := \
 	./internal/proxyproto:FuzzRead:5000 \
 	./internal/upstream:FuzzH2FrameScan:5000 \
+	./internal/gateway:FuzzRedirectHost:5000 \
 	./internal/proxy:FuzzClientAddress:5000 \
 	./internal/upstream:FuzzFastHead:5000 \
 	./internal/proxy:FuzzAcceptEncoding:3000 \

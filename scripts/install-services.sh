@@ -21,8 +21,19 @@
 #   the JWT tests take tokens from (internal/testsvc.StartHydra).
 #   openssl and sqlite3: the instructions in examples/' headers that make
 #   a certificate, tokens and a database are run (cmd/levee TestExamplesValidate).
+#   Pebble v2.10.3 (Let's Encrypt's test ACME server, a Go program): built
+#   from its own tools module (tools/pebble, so levee's go.mod does not
+#   grow) into $LEVEE_TOOLS_CACHE (default ~/.cache/levee-tools), outside
+#   the repo and cached across runs (internal/testsvc.PebblePath).
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
+tools_cache="${LEVEE_TOOLS_CACHE:-$HOME/.cache/levee-tools}"
+pebble="$tools_cache/pebble-v2.10.3/pebble"
+if [ ! -x "$pebble" ]; then
+  repo="$(cd "$(dirname "$0")/.." && pwd)"
+  mkdir -p "$(dirname "$pebble")"
+  (cd "$repo/tools/pebble" && GOFLAGS=-buildvcs=false go build -o "$pebble.tmp" github.com/letsencrypt/pebble/v2/cmd/pebble && mv "$pebble.tmp" "$pebble")
+fi
 need=()
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v redis-server >/dev/null || need+=(redis-server)

@@ -100,8 +100,8 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		// The levee's own listen address (resolveAdmin loaded the file
 		// already, so it is valid).
 		if cfg, err := config.Load(*configPath); err == nil {
-			if u, ok := adminURLOf(cfg.Listen); ok {
-				if cfg.TLS != nil {
+			if u, ok := adminURLOf(cfg.PrimaryListener().Listen); ok {
+				if cfg.PrimaryListener().TLS != nil {
 					u = "https" + strings.TrimPrefix(u, "http")
 				}
 				o.Data = u

@@ -228,8 +228,10 @@ func (p *parser) admin(c *Config, n, root *yaml.Node, listenOK bool) {
 			p.Add(tv, "admin.token", "%s (no token) is allowed only with a loopback admin.listen (127.0.0.0/8, ::1, localhost), got admin.listen %s; set admin.token_file or admin.tokens instead", engine.Quote(AdminTokenNone), engine.Quote(s))
 		}
 	}
-	if listenOK && sameBinding(s, c.Listen) {
-		p.Add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", c.Listen, s)
+	for _, l := range c.listenAddrs() {
+		if listenOK && sameBinding(s, l) {
+			p.Add(v, "admin.listen", "must not bind the same port as listen (%q), got %q", l, s)
+		}
 	}
 }
 

@@ -39,13 +39,18 @@ import (
 // when every field is valid, with every default applied; a *Config is not
 // modified afterwards and may be shared between goroutines for reading.
 type Config struct {
-	// Listen is the data-plane address, "host:port" (`listen`, required).
+	// Listen is the data-plane address, "host:port" (`listen`, required
+	// unless Listeners is set; empty then).
 	// An empty host (":8080") listens on all interfaces. Port 0 asks the
 	// OS for a free port (for tests and the demo).
 	Listen string
 	// TLS, when not nil, makes Listen serve HTTPS (`tls`, optional). nil
 	// means plain HTTP.
 	TLS *TLS
+	// Listeners are the data-plane listeners of the listeners form
+	// (`listeners`, listeners.go); nil in the one-listener form. Read
+	// both forms through ListenerSet.
+	Listeners []Listener `json:",omitempty"`
 	// Admin is the isolated admin listener (`admin`, required).
 	Admin Admin
 	// StateDir is where levee keeps state on disk, such as last-known-good
@@ -177,9 +182,10 @@ func Parse(data []byte) (*Config, error) {
 }
 
 var rootBlock = engine.NewBlock(
-	engine.Field{Name: "listen", Kind: engine.KindString, Required: true, Doc: "host:port of the data-plane listener", Reload: engine.Restart,
+	engine.Field{Name: "listen", Kind: engine.KindString, Doc: "host:port of the data-plane listener; required unless listeners is set", Reload: engine.Restart,
 		Check: checkListen, Bind: engine.At(func(c *Config) *string { return &c.Listen })},
 	engine.Field{Name: "tls", Kind: engine.KindBlock, Sub: tlsBlock, Doc: "serve HTTPS (and HTTP/2) on listen; plain HTTP when omitted", Reload: engine.RestartOnOff},
+	listenersField,
 	engine.Field{Name: "admin", Kind: engine.KindBlock, Sub: adminBlock, Required: true, Doc: "the admin API"},
 	engine.Field{Name: "state_dir", Kind: engine.KindString, NonEmpty: true, Def: DefaultStateDir, Doc: "directory of the app store and snapshots",
 		Empty: "must not be empty (omit it for the default " + strconv.Quote(DefaultStateDir) + ")",
@@ -220,6 +226,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if v := f["tls"]; v != nil {
 		p.tls(c, v)
 	}
+	p.listeners(c, f, root)
 	p.admin(c, f["admin"], root, !bad["listen"])
 	if v := f["memory"]; v != nil {
 		c.Memory = p.memory("memory", v)

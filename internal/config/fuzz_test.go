@@ -89,11 +89,16 @@ func FuzzParse(f *testing.F) {
 // checkInvariants fails t if cfg breaks a promise of the Config docs.
 func checkInvariants(t *testing.T, cfg *Config) {
 	t.Helper()
-	if cfg.Listen == "" || cfg.Admin.Listen == "" || cfg.StateDir == "" {
-		t.Fatalf("empty required address or state_dir: %+v", cfg)
+	if (cfg.Listen == "") == (len(cfg.Listeners) == 0) || cfg.Admin.Listen == "" || cfg.StateDir == "" {
+		t.Fatalf("empty required address or state_dir, or both listen and listeners: %+v", cfg)
 	}
-	if checkAddress(cfg.Listen, true) != "" || checkAddress(cfg.Admin.Listen, true) != "" {
-		t.Fatalf("invalid listen address accepted: %q, %q", cfg.Listen, cfg.Admin.Listen)
+	for _, l := range cfg.ListenerSet() {
+		if checkAddress(l.Listen, true) != "" {
+			t.Fatalf("invalid listen address accepted: %q", l.Listen)
+		}
+	}
+	if checkAddress(cfg.Admin.Listen, true) != "" {
+		t.Fatalf("invalid admin.listen address accepted: %q", cfg.Admin.Listen)
 	}
 	if len(cfg.Upstreams) == 0 || len(cfg.UpstreamOrder) != len(cfg.Upstreams) || len(cfg.Routes) == 0 {
 		t.Fatalf("%d upstreams, %d in order, %d routes", len(cfg.Upstreams), len(cfg.UpstreamOrder), len(cfg.Routes))

@@ -3,13 +3,13 @@ package config
 // rejectsServer are TestParseRejects' cases of the data-plane listener, tls, admin, state_dir and server blocks.
 var rejectsServer = []rejectCase{
 	{"empty file", "", []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 		"admin.listen: required",
 		"upstreams: required",
 		"routes: required",
 	}},
 	{"only comments", "# nothing here\n", []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 		"admin.listen: required",
 		"upstreams: required",
 		"routes: required",
@@ -24,7 +24,7 @@ var rejectsServer = []rejectCase{
 		`server.shutdown_timeout: must be greater than 0, got "-1s"`,
 	}},
 	{"missing listen", "admin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
-		"listen: required",
+		"listen: required unless listeners is set",
 	}},
 	{"listen is a number", "listen: 8080\nadmin: {listen: \"127.0.0.1:9090\"}\n" + upstreams + routes, []string{
 		"listen: must be a string, got 8080",
@@ -58,8 +58,8 @@ var rejectsServer = []rejectCase{
 		`tls.key_file: not a regular file: "testdata/tls"`,
 	}},
 	{"tls empty", head + "tls: {}\n" + upstreams + routes, []string{
-		"tls.cert_file: required unless tls.certificates is set",
-		"tls.key_file: required unless tls.certificates is set",
+		"tls.cert_file: required unless tls.certificates or tls.acme is set",
+		"tls.key_file: required unless tls.certificates or tls.acme is set",
 	}},
 	{"max_header_bytes out of range", head + "server:\n  max_header_bytes: 512B\n" + upstreams + routes, []string{
 		`server.max_header_bytes: must be from 1KiB to 16MiB, got "512B"`,

@@ -139,7 +139,7 @@ func TestFieldTableDrivesDefaultsReloadAndDocs(t *testing.T) {
 			marks[path] = f.Reload.Describe()
 		}
 	})
-	wantMarks := map[string]string{"listen": "restart", "tls": "restart to set or omit", "admin.listen": "restart",
+	wantMarks := map[string]string{"listen": "restart", "listeners": "restart", "tls": "restart to set or omit", "admin.listen": "restart",
 		"server.underscores_in_headers": "restart", "memory": "restart", "cluster": "restart", "rollback": "restart",
 		"server.proxy_protocol": "restart", "server.trusted_proxies": "restart", "server.trusted_proxies_header": "restart"}
 	if !reflect.DeepEqual(marks, wantMarks) {

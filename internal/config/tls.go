@@ -44,6 +44,8 @@ var (
 			Bind: engine.At(func(t *TLS) *string { return &t.MinVersion })},
 		engine.Field{Name: "cipher_suites", Kind: engine.KindList, MinItems: 1, MaxItems: maxTLSCipherSuites, Item: &engine.Field{Kind: engine.KindString},
 			Doc: "TLS 1.2 cipher suites allowed, crypto/tls names; insecure ones refused; Go's defaults when omitted"},
+		engine.Field{Name: "acme", Kind: engine.KindBlock, Sub: acmeBlock, Doc: "order certificates for domains from an ACME server (acme.go); with cert_file or certificates too, those serve the names acme.domains does not list",
+			Bind: engine.Opt(func(t *TLS) **ACMEConfig { return &t.ACME }, func() *ACMEConfig { return engine.WithDefaults(acmeBlock, &ACMEConfig{}) })},
 		engine.Field{Name: "client_auth", Kind: engine.KindBlock, Sub: tlsClientAuthBlock, Doc: "ask clients for certificates signed by ca_file; off when omitted",
 			Bind: engine.Opt(func(t *TLS) **TLSClientAuth { return &t.ClientAuth }, func() *TLSClientAuth {
 				return engine.WithDefaults(tlsClientAuthBlock, &TLSClientAuth{})
@@ -77,7 +79,14 @@ type TLS struct {
 	CipherSuites []string
 	// ClientAuth, when set, asks clients for certificates (`client_auth`).
 	ClientAuth *TLSClientAuth
+	// ACME, when set, orders certificates for its domains (`acme`,
+	// acme.go); CertFile and Certificates are then optional.
+	ACME *ACMEConfig
 }
+
+// HasFiles reports whether t names certificate files (cert_file or
+// certificates); without, its certificates all come from ACME.
+func (t *TLS) HasFiles() bool { return t.CertFile != "" || len(t.Certificates) > 0 }
 
 // TLSCertificate is one of TLS.Certificates.
 type TLSCertificate struct {
@@ -136,48 +145,53 @@ func (t *TLS) Spec() certset.Spec {
 }
 
 // tls reads `tls` (n: its value) into c.TLS.
-func (p *parser) tls(c *Config, n *yaml.Node) {
-	const path = "tls"
+func (p *parser) tls(c *Config, n *yaml.Node) { c.TLS = p.tlsAt("tls", n) }
+
+// tlsAt reads a tls block at path (`tls`, `listeners[i].tls`); nil when
+// it is not a mapping. Errors are added to p.
+func (p *parser) tlsAt(path string, n *yaml.Node) *TLS {
 	f, ok := p.Block(path, n, tlsBlock)
 	if !ok {
-		return
+		return nil
 	}
 	t := engine.WithDefaults(tlsBlock, &TLS{})
-	c.TLS = t
 	bad := p.Bind(f, n, path, tlsBlock, t)
 	ok = bad == nil
 	if v := f["certificates"]; v != nil {
-		ok = p.tlsCertificates(t, v) && ok
+		ok = p.tlsCertificates(path, t, v) && ok
 	}
 	if v := f["cipher_suites"]; v != nil {
-		ok = p.tlsCipherSuites(t, v) && ok
+		ok = p.tlsCipherSuites(path, t, v) && ok
 	}
 	certV, keyV := f["cert_file"], f["key_file"]
 	switch {
+	case certV == nil && keyV == nil && f["certificates"] == nil && f["acme"] != nil:
+		// every certificate from ACME: no files to load (only the policy)
 	case certV == nil && keyV == nil && f["certificates"] == nil:
-		p.Add(n, "tls.cert_file", "required unless tls.certificates is set")
-		p.Add(n, "tls.key_file", "required unless tls.certificates is set")
+		p.Add(n, path+".cert_file", "required unless %s.certificates or %s.acme is set", path, path)
+		p.Add(n, path+".key_file", "required unless %s.certificates or %s.acme is set", path, path)
 		ok = false
 	case certV != nil && keyV == nil:
-		p.Add(n, "tls.key_file", "required with tls.cert_file")
+		p.Add(n, path+".key_file", "required with %s.cert_file", path)
 		ok = false
 	case certV == nil && keyV != nil:
-		p.Add(n, "tls.cert_file", "required with tls.key_file")
+		p.Add(n, path+".cert_file", "required with %s.key_file", path)
 		ok = false
 	}
-	if !ok {
-		return // the files are loaded only once every field is valid
+	if !ok || !t.HasFiles() {
+		return t // the files are loaded only once every field is valid
 	}
 	if _, err := certset.Load(t.Spec()); err != nil {
 		var errs certset.Errors
 		if !errors.As(err, &errs) {
 			p.Add(n, path, "%v", err)
-			return
+			return t
 		}
 		for _, e := range errs {
-			p.Add(tlsNode(f, n, e.Field), "tls."+e.Field, "%s", e.Msg)
+			p.Add(tlsNode(f, n, e.Field), path+"."+e.Field, "%s", e.Msg)
 		}
 	}
+	return t
 }
 
 // tlsNode is the node a certset.Error's field names (for its position):
@@ -203,8 +217,8 @@ func tlsNode(f map[string]*yaml.Node, n *yaml.Node, field string) *yaml.Node {
 
 // tlsCertificates reads `tls.certificates` into t.Certificates, reporting
 // whether every item was valid.
-func (p *parser) tlsCertificates(t *TLS, n *yaml.Node) bool {
-	const path = "tls.certificates"
+func (p *parser) tlsCertificates(tlsPath string, t *TLS, n *yaml.Node) bool {
+	path := tlsPath + ".certificates"
 	items, ok := p.Sequence(path, n)
 	if !ok {
 		return false
@@ -242,8 +256,8 @@ func (p *parser) tlsCertificates(t *TLS, n *yaml.Node) bool {
 
 // tlsCipherSuites reads `tls.cipher_suites` into t.CipherSuites; each
 // name is checked by certset.Load.
-func (p *parser) tlsCipherSuites(t *TLS, n *yaml.Node) bool {
-	const path = "tls.cipher_suites"
+func (p *parser) tlsCipherSuites(tlsPath string, t *TLS, n *yaml.Node) bool {
+	path := tlsPath + ".cipher_suites"
 	items, ok := p.Sequence(path, n)
 	if !ok {
 		return false

@@ -64,7 +64,7 @@ func (g *Gateway) registerCollectors(endpointLabels int) error {
 	if err := g.registry.Register(netlimit.NewCollector(g.dataLimit.Load)); err != nil {
 		return err
 	}
-	if err := g.registry.Register(h1server.NewCertificateCollector(&g.cert)); err != nil {
+	if err := g.registry.Register(h1server.NewExpiryCollector(g.certExpiries)); err != nil {
 		return err
 	}
 	return g.registry.Register(h1server.NewCollector(g.h1.Load))

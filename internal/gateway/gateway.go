@@ -7,7 +7,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-gw/levee/internal/acme"
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/apps"
 	"github.com/levee-gw/levee/internal/clusterlimit"
@@ -121,7 +121,13 @@ type Gateway struct {
 	// cfg serves now: fileCfg (the file as loaded last) with the published data APIs (dataapis.go).
 	cfg, fileCfg *config.Config
 	pools        *pools
-	cert         h1server.Certificate
+	// cert is the primary listener's TLS; certs every TLS listener's
+	// (listeners.go), the primary's being &cert.
+	cert  h1server.Certificate
+	certs listenerCerts
+	// acme orders the certificates of the listener with tls.acme (nil:
+	// none); built by New, its renewals run from the first handshake.
+	acme *acme.Manager
 	// upTLS holds each TLS upstream's loaded files (upstream_tls.go), set
 	// under reloadMu and mu.
 	upTLS map[string]*upstream.ClientTLS
@@ -137,11 +143,13 @@ type Gateway struct {
 	// the API is open) and admin.hosts, replaced on reload (adminauth.go).
 	token atomic.Pointer[adminAuth]
 
-	dataSrv, adminSrv *http.Server
-	// h1 serves the data listener, clear text or TLS (it handshakes);
-	// dataSrv serves only the connections it hands off (HTTP/2, upgrades,
-	// chunked bodies, ...). Set by Start.
+	adminSrv *http.Server
+	// h1 serves the primary data listener, clear text or TLS (it
+	// handshakes); its fallback net/http server serves only the
+	// connections it hands off (HTTP/2, upgrades, chunked bodies, ...).
+	// Set by Start.
 	h1              atomic.Pointer[h1server.Server]
+	listeners       []*dataListener // every data listener, the primary (h1, dataLn) included; set by Start under mu
 	dataLn, adminLn net.Listener
 	started         bool
 	ready           atomic.Bool
@@ -234,10 +242,15 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("log.access.output: %w", err)
 	}
-	if cfg.TLS != nil {
-		if err := g.cert.Load(cfg.TLS.Spec()); err != nil {
-			return nil, err
-		}
+	if g.certs, err = g.newListenerCerts(cfg); err != nil {
+		return nil, err
+	}
+	acmeMetrics, err := acme.NewMetrics(g.registry)
+	if err != nil {
+		return nil, err
+	}
+	if g.acme, err = newACME(cfg, acmeMetrics); err != nil {
+		return nil, err
 	}
 	if err := g.loadToken(cfg); err != nil {
 		return nil, err
@@ -329,11 +342,15 @@ func (g *Gateway) Start() (err error) {
 		return err
 	}
 	undo = append(undo, func() { g.closeDataAPIs(dstore, " after a failed start") })
-	dataLn, err := net.Listen("tcp", cfg.Listen)
+	lns, err := listenAll(cfg)
 	if err != nil {
-		return fmt.Errorf("listen (data plane) on %s: %w", cfg.Listen, err)
+		return err
 	}
-	undo = append(undo, func() { dataLn.Close() })
+	undo = append(undo, func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	})
 	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin.listen on %s: %w", cfg.Admin.Listen, err)
@@ -351,39 +368,35 @@ func (g *Gateway) Start() (err error) {
 	if err != nil {
 		return err
 	}
-	dataSrv := g.newDataServer(cfg)
-	h1, err := newH1Server(h1server.Options{
-		Handler:           g.handler,
-		Fallback:          dataSrv,
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    dataSrv.MaxHeaderBytes,
-		HeaderTooLarge: func(w http.ResponseWriter) {
-			g.metrics.CountRefusal("", proxy.ReasonHeaderTooLarge)
-			proxy.Refuse(w, proxy.ReasonHeaderTooLarge)
-		},
-		Logger:        g.logger,
-		TLSConfig:     g.dataTLSConfig(cfg),
-		ProxyProtocol: proxyProtocol(cfg),
-	})
-	if err != nil {
-		return err
+	set, primary := cfg.ListenerSet(), cfg.PrimaryListener()
+	listeners := make([]*dataListener, len(set))
+	var h1 *h1server.Server
+	var dataLn net.Listener
+	for i, l := range set {
+		srv, err := g.newListenerServer(cfg, l)
+		if err != nil {
+			return err
+		}
+		listeners[i] = &dataListener{cfg: l, h1: srv, ln: lns[i]}
+		if l.Name == primary.Name {
+			h1, dataLn = srv, lns[i]
+		}
 	}
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff
 	g.swapTable(table)
 	g.noteDataAPIs(dataProblems)
-	// Without caps (0) the listener only counts.
-	limited := netlimit.LimitPerIP(dataLn, cfg.Server.MaxConnections, cfg.Server.MaxConnectionsPerIP,
-		func() { g.metrics.CountRefusal("", proxy.ReasonConnectionLimit) })
-	if cfg.Server.ProxyProtocol != nil {
-		limited.DeferPerIP() // counted by h1server's Claim, per the header's client
+	for _, dl := range listeners {
+		dl.limit = g.limitListener(dl.cfg, dl.ln)
+		dl.ln = dl.limit
+		if dl.cfg.Name == primary.Name {
+			g.dataLimit.Store(dl.limit)
+			dataLn = dl.limit
+		}
 	}
-	g.dataLimit.Store(limited)
-	dataLn = limited
+	g.listeners = listeners
 	g.dataLn, g.adminLn = dataLn, adminLn
-	g.dataSrv = dataSrv
 	g.adminSrv = &http.Server{
 		Handler:           adminHandler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -393,7 +406,12 @@ func (g *Gateway) Start() (err error) {
 	}
 	g.startObservability()
 	g.h1.Store(h1)
-	go g.serve(h1.Serve, dataLn)
+	for _, dl := range listeners {
+		go g.serve(dl.h1.Serve, dl.ln)
+		if len(listeners) > 1 {
+			g.logger.Info("data listener", "name", dl.cfg.Name, "addr", dl.ln.Addr().String(), "tls", dl.cfg.TLS != nil, "redirect_https", dl.cfg.RedirectHTTPS != nil)
+		}
+	}
 	go g.serve(g.adminSrv.Serve, adminLn)
 	g.sweepStop, g.sweepDone = make(chan struct{}), make(chan struct{})
 	go upstream.Sweep(g.sweepStop, g.sweepDone, func(now time.Time) time.Duration {
@@ -413,7 +431,7 @@ func (g *Gateway) Start() (err error) {
 	g.started = true
 	g.ready.Store(true)
 	g.startRollback(time.Now(), g.fileCfg)
-	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", cfg.TLS != nil)
+	g.logger.Info("levee listening", "data", dataLn.Addr().String(), "admin", adminLn.Addr().String(), "tls", primary.TLS != nil)
 	g.logger.Info("memory guard", "on", g.memory != nil, "limit", g.memoryFrom)
 	g.logAdminToken()
 	return nil
@@ -429,7 +447,10 @@ func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
 	if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.ready.Store(false)
 		g.logger.Error("listener stopped", "addr", ln.Addr().String(), "error", err)
-		g.serveErr <- err
+		select { // Wait takes the first; any other is logged above
+		case g.serveErr <- err:
+		default:
+		}
 	}
 }
 
@@ -440,16 +461,16 @@ func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
 // and hands it HTTP/2 connections as completed *tls.Conns, which its
 // TLSNextProto["h2"] serves (net/http's Serve sets that up itself: the
 // server has HTTP/2 on and no TLSConfig).
-func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
+func (g *Gateway) newDataServer(cfg *config.Config, tls bool, handler http.Handler) *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	if cfg.TLS != nil {
+	if tls {
 		protocols.SetHTTP2(true)
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
 	srv := &http.Server{
-		Handler:           g.handler,
+		Handler:           handler,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		// The handler answers header_too_large (431, JSON) above the
@@ -462,15 +483,6 @@ func (g *Gateway) newDataServer(cfg *config.Config) *http.Server {
 		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	return srv
-}
-
-// dataTLSConfig is the data listener's TLS configuration (nil: clear
-// text), over the certificate as loaded last (reloads load it again).
-func (g *Gateway) dataTLSConfig(cfg *config.Config) *tls.Config {
-	if cfg.TLS == nil {
-		return nil
-	}
-	return g.cert.TLSConfig()
 }
 
 // Addr returns the data listener's address (after Start).
@@ -497,6 +509,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	started := g.started
 	g.started = false
+	listeners := g.listeners
 	g.mu.Unlock()
 	if !started {
 		g.obsReload.retiring.Wait() // what a reload before Start retired
@@ -506,11 +519,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.stopRollback() // before readiness drops: a drain is no verdict on a change
 	g.ready.Store(false)
 	g.logger.Info("draining", "data", g.dataLn.Addr().String())
-	h1 := g.h1.Load()
-	err := h1.Shutdown(ctx) // the handed-off connections too (dataSrv)
+	err := g.shutdownListeners(ctx, listeners)
 	if err != nil {
 		g.logger.Warn("drain deadline passed; closing remaining connections", "error", err)
-		_ = h1.Close()
 	}
 	g.handler.CloseUpgrades()
 	g.handler.CloseMirrors() // before the pools close under them

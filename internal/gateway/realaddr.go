@@ -12,8 +12,7 @@ import (
 // header's client), server.trusted_proxies into the proxy's. Both need a
 // restart to change (their table entries say so).
 
-func proxyProtocol(cfg *config.Config) *h1server.ProxyProtocol {
-	pp := cfg.Server.ProxyProtocol
+func proxyProtocolOf(pp *config.ProxyProtocol) *h1server.ProxyProtocol {
 	if pp == nil {
 		return nil
 	}

@@ -40,8 +40,8 @@ func (g *Gateway) applyReload(cfg *config.Config, err error) error {
 	if err == nil {
 		err = g.checkReloadable(cfg)
 	}
-	if err == nil && cfg.TLS != nil {
-		err = g.cert.Load(cfg.TLS.Spec())
+	if err == nil {
+		err = g.certs.load(cfg)
 	}
 	var upTLS map[string]*upstream.ClientTLS
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/levee-gw/levee/internal/certset"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,18 +63,57 @@ var certExpiryDesc = prometheus.NewDesc("levee_tls_certificate_expiry_timestamp_
 
 // NewCertificateCollector reports the expiry of every certificate of the
 // set c holds at scrape time (nothing before the first Load).
-func NewCertificateCollector(c *Certificate) prometheus.Collector { return certCollector{c} }
+func NewCertificateCollector(c *Certificate) prometheus.Collector {
+	return NewExpiryCollector(func(yield func(string, time.Time) bool) {
+		c.Entries(yield)
+	})
+}
 
-type certCollector struct{ c *Certificate }
+// Entries yields the name and expiry of every certificate of the set
+// loaded last (none before the first Load), until yield returns false.
+func (c *Certificate) Entries(yield func(name string, notAfter time.Time) bool) bool {
+	s := c.Set()
+	if s == nil {
+		return true
+	}
+	for _, e := range s.Entries() {
+		if !yield(e.Name, e.NotAfter) {
+			return false
+		}
+	}
+	return true
+}
+
+// NewExpiryCollector reports levee_tls_certificate_expiry_timestamp_seconds
+// for every certificate entries yields at scrape time (several listeners'
+// sets and ACME's certificates): one series per name, the earliest expiry
+// when a name comes twice (a registry refuses a repeated series). entries
+// is bounded by its sources (certset.MaxCertificates per set, the ACME
+// domains).
+func NewExpiryCollector(entries func(yield func(name string, notAfter time.Time) bool)) prometheus.Collector {
+	return certCollector{entries}
+}
+
+type certCollector struct {
+	entries func(yield func(string, time.Time) bool)
+}
 
 func (cc certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certExpiryDesc }
 
 func (cc certCollector) Collect(ch chan<- prometheus.Metric) {
-	s := cc.c.Set()
-	if s == nil {
-		return
-	}
-	for _, e := range s.Entries() {
-		ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(e.NotAfter.Unix()), e.Name)
+	seen := map[string]time.Time{}
+	var order []string
+	cc.entries(func(name string, notAfter time.Time) bool {
+		prev, ok := seen[name]
+		if !ok {
+			order = append(order, name)
+		}
+		if !ok || notAfter.Before(prev) {
+			seen[name] = notAfter
+		}
+		return true
+	})
+	for _, name := range order {
+		ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(seen[name].Unix()), name)
 	}
 }

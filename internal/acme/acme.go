@@ -1,0 +1,232 @@
+// Package acme orders, keeps and renews the data listeners' certificates
+// from an ACME server (RFC 8555) for tls.acme.domains. The client is
+// golang.org/x/crypto/acme/autocert, the Go field's standard ACME client:
+// it answers HTTP-01 challenges through HTTPHandler and TLS-ALPN-01 ones
+// through GetCertificate (ALPN "acme-tls/1"), keeps the account key and
+// each certificate in a Cache (a directory under state_dir, 0600 files),
+// and renews each certificate RenewBefore its expiry in the background; a
+// failed renewal leaves the certificate it had serving and is tried again.
+// This package adds what levee needs around it: the CA file of a private
+// ACME server, the certificates' expiry for
+// levee_tls_certificate_expiry_timestamp_seconds, and
+// levee_acme_certificates_total (orders stored, first ones and renewals).
+package acme
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	xacme "golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+)
+
+// ALPNProto is TLS-ALPN-01's protocol name (RFC 8737); a listener offers
+// it beside h2 and http/1.1 so the CA's validation handshake reaches
+// GetCertificate.
+const ALPNProto = xacme.ALPNProto
+
+// Options configure a Manager.
+type Options struct {
+	Directory   string        // the ACME directory URL
+	Email       string        // the account's contact; "" for none
+	CAFile      string        // PEM roots for the directory's TLS; "" for the system's
+	Domains     []string      // the names ordered for (lower case)
+	RenewBefore time.Duration // how long before expiry a certificate is renewed
+	// Dir is the directory the account key and certificates are kept in
+	// (made 0700; files 0600), unless Cache is set.
+	Dir   string
+	Cache autocert.Cache
+}
+
+// Manager serves and renews the certificates of Options.Domains. Safe
+// for concurrent use.
+type Manager struct {
+	m       *autocert.Manager
+	domains map[string]bool
+	cache   *watchCache
+}
+
+// httpTimeout bounds each request to the ACME server.
+const httpTimeout = 30 * time.Second
+
+// New builds a Manager; nothing is ordered until a handshake for one of
+// the domains (or Warm) asks for it. metrics may be nil.
+func New(o Options, metrics *Metrics) (*Manager, error) {
+	if len(o.Domains) == 0 {
+		return nil, errors.New("acme: no domains")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("acme: ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("acme: ca_file %s holds no PEM certificate", o.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	cache := o.Cache
+	if cache == nil {
+		if o.Dir == "" {
+			return nil, errors.New("acme: neither Dir nor Cache")
+		}
+		cache = autocert.DirCache(o.Dir)
+	}
+	wc := &watchCache{next: cache, metrics: metrics, expiry: map[string]time.Time{}}
+	domains := map[string]bool{}
+	for _, d := range o.Domains {
+		domains[strings.ToLower(d)] = true
+	}
+	m := &autocert.Manager{
+		Prompt:      autocert.AcceptTOS,
+		Cache:       wc,
+		HostPolicy:  autocert.HostWhitelist(o.Domains...),
+		RenewBefore: o.RenewBefore,
+		Email:       o.Email,
+		Client:      &xacme.Client{DirectoryURL: o.Directory, HTTPClient: &http.Client{Transport: tr, Timeout: httpTimeout}},
+	}
+	return &Manager{m: m, domains: domains, cache: wc}, nil
+}
+
+// Serves reports whether name (an SNI, any case) is one of the domains.
+func (m *Manager) Serves(name string) bool {
+	return m.domains[strings.ToLower(strings.TrimSuffix(name, "."))]
+}
+
+// GetCertificate answers a handshake for one of the domains (ordering the
+// certificate on first use) and TLS-ALPN-01 validation handshakes.
+func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return m.m.GetCertificate(hello)
+}
+
+// HTTPHandler answers HTTP-01 challenges (/.well-known/acme-challenge/)
+// and hands every other request to fallback.
+func (m *Manager) HTTPHandler(fallback http.Handler) http.Handler {
+	return m.m.HTTPHandler(fallback)
+}
+
+// Entries yields each domain's certificate expiry as last stored or read
+// (a domain not issued yet is absent).
+func (m *Manager) Entries(yield func(name string, notAfter time.Time) bool) bool {
+	m.cache.mu.Lock()
+	snapshot := make(map[string]time.Time, len(m.cache.expiry))
+	for k, v := range m.cache.expiry {
+		snapshot[k] = v
+	}
+	m.cache.mu.Unlock()
+	for k, v := range snapshot {
+		if !yield(k, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// watchCache passes everything to next and watches the certificates that
+// go through it: their expiry by domain, and a stored certificate counted
+// as issued (the domain's first) or renewed.
+type watchCache struct {
+	next    autocert.Cache
+	metrics *Metrics
+	mu      sync.Mutex
+	expiry  map[string]time.Time // by domain; bounded by the domains (HostPolicy)
+}
+
+func (c *watchCache) Get(ctx context.Context, key string) ([]byte, error) {
+	data, err := c.next.Get(ctx, key)
+	if err == nil {
+		c.note(key, data, false)
+	}
+	return data, err
+}
+
+func (c *watchCache) Put(ctx context.Context, key string, data []byte) error {
+	if err := c.next.Put(ctx, key, data); err != nil {
+		return err
+	}
+	c.note(key, data, true)
+	return nil
+}
+
+func (c *watchCache) Delete(ctx context.Context, key string) error { return c.next.Delete(ctx, key) }
+
+// note records the expiry of the leaf in data (autocert's format: the
+// private key, then the chain, PEM) under key's domain; the account key
+// and anything else without a certificate are skipped.
+func (c *watchCache) note(key string, data []byte, stored bool) {
+	leaf := leafOf(data)
+	if leaf == nil {
+		return
+	}
+	domain := strings.TrimSuffix(key, "+rsa") // autocert's key of an RSA certificate
+	c.mu.Lock()
+	prev, had := c.expiry[domain]
+	if !had || leaf.NotAfter.After(prev) {
+		c.expiry[domain] = leaf.NotAfter
+	}
+	c.mu.Unlock()
+	if stored && c.metrics != nil {
+		if had {
+			c.metrics.stored.WithLabelValues("renewed").Inc()
+		} else {
+			c.metrics.stored.WithLabelValues("issued").Inc()
+		}
+	}
+}
+
+// maxPEMBlocks bounds the blocks leafOf reads (a key and a chain).
+const maxPEMBlocks = 16
+
+// leafOf is the first certificate in data's PEM blocks, nil when none.
+func leafOf(data []byte) *x509.Certificate {
+	for range maxPEMBlocks {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return nil
+		}
+		if b.Type == "CERTIFICATE" {
+			leaf, err := x509.ParseCertificate(b.Bytes)
+			if err != nil {
+				return nil
+			}
+			return leaf
+		}
+	}
+	return nil
+}
+
+// Metrics are the ACME counters, shared by every Manager of a process.
+type Metrics struct {
+	stored *prometheus.CounterVec
+}
+
+// CertificateResults are the result labels of levee_acme_certificates_total.
+var CertificateResults = []string{"issued", "renewed"}
+
+// NewMetrics registers the ACME metrics on reg, each series at 0.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{stored: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_acme_certificates_total",
+		Help: "Certificates ordered from the ACME server and stored, by result: issued (a domain's first) or renewed.",
+	}, []string{"result"})}
+	for _, r := range CertificateResults {
+		m.stored.WithLabelValues(r)
+	}
+	if err := reg.Register(m.stored); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
