@@ -134,7 +134,7 @@ func TestValidation(t *testing.T) {
 		{Spec{ID: "a", Limits: Limits{Rate: 2e9}}, "limits.rate"},
 		{Spec{ID: "a", Limits: Limits{Burst: 5}}, "limits.burst"},
 		{Spec{ID: "a", Limits: Limits{Rate: 1, Burst: -1}}, "limits.burst"},
-		{Spec{ID: "a", Limits: Limits{Quota: q(0, time.Hour)}}, "limits.quota.requests"},
+		{Spec{ID: "a", Limits: Limits{Quota: q(0, time.Hour)}}, "limits.quota"}, // requests, rows and bytes are each optional, one is needed,
 		{Spec{ID: "a", Limits: Limits{Quota: q(1, time.Millisecond)}}, "limits.quota.per"},
 		{Spec{ID: "a", Limits: Limits{Quota: q(1, 400*24*time.Hour)}}, "limits.quota.per"},
 		{Spec{ID: "a", Limits: Limits{MaxConcurrency: MaxConcurrency + 1}}, "limits.max_concurrency"},
