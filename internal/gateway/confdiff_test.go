@@ -26,6 +26,8 @@ var upstreamPickerFields = map[string]bool{
 	"SlowStart":      false, // reaches the picker as effective weights
 	"Zones":          true,
 	"TLS":            false, // the transport's (pools.transport), not the picker's
+	"Protocol":       false, // the transport's (upstream_h2.go), not the picker's
+	"HTTP2":          false, // the HTTP/2 pool's limits, not the picker's
 }
 
 // bump returns a value of v's type different from v, for the kinds that
