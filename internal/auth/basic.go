@@ -73,6 +73,12 @@ func ParseBasicValue(s string) (user, password string, err error) {
 	if len(cred) == 0 || len(cred) > MaxBasicCredentials {
 		return "", "", fail(ReasonMalformedCredentials, "credential empty or too long")
 	}
+	// Go's decoder skips CR and LF anywhere in its input, so "Y\nTpi"
+	// would decode as "a:b": only the 65 characters of RFC 4648's
+	// alphabet are a credential (the fuzzer found this).
+	if strings.IndexFunc(cred, notBase64) >= 0 {
+		return "", "", fail(ReasonMalformedCredentials, "credential not standard base64")
+	}
 	var buf [MaxBasicCredentials]byte
 	n, derr := base64.StdEncoding.Strict().Decode(buf[:], []byte(cred))
 	if derr != nil || n != base64.StdEncoding.DecodedLen(len(cred))-padding(cred) {
@@ -95,6 +101,11 @@ func ParseBasicValue(s string) (user, password string, err error) {
 		return "", "", fail(ReasonMalformedCredentials, "empty user or password")
 	}
 	return string(b[:colon]), string(b[colon+1:]), nil
+}
+
+// notBase64 reports a rune outside the standard base64 alphabet and '='.
+func notBase64(r rune) bool {
+	return !('A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '+' || r == '/' || r == '=')
 }
 
 func padding(s string) int { return len(s) - len(strings.TrimRight(s, "=")) }
