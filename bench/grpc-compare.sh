@@ -2,7 +2,8 @@
 # Issue 24's gRPC speed: gRPC unary calls (grpc.testing.TestService/
 # UnaryCall, SIZE-byte request and answer) from bench/grpcload's closed-loop
 # generator (STREAMS concurrent callers over CONNS HTTP/2 connections, h2c)
-# to a grpc-go backend (bench/grpcload serve, on 18391):
+# to a grpc-go backend (bench/grpcload serve, on PORT_BASE, default 18581;
+# NGINX on +2, levee on +3 and its admin on +1003):
 #   direct   straight at the backend (the harness's limit on this machine);
 #   nginx    NGINX `grpc_pass` (h2c listener `listen ... http2`, h2c to the
 #            backend, upstream keepalive);
@@ -31,7 +32,8 @@ SIZE=${SIZE:-64}
 FRONTS=${FRONTS:-"direct nginx levee"}
 need_cmd nginx go
 [ -x "$bin" ] || (cd "$here" && make -s build)
-BACKEND=18391 NGX=18393 LEV=18394
+base=${PORT_BASE:-18581}
+BACKEND=$base NGX=$((base + 2)) LEV=$((base + 3))
 require_free_ports $BACKEND $NGX $LEV $((LEV + 1000))
 run=$(mktemp -d "${TMPDIR:-/tmp}/grpc-compare.XXXXXX")
 RUN_DIR=$run

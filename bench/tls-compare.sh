@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 24's and 27's TLS speed: levee vs NGINX, both fronting the same
-# origin (an NGINX answering 64 bytes, clear on 18291 and TLS on 18292), in
+# origin (an NGINX answering 64 bytes, clear on 18571 and TLS on 18572), in
 # interleaved rounds (nginx, levee, nginx, levee, ...), median of ROUNDS:
 #  (a) https-h1     HTTPS keep-alive HTTP/1.1 in (wrk -t1 -cCONNS https://),
 #                   clear HTTP/1.1 to the origin;
@@ -18,9 +18,12 @@
 # run (other%, the noise). Summary: medians and levee/NGINX ratios.
 # Targets: at least 0.8x NGINX's req/s (issue 24), 0.9x with TLS in (27).
 #   ROUNDS=3 DURATION=10 bench/tls-compare.sh [a|b|c ...]
+# LEVEE_B_BIN=PATH adds a second levee ("levee-b", same config) to every
+# round, for a same-run A/B of a change (ratios levee-b/levee printed).
 # PROFILE=DIR keeps a CPU profile of levee's measured run per scenario and
 # round (its admin's /debug/pprof/profile; go tool pprof -top LEVEE FILE).
 # Both fronts use two cores (NGINX 2 workers, levee GOMAXPROCS = 2 CPUs).
+# Ports: PORT_BASE (18571) to PORT_BASE+3, and levee's admin at LEV+1000.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${LEVEE_BIN:-$here/bin/levee}
@@ -48,7 +51,8 @@ for s in "${@:-a b c}"; do
 done
 need_cmd nginx wrk h2load openssl curl
 [ -x "$bin" ] || (cd "$here" && make -s build)
-ORIGIN=18291 ORIGIN_TLS=18292 NGX=18293 LEV=18294
+base=${PORT_BASE:-18571}
+ORIGIN=$base ORIGIN_TLS=$((base + 1)) NGX=$((base + 2)) LEV=$((base + 3))
 require_free_ports $ORIGIN $ORIGIN_TLS $NGX $LEV $((LEV + 1000))
 run=$(mktemp -d "${TMPDIR:-/tmp}/tls-compare.XXXXXX")
 RUN_DIR=$run
@@ -141,26 +145,33 @@ start_profile() {
 	prof_pid=$!
 }
 
+fronts="nginx levee"
+[ -z "${LEVEE_B_BIN:-}" ] || fronts="nginx levee levee-b"
+
 declare -A RPS CPU P99
 for sc in "${scenarios[@]}"; do
 	echo
 	say "=== $sc: $ROUNDS rounds of ${DURATION}s"
 	for ((r = 1; r <= ROUNDS; r++)); do
-		for p in nginx levee; do
-			if [ $p = nginx ]; then
+		for p in $fronts; do
+			case $p in
+			nginx)
 				start_group "$run/$p-$sc-r$r.log" nginx -p "$run/nginx-$sc/" -e stderr -c "$run/nginx-$sc/nginx.conf"
-				port=$NGX
-			else
+				port=$NGX ;;
+			levee)
 				start_group "$run/$p-$sc-r$r.log" "$bin" run -config "$run/levee/$sc.yaml"
-				port=$LEV
-			fi
+				port=$LEV ;;
+			levee-b)
+				start_group "$run/$p-$sc-r$r.log" "$LEVEE_B_BIN" run -config "$run/levee/$sc.yaml"
+				port=$LEV ;;
+			esac
 			pg=$STARTED_PID
 			wait_port "$port" 30 "$pg" || die "$p did not start: $(cat "$run/$p-$sc-r$r.log")"
 			out=$run/$p-$sc-r$r.txt
 			prof=
-			if [ -n "${PROFILE:-}" ] && [ $p = levee ]; then
+			if [ -n "${PROFILE:-}" ] && [ $p != nginx ]; then
 				mkdir -p "$PROFILE"
-				prof=$PROFILE/levee-$sc-r$r.pprof
+				prof=$PROFILE/$p-$sc-r$r.pprof
 			fi
 			case $sc in
 			https-h1 | upstream-tls)
@@ -216,4 +227,10 @@ for sc in "${scenarios[@]}"; do
 	awk -v sc="$sc" -v lr="$lr" -v lc="$lc" -v lp="$lp" -v nr="$nr" -v nc="$nc" 'BEGIN {
 		rr = (nr > 0) ? sprintf("%.2fx", lr / nr) : "NA"; cr = (nc > 0) ? sprintf("%.2fx", lc / nc) : "NA"
 		printf "%-13s %-6s %10s %12s %10s %12s %12s\n", sc, "levee", lr, lc, lp, rr, cr }'
+	[ -n "${LEVEE_B_BIN:-}" ] || continue
+	awk -v sc="$sc" -v br="$(med "${RPS[$sc.levee-b]}")" -v bc="$(med "${CPU[$sc.levee-b]}")" -v bp="$(med "${P99[$sc.levee-b]}")" \
+		-v lr="$lr" -v lc="$lc" -v nr="$nr" -v nc="$nc" 'BEGIN {
+		rr = (nr > 0) ? sprintf("%.2fx", br / nr) : "NA"; cr = (nc > 0) ? sprintf("%.2fx", bc / nc) : "NA"
+		printf "%-13s %-6s %10s %12s %10s %12s %12s\n", sc, "lev-b", br, bc, bp, rr, cr
+		if (lr > 0 && lc > 0) printf "%-13s levee-b / levee: %.2fx req/s, %.2fx CPU per request\n", sc, br / lr, bc / lc }'
 done
