@@ -157,6 +157,7 @@ LOAD_TEST_NAMES := \
 	TestSlowClientsBesideNGINX \
 	TestStatementCheckLargeInputs \
 	TestH2FloodsAgainstNGINX \
+	TestH2specConformance \
 	TestIncidentCPUPerRequest \
 	TestOutlierSlowStartRamp \
 	TestUpstreamTLSRotationUnderLoad \

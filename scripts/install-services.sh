@@ -25,6 +25,11 @@
 #   from its own tools module (tools/pebble, so levee's go.mod does not
 #   grow) into $LEVEE_TOOLS_CACHE (default ~/.cache/levee-tools), outside
 #   the repo and cached across runs (internal/testsvc.PebblePath).
+#   h2spec v2.2.1 (the HTTP/2 conformance tester, a Go program): built from
+#   tools/h2spec like Hydra (install_h2spec) into the directory
+#   internal/testsvc.H2specPath reads; TestH2specConformance runs it
+#   against levee's listeners.
+#   h2load (nghttp2-client): bench/tls-compare.sh's h2 load generator.
 # Safe to run repeatedly; does nothing when everything is present.
 set -euo pipefail
 tools_cache="${LEVEE_TOOLS_CACHE:-$HOME/.cache/levee-tools}"
@@ -45,6 +50,7 @@ command -v fish >/dev/null || need+=(fish) # and fish with fish -n
 command -v systemd-analyze >/dev/null || need+=(systemd) # verifies deploy/systemd/levee.service
 command -v openssl >/dev/null || need+=(openssl) # examples/' instructions (TestExamplesValidate)
 command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v h2load >/dev/null || need+=(nghttp2-client) # bench/tls-compare.sh
 for b in initdb postgres psql; do
   if [ ! -x "/usr/lib/postgresql/15/bin/$b" ]; then need+=(postgresql-15); break; fi
 done
@@ -67,6 +73,20 @@ install_hydra() {
   echo "install-services: Ory Hydra $ver built in $((SECONDS - start))s" >&2
 }
 install_hydra
+# h2spec (HTTP/2 conformance, a Go program): built from tools/h2spec into
+# h2spec-<version>/h2spec beside Hydra (internal/testsvc.H2specPath).
+install_h2spec() {
+  local repo ver dir
+  repo="$(cd "$(dirname "$0")/.." && pwd)"
+  ver="$(awk '$1 == "github.com/summerwind/h2spec" {sub(/\+incompatible$/, "", $2); print $2; exit}' "$repo/tools/h2spec/go.mod")"
+  dir="${LEVEE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/levee-tools}/h2spec-$ver"
+  [ -x "$dir/h2spec" ] && return 0
+  mkdir -p "$dir"
+  echo "install-services: building h2spec $ver into $dir (once)" >&2
+  (cd "$repo/tools/h2spec" && GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build \
+    -o "$dir/h2spec.tmp" github.com/summerwind/h2spec/cmd/h2spec) && mv "$dir/h2spec.tmp" "$dir/h2spec"
+}
+install_h2spec
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "install-services: need root to apt-get install ${need[*]}" >&2

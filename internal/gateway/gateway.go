@@ -479,8 +479,10 @@ func (g *Gateway) newDataServer(cfg *config.Config, tls bool, handler http.Handl
 		// h1server, plain text from net/http after a handoff).
 		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
 		Protocols:      protocols,
-		HTTP2:          &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams},
-		ErrorLog:       slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
+		// RFC 9113's initial frame size, not net/http's 1 MiB: h2spec 4.2/3,
+		// and a frame read buffer bounded at 16 KiB (docs/http2.md).
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams, MaxReadFrameSize: 1 << 14},
+		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	return srv
 }

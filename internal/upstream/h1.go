@@ -73,8 +73,12 @@ var (
 
 // FastPath reports whether r may take the h1 fast path: an idempotent
 // method (safe to retry on a stale connection), no body, no upgrade.
+// An HTTP/2 request always has a Body (net/http's server sets one even
+// when HEADERS ended the stream); with ContentLength 0 it is empty: the
+// stream ended, or the client declared (or garbled) a Content-Length,
+// which holds it to 0 bytes (more DATA is a stream error).
 func FastPath(r *http.Request) bool {
-	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) {
+	if r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody && r.ProtoMajor != 2) {
 		return false
 	}
 	// The method alone (internal/idempotency): a key does not put a

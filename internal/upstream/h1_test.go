@@ -55,6 +55,42 @@ func TestFastPathTakes(t *testing.T) {
 	}
 }
 
+// TestFastPathHTTP2: a request from net/http's HTTP/2 server always has a
+// Body; with ContentLength 0 it is empty, and a bodiless GET takes the
+// fast path as it does over HTTP/1.1 (it took the standard transport
+// before, two goroutines and about 40 allocations more per request).
+func TestFastPathHTTP2(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		cl     int64
+		want   bool
+	}{
+		{"GET, stream ended", "GET", 0, true},
+		{"HEAD, stream ended", "HEAD", 0, true},
+		{"GET with a body of unknown length", "GET", -1, false},
+		{"GET with a body", "GET", 1, false},
+		{"POST, stream ended", "POST", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "/", nil)
+			r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+			r.ContentLength = tc.cl
+			r.Body = io.NopCloser(strings.NewReader(""))
+			if got := FastPath(r); got != tc.want {
+				t.Errorf("FastPath = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The same body on HTTP/1.1 keeps the standard path: there, a Body
+	// other than NoBody is a body.
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Body = io.NopCloser(strings.NewReader(""))
+	if FastPath(r) {
+		t.Error("an HTTP/1.1 GET with a Body took the fast path")
+	}
+}
+
 // TestWriteRequestHeadMatchesOutboundHeader pins the fast path's head to the
 // standard path's headers, so the two cannot drift apart.
 func TestWriteRequestHeadMatchesOutboundHeader(t *testing.T) {
