@@ -145,6 +145,54 @@ func TestMirrorCopiesRequests(t *testing.T) {
 	}
 }
 
+// TestMirrorHeaderNotForwarded: a client's Levee-Mirror (and a second
+// value of it) never reaches a primary upstream, on a route with a mirror
+// and on one without: only levee marks a copy. The shadow's copy carries
+// levee's single "1".
+func TestMirrorHeaderNotForwarded(t *testing.T) {
+	primary, primarySeen := shadowServer(t)
+	shadow, got := shadowServer(t)
+	h := start(t, mirrorConfig(hostPort(primary), hostPort(shadow), `
+  - name: mirrored
+    match: {path_prefix: /mirrored}
+    upstream: primary
+    mirror: {upstream: shadow}
+  - name: plain
+    match: {path_prefix: /plain}
+    upstream: primary
+`))
+	for _, path := range []string{"/mirrored", "/plain"} {
+		req, _ := http.NewRequest("GET", h.base+path, nil)
+		req.Header["Levee-Mirror"] = []string{"1", "client"}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d, want 200", path, resp.StatusCode)
+		}
+		var s seen
+		select {
+		case s = <-primarySeen:
+		default:
+			t.Fatalf("GET %s: the primary recorded no request", path) // it records before answering
+		}
+		if v, ok := s.header["Levee-Mirror"]; ok {
+			t.Errorf("GET %s: the primary received Levee-Mirror %q, want none", path, v)
+		}
+	}
+	select {
+	case s := <-got:
+		if v := s.header.Values("Levee-Mirror"); len(v) != 1 || v[0] != "1" || s.target != "/mirrored" {
+			t.Errorf("copy of %s: Levee-Mirror %q, want one copy of /mirrored marked [1]", s.target, v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shadow received no copy of /mirrored")
+	}
+}
+
 // TestMirrorPercent: percent 12.5 copies exactly 50 of 400 requests (the
 // choice is a counter, not a coin), 2.5 exactly 10.
 func TestMirrorPercent(t *testing.T) {

@@ -146,13 +146,16 @@ func (p *pools) transport(name string, o upstream.Options) *upstream.Transport {
 }
 
 // retain drops transports and counters that the configuration no longer
-// references.
+// references, and closes the kept transports' pooled connections to
+// endpoints no longer in their upstream's set.
 func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 	for name, t := range p.transports {
 		if !upstreams[name] {
 			t.transport.Close()
 			delete(p.transports, name)
+			continue
 		}
+		t.transport.RetainEndpoints(func(addr string) bool { return stats[statsKey{name, addr}] })
 	}
 	for name := range p.budgets {
 		if !upstreams[name] {
@@ -183,7 +186,8 @@ func (p *pools) retain(upstreams map[string]bool, stats map[statsKey]bool) {
 }
 
 // retainStats drops the counters of upstream name's endpoints that are
-// not in eps (after a discovery update removed them).
+// not in eps (after a discovery update removed them), and closes its
+// transport's pooled connections to them.
 func (p *pools) retainStats(name string, eps []*endpoint.Endpoint) {
 	live := make(map[string]bool, len(eps))
 	for _, ep := range eps {
@@ -193,6 +197,9 @@ func (p *pools) retainStats(name string, eps []*endpoint.Endpoint) {
 		if k.upstream == name && !live[k.address] {
 			delete(p.stats, k)
 		}
+	}
+	if t, ok := p.transports[name]; ok {
+		t.transport.RetainEndpoints(func(addr string) bool { return live[addr] })
 	}
 }
 

@@ -15,10 +15,10 @@ import (
 
 // h2cBackend is a real HTTP/2 server over clear text only (an HTTP/1.1
 // request gets nothing it can read): it echoes the body, sends a trailer,
-// and counts its connections and health checks.
+// and counts its connections (opened and closed) and health checks.
 type h2cBackend struct {
-	addr          string
-	conns, checks atomic.Int64
+	addr                  string
+	conns, closed, checks atomic.Int64
 }
 
 func startH2CBackend(t *testing.T) *h2cBackend {
@@ -42,8 +42,11 @@ func startH2CBackend(t *testing.T) *h2cBackend {
 			w.Header().Set("X-Sum", fmt.Sprint(len(body)))
 		}),
 		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
+			switch s {
+			case http.StateNew:
 				b.conns.Add(1)
+			case http.StateClosed:
+				b.closed.Add(1)
 			}
 		},
 		ReadHeaderTimeout: 5 * time.Second,
@@ -111,5 +114,77 @@ routes:
 		if v := m.Value(t, `levee_upstream_h2_errors_total{reason="`+reason+`",upstream="grpcish"}`); v != 0 {
 			t.Errorf("%s: %v errors against a healthy upstream", reason, v)
 		}
+	}
+}
+
+// TestH2CEndpointLeftIsClosed: levee's idle HTTP/2 connection to an
+// endpoint that leaves its upstream's set is closed at once (the endpoint
+// sees it closed; before, it stayed until the idle timeout, 90 s here),
+// whether a reload or a discovery push removed it; the kept endpoint's
+// connection stays open.
+func TestH2CEndpointLeftIsClosed(t *testing.T) {
+	a, b := startH2CBackend(t), startH2CBackend(t)
+	cfg := `
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+log: {access: false}
+upstreams:
+  static:
+    protocol: h2c
+    timeouts: {idle: 90s}
+    endpoints: [%s]
+  pushed:
+    protocol: h2c
+    timeouts: {idle: 90s}
+    discovery: {push: true}
+routes:
+  - {name: static, match: {path_prefix: /static/}, upstream: static}
+  - {name: pushed, match: {path_prefix: /pushed/}, upstream: pushed}
+`
+	both := fmt.Sprintf("{address: %s}, {address: %s}", a.addr, b.addr)
+	h := start(t, fmt.Sprintf(cfg, both))
+	// Requests until both endpoints hold one of levee's connections.
+	fill := func(path string) {
+		t.Helper()
+		testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+			resp := h.get(path)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			open := func(s *h2cBackend) int64 { return s.conns.Load() - s.closed.Load() }
+			return resp.StatusCode == 200 && open(a) >= 1 && open(b) >= 1, fmt.Sprintf("status %d, open connections A %d, B %d", resp.StatusCode, open(a), open(b))
+		})
+	}
+	fill("/static/x")
+	aClosed := a.closed.Load()
+	h.writeConfig(fmt.Sprintf(cfg, fmt.Sprintf("{address: %s}", a.addr)))
+	resp, err := h.client.Post(h.admin+"/api/v1/reload", "application/json", nil) // h.client sends the admin token
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("reload: %d", resp.StatusCode)
+	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		return b.conns.Load() == b.closed.Load(), fmt.Sprintf("B (reloaded away): %d opened, %d closed", b.conns.Load(), b.closed.Load())
+	})
+	if n := a.closed.Load(); n != aClosed {
+		t.Errorf("A (kept by the reload): %d connections closed, want %d", n, aClosed)
+	}
+
+	if status, doc := pushEndpoints(t, h, "pushed", fmt.Sprintf(`[{"address": %q}, {"address": %q}]`, a.addr, b.addr)); status != 200 || doc["result"] != "applied" {
+		t.Fatalf("push of A and B: %d %v", status, doc)
+	}
+	fill("/pushed/x")
+	aClosed = a.closed.Load()
+	if status, doc := pushEndpoints(t, h, "pushed", fmt.Sprintf(`[{"address": %q}]`, a.addr)); status != 200 || doc["result"] != "applied" {
+		t.Fatalf("push of A alone: %d %v", status, doc)
+	}
+	testkit.Eventually(t, 5*time.Second, func() (bool, string) {
+		return b.conns.Load() == b.closed.Load(), fmt.Sprintf("B (pushed away): %d opened, %d closed", b.conns.Load(), b.closed.Load())
+	})
+	if n := a.closed.Load(); n != aClosed {
+		t.Errorf("A (kept by the push): %d connections closed, want %d", n, aClosed)
 	}
 }

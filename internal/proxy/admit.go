@@ -92,7 +92,8 @@ func headerSize(r *http.Request) int {
 // prepareBody is step 2: the body is bounded by the route's limit and
 // watched for its timeout and its client's errors (clientbody.go), the
 // protocol switches and trailers the route does not allow are dropped,
-// and only levee names the app to an upstream.
+// and only levee names the app to an upstream or marks a request as a
+// mirror's copy (a client's Levee-App and Levee-Mirror never reach one).
 func prepareBody(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) {
 	if rt.MaxBodyBytes > 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, rt.MaxBodyBytes)
@@ -101,6 +102,7 @@ func prepareBody(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route)
 	screenUpgrade(r.Header, rt.Upgrades)
 	screenTrailers(r, rt.ForwardTrailers)
 	delete(r.Header, AppHeader)
+	delete(r.Header, MirrorHeader)
 }
 
 // admitConsumer is step 3, on a route with auth or an anonymous limit:

@@ -149,7 +149,7 @@ func screenTrailers(r *http.Request, allowed []string) {
 // or that levee sets, are never forwarded as trailers.
 func neverTrailer(k string) bool {
 	switch k {
-	case "Host", "Content-Length", AppHeader, "X-Request-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+	case "Host", "Content-Length", AppHeader, MirrorHeader, "X-Request-Id", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
 		return true
 	}
 	return upstream.IsHopHeader(k)

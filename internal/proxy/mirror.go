@@ -51,7 +51,8 @@ import (
 
 // MirrorHeader marks every copy a Mirror sends ("Levee-Mirror: 1"), so
 // that a shadow can tell a copy from real traffic; a client's own value
-// is replaced.
+// is removed on every route (prepareBody), so no upstream takes a
+// client's request for a copy.
 const MirrorHeader = "Levee-Mirror"
 
 // mirrorAnswerBytes bounds what is read of a shadow's answer before its

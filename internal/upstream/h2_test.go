@@ -18,12 +18,13 @@ import (
 )
 
 // h2Server is a real HTTP/2 server (TLS with cert, else h2c) that echoes
-// request bodies, sends a trailer, counts its connections and the
-// requests in its handler at once (their peak), and holds requests to
-// /hold until release is closed.
+// request bodies, sends a trailer, counts its connections (opened and
+// closed) and the requests in its handler at once (their peak), and holds
+// requests to /hold until release is closed.
 type h2Server struct {
 	addr         string
 	conns        atomic.Int64
+	closed       atomic.Int64
 	active, peak atomic.Int64
 	release      chan struct{}
 	releaseOnce  sync.Once
@@ -65,8 +66,11 @@ func startH2Server(t *testing.T, cert *tls.Certificate, maxStreams int) *h2Serve
 			w.Header().Set("X-Sum", "done")
 		}),
 		ConnState: func(_ net.Conn, st http.ConnState) {
-			if st == http.StateNew {
+			switch st {
+			case http.StateNew:
 				s.conns.Add(1)
+			case http.StateClosed:
+				s.closed.Add(1)
 			}
 		},
 		ReadHeaderTimeout: 5 * time.Second,
