@@ -249,7 +249,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.acme, err = newACME(cfg, acmeMetrics); err != nil {
+	if g.acme, err = newACME(cfg, acmeMetrics, logger); err != nil {
 		return nil, err
 	}
 	if err := g.loadToken(cfg); err != nil {
@@ -381,6 +381,12 @@ func (g *Gateway) Start() (err error) {
 		if l.Name == primary.Name {
 			h1, dataLn = srv, lns[i]
 		}
+	}
+	if g.acme != nil {
+		if err := g.acme.Start(); err != nil {
+			return err
+		}
+		undo = append(undo, g.acme.Close)
 	}
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
@@ -528,6 +534,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
 	g.profiler.Stop()
+	if g.acme != nil {
+		g.acme.Close() // the renewal watch and its etcd client
+	}
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.etcd.pushes.Stop() // no shared push applies to a stopped feed
