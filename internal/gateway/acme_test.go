@@ -9,13 +9,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/levee-gw/levee/internal/config"
+	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // The ACME tests run levee against a real Pebble (testsvc.StartPebble):
@@ -175,6 +178,11 @@ func TestACMEIssuesFromPebble(t *testing.T) {
 			if v := n.h.metric(`levee_tls_certificate_expiry_timestamp_seconds{name="a.levee.test"}`); v != float64(leaf.NotAfter.Unix()) {
 				t.Fatalf("expiry metric %v, want %d", v, leaf.NotAfter.Unix())
 			}
+			// Only the challenge under test can have passed (the other's
+			// port is closed); Pebble's log says which it tried.
+			if triedHTTP := strings.Contains(p.Log(), "Attempting to validate w/ HTTP"); triedHTTP != (challenge == "http-01") {
+				t.Fatalf("%s: pebble tried HTTP-01: %v", challenge, triedHTTP)
+			}
 			files := acmeFiles(t, filepath.Join(state, "acme"))
 			if !files["acme_account+key"] || !files["a.levee.test"] {
 				t.Fatalf("state_dir/acme holds %v, want the account key and a.levee.test", files)
@@ -211,4 +219,195 @@ func acmeFiles(t *testing.T, dir string) map[string]bool {
 	return out
 }
 
-var _ = strconv.Itoa
+// handshakeLoop handshakes with addr for name in a loop (a fresh
+// connection each time) until stop, counting the handshakes, the failed
+// ones and the serials served.
+type handshakeLoop struct {
+	mu      sync.Mutex
+	ok      int
+	nfail   int
+	failed  []string // the first few errors
+	serials map[string]int
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startHandshakeLoop(addr, name string, roots *x509.CertPool, clients int) *handshakeLoop {
+	l := &handshakeLoop{serials: map[string]int{}, stop: make(chan struct{})}
+	for range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				leaf, err := leafFor(addr, name, roots)
+				l.mu.Lock()
+				if err != nil {
+					l.nfail++
+					if len(l.failed) < 10 { // bounded: the first few, for the message
+						l.failed = append(l.failed, err.Error())
+					}
+				} else {
+					l.ok++
+					l.serials[leaf.SerialNumber.Text(16)]++
+				}
+				l.mu.Unlock()
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(20 * time.Millisecond): // pacing, not a wait for a state
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *handshakeLoop) end() (ok, nfail int, failed []string, serials int) {
+	close(l.stop)
+	l.wg.Wait()
+	return l.ok, l.nfail, l.failed, len(l.serials)
+}
+
+// TestACMERenewsAndKeepsOldOnFailure: certificates valid 20s with
+// renew_before 16s: levee renews (a new serial from Pebble) while
+// clients loop handshakes, none failing during the swap; then Pebble
+// stops, the renewal cannot happen, the last certificate keeps serving
+// and levee_acme_errors_total{reason="renewal_overdue"} counts it.
+func TestACMERenewsAndKeepsOldOnFailure(t *testing.T) {
+	httpPort, tlsPort := acmePorts(t)
+	p := testsvc.StartPebble(t, testsvc.PebbleOptions{TLSPort: tlsPort, Validity: 20 * time.Second})
+	roots := p.Roots(t)
+	n := startACMENode(t, acmeYAML(p, t.TempDir(), httpPort, tlsPort, 16*time.Second, "", "a.levee.test"))
+	first := mustLeaf(t, n.httpsAdr, "a.levee.test", roots, p)
+	loop := startHandshakeLoop(n.httpsAdr, "a.levee.test", roots, 2)
+	var renewed *x509.Certificate
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		leaf, err := leafFor(n.httpsAdr, "a.levee.test", roots)
+		if err != nil {
+			return false, err.Error()
+		}
+		renewed = leaf
+		return leaf.SerialNumber.Cmp(first.SerialNumber) != 0, "still serial " + leaf.SerialNumber.Text(16)
+	})
+	waitFor(t, "renewal counted", func() bool {
+		v, ok := n.h.lookupMetric(`levee_acme_certificates_total{result="renewed"}`)
+		return ok && v >= 1
+	})
+	ok, nfail, failed, serials := loop.end()
+	if nfail > 0 {
+		t.Fatalf("%d handshakes failed during the renewal: %v", nfail, failed)
+	}
+	if ok < 20 || serials < 2 {
+		t.Fatalf("the loop made %d handshakes seeing %d serials; want >= 20 and both certificates", ok, serials)
+	}
+	n.h.noCount(`levee_acme_errors_total{name="a.levee.test",reason="renewal_overdue"}`)
+	issuedBefore := p.Issued()
+
+	// A failed renewal: Pebble stops. The certificate served now is the
+	// last one levee will have until Pebble is back.
+	p.Stop()
+	last := mustLeaf(t, n.httpsAdr, "a.levee.test", roots, p)
+	testkit.Eventually(t, 30*time.Second, func() (bool, string) {
+		v, ok := n.h.lookupMetric(`levee_acme_errors_total{name="a.levee.test",reason="renewal_overdue"}`)
+		return ok && v == 1, fmt.Sprintf("renewal_overdue %v", v)
+	})
+	still, err := leafFor(n.httpsAdr, "a.levee.test", roots)
+	if err != nil {
+		t.Fatalf("after the failed renewal: %v", err)
+	}
+	if still.SerialNumber.Cmp(last.SerialNumber) != 0 {
+		t.Fatalf("serves serial %s, want the old %s kept", still.SerialNumber.Text(16), last.SerialNumber.Text(16))
+	}
+	if !time.Now().Before(still.NotAfter) {
+		t.Fatalf("the kept certificate expired at %s before the overdue count", still.NotAfter)
+	}
+	n.h.noCount(`levee_acme_errors_total{name="a.levee.test",reason="order_failed"}`)
+	t.Logf("renewal: serial %s → %s (first renewal), %d handshakes by 2 looping clients, 0 failed, %d serials seen; %d certificates issued by pebble before it stopped; renewal_overdue counted with serial %s (NotAfter %s) still serving",
+		first.SerialNumber.Text(16), renewed.SerialNumber.Text(16), ok, serials, issuedBefore,
+		still.SerialNumber.Text(16), still.NotAfter.UTC().Format(time.RFC3339))
+}
+
+// TestACMEClusterSharesCertificate: two levee nodes on one real etcd
+// (cluster.etcd) and one Pebble; clients ask both nodes for the name at
+// once: exactly one order reaches Pebble (the cluster lock), both nodes
+// serve that certificate, and it and the account key are in etcd. The
+// TLS-ALPN-01 challenge goes to node 1's port whichever node ordered:
+// the token is shared through etcd, so node 1 answers node 2's.
+func TestACMEClusterSharesCertificate(t *testing.T) {
+	e := testsvc.StartEtcd(t)
+	http1, tls1 := acmePorts(t)
+	http2, tls2 := acmePorts(t)
+	p := testsvc.StartPebble(t, testsvc.PebbleOptions{TLSPort: tls1})
+	roots := p.Roots(t)
+	cluster := func(node string) string {
+		return fmt.Sprintf("cluster:\n  node_id: %s\n  etcd: {endpoints: [%s], prefix: /acme-test/, lease_ttl: 2s, dial_timeout: 500ms, op_timeout: 2s}\n", node, e.Endpoint)
+	}
+	n1 := startACMENode(t, acmeYAML(p, t.TempDir(), http1, tls1, time.Hour, cluster("node-1"), "a.levee.test"))
+	n2 := startACMENode(t, acmeYAML(p, t.TempDir(), http2, tls2, time.Hour, cluster("node-2"), "a.levee.test"))
+	leaves := make([]*x509.Certificate, 2)
+	var wg sync.WaitGroup
+	for i, addr := range []string{n1.httpsAdr, n2.httpsAdr} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last error
+			deadline := time.Now().Add(60 * time.Second)
+			for time.Now().Before(deadline) {
+				if leaves[i], last = leafFor(addr, "a.levee.test", roots); last == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond) // a failed order is retried by the next handshake
+			}
+			t.Errorf("node %d: no certificate within 60s: %v", i+1, last)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.Fatalf("pebble log:\n%s", p.Log())
+	}
+	if leaves[0].SerialNumber.Cmp(leaves[1].SerialNumber) != 0 {
+		t.Fatalf("node 1 serves serial %s, node 2 %s: want one shared certificate", leaves[0].SerialNumber.Text(16), leaves[1].SerialNumber.Text(16))
+	}
+	if got := p.Issued(); got != 1 {
+		t.Fatalf("pebble issued %d certificates for the cluster, want 1", got)
+	}
+	issued := 0.0
+	for _, n := range []*acmeNode{n1, n2} {
+		v, _ := n.h.lookupMetric(`levee_acme_certificates_total{result="issued"}`)
+		issued += v
+	}
+	if issued != 1 {
+		t.Fatalf("the nodes counted %v issued certificates, want 1 between them", issued)
+	}
+	keys := etcdKeys(t, e.Endpoint, "/acme-test/acme/")
+	if !keys["/acme-test/acme/a.levee.test"] || !keys["/acme-test/acme/acme_account+key"] {
+		t.Fatalf("etcd holds %v, want the certificate and the account key", keys)
+	}
+	t.Logf("cluster: both nodes serve serial %s after concurrent first handshakes; 1 order at pebble; etcd keys %d", leaves[0].SerialNumber.Text(16), len(keys))
+}
+
+// etcdKeys are the keys under prefix in the etcd at endpoint.
+func etcdKeys(t *testing.T, endpoint, prefix string) map[string]bool {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = true
+	}
+	return out
+}
