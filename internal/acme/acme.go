@@ -325,7 +325,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "Certificates ordered from the ACME server and stored, by result: issued (a domain's first) or renewed.",
 	}, []string{"result"}), errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "levee_acme_errors_total",
-		Help: "ACME failures by name and reason: order_failed (a handshake's order failed) or renewal_overdue (a certificate past its renewal time by the grace is still the old one; counted again each hour it stays so).",
+		Help: "ACME failures by name and reason: order_failed (a handshake's order failed) or renewal_overdue (a certificate past its renewal time by the grace is still the old one; counted again every 30 minutes while it stays so).",
 	}, []string{"name", "reason"})}
 	for _, r := range CertificateResults {
 		m.stored.WithLabelValues(r)

@@ -25,7 +25,7 @@ import (
 
 // overdueRecount is how often a certificate still overdue is counted
 // again.
-const overdueRecount = time.Hour
+const overdueRecount = 30 * time.Minute
 
 // renewWatch is the watch's state.
 type renewWatch struct {
