@@ -111,6 +111,7 @@ func New(o Options, metrics *Metrics) (*Manager, error) {
 		now = time.Now
 	}
 	mgr := &Manager{domains: map[string]bool{}, metrics: metrics, log: log, now: now, renewBefore: o.RenewBefore}
+	mgr.watch.overdue = map[string]time.Time{}
 	for _, d := range o.Domains {
 		mgr.domains[strings.ToLower(d)] = true
 	}

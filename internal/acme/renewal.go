@@ -59,7 +59,6 @@ func (m *Manager) Start() error {
 		}
 	}
 	m.watch.mu.Lock()
-	m.watch.overdue = map[string]time.Time{}
 	m.watch.stop, m.watch.done = make(chan struct{}), make(chan struct{})
 	m.watch.started = true
 	m.watch.mu.Unlock()
