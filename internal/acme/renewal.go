@@ -51,8 +51,11 @@ func checkEvery(renewBefore time.Duration) time.Duration {
 
 // Start loads the stored certificates (their expiry, and their renewal
 // timers) and starts the renewal watch; with Options.Etcd it connects to
-// etcd first. Close stops it.
+// etcd first. Close stops it. Both are no-ops on a nil Manager.
 func (m *Manager) Start() error {
+	if m == nil {
+		return nil
+	}
 	if m.etcd != nil {
 		if err := m.etcd.open(); err != nil {
 			return err
@@ -68,6 +71,9 @@ func (m *Manager) Start() error {
 
 // Close stops the watch and the etcd client (no-op before Start).
 func (m *Manager) Close() {
+	if m == nil {
+		return
+	}
 	m.watch.mu.Lock()
 	started := m.watch.started
 	m.watch.started = false

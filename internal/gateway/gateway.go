@@ -382,12 +382,10 @@ func (g *Gateway) Start() (err error) {
 			h1, dataLn = srv, lns[i]
 		}
 	}
-	if g.acme != nil {
-		if err := g.acme.Start(); err != nil {
-			return err
-		}
-		undo = append(undo, g.acme.Close)
+	if err := g.acme.Start(); err != nil { // nil-safe; Close in shutdownListeners
+		return err
 	}
+	undo = append(undo, g.acme.Close)
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff
@@ -534,9 +532,6 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	// Not under g.mu: the health loop may be waiting for it to swap a Balance.
 	g.health.Stop()
 	g.profiler.Stop()
-	if g.acme != nil {
-		g.acme.Close() // the renewal watch and its etcd client
-	}
 	close(g.sweepStop)
 	<-g.sweepDone
 	g.etcd.pushes.Stop() // no shared push applies to a stopped feed

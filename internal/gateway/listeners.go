@@ -170,7 +170,8 @@ func (g *Gateway) limitListener(l config.Listener, ln net.Listener) *netlimit.Li
 }
 
 // shutdownListeners drains every listener at once (each stops accepting
-// first), closing what remains of one whose drain outlives ctx.
+// first), closing what remains of one whose drain outlives ctx; then it
+// stops the ACME manager, which no handshake needs any more.
 func (g *Gateway) shutdownListeners(ctx context.Context, ls []*dataListener) error {
 	errs := make([]error, len(ls))
 	var wg sync.WaitGroup
@@ -185,6 +186,7 @@ func (g *Gateway) shutdownListeners(ctx context.Context, ls []*dataListener) err
 		}()
 	}
 	wg.Wait()
+	g.acme.Close() // the ACME renewal watch and its etcd client (nil-safe)
 	return errors.Join(errs...)
 }
 
