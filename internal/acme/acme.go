@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,28 @@ type Manager struct {
 	now         func() time.Time
 	renewBefore time.Duration
 	watch       renewWatch
+	transport   *closableTransport // the ACME server's; refuses every request after Close
+}
+
+// closableTransport is the ACME client's transport. autocert's renewal
+// timers cannot be stopped from outside, so after Close a timer that
+// fires finds every request to the ACME server refused at once and
+// reschedules itself (30 to 60 minutes later) without any traffic.
+type closableTransport struct {
+	next   *http.Transport
+	closed atomic.Bool
+}
+
+func (t *closableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.closed.Load() {
+		return nil, errors.New("acme: manager closed")
+	}
+	return t.next.RoundTrip(r)
+}
+
+func (t *closableTransport) close() {
+	t.closed.Store(true)
+	t.next.CloseIdleConnections()
 }
 
 // httpTimeout bounds each request to the ACME server.
@@ -110,7 +133,8 @@ func New(o Options, metrics *Metrics) (*Manager, error) {
 	if now == nil {
 		now = time.Now
 	}
-	mgr := &Manager{domains: map[string]bool{}, metrics: metrics, log: log, now: now, renewBefore: o.RenewBefore}
+	mgr := &Manager{domains: map[string]bool{}, metrics: metrics, log: log, now: now, renewBefore: o.RenewBefore,
+		transport: &closableTransport{next: tr}}
 	mgr.watch.overdue = map[string]time.Time{}
 	for _, d := range o.Domains {
 		mgr.domains[strings.ToLower(d)] = true
@@ -133,7 +157,7 @@ func New(o Options, metrics *Metrics) (*Manager, error) {
 		HostPolicy:  mgr.hostPolicy,
 		RenewBefore: o.RenewBefore,
 		Email:       o.Email,
-		Client:      &xacme.Client{DirectoryURL: o.Directory, HTTPClient: &http.Client{Transport: tr, Timeout: httpTimeout}},
+		Client:      &xacme.Client{DirectoryURL: o.Directory, HTTPClient: &http.Client{Transport: mgr.transport, Timeout: httpTimeout}},
 	}
 	if metrics != nil {
 		for d := range mgr.domains {

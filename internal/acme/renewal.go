@@ -69,11 +69,13 @@ func (m *Manager) Start() error {
 	return nil
 }
 
-// Close stops the watch and the etcd client (no-op before Start).
+// Close stops the watch, the etcd client and every later request to
+// the ACME server (closableTransport).
 func (m *Manager) Close() {
 	if m == nil {
 		return
 	}
+	m.transport.close()
 	m.watch.mu.Lock()
 	started := m.watch.started
 	m.watch.started = false
