@@ -191,6 +191,10 @@ func TestACMEIssuesFromPebble(t *testing.T) {
 			// A restart serves the stored certificate: no new order.
 			n.stop()
 			n2 := startACMENode(t, yaml)
+			// Loaded at start, before any handshake: its expiry is reported.
+			waitFor(t, "the stored certificate's expiry after the restart", func() bool {
+				return n2.h.metricIs(`levee_tls_certificate_expiry_timestamp_seconds{name="a.levee.test"}`, float64(leaf.NotAfter.Unix()))
+			})
 			again := mustLeaf(t, n2.httpsAdr, "a.levee.test", roots, p)
 			if again.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
 				t.Fatalf("restarted levee serves serial %s, want the stored %s", again.SerialNumber, leaf.SerialNumber)
