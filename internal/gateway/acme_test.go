@@ -277,16 +277,18 @@ func (l *handshakeLoop) end() (ok, nfail int, failed []string, serials int) {
 	return l.ok, l.nfail, l.failed, len(l.serials)
 }
 
-// TestACMERenewsAndKeepsOldOnFailure: certificates valid 20s with
-// renew_before 16s: levee renews (a new serial from Pebble) while
-// clients loop handshakes, none failing during the swap; then Pebble
-// stops, the renewal cannot happen, the last certificate keeps serving
-// and levee_acme_errors_total{reason="renewal_overdue"} counts it.
+// TestACMERenewsAndKeepsOldOnFailure: certificates valid 24s with
+// renew_before 20s (renewed 4 to 6 s after issue, overdue 11 s after:
+// 5 s or more for an order): levee renews (a new serial from Pebble)
+// while clients loop handshakes, none failing during the swap; then
+// Pebble stops, the renewal cannot happen, the last certificate keeps
+// serving and levee_acme_errors_total{reason="renewal_overdue"} counts
+// it.
 func TestACMERenewsAndKeepsOldOnFailure(t *testing.T) {
 	httpPort, tlsPort := acmePorts(t)
-	p := testsvc.StartPebble(t, testsvc.PebbleOptions{TLSPort: tlsPort, Validity: 20 * time.Second})
+	p := testsvc.StartPebble(t, testsvc.PebbleOptions{TLSPort: tlsPort, Validity: 24 * time.Second})
 	roots := p.Roots(t)
-	n := startACMENode(t, acmeYAML(p, t.TempDir(), httpPort, tlsPort, 16*time.Second, "", "a.levee.test"))
+	n := startACMENode(t, acmeYAML(p, t.TempDir(), httpPort, tlsPort, 20*time.Second, "", "a.levee.test"))
 	first := mustLeaf(t, n.httpsAdr, "a.levee.test", roots, p)
 	loop := startHandshakeLoop(n.httpsAdr, "a.levee.test", roots, 2)
 	var renewed *x509.Certificate
