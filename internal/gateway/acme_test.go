@@ -343,7 +343,9 @@ func TestACMERenewsAndKeepsOldOnFailure(t *testing.T) {
 // once: exactly one order reaches Pebble (the cluster lock), both nodes
 // serve that certificate, and it and the account key are in etcd. The
 // TLS-ALPN-01 challenge goes to node 1's port whichever node ordered:
-// the token is shared through etcd, so node 1 answers node 2's.
+// the token is shared through etcd, so node 1 answers node 2's. With
+// etcd killed, node 2 restarted serves the certificate from its state_dir
+// copy without an order.
 func TestACMEClusterSharesCertificate(t *testing.T) {
 	e := testsvc.StartEtcd(t)
 	http1, tls1 := acmePorts(t)
@@ -354,7 +356,9 @@ func TestACMEClusterSharesCertificate(t *testing.T) {
 		return fmt.Sprintf("cluster:\n  node_id: %s\n  etcd: {endpoints: [%s], prefix: /acme-test/, lease_ttl: 2s, dial_timeout: 500ms, op_timeout: 2s}\n", node, e.Endpoint)
 	}
 	n1 := startACMENode(t, acmeYAML(p, t.TempDir(), http1, tls1, time.Hour, cluster("node-1"), "a.levee.test"))
-	n2 := startACMENode(t, acmeYAML(p, t.TempDir(), http2, tls2, time.Hour, cluster("node-2"), "a.levee.test"))
+	state2 := t.TempDir()
+	yaml2 := acmeYAML(p, state2, http2, tls2, time.Hour, cluster("node-2"), "a.levee.test")
+	n2 := startACMENode(t, yaml2)
 	leaves := make([]*x509.Certificate, 2)
 	var wg sync.WaitGroup
 	for i, addr := range []string{n1.httpsAdr, n2.httpsAdr} {
@@ -394,7 +398,21 @@ func TestACMEClusterSharesCertificate(t *testing.T) {
 	if !keys["/acme-test/acme/a.levee.test"] || !keys["/acme-test/acme/acme_account+key"] {
 		t.Fatalf("etcd holds %v, want the certificate and the account key", keys)
 	}
-	t.Logf("cluster: both nodes serve serial %s after concurrent first handshakes; 1 order at pebble; etcd keys %d", leaves[0].SerialNumber.Text(16), len(keys))
+
+	// etcd away: node 2 restarted serves its state_dir copy, no order.
+	n1.stop() // before etcd goes: a node's shutdown waits on a dead etcd
+	e.Kill()
+	n2.stop()
+	n2 = startACMENode(t, yaml2)
+	again := mustLeaf(t, n2.httpsAdr, "a.levee.test", roots, p)
+	e.Restart(t)
+	n2.stop()
+	if again.SerialNumber.Cmp(leaves[0].SerialNumber) != 0 || p.Issued() != 1 {
+		t.Fatalf("node 2 restarted with etcd away serves serial %s (pebble issued %d), want the shared %s and no order",
+			again.SerialNumber.Text(16), p.Issued(), leaves[0].SerialNumber.Text(16))
+	}
+	t.Logf("cluster: both nodes serve serial %s after concurrent first handshakes; 1 order at pebble; etcd keys %d; node 2 restarted with etcd killed serves it from state_dir",
+		leaves[0].SerialNumber.Text(16), len(keys))
 }
 
 // etcdKeys are the keys under prefix in the etcd at endpoint.
