@@ -3,13 +3,18 @@
 // golang.org/x/crypto/acme/autocert, the Go field's standard ACME client:
 // it answers HTTP-01 challenges through HTTPHandler and TLS-ALPN-01 ones
 // through GetCertificate (ALPN "acme-tls/1"), keeps the account key and
-// each certificate in a Cache (a directory under state_dir, 0600 files),
-// and renews each certificate RenewBefore its expiry in the background; a
-// failed renewal leaves the certificate it had serving and is tried again.
-// This package adds what levee needs around it: the CA file of a private
-// ACME server, the certificates' expiry for
-// levee_tls_certificate_expiry_timestamp_seconds, and
-// levee_acme_certificates_total (orders stored, first ones and renewals).
+// each certificate in a Cache (a directory under state_dir, 0600 files;
+// with cluster.etcd, etcd in front of it: etcdcache.go), and renews each
+// certificate RenewBefore its expiry in the background; a failed renewal
+// leaves the certificate it had serving and is tried again 30 to 60
+// minutes later. This package adds what levee needs around it: the CA
+// file of a private ACME server, a host policy that ignores the Host
+// header's port, the certificates' expiry for
+// levee_tls_certificate_expiry_timestamp_seconds,
+// levee_acme_certificates_total (orders stored, first ones and renewals)
+// and levee_acme_errors_total (renewal.go: autocert reports no failed
+// renewal, so levee watches for a certificate still the old one past its
+// renewal time).
 package acme
 
 import (
@@ -19,10 +24,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,14 +56,49 @@ type Options struct {
 	// (made 0700; files 0600), unless Cache is set.
 	Dir   string
 	Cache autocert.Cache
+	// Etcd, when set, shares the account and the certificates with the
+	// cluster's other nodes (etcdcache.go), Dir's copy the fallback.
+	Etcd *EtcdOptions
+	// Logger receives the renewal and etcd warnings (nil: none); Now is
+	// the clock of the renewal watch (nil: time.Now).
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Manager serves and renews the certificates of Options.Domains. Safe
 // for concurrent use.
 type Manager struct {
-	m       *autocert.Manager
-	domains map[string]bool
-	cache   *watchCache
+	m           *autocert.Manager
+	domains     map[string]bool
+	cache       *watchCache
+	etcd        *etcdCache // nil without Options.Etcd
+	metrics     *Metrics
+	log         *slog.Logger
+	now         func() time.Time
+	renewBefore time.Duration
+	watch       renewWatch
+	transport   *closableTransport // the ACME server's; refuses every request after Close
+}
+
+// closableTransport is the ACME client's transport. autocert's renewal
+// timers cannot be stopped from outside, so after Close a timer that
+// fires finds every request to the ACME server refused at once and
+// reschedules itself (30 to 60 minutes later) without any traffic.
+type closableTransport struct {
+	next   *http.Transport
+	closed atomic.Bool
+}
+
+func (t *closableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.closed.Load() {
+		return nil, errors.New("acme: manager closed")
+	}
+	return t.next.RoundTrip(r)
+}
+
+func (t *closableTransport) close() {
+	t.closed.Store(true)
+	t.next.CloseIdleConnections()
 }
 
 // httpTimeout bounds each request to the ACME server.
@@ -77,6 +122,23 @@ func New(o Options, metrics *Metrics) (*Manager, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
+	if o.RenewBefore <= 0 {
+		return nil, errors.New("acme: RenewBefore must be positive")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	mgr := &Manager{domains: map[string]bool{}, metrics: metrics, log: log, now: now, renewBefore: o.RenewBefore,
+		transport: &closableTransport{next: tr}}
+	mgr.watch.overdue = map[string]time.Time{}
+	for _, d := range o.Domains {
+		mgr.domains[strings.ToLower(d)] = true
+	}
 	cache := o.Cache
 	if cache == nil {
 		if o.Dir == "" {
@@ -84,20 +146,60 @@ func New(o Options, metrics *Metrics) (*Manager, error) {
 		}
 		cache = autocert.DirCache(o.Dir)
 	}
-	wc := &watchCache{next: cache, metrics: metrics, expiry: map[string]time.Time{}}
-	domains := map[string]bool{}
-	for _, d := range o.Domains {
-		domains[strings.ToLower(d)] = true
+	if o.Etcd != nil {
+		mgr.etcd = newEtcdCache(*o.Etcd, cache, mgr.stale, log)
+		cache = mgr.etcd
 	}
-	m := &autocert.Manager{
+	mgr.cache = &watchCache{next: cache, metrics: metrics, domains: mgr.domains, expiry: map[string]time.Time{}}
+	mgr.m = &autocert.Manager{
 		Prompt:      autocert.AcceptTOS,
-		Cache:       wc,
-		HostPolicy:  autocert.HostWhitelist(o.Domains...),
+		Cache:       mgr.cache,
+		HostPolicy:  mgr.hostPolicy,
 		RenewBefore: o.RenewBefore,
 		Email:       o.Email,
-		Client:      &xacme.Client{DirectoryURL: o.Directory, HTTPClient: &http.Client{Transport: tr, Timeout: httpTimeout}},
+		Client:      &xacme.Client{DirectoryURL: o.Directory, HTTPClient: &http.Client{Transport: mgr.transport, Timeout: httpTimeout}},
 	}
-	return &Manager{m: m, domains: domains, cache: wc}, nil
+	if metrics != nil {
+		for d := range mgr.domains {
+			for _, r := range ErrorReasons {
+				metrics.errors.WithLabelValues(d, r)
+			}
+		}
+	}
+	return mgr, nil
+}
+
+// hostPolicy admits the domains; a Host header's port (an HTTP-01
+// request to a port other than 80, as a private CA's may use) and a
+// trailing dot are ignored.
+func (m *Manager) hostPolicy(_ context.Context, host string) error {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if !m.Serves(host) {
+		return fmt.Errorf("acme: host %q is not in tls.acme.domains", host)
+	}
+	return nil
+}
+
+// stale reports whether data (a cache value) is a certificate due for
+// renewal: within RenewBefore of its expiry. Anything else is not.
+func (m *Manager) stale(key string, data []byte) bool {
+	if m.domainOf(key) == "" {
+		return false
+	}
+	leaf := leafOf(data)
+	return leaf != nil && !m.now().Before(leaf.NotAfter.Add(-m.renewBefore))
+}
+
+// domainOf is the domain whose certificate key is ("" for the account
+// key, a token, or a name not in the domains).
+func (m *Manager) domainOf(key string) string {
+	d := strings.TrimSuffix(key, "+rsa") // autocert's key of an RSA certificate
+	if !m.domains[d] {
+		return ""
+	}
+	return d
 }
 
 // Serves reports whether name (an SNI, any case) is one of the domains.
@@ -107,8 +209,22 @@ func (m *Manager) Serves(name string) bool {
 
 // GetCertificate answers a handshake for one of the domains (ordering the
 // certificate on first use) and TLS-ALPN-01 validation handshakes.
+// A failed order for a domain is counted (order_failed) and frees the
+// cluster lock this node took for it.
 func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return m.m.GetCertificate(hello)
+	cert, err := m.m.GetCertificate(hello)
+	if err != nil && !slices.Contains(hello.SupportedProtos, ALPNProto) {
+		if d := strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")); m.domains[d] {
+			if m.metrics != nil {
+				m.metrics.errors.WithLabelValues(d, "order_failed").Inc()
+			}
+			m.log.Warn("acme: no certificate for a handshake", "name", d, "error", err)
+			if m.etcd != nil {
+				m.etcd.release(d)
+			}
+		}
+	}
+	return cert, err
 }
 
 // HTTPHandler answers HTTP-01 challenges (/.well-known/acme-challenge/)
@@ -140,6 +256,7 @@ func (m *Manager) Entries(yield func(name string, notAfter time.Time) bool) bool
 type watchCache struct {
 	next    autocert.Cache
 	metrics *Metrics
+	domains map[string]bool // read only
 	mu      sync.Mutex
 	expiry  map[string]time.Time // by domain; bounded by the domains (HostPolicy)
 }
@@ -163,14 +280,18 @@ func (c *watchCache) Put(ctx context.Context, key string, data []byte) error {
 func (c *watchCache) Delete(ctx context.Context, key string) error { return c.next.Delete(ctx, key) }
 
 // note records the expiry of the leaf in data (autocert's format: the
-// private key, then the chain, PEM) under key's domain; the account key
-// and anything else without a certificate are skipped.
+// private key, then the chain, PEM) under key's domain; the account key,
+// the challenge tokens (a TLS-ALPN-01 token is a certificate too, under
+// "<domain>+token") and anything else are skipped.
 func (c *watchCache) note(key string, data []byte, stored bool) {
+	domain := strings.TrimSuffix(key, "+rsa") // autocert's key of an RSA certificate
+	if !c.domains[domain] {
+		return
+	}
 	leaf := leafOf(data)
 	if leaf == nil {
 		return
 	}
-	domain := strings.TrimSuffix(key, "+rsa") // autocert's key of an RSA certificate
 	c.mu.Lock()
 	prev, had := c.expiry[domain]
 	if !had || leaf.NotAfter.After(prev) {
@@ -211,7 +332,13 @@ func leafOf(data []byte) *x509.Certificate {
 // Metrics are the ACME counters, shared by every Manager of a process.
 type Metrics struct {
 	stored *prometheus.CounterVec
+	errors *prometheus.CounterVec
 }
+
+// ErrorReasons are the reason labels of levee_acme_errors_total:
+// order_failed (a handshake for the name found no certificate and its
+// order failed) and renewal_overdue (renewal.go).
+var ErrorReasons = []string{"order_failed", "renewal_overdue"}
 
 // CertificateResults are the result labels of levee_acme_certificates_total.
 var CertificateResults = []string{"issued", "renewed"}
@@ -221,12 +348,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{stored: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "levee_acme_certificates_total",
 		Help: "Certificates ordered from the ACME server and stored, by result: issued (a domain's first) or renewed.",
-	}, []string{"result"})}
+	}, []string{"result"}), errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "levee_acme_errors_total",
+		Help: "ACME failures by name and reason: order_failed (a handshake's order failed) or renewal_overdue (a certificate past its renewal time by the grace is still the old one; counted again every 30 minutes while it stays so).",
+	}, []string{"name", "reason"})}
 	for _, r := range CertificateResults {
 		m.stored.WithLabelValues(r)
 	}
-	if err := reg.Register(m.stored); err != nil {
-		return nil, err
+	for _, c := range []prometheus.Collector{m.stored, m.errors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }

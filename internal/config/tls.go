@@ -45,7 +45,8 @@ var (
 		engine.Field{Name: "cipher_suites", Kind: engine.KindList, MinItems: 1, MaxItems: maxTLSCipherSuites, Item: &engine.Field{Kind: engine.KindString},
 			Doc: "TLS 1.2 cipher suites allowed, crypto/tls names; insecure ones refused; Go's defaults when omitted"},
 		engine.Field{Name: "acme", Kind: engine.KindBlock, Sub: acmeBlock, Doc: "order certificates for domains from an ACME server (acme.go); with cert_file or certificates too, those serve the names acme.domains does not list",
-			Bind: engine.Opt(func(t *TLS) **ACMEConfig { return &t.ACME }, func() *ACMEConfig { return engine.WithDefaults(acmeBlock, &ACMEConfig{}) })},
+			Reload: engine.Restart, // the ACME client is built at start (internal/gateway newACME)
+			Bind:   engine.Opt(func(t *TLS) **ACMEConfig { return &t.ACME }, func() *ACMEConfig { return engine.WithDefaults(acmeBlock, &ACMEConfig{}) })},
 		engine.Field{Name: "client_auth", Kind: engine.KindBlock, Sub: tlsClientAuthBlock, Doc: "ask clients for certificates signed by ca_file; off when omitted",
 			Bind: engine.Opt(func(t *TLS) **TLSClientAuth { return &t.ClientAuth }, func() *TLSClientAuth {
 				return engine.WithDefaults(tlsClientAuthBlock, &TLSClientAuth{})

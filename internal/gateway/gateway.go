@@ -249,7 +249,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.acme, err = newACME(cfg, acmeMetrics); err != nil {
+	if g.acme, err = newACME(cfg, acmeMetrics, logger); err != nil {
 		return nil, err
 	}
 	if err := g.loadToken(cfg); err != nil {
@@ -382,6 +382,10 @@ func (g *Gateway) Start() (err error) {
 			h1, dataLn = srv, lns[i]
 		}
 	}
+	if err := g.acme.Start(); err != nil { // nil-safe; Close in shutdownListeners
+		return err
+	}
+	undo = append(undo, g.acme.Close)
 	// Nothing below fails: from here on, goroutines start.
 	g.apps = store
 	g.dataAPIs.store, g.cfg = dstore, eff

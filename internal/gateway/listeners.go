@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -169,7 +170,8 @@ func (g *Gateway) limitListener(l config.Listener, ln net.Listener) *netlimit.Li
 }
 
 // shutdownListeners drains every listener at once (each stops accepting
-// first), closing what remains of one whose drain outlives ctx.
+// first), closing what remains of one whose drain outlives ctx; then it
+// stops the ACME manager, which no handshake needs any more.
 func (g *Gateway) shutdownListeners(ctx context.Context, ls []*dataListener) error {
 	errs := make([]error, len(ls))
 	var wg sync.WaitGroup
@@ -184,6 +186,7 @@ func (g *Gateway) shutdownListeners(ctx context.Context, ls []*dataListener) err
 		}()
 	}
 	wg.Wait()
+	g.acme.Close() // the ACME renewal watch and its etcd client (nil-safe)
 	return errors.Join(errs...)
 }
 
@@ -290,15 +293,21 @@ func (g *Gateway) acmeChallenges(h http.Handler) http.Handler {
 
 // newACME builds the ACME manager of the listener with tls.acme (config
 // allows one), keeping its account and certificates under
-// state_dir/acme; nil without.
-func newACME(cfg *config.Config, metrics *acme.Metrics) (*acme.Manager, error) {
+// state_dir/acme and, with cluster.etcd, in etcd under the cluster's
+// prefix (shared by the nodes: one order per name); nil without.
+func newACME(cfg *config.Config, metrics *acme.Metrics, logger *slog.Logger) (*acme.Manager, error) {
 	for _, l := range cfg.ListenerSet() {
 		if l.TLS == nil || l.TLS.ACME == nil {
 			continue
 		}
 		a := l.TLS.ACME
-		return acme.New(acme.Options{Directory: a.Directory, Email: a.Email, CAFile: a.CAFile, Domains: a.Domains,
-			RenewBefore: a.RenewBefore, Dir: filepath.Join(cfg.StateDir, "acme")}, metrics)
+		o := acme.Options{Directory: a.Directory, Email: a.Email, CAFile: a.CAFile, Domains: a.Domains,
+			RenewBefore: a.RenewBefore, Dir: filepath.Join(cfg.StateDir, "acme"), Logger: logger.With("component", "acme")}
+		if cfg.Cluster != nil && cfg.Cluster.Etcd != nil {
+			e := cfg.Cluster.Etcd
+			o.Etcd = &acme.EtcdOptions{Endpoints: e.Endpoints, Prefix: e.Prefix, DialTimeout: e.DialTimeout, OpTimeout: e.OpTimeout}
+		}
+		return acme.New(o, metrics)
 	}
 	return nil, nil
 }
