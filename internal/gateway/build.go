@@ -49,6 +49,7 @@ func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endp
 	if o.Check != nil {
 		o.Check.Dial = g.healthDial(name)   // a TLS upstream is checked over TLS
 		o.Check.HTTPGet = g.healthGet(name) // an HTTP/2 upstream over HTTP/2
+		o.Check.GRPCCheck = g.healthGRPC(name)
 	}
 	plan := g.health.Apply(name, o, eps)
 	return g.pools.balance(name, uc, eps, plan, g.metrics.PickerFallback(name))
