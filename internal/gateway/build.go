@@ -78,7 +78,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			HTTP2:              h2Options(uc),
 		})
 		tr.OnH2Error(g.h2Metrics.Hook(name))
-		up := &proxy.Upstream{Name: name, Transport: tr}
+		up := &proxy.Upstream{Name: name, Transport: tr, GRPCWeb: uc.Protocol != config.UpstreamProtocolHTTP1} // gRPC-Web needs HTTP/2 upstream
 		up.SetBalance(g.balance(name, uc, eps))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})
