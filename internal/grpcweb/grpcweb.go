@@ -307,7 +307,8 @@ var ErrTrailersTooLarge = errors.New("grpcweb: trailers too large")
 // AppendTrailerFrame appends the trailer frame of tr to b: flag 0x80, the
 // payload's length (4 bytes, big-endian) and one "key: value\r\n" line per
 // value, keys lower-case, in sorted order (deterministic). Values with a
-// CR or LF are left out (they could split a line).
+// CR or LF, and names ParseTrailers would refuse, are left out (they could
+// split a line).
 func AppendTrailerFrame(b []byte, tr http.Header) ([]byte, error) {
 	keys := make([]string, 0, len(tr))
 	for k := range tr {
@@ -319,7 +320,7 @@ func AppendTrailerFrame(b []byte, tr http.Header) ([]byte, error) {
 	fields := 0
 	for _, k := range keys {
 		for _, v := range tr[k] {
-			if strings.ContainsAny(v, "\r\n") || strings.ContainsAny(k, "\r\n: ") {
+			if strings.ContainsAny(v, "\r\n") || !fieldName(k) {
 				continue
 			}
 			fields++
@@ -379,7 +380,8 @@ func ReadFrame(r io.Reader, max int) (flag byte, payload []byte, err error) {
 }
 
 // ParseTrailers parses a trailer frame's payload: "key: value" lines, each
-// ended by CRLF, keys non-empty without spaces, at most 64 fields.
+// ended by CRLF, keys 1 to 256 of A-Z, a-z, 0-9, "-", "_" and "." (gRPC
+// metadata's), values trimmed, at most 64 fields.
 func ParseTrailers(p []byte) (http.Header, error) {
 	h := http.Header{}
 	s := string(p)
@@ -392,11 +394,25 @@ func ParseTrailers(p []byte) (http.Header, error) {
 			return nil, ErrBadTrailers
 		}
 		k, v, ok := strings.Cut(line, ":")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+		if !ok || !fieldName(k) || strings.ContainsAny(v, "\r\n") {
 			return nil, ErrBadTrailers
 		}
 		h.Add(k, strings.TrimSpace(v))
 		s = rest
 	}
 	return h, nil
+}
+
+// fieldName reports whether k is a trailer name ParseTrailers accepts.
+func fieldName(k string) bool {
+	if k == "" || len(k) > 256 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
