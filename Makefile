@@ -32,6 +32,10 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzRedirectHost:5000 \
 	./internal/proxy:FuzzClientAddress:5000 \
 	./internal/upstream:FuzzFastHead:5000 \
+	./internal/upstream:FuzzGRPCHealthAnswer:5000 \
+	./internal/grpcweb:FuzzTextDecoder:5000 \
+	./internal/grpcweb:FuzzTrailerFrame:5000 \
+	./internal/grpcweb:FuzzTextWriter:2000 \
 	./internal/proxy:FuzzAcceptEncoding:3000 \
 	./internal/admin:FuzzDuplicateKey:3000 \
 	./internal/admin:FuzzBrowserHeaders:3000 \

@@ -368,9 +368,18 @@ func checkApps(t *testing.T, cfg *Config) {
 func checkHealth(t *testing.T, u *Upstream) {
 	t.Helper()
 	if hc := u.HealthCheck; hc != nil {
-		if (hc.HTTP != nil) == hc.TCP || hc.Interval <= 0 || hc.Timeout <= 0 || hc.Timeout > hc.Interval ||
+		kinds := 0
+		for _, set := range []bool{hc.HTTP != nil, hc.GRPC != nil, hc.TCP} {
+			if set {
+				kinds++
+			}
+		}
+		if kinds != 1 || hc.Interval <= 0 || hc.Timeout <= 0 || hc.Timeout > hc.Interval ||
 			hc.HealthyAfter < 1 || hc.HealthyAfter > 100 || hc.UnhealthyAfter < 1 || hc.UnhealthyAfter > 100 {
 			t.Fatalf("upstream %q: bad health_check %+v", u.Name, hc)
+		}
+		if g := hc.GRPC; g != nil && (checkGRPCService(g.Service) != "" || u.Protocol == UpstreamProtocolHTTP1) {
+			t.Fatalf("upstream %q: bad health_check.grpc %+v on %s", u.Name, g, u.Protocol)
 		}
 		if h := hc.HTTP; h != nil && (checkPathPrefix(h.Path) != "" || len(h.Expect) == 0 || len(h.Expect) > 16) {
 			t.Fatalf("upstream %q: bad health_check.http %+v", u.Name, h)

@@ -21,7 +21,7 @@ const (
 	maxOverprovisioning = 10
 )
 
-// healthCheck reads `health_check`: exactly one of http and tcp: true,
+// healthCheck reads `health_check`: exactly one of http, grpc and tcp: true,
 // and a timeout no longer than the interval.
 func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 	hc := defaultHealthCheck()
@@ -32,14 +32,21 @@ func (p *parser) healthCheck(path string, n *yaml.Node) *HealthCheck {
 	if v := f["http"]; v != nil {
 		hc.HTTP = p.httpCheck(engine.Key(path, "http"), v)
 	}
+	if v := f["grpc"]; v != nil {
+		hc.GRPC = p.grpcCheck(engine.Key(path, "grpc"), v)
+	}
 	// tcp, interval, timeout, healthy_after and unhealthy_after.
 	bad := p.Bind(f, n, path, healthCheckBlock, hc)
 	switch {
 	case bad["tcp"]:
+	case hc.HTTP != nil && hc.GRPC != nil:
+		p.Add(firstKey(n, "grpc"), engine.Key(path, "grpc"), "http and grpc exclude each other; set one")
 	case hc.HTTP != nil && hc.TCP:
 		p.Add(firstKey(n, "tcp"), engine.Key(path, "tcp"), "http and tcp: true exclude each other; set one")
-	case hc.HTTP == nil && !hc.TCP:
-		p.Add(n, path, "needs exactly one of http (such as {path: /healthz}) or tcp: true")
+	case hc.GRPC != nil && hc.TCP:
+		p.Add(firstKey(n, "tcp"), engine.Key(path, "tcp"), "grpc and tcp: true exclude each other; set one")
+	case hc.HTTP == nil && hc.GRPC == nil && !hc.TCP:
+		p.Add(n, path, "needs exactly one of http (such as {path: /healthz}), grpc (such as {service: \"\"}) or tcp: true")
 	}
 	if !bad["interval"] && !bad["timeout"] && hc.Timeout > hc.Interval {
 		at, where := f["timeout"], engine.Key(path, "timeout")
@@ -202,6 +209,7 @@ var (
 	)
 	healthCheckBlock = engine.NewBlock(
 		engine.Field{Name: "http", Kind: engine.KindBlock, Sub: httpCheckBlock, Doc: "probe with an HTTP GET"},
+		engine.Field{Name: "grpc", Kind: engine.KindBlock, Sub: grpcCheckBlock, Doc: "probe with a grpc.health.v1 Check call (protocol h2c, http2 or auto)"},
 		engine.Field{Name: "tcp", Kind: engine.KindBool, Doc: "probe by opening a connection",
 			Bind: engine.At(func(h *HealthCheck) *bool { return &h.TCP })},
 		engine.Field{Name: "interval", Kind: engine.KindDuration, Def: DefaultHealthCheckInterval, Doc: "time between probes; at least timeout",
@@ -240,12 +248,15 @@ var (
 )
 
 // HealthCheck is an upstream's active health check (`health_check`):
-// exactly one of HTTP or TCP.
+// exactly one of HTTP, GRPC or TCP.
 type HealthCheck struct {
 	// HTTP, when not nil, makes each check an HTTP GET (`http`).
 	HTTP *HTTPCheck
+	// GRPC, when not nil, makes each check a grpc.health.v1 Check call
+	// (`grpc`, health_grpc.go).
+	GRPC *GRPCCheck
 	// TCP, when true, makes each check a TCP connect (`tcp`, true or
-	// false). Exactly one of http and tcp: true is required.
+	// false). Exactly one of http, grpc and tcp: true is required.
 	TCP bool
 	// Interval is the time between two checks of one endpoint
 	// (`interval`, a duration greater than 0), shortened by up to 10 %

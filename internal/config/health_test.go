@@ -16,9 +16,19 @@ func TestParseRejectsHealth(t *testing.T) {
 		want []string
 	}{
 		{"check without kind", "    health_check: {interval: 2s}\n", []string{
-			"upstreams.video.health_check: needs exactly one of http (such as {path: /healthz}) or tcp: true"}},
+			"upstreams.video.health_check: needs exactly one of http (such as {path: /healthz}), grpc (such as {service: \"\"}) or tcp: true"}},
 		{"check with both kinds", "    health_check: {http: {}, tcp: true}\n", []string{
 			"upstreams.video.health_check.tcp: http and tcp: true exclude each other; set one"}},
+		{"grpc check on http1", "    health_check: {grpc: {service: svc}}\n", []string{
+			"upstreams.video.health_check.grpc: needs protocol h2c, http2 or auto: gRPC runs over HTTP/2 (upstreams.video.protocol is http1)"}},
+		{"grpc and http", "    protocol: h2c\n    health_check: {http: {}, grpc: {}}\n", []string{
+			"upstreams.video.health_check.grpc: http and grpc exclude each other; set one"}},
+		{"grpc and tcp", "    protocol: h2c\n    health_check: {grpc: {}, tcp: true}\n", []string{
+			"upstreams.video.health_check.tcp: grpc and tcp: true exclude each other; set one"}},
+		{"grpc bad service", "    protocol: h2c\n    health_check: {grpc: {service: \"a b\"}}\n", []string{
+			`upstreams.video.health_check.grpc.service: must hold only A-Z, a-z, 0-9, ".", "_", "/" and "-", got "a b"`}},
+		{"grpc unknown field", "    protocol: h2c\n    health_check: {grpc: {servce: x}}\n", []string{
+			`upstreams.video.health_check.grpc.servce: unknown field (did you mean "service"?)`}},
 		{"tcp not a bool", "    health_check: {tcp: yes}\n", []string{
 			`upstreams.video.health_check.tcp: must be true or false, got "yes"`}},
 		{"timeout above interval", "    health_check: {tcp: true, interval: 1s, timeout: 2s}\n", []string{

@@ -138,6 +138,7 @@ func (p *parser) upstream(path, name string, n *yaml.Node) *Upstream {
 		u.HTTP2 = p.upstreamHTTP2(engine.Key(path, "http2"), v)
 	}
 	p.upstreamProtocol(path, n, f, u)
+	p.grpcCheckProtocol(path, f, u)
 	return u
 }
 

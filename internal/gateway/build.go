@@ -49,6 +49,7 @@ func (g *Gateway) balance(name string, uc *config.Upstream, eps []*endpoint.Endp
 	if o.Check != nil {
 		o.Check.Dial = g.healthDial(name)   // a TLS upstream is checked over TLS
 		o.Check.HTTPGet = g.healthGet(name) // an HTTP/2 upstream over HTTP/2
+		o.Check.GRPCCheck = g.healthGRPC(name)
 	}
 	plan := g.health.Apply(name, o, eps)
 	return g.pools.balance(name, uc, eps, plan, g.metrics.PickerFallback(name))
@@ -77,7 +78,7 @@ func (g *Gateway) buildTable(cfg *config.Config) (*proxy.Table, error) {
 			HTTP2:              h2Options(uc),
 		})
 		tr.OnH2Error(g.h2Metrics.Hook(name))
-		up := &proxy.Upstream{Name: name, Transport: tr}
+		up := &proxy.Upstream{Name: name, Transport: tr, GRPCWeb: uc.Protocol != config.UpstreamProtocolHTTP1} // gRPC-Web needs HTTP/2 upstream
 		up.SetBalance(g.balance(name, uc, eps))
 		rb := uc.RetryBudget()
 		budget, err := g.pools.budget(name, retrybudget.Options{Ratio: rb.Ratio, MinPerSecond: rb.MinPerSecond, Window: retryBudgetWindow})

@@ -15,6 +15,9 @@ func healthOptions(uc *config.Upstream) health.UpstreamOptions {
 		if h := hc.HTTP; h != nil {
 			c.HTTPPath, c.Expect = h.Path, h.Expect
 		}
+		if gc := hc.GRPC; gc != nil {
+			c.GRPC, c.GRPCService = true, gc.Service
+		}
 		o.Check = c
 	}
 	if od := uc.OutlierDetection; od != nil {

@@ -47,3 +47,21 @@ func (g *Gateway) healthGet(name string) func(ctx context.Context, addr, path st
 	}
 	return t.transport.HealthGet()
 }
+
+// healthGRPC returns the grpc.health.v1 check of upstream name when it
+// speaks HTTP/2 (nil otherwise; config refuses a grpc check on http1).
+// Called with g.mu held, after the upstream's transport was built.
+func (g *Gateway) healthGRPC(name string) func(ctx context.Context, addr, service string) (int, int32, error) {
+	t, ok := g.pools.transports[name]
+	if !ok {
+		return nil
+	}
+	check := t.transport.HealthGRPC()
+	if check == nil {
+		return nil
+	}
+	return func(ctx context.Context, addr, service string) (int, int32, error) {
+		res, err := check(ctx, addr, service)
+		return res.Code, res.Serving, err
+	}
+}

@@ -74,6 +74,14 @@ type CheckOptions struct {
 	// own protocol (HTTP/2 upstreams: upstream.Transport.HealthGet),
 	// returning the status. Its dial errors are Dial's.
 	HTTPGet func(ctx context.Context, addr, path string) (int, error)
+	// GRPC makes the check a grpc.health.v1 Check call for GRPCService
+	// ("" is the whole server) through GRPCCheck (grpcprobe.go).
+	GRPC        bool
+	GRPCService string
+	// GRPCCheck runs one Check call (upstream.Transport.HealthGRPC):
+	// the call's grpc-status and, when it is 0, the serving status. Its
+	// errors are HTTPGet's. nil with GRPC: every check fails.
+	GRPCCheck func(ctx context.Context, addr, service string) (code int, serving int32, err error)
 }
 
 // OutlierOptions configure passive outlier detection.

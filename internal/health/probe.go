@@ -28,6 +28,9 @@ const maxProbeBody = 4 << 10
 // check passes. Every step is bounded by ctx's deadline (the Manager sets
 // it to c.Timeout); no connection outlives the call.
 func Probe(ctx context.Context, addr string, c *CheckOptions) error {
+	if c.GRPC {
+		return probeGRPC(ctx, addr, c)
+	}
 	if c.HTTPGet != nil && !c.TCP {
 		return probeGet(ctx, addr, c)
 	}
@@ -91,6 +94,12 @@ func probeGet(ctx context.Context, addr string, c *CheckOptions) error {
 	if err == nil {
 		return checkStatus(c, status)
 	}
+	return requestFailure(ctx, err, "no valid HTTP response")
+}
+
+// requestFailure is the failure text of a check's request that failed
+// with err; other is the text of an answer that is not the protocol's.
+func requestFailure(ctx context.Context, err error, other string) error {
 	var op *net.OpError
 	dialFailed := errors.As(err, &op) && op.Op == "dial"
 	switch {
@@ -103,5 +112,5 @@ func probeGet(ctx context.Context, addr string, c *CheckOptions) error {
 	case errors.As(err, new(interface{ TLSHandshakeFailed() bool })):
 		return errors.New("TLS handshake failed")
 	}
-	return errors.New("no valid HTTP response")
+	return errors.New(other)
 }

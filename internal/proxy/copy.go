@@ -43,8 +43,16 @@ func announceTrailers(dst, trailer http.Header) {
 	dst["Trailer"] = []string{strings.Join(keys, ", ")}
 }
 
+// copyTrailers copies the upstream's trailers after the body: announced
+// ones by name, and ones an HTTP/2 upstream sent without announcing them
+// (gRPC's grpc-status) with http.TrailerPrefix, which net/http's writers
+// send as trailers.
 func copyTrailers(dst, trailer http.Header) {
+	announced := dst["Trailer"]
 	for k, vv := range trailer {
+		if len(announced) == 0 || !upstream.ConnectionListed(announced, k) {
+			k = http.TrailerPrefix + k
+		}
 		dst[k] = vv
 	}
 }

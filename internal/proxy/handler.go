@@ -174,22 +174,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt = rt.Split.pick(r)
 		x.route = rt
 	}
-	if !h.admitMemory(w, r, &x, rt) { // 4. memory pressure, small body read whole
+	if rt.Upstream.GRPCWeb && isGRPCWeb(r) { // 3e. gRPC-Web to gRPC (grpcweb.go)
+		h.serveGRPCWeb(w, r, &x, rt)
 		return
 	}
-	if !admitUpstream(w, r, &x, rt.Upstream) { // 5. the upstream's admission slot
+	h.serveUpstream(w, r, &x, rt)
+}
+
+// serveUpstream runs the steps from memory admission to the attempts.
+func (h *Handler) serveUpstream(w http.ResponseWriter, r *http.Request, x *exchange, rt *Route) {
+	if !h.admitMemory(w, r, x, rt) { // 4. memory pressure, small body read whole
+		return
+	}
+	if !admitUpstream(w, r, x, rt.Upstream) { // 5. the upstream's admission slot
 		return
 	}
 	bal := rt.Upstream.Balance()
-	ep, ok := h.pickFirst(w, r, &x, rt.Upstream, bal) // 6. the first endpoint
+	ep, ok := h.pickFirst(w, r, x, rt.Upstream, bal) // 6. the first endpoint
 	if !ok {
 		return
 	}
 	if rt.Mirror != nil { // 6a. a copy to the shadow upstream, never waited for (mirror.go)
-		h.mirror(r, &x, rt.Mirror)
+		h.mirror(r, x, rt.Mirror)
 	}
 	f := forwarding{out: &h.out, metrics: h.metrics}
-	f.forward(w, r, &x, rt, bal, ep)
+	f.forward(w, r, x, rt, bal, ep)
 }
 
 // finish ends the request, however it ended: it gives back what the

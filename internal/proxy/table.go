@@ -34,6 +34,9 @@ type Upstream struct {
 	// queueing fairly per consumer and by priority (package admission).
 	// Kept across reloads by the gateway while its options are unchanged.
 	Admission *admission.Limiter
+	// GRPCWeb translates gRPC-Web requests to gRPC for this upstream,
+	// which speaks HTTP/2 (grpcweb.go).
+	GRPCWeb bool
 
 	balance  atomic.Pointer[Balance]
 	duration prometheus.Observer // set by NewTable
