@@ -27,9 +27,9 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/testkit"
 )
 
@@ -148,8 +148,15 @@ func startGRPCBackend(t *testing.T, cert *tls.Certificate) *grpcBackend {
 	return b
 }
 
-// grpcClient dials target (h2c, or TLS trusting pool when pool is given).
+// grpcClient is a TestService client of target (grpcDial).
 func grpcClient(t *testing.T, target string, creds credentials.TransportCredentials) testpb.TestServiceClient {
+	t.Helper()
+	return testpb.NewTestServiceClient(grpcDial(t, target, creds))
+}
+
+// grpcDial connects to target over h2c, or with creds when given; the
+// connection is closed when the test ends.
+func grpcDial(t *testing.T, target string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -160,7 +167,7 @@ func grpcClient(t *testing.T, target string, creds credentials.TransportCredenti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return testpb.NewTestServiceClient(cc)
+	return cc
 }
 
 func rpcCtx(t *testing.T) context.Context {
@@ -256,12 +263,6 @@ func exerciseRPCs(t *testing.T, c testpb.TestServiceClient) {
 	}
 }
 
-var _ = anypb.Any{}
-var _ = strings.Repeat
-var _ = os.WriteFile
-var _ = filepath.Join
-var _ = testkit.Eventually
-
 // TestGRPCProxyH2C: the four kinds of RPC from an h2c client through levee
 // to an h2c upstream.
 func TestGRPCProxyH2C(t *testing.T) {
@@ -275,4 +276,325 @@ routes:
   - {name: g, match: {path_prefix: /}, upstream: g}
 `, b.addr))
 	exerciseRPCs(t, grpcClient(t, h.g.Addr().String(), nil))
+}
+
+// TestGRPCProxyTLS: the four kinds of RPC from a TLS (ALPN h2) client
+// through levee's TLS listener to a TLS upstream (`protocol: http2`).
+func TestGRPCProxyTLS(t *testing.T) {
+	ca := testkit.NewTestCA(t, "grpc CA")
+	dir := t.TempDir()
+	backendCert := ca.Issue(t, testkit.Localhost()).TLS
+	b := startGRPCBackend(t, &backendCert)
+	edge := ca.Issue(t, testkit.Localhost())
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+tls: {cert_file: %s, key_file: %s}
+upstreams:
+  g: {protocol: http2, tls: {ca_file: %s}, endpoints: [{address: %s}]}
+routes:
+  - {name: g, match: {path_prefix: /grpc.testing.TestService/}, upstream: g}
+`, write("edge.pem", edge.CertPEM), write("edge.key", edge.KeyPEM), write("ca.pem", ca.PEM), b.addr))
+	exerciseRPCs(t, grpcClient(t, h.g.Addr().String(), credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "localhost"})))
+}
+
+// TestGRPCRefusals: levee's own refusals reach a real gRPC client as
+// gRPC statuses in a trailers-only answer: the code mapped from the
+// refusal's HTTP status, levee's reason in grpc-message and in the
+// levee-reason header (a status grpc-go made up from an HTTP status would
+// say "unexpected HTTP status code"), never a JSON body.
+func TestGRPCRefusals(t *testing.T) {
+	b := startGRPCBackend(t, nil)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close() // nothing listens there: connections are refused
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g: {protocol: h2c, endpoints: [{address: %s}]}
+  dead: {protocol: h2c, endpoints: [{address: %s}]}
+routes:
+  - {name: denied, match: {path_prefix: /grpc.testing.TestService/EmptyCall}, upstream: g, access: {deny: [127.0.0.0/8]}}
+  - {name: keyed, match: {path_prefix: /grpc.testing.TestService/CacheableUnaryCall}, upstream: g, auth: api_key}
+  - {name: limited, match: {path_prefix: /grpc.testing.TestService/StreamingOutputCall}, upstream: g, anonymous_limits: {rate: 0.001, burst: 1}}
+  - {name: small, match: {path_prefix: /grpc.testing.TestService/StreamingInputCall}, upstream: g, max_body_bytes: 64}
+  - {name: down, match: {path_prefix: /grpc.testing.TestService/HalfDuplexCall}, upstream: dead}
+  - {name: g, match: {path_prefix: /grpc.testing.TestService/UnaryCall}, upstream: g}
+`, b.addr, deadAddr))
+	c := grpcClient(t, h.g.Addr().String(), nil)
+	ctx := rpcCtx(t)
+	check := func(name string, err error, md metadata.MD, code codes.Code, reason string) {
+		t.Helper()
+		st := status.Convert(err)
+		if st.Code() != code || !strings.HasPrefix(st.Message(), "levee "+reason) {
+			t.Errorf("%s: %v %q, want %v from levee's %s", name, st.Code(), st.Message(), code, reason)
+		}
+		if got := md.Get("levee-reason"); len(got) != 1 || got[0] != reason {
+			t.Errorf("%s: levee-reason %q", name, got)
+		}
+	}
+	var md metadata.MD
+	_, err = c.EmptyCall(ctx, &testpb.Empty{}, grpc.Trailer(&md))
+	check("address denied", err, md, codes.PermissionDenied, "address_denied")
+	_, err = c.CacheableUnaryCall(ctx, &testpb.SimpleRequest{}, grpc.Trailer(&md))
+	check("no credentials", err, md, codes.Unauthenticated, "unauthenticated")
+	_, err = testpb.NewUnimplementedServiceClient(grpcDial(t, h.g.Addr().String(), nil)).UnimplementedCall(ctx, &testpb.Empty{}, grpc.Trailer(&md))
+	check("no route", err, md, codes.Unimplemented, "no_route")
+	// The rate limit: the first call passes, the second is refused.
+	for i := range 2 {
+		ss, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 1}}})
+		if err == nil {
+			_, err = ss.Recv()
+			md = ss.Trailer()
+		}
+		if i == 0 && err != nil {
+			t.Fatalf("first call under the rate limit: %v", err)
+		}
+		if i == 1 {
+			check("rate limited", err, md, codes.ResourceExhausted, "rate_limited")
+		}
+	}
+	cs, err := c.StreamingInputCall(ctx)
+	if err == nil {
+		_ = cs.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: make([]byte, 1000)}})
+		_, err = cs.CloseAndRecv()
+		md = cs.Trailer()
+	}
+	check("body too large", err, md, codes.ResourceExhausted, "body_too_large")
+	hs, err := c.HalfDuplexCall(ctx)
+	if err == nil {
+		_ = hs.CloseSend()
+		_, err = hs.Recv()
+		md = hs.Trailer()
+	}
+	check("upstream down", err, md, codes.Unavailable, "upstream_unavailable")
+	// The same refusal to a plain HTTP client is still JSON.
+	resp := h.get("/grpc.testing.TestService/EmptyCall")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), `"reason":"address_denied"`) {
+		t.Errorf("plain HTTP: %d %s", resp.StatusCode, body)
+	}
+	if b.svc.calls.Load() != 0 {
+		t.Errorf("%d calls reached the backend", b.svc.calls.Load())
+	}
+}
+
+// TestGRPCDeadline: grpc-timeout is the call's deadline, bounded by the
+// route's timeout, and goes upstream as the time left; when levee's
+// deadline passes first the client gets DEADLINE_EXCEEDED long before its
+// own.
+func TestGRPCDeadline(t *testing.T) {
+	b := startGRPCBackend(t, nil)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g: {protocol: h2c, endpoints: [{address: %s}]}
+routes:
+  - {name: short, match: {path_prefix: /grpc.testing.TestService/UnaryCall}, upstream: g, timeout: 300ms}
+  - {name: long, match: {path_prefix: /}, upstream: g}
+`, b.addr))
+	c := grpcClient(t, h.g.Addr().String(), nil)
+	// The client's 20 s against the route's 300 ms: the route's wins.
+	began := time.Now()
+	_, err := c.UnaryCall(rpcCtx(t), &testpb.SimpleRequest{FillServerId: true})
+	took := time.Since(began)
+	if st := status.Convert(err); st.Code() != codes.DeadlineExceeded || took > 5*time.Second {
+		t.Fatalf("after %v: %v %q, want DEADLINE_EXCEEDED at about 300ms", took, st.Code(), st.Message())
+	}
+	if d := time.Duration(b.svc.deadline.Load()); d <= 0 || d > 300*time.Millisecond {
+		t.Errorf("the upstream's deadline was %v, want at most 300ms", d)
+	}
+	// Without a route timeout the client's own goes upstream, less the
+	// time already spent.
+	h2 := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g: {protocol: h2c, endpoints: [{address: %s}]}
+routes:
+  - {name: g, match: {path_prefix: /}, upstream: g}
+`, b.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := grpcClient(t, h2.g.Addr().String(), nil).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(b.svc.deadline.Load()); d <= time.Second || d > 3*time.Second {
+		t.Errorf("the upstream's deadline was %v, want the client's 3s less the way there", d)
+	}
+}
+
+// TestGRPCRetryByStatus: with retry.on naming unavailable, a call an
+// endpoint answers UNAVAILABLE (trailers-only) is sent again, its body
+// kept as it streamed, to the other endpoint, and succeeds; a status the
+// policy does not name (NOT_FOUND) goes to the client at once.
+func TestGRPCRetryByStatus(t *testing.T) {
+	busy, good := startGRPCBackend(t, nil), startGRPCBackend(t, nil)
+	busy.svc.unavailable.Store(1 << 30)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g:
+    protocol: h2c
+    endpoints: [{address: %s}, {address: %s}]
+    retry: {attempts: 2, on: [unavailable], backoff: {base: 1ms, max: 1ms}, budget: {ratio: 1, min_per_second: 100}}
+routes:
+  - {name: g, match: {path_prefix: /}, upstream: g}
+`, busy.addr, good.addr))
+	c := grpcClient(t, h.g.Addr().String(), nil)
+	ctx := rpcCtx(t)
+	payload := bytes.Repeat([]byte("k"), 10000)
+	for i := range 20 {
+		resp, err := c.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: payload}})
+		if err != nil || !bytes.Equal(resp.GetPayload().GetBody(), payload) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if busy.svc.calls.Load() == 0 {
+		t.Fatal("no call went to the busy endpoint first: the retry was not exercised")
+	}
+	m := testkit.Scrape(t, h.admin+"/metrics")
+	if v := m.Value(t, `levee_retries_total{reason="grpc_unavailable",upstream="g"}`); v != float64(busy.svc.calls.Load()) {
+		t.Errorf("%v retries counted for %d UNAVAILABLE answers", v, busy.svc.calls.Load())
+	}
+	before := good.svc.calls.Load() + busy.svc.calls.Load()
+	_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.NotFound), Message: "nope"}})
+	if st := status.Convert(err); st.Code() != codes.NotFound && st.Code() != codes.Unavailable {
+		t.Errorf("NOT_FOUND: %v %q", st.Code(), st.Message())
+	}
+	if n := good.svc.calls.Load() + busy.svc.calls.Load() - before; n > 2 {
+		t.Errorf("%d attempts", n)
+	}
+}
+
+// TestGRPCRetryStorm: every endpoint answers UNAVAILABLE to many clients
+// at once; the retry budget (ratio 0.1, no floor) sheds the retries, so
+// the endpoints see about one attempt per call, not three, and each
+// client gets the upstream's own status.
+func TestGRPCRetryStorm(t *testing.T) {
+	b1, b2 := startGRPCBackend(t, nil), startGRPCBackend(t, nil)
+	b1.svc.unavailable.Store(1 << 30)
+	b2.svc.unavailable.Store(1 << 30)
+	h := start(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g:
+    protocol: h2c
+    endpoints: [{address: %s}, {address: %s}]
+    retry: {attempts: 3, on: [unavailable], backoff: {base: 1ms, max: 2ms}, budget: {ratio: 0.1, min_per_second: 0}}
+routes:
+  - {name: g, match: {path_prefix: /}, upstream: g}
+`, b1.addr, b2.addr))
+	const clients, calls = 8, 25
+	errs := make(chan error, clients*calls)
+	done := make(chan struct{})
+	for range clients {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c := grpcClient(t, h.g.Addr().String(), nil)
+			for range calls {
+				_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("x")}})
+				errs <- err
+			}
+		}()
+	}
+	for range clients {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the clients did not finish")
+		}
+	}
+	close(errs)
+	for err := range errs {
+		if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "backend busy" {
+			t.Fatalf("a client got %v %q, want the upstream's UNAVAILABLE", st.Code(), st.Message())
+		}
+	}
+	attempts := b1.svc.calls.Load() + b2.svc.calls.Load()
+	t.Logf("%d calls made %d attempts", clients*calls, attempts)
+	if limit := int64(clients * calls * 13 / 10); attempts > limit {
+		t.Errorf("%d attempts for %d calls: the budget did not shed the retries (at most %d)", attempts, clients*calls, limit)
+	}
+	m := testkit.Scrape(t, h.admin+"/metrics")
+	if v := m.Value(t, `levee_retry_budget_exhausted_total{upstream="g"}`); v == 0 {
+		t.Error("no retry was refused by the budget")
+	}
+}
+
+// BenchmarkGRPCUnary: small unary calls from one client connection,
+// directly to the grpc-go server and through levee (h2c both sides), for
+// the figure in docs/grpc.md's notes: go test -run '^$' -bench GRPCUnary
+// ./internal/gateway/.
+func BenchmarkGRPCUnary(b *testing.B) {
+	srv := grpc.NewServer()
+	svc := &grpcService{}
+	testpb.RegisterTestServiceServer(srv, svc)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Stop()
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "levee.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
+listen: 127.0.0.1:0
+admin: {listen: 127.0.0.1:0}
+upstreams:
+  g: {protocol: h2c, endpoints: [{address: %s}]}
+routes:
+  - {name: g, match: {path_prefix: /}, upstream: g}
+`, filepath.Join(dir, "state"), ln.Addr())), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(cfg) }, LogOutput: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = g.Shutdown(ctx)
+	}()
+	for _, target := range []struct{ name, addr string }{{"direct", ln.Addr().String()}, {"levee", g.Addr().String()}} {
+		b.Run(target.name, func(b *testing.B) {
+			cc, err := grpc.NewClient("passthrough:///"+target.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cc.Close()
+			c := testpb.NewTestServiceClient(cc)
+			req := &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}}
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.UnaryCall(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
+	}
 }
