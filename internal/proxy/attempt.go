@@ -353,6 +353,9 @@ func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep
 		x.refuseFor(w, ref)
 		return 0, false
 	}
+	if a.res.hasGRPC {
+		grpcBodyEnd(r.Context(), f.pol, a.res, f.held, f.deadline) // grpc.go
+	}
 	v := retryAttempt(f.pol, n, r, a.res, f.held, resp, f.deadline, f.up.Budget, time.Now())
 	if v.retry {
 		if resp != nil {
@@ -360,7 +363,7 @@ func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep
 		}
 		if a.res.hasGRPC && a.res.fail == "" {
 			f.metrics.retries.WithLabelValues(f.up.Name, "grpc_"+a.res.grpc.Name()).Inc()
-			if f.held != nil && f.held.read { // sent again from what was kept
+			if f.held != nil { // sent again from what was kept (resendable)
 				f.replay, f.held = f.held.keptBody(), nil
 			}
 		} else {

@@ -7,6 +7,7 @@ package proxy
 // decision reads the upstream's grpc-status (retry.go, grpcStatusOf).
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -74,9 +75,8 @@ func grpcDeadline(r *http.Request, start time.Time) (time.Time, bool) {
 // retryGRPC reports whether attempt n, answered with res, is sent again
 // for its gRPC status under pol: the status is in the answer's headers (a
 // trailers-only answer: nothing of it reached the client), pol names it,
-// attempts remain, and the request's body can be sent again (nothing of
-// it was read, or it was kept whole; see grpcBody). Unlike an HTTP
-// status, a gRPC status does not need an idempotent method (every gRPC
+// attempts remain, and the request's body can be sent again (it was kept
+// whole; see grpcBody). Unlike an HTTP status, a gRPC status does not need an idempotent method (every gRPC
 // call is a POST): naming the status is the operator's word that a call
 // answered with it may go again, as in gRPC's own retry policy
 // (retryableStatusCodes). The wait, the deadline and the budget are the
@@ -88,15 +88,17 @@ func retryGRPC(pol *RetryPolicy, n int, res result, held *untouchedBody) bool {
 	return held == nil || held.resendable()
 }
 
-// resendable reports whether b can be sent again: nothing of it was read,
-// or it was kept whole (it ended within keep).
+// resendable reports whether b can be sent again after an answer: it was
+// kept whole (it ended within keep). Not "nothing of it was read": the
+// transport may still be about to read it (an endpoint may answer before
+// it took the body), and read is the transport's to write; eof is set
+// once, after the last write to kept.
 func (b *untouchedBody) resendable() bool {
-	return !b.read || (b.keep > 0 && b.eof.Load())
+	return b.keep > 0 && b.eof.Load()
 }
 
-// keptBody is the body to send on the next attempts when b was read:
-// what b kept (b must be resendable), never nil so the forwarding
-// replays it.
+// keptBody is the body to send on the next attempts: what b kept (b must
+// be resendable), never nil so the forwarding replays it.
 func (b *untouchedBody) keptBody() []byte {
 	if b.kept == nil {
 		return []byte{}
@@ -112,7 +114,39 @@ func (b *untouchedBody) keptBody() []byte {
 func (b budget) grpcBody(r *http.Request, x *exchange, pol *RetryPolicy) *untouchedBody {
 	held := &untouchedBody{rc: r.Body}
 	if pol.OnGRPC != 0 && pol.ReplayBodyLimit > 0 && b.reserve(x, pol.ReplayBodyLimit) {
-		held.keep = pol.ReplayBodyLimit
+		held.keep, held.ended = pol.ReplayBodyLimit, make(chan struct{})
 	}
 	return held
+}
+
+// grpcBodyGrace bounds how long an attempt answered with a retryable gRPC
+// status waits for the rest of the request's body (grpcBodyEnd).
+const grpcBodyGrace = 250 * time.Millisecond
+
+// grpcBodyEnd waits, when res is a gRPC status pol retries and held is
+// being kept but has not ended, for the client's body to end (a server
+// answers a unary call once it has its message, often before the client's
+// END_STREAM reached levee), at most grpcBodyGrace, the request's deadline
+// or the client's leaving. The transport's writer, still reading the
+// body, sees its end and sets eof; nothing else reads it meanwhile. A
+// streaming client that waits for an answer before sending more costs
+// the grace, then gets the upstream's status.
+func grpcBodyEnd(ctx context.Context, pol *RetryPolicy, res result, held *untouchedBody, deadline time.Time) {
+	if pol == nil || held == nil || held.ended == nil || !res.hasGRPC || res.grpc > 31 || pol.OnGRPC&(1<<res.grpc) == 0 || held.eof.Load() {
+		return
+	}
+	wait := grpcBodyGrace
+	if !deadline.IsZero() {
+		wait = min(wait, time.Until(deadline))
+	}
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-held.ended:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

@@ -257,6 +257,8 @@ type untouchedBody struct {
 	kept []byte
 	over bool
 	eof  atomic.Bool
+	// ended is closed with eof (keep > 0 only): grpcBodyEnd waits on it.
+	ended chan struct{}
 }
 
 func (b *untouchedBody) Read(p []byte) (int, error) {
@@ -271,6 +273,9 @@ func (b *untouchedBody) Read(p []byte) (int, error) {
 		}
 		if err == io.EOF && !b.over {
 			b.eof.Store(true)
+			if b.ended != nil {
+				close(b.ended)
+			}
 		}
 	}
 	return n, err
