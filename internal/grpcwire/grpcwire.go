@@ -75,11 +75,7 @@ func CodeByName(name string) (Code, bool) {
 // Names lists the names of the codes 1 to 16 (every status but ok), in
 // code order: the gRPC statuses a retry condition may name.
 func Names() []string {
-	out := make([]string, 0, len(names)-1)
-	for _, n := range names[1:] {
-		out = append(out, n)
-	}
-	return out
+	return append([]string(nil), names[1:]...)
 }
 
 // IsGRPC reports whether a request's Content-Type (its first value) is
