@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/testkit"
 )
 
@@ -534,67 +533,5 @@ routes:
 	m := testkit.Scrape(t, h.admin+"/metrics")
 	if v := m.Value(t, `levee_retry_budget_exhausted_total{upstream="g"}`); v == 0 {
 		t.Error("no retry was refused by the budget")
-	}
-}
-
-// BenchmarkGRPCUnary: small unary calls from one client connection,
-// directly to the grpc-go server and through levee (h2c both sides), for
-// the figure in docs/grpc.md's notes: go test -run '^$' -bench GRPCUnary
-// ./internal/gateway/.
-func BenchmarkGRPCUnary(b *testing.B) {
-	srv := grpc.NewServer()
-	svc := &grpcService{}
-	testpb.RegisterTestServiceServer(srv, svc)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Stop()
-	dir := b.TempDir()
-	cfg := filepath.Join(dir, "levee.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
-listen: 127.0.0.1:0
-admin: {listen: 127.0.0.1:0}
-upstreams:
-  g: {protocol: h2c, endpoints: [{address: %s}]}
-routes:
-  - {name: g, match: {path_prefix: /}, upstream: g}
-`, filepath.Join(dir, "state"), ln.Addr())), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(cfg) }, LogOutput: io.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := g.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = g.Shutdown(ctx)
-	}()
-	for _, target := range []struct{ name, addr string }{{"direct", ln.Addr().String()}, {"levee", g.Addr().String()}} {
-		b.Run(target.name, func(b *testing.B) {
-			cc, err := grpc.NewClient("passthrough:///"+target.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cc.Close()
-			c := testpb.NewTestServiceClient(cc)
-			req := &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("hello")}}
-			b.SetParallelism(8)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := c.UnaryCall(context.Background(), req); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
-		})
 	}
 }
