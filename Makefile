@@ -27,6 +27,8 @@ RELEASE_PLATFORMS := linux/amd64 linux/arm64
 # slow target such as FuzzZoned). FUZZSCALE multiplies every budget.
 FUZZSCALE ?= 1
 FUZZ_TARGETS := \
+	./internal/grpcwire:FuzzParseTimeout:5000 \
+	./internal/grpcwire:FuzzMessage:5000 \
 	./internal/proxyproto:FuzzRead:5000 \
 	./internal/upstream:FuzzH2FrameScan:5000 \
 	./internal/gateway:FuzzRedirectHost:5000 \

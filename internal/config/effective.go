@@ -83,6 +83,9 @@ var specialForms = map[string]func(sv reflect.Value) any{
 				list = append(list, c.name)
 			}
 		}
+		for _, s := range on.GRPC {
+			list = append(list, s)
+		}
 		for _, s := range on.Statuses {
 			list = append(list, s)
 		}

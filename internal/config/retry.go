@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/config/engine"
+	"github.com/levee-gw/levee/internal/grpcwire"
 	"gopkg.in/yaml.v3"
 )
 
@@ -34,7 +35,7 @@ var (
 			Bind: engine.At(func(r *Retry) *int { return &r.Attempts })},
 		engine.Field{Name: "on", Kind: engine.KindList, MinItems: 1, Item: &engine.Field{Kind: engine.KindEither, Either: []engine.Field{
 			{Kind: engine.KindEnum, Enum: retryConditions}, {Kind: engine.KindInt, Lo: minRetryStatus, Hi: maxRetryStatus}}},
-			Doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response" or a status from 400 to 599`},
+			Doc: `conditions retried: "connect_failure", "refused_stream", "reset_before_response", a gRPC status name ("unavailable", "resource_exhausted", ...: docs/grpc.md) or a status from 400 to 599`},
 		engine.Field{Name: "per_try_timeout", Kind: engine.KindDuration, Def: nil,
 			Doc:  "deadline of each try; none when omitted",
 			Bind: engine.At(func(r *Retry) *time.Duration { return &r.PerTryTimeout })},
@@ -142,11 +143,13 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 				switch {
 				case s != "" && strings.Trim(s, "0123456789") == "":
 					p.Add(item, ip, "status codes must be unquoted numbers, got %s", engine.Quote(s))
+				case slices.Contains(retryConditions, strings.ToLower(s)):
+					p.Add(item, ip, "unknown condition %s (did you mean %s? condition names are lower case)", engine.Quote(s), engine.Quote(strings.ToLower(s)))
 				case engine.Suggest(s, retryConditions) != "":
 					p.Add(item, ip, "unknown condition %s%s", engine.Quote(s), engine.Suggest(s, retryConditions))
 				default:
-					p.Add(item, ip, "unknown condition %s; must be one of %s or a status code from %d to %d",
-						engine.Quote(s), engine.QuotedList(retryConditions), minRetryStatus, maxRetryStatus)
+					p.Add(item, ip, "unknown condition %s; must be one of %s, a gRPC status name (%s) or a status code from %d to %d",
+						engine.Quote(s), engine.QuotedList(retryConditions[:3]), strings.Join(grpcwire.Names(), ", "), minRetryStatus, maxRetryStatus)
 				}
 				ok = false
 				continue
@@ -164,6 +167,8 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 				on.RefusedStream = true
 			case condResetBeforeResponse:
 				on.ResetBeforeResponse = true
+			default: // a gRPC status name (retryConditions)
+				on.GRPC = append(on.GRPC, s)
 			}
 		default:
 			p.Add(item, ip, "must be a condition such as %q or a status code from %d to %d, got %s",
@@ -172,6 +177,11 @@ func (p *parser) retryOn(path string, n *yaml.Node, forRoute bool) (RetryOn, boo
 		}
 	}
 	slices.Sort(on.Statuses)
+	slices.SortFunc(on.GRPC, func(a, b string) int {
+		ca, _ := grpcwire.CodeByName(a)
+		cb, _ := grpcwire.CodeByName(b)
+		return int(ca) - int(cb)
+	})
 	return on, ok
 }
 
@@ -243,6 +253,11 @@ type RetryOn struct {
 	// after the request was sent but before any response header arrived
 	// (`reset_before_response`).
 	ResetBeforeResponse bool
+	// GRPC are the gRPC statuses retried, by name (grpcwire.Names:
+	// "unavailable", "resource_exhausted", ...), in code order, nil when
+	// the list names none. Judged from the grpc-status of a trailers-only
+	// answer; such a call is retried whatever its method (docs/grpc.md).
+	GRPC []string
 	// Statuses are the response status codes retried, sorted ascending,
 	// without duplicates, each 400 to 599 (written as YAML integers, not
 	// strings). nil when the list names none. A timeout levee itself
@@ -329,7 +344,10 @@ const (
 
 // retryConditions are the condition names `on` accepts besides status
 // codes.
-var retryConditions = []string{condConnectFailure, condRefusedStream, condResetBeforeResponse}
+// The names of gRPC statuses (grpcwire.Names: "unavailable",
+// "resource_exhausted", ...) are conditions too: an answer whose
+// grpc-status is one of them is retried (RetryOn.GRPC).
+var retryConditions = append([]string{condConnectFailure, condRefusedStream, condResetBeforeResponse}, grpcwire.Names()...)
 
 // defaultRetry returns the Retry of a `retry` block that sets nothing. A
 // route's Retry leaves Budget zero.

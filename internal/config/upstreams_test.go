@@ -102,7 +102,13 @@ var rejectsUpstreams = []rejectCase{
 	}},
 	{"retry unknown condition", head + upstreams + "    retry:\n      on: [connect_failure, 502, conect_failure, timeout]\n" + routes, []string{
 		`upstreams.video.retry.on[2]: unknown condition "conect_failure" (did you mean "connect_failure"?)`,
-		`upstreams.video.retry.on[3]: unknown condition "timeout"; must be one of "connect_failure", "refused_stream", "reset_before_response" or a status code from 400 to 599`,
+		`upstreams.video.retry.on[3]: unknown condition "timeout"; must be one of "connect_failure", "refused_stream", "reset_before_response", a gRPC status name (cancelled, unknown, invalid_argument, deadline_exceeded, not_found, already_exists, permission_denied, resource_exhausted, failed_precondition, aborted, out_of_range, unimplemented, internal, unavailable, data_loss, unauthenticated) or a status code from 400 to 599`,
+	}},
+	{"retry gRPC status names", head + upstreams + "    retry:\n      on: [unavailable, unavalable, UNAVAILABLE, unavailable, ok]\n" + routes, []string{
+		`upstreams.video.retry.on[1]: unknown condition "unavalable" (did you mean "unavailable"?)`,
+		`upstreams.video.retry.on[2]: unknown condition "UNAVAILABLE" (did you mean "unavailable"? condition names are lower case)`,
+		`upstreams.video.retry.on[3]: duplicate condition "unavailable" (first at on[0])`,
+		`upstreams.video.retry.on[4]: unknown condition "ok"; must be one of "connect_failure", "refused_stream", "reset_before_response", a gRPC status name (cancelled, unknown, invalid_argument, deadline_exceeded, not_found, already_exists, permission_denied, resource_exhausted, failed_precondition, aborted, out_of_range, unimplemented, internal, unavailable, data_loss, unauthenticated) or a status code from 400 to 599`,
 	}},
 	{"retry duplicate conditions", head + upstreams + "    retry:\n      on: [502, connect_failure, 503, 502, connect_failure]\n" + routes, []string{
 		"upstreams.video.retry.on[3]: duplicate status 502 (first at on[0])",

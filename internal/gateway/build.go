@@ -9,6 +9,7 @@ import (
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/discovery"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/grpcwire"
 	"github.com/levee-gw/levee/internal/health"
 	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/ratelimit"
@@ -277,6 +278,7 @@ func retryPolicy(r *config.Retry) *proxy.RetryPolicy {
 		OnResetBeforeResponse: r.On.ResetBeforeResponse,
 		OnRefusedStream:       r.On.RefusedStream,
 		OnStatus:              r.On.Statuses,
+		OnGRPC:                grpcMask(r.On.GRPC),
 		PerTryTimeout:         r.PerTryTimeout,
 		BackoffBase:           r.Backoff.Base,
 		BackoffMax:            r.Backoff.Max,
@@ -364,4 +366,16 @@ func balanceSpec(uc *config.Upstream, panic bool) balance.Spec {
 		s.Zones = &balance.ZoneSpec{Local: z.Local, Failover: z.Failover, Overprovisioning: z.Overprovisioning}
 	}
 	return s
+}
+
+// grpcMask is the bit set of the gRPC statuses named (config checked the
+// names: grpcwire.CodeByName knows each).
+func grpcMask(names []string) uint32 {
+	var m uint32
+	for _, n := range names {
+		if c, ok := grpcwire.CodeByName(n); ok {
+			m |= 1 << c
+		}
+	}
+	return m
 }

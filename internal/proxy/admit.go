@@ -247,9 +247,7 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 		if d, limited, replayed = h.limitShared(r, x.client, rt, x.app, sig, now); replayed {
 			h.consumers.auth.refused(rt.Auth, ReasonUnauthenticated, string(auth.ReasonReplayed))
 			w.Header()["Www-Authenticate"] = challenge(rt.Auth, string(auth.ReasonReplayed))
-			x.reason = ReasonUnauthenticated
-			x.status = RefuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
-			x.route.metrics.refused(ReasonUnauthenticated)
+			x.refuseDetail(w, ReasonUnauthenticated, string(auth.ReasonReplayed))
 			return false
 		}
 	} else {

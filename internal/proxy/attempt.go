@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/grpcwire"
 	"github.com/levee-gw/levee/internal/tracing"
 	"github.com/levee-gw/levee/internal/upstream"
 )
@@ -59,6 +60,11 @@ type result struct {
 	// tls is the detail of a failed TLS handshake (upstream.TLSFailure),
 	// a connect failure: answered 502 upstream_tls when not retried.
 	tls string
+	// grpc is the grpc-status in the answer's headers (a trailers-only
+	// gRPC answer), read only when the retry policy names gRPC statuses;
+	// hasGRPC says it was there.
+	grpc    grpcwire.Code
+	hasGRPC bool
 }
 
 // reached reports whether any of the request reached the endpoint: all
@@ -169,6 +175,9 @@ func (f *forwarding) begin(r *http.Request, x *exchange, ep *endpoint.Endpoint, 
 // send forwards r through the upstream's forwarder within the attempt.
 func (a *attempt) send(f *forwarding, r *http.Request, x *exchange) (*http.Response, error) {
 	body, length := f.body(r)
+	if x.grpcTimeout { // the time left, not the client's whole timeout (grpc.go)
+		r.Header["Grpc-Timeout"] = []string{string(grpcwire.AppendTimeout(nil, time.Until(f.deadline)))}
+	}
 	o := upstream.Outbound{Addr: a.ep.Address, RequestID: x.reqID, ForwardedFor: x.forwardedFor, Body: body, Length: length, Trailer: outboundTrailer(r),
 		Timing: f.timing, Caller: x.caller}
 	if x.usage != nil {
@@ -192,6 +201,9 @@ func (a *attempt) settle(f *forwarding, r *http.Request, resp *http.Response, er
 	switch {
 	case err == nil:
 		a.res.status = resp.StatusCode
+		if f.pol != nil && f.pol.OnGRPC != 0 {
+			a.res.grpc, a.res.hasGRPC = grpcwire.StatusOf(resp.Header)
+		}
 	case f.cb.failure() != nil: // the client's body broke the attempt
 		a.res.client, a.cause = true, f.cb.failure()
 	case r.Context().Err() != nil: // the client left
@@ -267,6 +279,14 @@ func (f *forwarding) forward(w http.ResponseWriter, r *http.Request, x *exchange
 	if rt.Timeout > 0 {
 		f.deadline = x.start.Add(rt.Timeout)
 	}
+	if x.grpc {
+		if dl, ok := grpcDeadline(r, x.start); ok {
+			x.grpcTimeout = true
+			if f.deadline.IsZero() || dl.Before(f.deadline) {
+				f.deadline = dl
+			}
+		}
+	}
 	if f.pol != nil && f.pol.Attempts < 2 {
 		f.pol = nil
 	}
@@ -277,6 +297,8 @@ func (f *forwarding) forward(w http.ResponseWriter, r *http.Request, x *exchange
 	f.timing = x.timing
 	if x.buffered != nil {
 		f.replay = x.buffered // read before admission (bufferBody)
+	} else if f.pol != nil && x.grpc && r.ContentLength < 0 {
+		f.held = f.out.memory.grpcBody(r, x, f.pol) // streamed, and kept as it goes (grpc.go)
 	} else if f.pol != nil {
 		replay, replayable, err := f.out.memory.replayableBody(r, x, f.pol.ReplayBodyLimit)
 		if err != nil {
@@ -331,12 +353,22 @@ func (f *forwarding) try(w http.ResponseWriter, r *http.Request, x *exchange, ep
 		x.refuseFor(w, ref)
 		return 0, false
 	}
+	if a.res.hasGRPC {
+		grpcBodyEnd(r.Context(), f.pol, a.res, f.held, f.deadline) // grpc.go
+	}
 	v := retryAttempt(f.pol, n, r, a.res, f.held, resp, f.deadline, f.up.Budget, time.Now())
 	if v.retry {
 		if resp != nil {
 			discard(resp)
 		}
-		f.metrics.retried(f.up.Name, a.res.fail, a.res.status)
+		if a.res.hasGRPC && a.res.fail == "" {
+			f.metrics.retries.WithLabelValues(f.up.Name, "grpc_"+a.res.grpc.Name()).Inc()
+			if f.held != nil { // sent again from what was kept (resendable)
+				f.replay, f.held = f.held.keptBody(), nil
+			}
+		} else {
+			f.metrics.retried(f.up.Name, a.res.fail, a.res.status)
+		}
 		a.retried = true
 		return v.wait, true
 	}

@@ -43,17 +43,19 @@ func announceTrailers(dst, trailer http.Header) {
 	dst["Trailer"] = []string{strings.Join(keys, ", ")}
 }
 
-// copyTrailers copies the upstream's trailers after the body: announced
-// ones by name, and ones an HTTP/2 upstream sent without announcing them
-// (gRPC's grpc-status) with http.TrailerPrefix, which net/http's writers
-// send as trailers.
+// copyTrailers copies the upstream's trailers into dst once its body has
+// ended. A trailer the upstream did not announce in its Trailer header (a
+// gRPC server's grpc-status, HTTP/2 needs no announcement) is sent with
+// http.TrailerPrefix, which both net/http's servers and levee's HTTP/1.1
+// loop take as "a trailer declared after the head".
 func copyTrailers(dst, trailer http.Header) {
 	announced := dst["Trailer"]
 	for k, vv := range trailer {
-		if len(announced) == 0 || !upstream.ConnectionListed(announced, k) {
-			k = http.TrailerPrefix + k
+		if upstream.ConnectionListed(announced, k) {
+			dst[k] = vv
+		} else {
+			dst[http.TrailerPrefix+k] = vv
 		}
-		dst[k] = vv
 	}
 }
 

@@ -79,6 +79,10 @@ type exchange struct {
 	// appSlot: the request holds one of x.app's MaxConcurrency slots,
 	// given back by finish.
 	appSlot bool
+	// grpc: a gRPC request (grpcwire.IsGRPC): levee's answers are gRPC
+	// statuses (grpc.go); grpcTimeout: it carried a valid grpc-timeout,
+	// which set the forwarding's deadline.
+	grpc, grpcTimeout bool
 }
 
 // releaseAdmission gives back x's admission slot, once, with how the
@@ -112,14 +116,22 @@ const statusClientClosed = 499
 // refuse answers levee's refusal for reason.
 func (x *exchange) refuse(w http.ResponseWriter, reason Reason) {
 	x.reason = reason
-	x.status, x.bytesOut = refuseN(w, reason)
+	if x.grpc {
+		x.status, x.bytesOut = refuseGRPC(w, reason, "", 0)
+	} else {
+		x.status, x.bytesOut = refuseN(w, reason)
+	}
 	x.route.metrics.refused(reason)
 }
 
 // refuseDetail answers the refusal for reason with its detail.
 func (x *exchange) refuseDetail(w http.ResponseWriter, reason Reason, detail string) {
 	x.reason = reason
-	x.status, x.bytesOut = refuseDetailN(w, reason, detail)
+	if x.grpc {
+		x.status, x.bytesOut = refuseGRPC(w, reason, detail, 0)
+	} else {
+		x.status, x.bytesOut = refuseDetailN(w, reason, detail)
+	}
 	x.route.metrics.refused(reason)
 }
 
@@ -129,7 +141,11 @@ func (x *exchange) refuseFor(w http.ResponseWriter, ref *upstream.Refusal) {
 	if StatusOf(x.reason) == 0 {
 		x.reason = reasonInternal // a forwarder's reason without a table row: a bug, answered 500
 	}
-	x.status, x.bytesOut = refuseParamN(w, x.reason, ref.Param, ref.Detail, ref.RetryAfter)
+	if x.grpc {
+		x.status, x.bytesOut = refuseGRPC(w, x.reason, ref.Detail, ref.RetryAfter)
+	} else {
+		x.status, x.bytesOut = refuseParamN(w, x.reason, ref.Param, ref.Detail, ref.RetryAfter)
+	}
 	x.route.metrics.refused(x.reason)
 }
 
@@ -138,7 +154,11 @@ func (x *exchange) refuseFor(w http.ResponseWriter, ref *upstream.Refusal) {
 // Retry-After when retryAfter > 0.
 func (x *exchange) shed(w http.ResponseWriter, reason Reason, retryAfter time.Duration) {
 	x.reason = reason
-	x.status, x.bytesOut = refuseRetryAfterN(w, reason, retryAfter)
+	if x.grpc {
+		x.status, x.bytesOut = refuseGRPC(w, reason, "", retryAfter)
+	} else {
+		x.status, x.bytesOut = refuseRetryAfterN(w, reason, retryAfter)
+	}
 	x.route.metrics.refused(reason)
 	x.route.metrics.shed(reason)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/levee-gw/levee/internal/grpcwire"
 	"github.com/levee-gw/levee/internal/memguard"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
@@ -136,7 +137,7 @@ func (h *Handler) Table() *Table { return h.table.Load() }
 // attempts (attempt.go). finish, deferred, accounts for the request and
 // gives back what the steps took, however it ended.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := exchange{start: time.Now(), log: h.accessLog.Load(), tracer: h.tracer.Load()}
+	x := exchange{start: time.Now(), log: h.accessLog.Load(), tracer: h.tracer.Load(), grpc: grpcwire.IsGRPCRequest(r.Header)}
 	h.metrics.inflight.Inc()
 	defer h.finish(&x, r)
 	idv := requestIDValue(r.Header)

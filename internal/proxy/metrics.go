@@ -83,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_retries_total",
-			Help: "Retries levee sent to an upstream, by why the previous attempt failed (connect_failure, reset_before_response, timeout, or the upstream's status code).",
+			Help: "Retries levee sent to an upstream, by why the previous attempt failed (connect_failure, reset_before_response, timeout, the upstream's status code, or grpc_<status> for a gRPC status).",
 		}, []string{"upstream", "reason"}),
 		budgetExhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "levee_retry_budget_exhausted_total",

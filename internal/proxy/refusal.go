@@ -254,6 +254,8 @@ type refusal struct {
 	retryAfter    bool
 	body          []byte
 	contentLength []string
+	// grpc is the refusal to a gRPC request (grpc.go).
+	grpc grpcAnswer
 }
 
 // refusals is read-only after package initialisation.
@@ -269,7 +271,7 @@ func renderRefusals() map[Reason]*refusal {
 		}
 		body := []byte(`{"error":` + strconv.Quote(s.Sentence) + `,"reason":"` + string(s.Reason) + `"}` + "\n")
 		refusals[s.Reason] = &refusal{status: s.Status, retryAfter: s.RetryAfter == retryAfterSoon, body: body,
-			contentLength: []string{strconv.Itoa(len(body))}}
+			contentLength: []string{strconv.Itoa(len(body))}, grpc: grpcAnswerOf(s.Reason, s.Status, s.Sentence)}
 	}
 	return refusals
 }

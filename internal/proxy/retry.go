@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/levee-gw/levee/client"
@@ -62,6 +63,11 @@ type RetryPolicy struct {
 	// REFUSED_STREAM: not processed, RFC 9113 section 8.7), so any method
 	// may go again, if its body is intact.
 	OnRefusedStream bool
+	// OnGRPC is the set of gRPC statuses retried, bit c for code c
+	// (grpcwire.Code): judged from the grpc-status of a trailers-only
+	// answer (in its headers), never from a streamed answer's trailers, so
+	// no byte of the answer has reached the client (grpc.go).
+	OnGRPC uint32
 	// OnStatus lists the upstream statuses that are retried. A timeout levee
 	// hits itself (connect, response header, per try) counts as 504.
 	OnStatus []int
@@ -116,7 +122,7 @@ func shouldRetry(pol *RetryPolicy, n int, r *http.Request, res result, held *unt
 	if res.client {
 		return 0, false, false
 	}
-	if retry, free = decideRetry(pol, n, r, res.fail, res.status, held); !retry {
+	if retry, free = decideRetry(pol, n, r, res.fail, res.status, held); !retry && !retryGRPC(pol, n, res, held) {
 		return 0, false, false
 	}
 	wait, ok := retryWait(pol, resp, n, now)
@@ -243,11 +249,36 @@ func idempotent(r *http.Request) bool { return idempotency.Request(r.Method, r.H
 type untouchedBody struct {
 	rc   io.ReadCloser
 	read bool
+	// keep > 0: a gRPC request's body is also kept as it streams, up to
+	// keep bytes (grpc.go); over once it passed keep (kept is then
+	// dropped), eof once it ended within keep. eof is stored after kept
+	// is complete: a reader that sees it may read kept.
+	keep int64
+	kept []byte
+	over bool
+	eof  atomic.Bool
+	// ended is closed with eof (keep > 0 only): grpcBodyEnd waits on it.
+	ended chan struct{}
 }
 
 func (b *untouchedBody) Read(p []byte) (int, error) {
 	b.read = true
-	return b.rc.Read(p)
+	n, err := b.rc.Read(p)
+	if b.keep > 0 && !b.over && !b.eof.Load() { // nothing is written once eof is set
+		switch {
+		case int64(len(b.kept)+n) > b.keep:
+			b.over, b.kept = true, nil
+		case n > 0:
+			b.kept = append(b.kept, p[:n]...)
+		}
+		if err == io.EOF && !b.over {
+			b.eof.Store(true)
+			if b.ended != nil {
+				close(b.ended)
+			}
+		}
+	}
+	return n, err
 }
 
 func (b *untouchedBody) Close() error { return nil }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,7 +18,12 @@ import (
 // endpoint sends:
 //
 //   - more than h2GuardBurst PING frames (not ACKs) within h2GuardWindow:
-//     "ping_flood";
+//     "ping_flood". A PING that follows a write of levee's other than
+//     PING and SETTINGS ACKs (a request's frames, a WINDOW_UPDATE) is
+//     paced by levee's own traffic and not counted: gRPC servers
+//     (grpc-go's BDP estimator) send a PING each time data arrives, one
+//     outstanding at a time, hundreds a second under load; a flood is
+//     PINGs that only levee's ACKs answer;
 //   - more than h2GuardBurst SETTINGS frames (not ACKs) within
 //     h2GuardWindow: "settings_flood";
 //   - more than h2GuardMaxResets RST_STREAM frames in a row with no
@@ -85,6 +91,9 @@ type h2FrameScan struct {
 	pings, settings int
 	start           time.Time
 	now             func() time.Time
+	// paced, when set, reports (and clears) whether levee wrote traffic
+	// of its own since the last PING: such a PING is not counted.
+	paced func() bool
 }
 
 // scan passes p through the scanner and returns how many of its bytes
@@ -150,6 +159,9 @@ func (s *h2FrameScan) frame(typ, flags byte) string {
 			s.start, s.pings, s.settings = now, 0, 0
 		}
 		if typ == h2Ping {
+			if s.paced != nil && s.paced() {
+				return ""
+			}
 			s.pings++
 			if s.pings > h2GuardBurst {
 				return "ping_flood"
@@ -183,12 +195,46 @@ type h2ClientGuard struct {
 	readyShown bool
 	// dead is closed when the guard closes the connection.
 	dead chan struct{}
+	// traffic: levee wrote something other than PING and SETTINGS ACKs
+	// since the last PING the endpoint sent (Write sets it, the scan's
+	// paced takes it).
+	traffic atomic.Bool
+}
+
+// Write notes whether p is levee's own traffic (anything but a run of
+// whole PING and SETTINGS ACK frames) before passing it on.
+func (g *h2ClientGuard) Write(p []byte) (int, error) {
+	if !g.traffic.Load() && !acksOnly(p) {
+		g.traffic.Store(true)
+	}
+	return g.Conn.Write(p)
+}
+
+// acksOnly reports whether p is one or more whole PING or SETTINGS
+// frames with the ACK flag (what x/net writes in answer to a flood).
+// Bounded by len(p): each step passes one frame.
+func acksOnly(p []byte) bool {
+	if len(p) == 0 {
+		return false
+	}
+	for len(p) > 0 {
+		if len(p) < h2HeaderLen {
+			return false
+		}
+		n := h2HeaderLen + (int(p[0])<<16 | int(p[1])<<8 | int(p[2]))
+		if (p[3] != h2Ping && p[3] != h2Settings) || p[4]&h2FlagAck == 0 || n > len(p) {
+			return false
+		}
+		p = p[n:]
+	}
+	return true
 }
 
 func newH2ClientGuard(c net.Conn, onError func(reason string)) *h2ClientGuard {
 	g := &h2ClientGuard{Conn: c, onError: onError, ready: make(chan struct{}), dead: make(chan struct{})}
 	g.scan.now = time.Now
 	g.scan.start = time.Now()
+	g.scan.paced = func() bool { return g.traffic.Swap(false) }
 	return g
 }
 

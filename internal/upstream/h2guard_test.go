@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -61,6 +63,47 @@ func TestH2FrameScan(t *testing.T) {
 		}
 		if _, r, _ := s.scan(frame(h2Ping, 0, 8)); r != "" {
 			t.Fatalf("ping %d at 20 a window: %s", i, r)
+		}
+	}
+}
+
+// TestH2GuardPacedPings: a PING that follows traffic of levee's own (a
+// gRPC server's BDP ping after each request) is not counted; one that
+// only levee's ACKs answered is, so a flood still trips the guard.
+func TestH2GuardPacedPings(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	g := newH2ClientGuard(a, func(string) {})
+	go io.Copy(io.Discard, b)
+	ack := frame(h2Ping, h2FlagAck, 8)
+	for i := range 200 { // a request's frames, then the endpoint's PING
+		if _, err := g.Write(frame(0x0, 0, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, r, _ := g.scan.scan(frame(h2Ping, 0, 8)); r != "" {
+			t.Fatalf("paced ping %d: %s", i, r)
+		}
+		if _, err := g.Write(ack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reason := ""
+	for i := 0; i < 100 && reason == ""; i++ { // PINGs answered only by ACKs
+		_, reason, _ = g.scan.scan(frame(h2Ping, 0, 8))
+		if _, err := g.Write(frames(ack, frame(h2Settings, h2FlagAck, 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reason != "ping_flood" {
+		t.Fatalf("unpaced pings: %q", reason)
+	}
+	for p, want := range map[string]bool{
+		string(ack): true, string(frames(ack, ack)): true, string(frame(h2Settings, h2FlagAck, 0)): true,
+		"": false, string(frame(h2Ping, 0, 8)): false, string(ack[:10]): false, string(frames(ack, frame(0x0, 0, 1))): false,
+	} {
+		if got := acksOnly([]byte(p)); got != want {
+			t.Errorf("acksOnly(%x) = %v", p, got)
 		}
 	}
 }
