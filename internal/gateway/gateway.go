@@ -461,10 +461,9 @@ func (g *Gateway) serve(serve func(net.Listener) error, ln net.Listener) {
 // newDataServer builds the client-facing net/http server: the fallback of
 // h1server for the connections it hands off (HTTP/2 over TLS or h2c,
 // upgrades, chunked bodies, ...), with the downstream timeouts that stop
-// slowloris clients. It never handshakes: h1server does (dataTLSConfig),
-// and hands it HTTP/2 connections as completed *tls.Conns, which its
-// TLSNextProto["h2"] serves (net/http's Serve sets that up itself: the
-// server has HTTP/2 on and no TLSConfig).
+// slowloris clients. It never handshakes: h1server does and hands it
+// HTTP/2 connections as completed *tls.Conns, which its TLSNextProto["h2"]
+// serves (net/http sets that up: HTTP/2 on, no TLSConfig).
 func (g *Gateway) newDataServer(cfg *config.Config, tls bool, handler http.Handler) *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -483,8 +482,7 @@ func (g *Gateway) newDataServer(cfg *config.Config, tls bool, handler http.Handl
 		// h1server, plain text from net/http after a handoff).
 		MaxHeaderBytes: int(2 * cfg.Server.MaxHeaderBytes),
 		Protocols:      protocols,
-		// RFC 9113's initial frame size, not net/http's 1 MiB: h2spec 4.2/3,
-		// and a frame read buffer bounded at 16 KiB (docs/http2.md).
+		// RFC 9113's 16 KiB initial frame size, not 1 MiB (docs/http2.md).
 		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: cfg.Server.HTTP2MaxConcurrentStreams, MaxReadFrameSize: 1 << 14},
 		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
