@@ -31,6 +31,7 @@ func TestEveryFamilyAtStart(t *testing.T) {
 		"levee_forward_auth_calls_total":                 "no forward-auth route (fwdauth_test.go reads it)",
 		"levee_forward_auth_cache_hits_total":            "no forward-auth route (fwdauth_test.go reads it)",
 		"levee_forward_auth_passed_on_error_total":       "no forward-auth route (fwdauth_test.go reads it)",
+		"levee_acme_errors_total":                        "per ACME name; no tls.acme here (acme_test.go reads it)",
 	}
 	be, _ := backend(t, "web")
 	h := start(t, catalogueConfig(hostPort(be))+clusterRedisBlock(t))
