@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-gw/levee/internal/testsvc"
 )
 
 // clientCertLevee starts levee with an auth: client_cert route "certs"
@@ -32,6 +35,7 @@ tls: {cert_file: %s, key_file: %s, client_auth: {ca_file: %s, mode: request}}
 upstreams:
   u: {endpoints: [{address: %s}]}
 routes:
+  - {name: basic, match: {path_prefix: /basic/}, upstream: u, auth: basic}
   - {name: certs, match: {path_prefix: /}, upstream: u, auth: client_cert}
 `, server.certFile, server.keyFile, ca.file, extra, hostPort(echoBackend(t))))
 }
@@ -64,7 +68,12 @@ type certAnswer struct {
 
 func certGet(t *testing.T, c *http.Client, h *harness, hdr ...string) certAnswer {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "https://"+h.g.Addr().String()+"/x", nil)
+	return certGetPath(t, c, h, "/x", hdr...)
+}
+
+func certGetPath(t *testing.T, c *http.Client, h *harness, path string, hdr ...string) certAnswer {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "https://"+h.g.Addr().String()+path, nil)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -209,4 +218,84 @@ func issueWithURI(t *testing.T, ca *testCA, cn, u string) issued {
 	}
 	leaf, _ := x509.ParseCertificate(der)
 	return issued{leaf: leaf, pair: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}}
+}
+
+// TestClusterSharesPasswordsAndCertificates (issue 26 item 8): two
+// gateways on one real etcd. A basic-auth password made through node 1's
+// admin API admits on node 2, and revoked through node 2 refuses on node
+// 1; a certificate mapping added on node 1 admits on node 2 (over real
+// TLS with a client certificate), and deleted on node 2 refuses on node
+// 1. Each change is polled for with a deadline; how long it took is
+// logged.
+func TestClusterSharesPasswordsAndCertificates(t *testing.T) {
+	e := testsvc.StartEtcd(t)
+	ca := newTestCA(t, "client-ca")
+	extra := func(node string) string {
+		return fmt.Sprintf(`cluster:
+  node_id: %s
+  etcd: {endpoints: [%s], prefix: /creds/, lease_ttl: 2s, dial_timeout: 500ms, op_timeout: 2s}`, node, e.Endpoint)
+	}
+	n1 := clientCertLevee(t, ca, extra("node-1"))
+	n2 := clientCertLevee(t, ca, extra("node-2"))
+	if st := n1.adminJSON("POST", "/api/v1/apps", `{"id": "svc", "grants": ["basic", "certs"]}`, nil); st != 201 {
+		t.Fatalf("create the app on node 1: %d", st)
+	}
+	anon1, anon2 := certClient(t, ca, nil, false), certClient(t, ca, nil, false)
+	basic := func(c *http.Client, h *harness, pw string) certAnswer {
+		return certGetPath(t, c, h, "/basic/x", "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("svc:"+pw)))
+	}
+	took := func(what string, cond func() bool) {
+		t.Helper()
+		start := time.Now()
+		waitFor(t, what, cond)
+		t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond))
+	}
+
+	var pw struct {
+		ID       string `json:"id"`
+		Password string `json:"password"`
+	}
+	if st := n1.adminJSON("POST", "/api/v1/apps/svc/passwords", "", &pw); st != 201 || pw.Password == "" {
+		t.Fatalf("create a password on node 1 (no longer 501 in cluster mode): %d %+v", st, pw)
+	}
+	if a := basic(anon1, n1, pw.Password); a.status != 200 || a.app != "svc" {
+		t.Fatalf("the password on node 1: %+v", a)
+	}
+	took("node 2 admitting node 1's password", func() bool { return basic(anon2, n2, pw.Password).status == 200 })
+	if st := n2.adminJSON("DELETE", "/api/v1/apps/svc/passwords/"+pw.ID, "", nil); st != 200 {
+		t.Fatalf("revoke the password on node 2: %d", st)
+	}
+	took("node 1 refusing the password node 2 revoked", func() bool {
+		a := basic(anon1, n1, pw.Password)
+		return a.status == 401 && a.detail == "bad_password"
+	})
+
+	alice := ca.issue("alice", pkix.Name{CommonName: "alice"}, []string{"alice.internal"}, time.Now().Add(time.Hour), true)
+	alice1, alice2 := certClient(t, ca, &alice.pair, false), certClient(t, ca, &alice.pair, false)
+	if a := certGet(t, alice2, n2); a.status != 401 || a.detail != "client_cert_unknown" {
+		t.Fatalf("alice on node 2 before any mapping: %+v", a)
+	}
+	var c struct {
+		ID string `json:"id"`
+	}
+	if st := n1.adminJSON("POST", "/api/v1/apps/svc/certificates", `{"san_dns": "alice.internal"}`, &c); st != 201 {
+		t.Fatalf("map alice on node 1: %d", st)
+	}
+	if a := certGet(t, alice1, n1); a.status != 200 || a.app != "svc" {
+		t.Fatalf("alice on node 1: %+v", a)
+	}
+	took("node 2 admitting the certificate mapped on node 1", func() bool {
+		a := certGet(t, alice2, n2)
+		return a.status == 200 && a.app == "svc"
+	})
+	if st := n2.adminJSON("POST", "/api/v1/apps/svc/certificates", `{"san_dns": "ALICE.internal"}`, nil); st != 409 {
+		t.Errorf("the same name mapped again on node 2: %d, want 409", st)
+	}
+	if st := n2.adminJSON("DELETE", "/api/v1/apps/svc/certificates/"+c.ID, "", nil); st != 200 {
+		t.Fatalf("delete the mapping on node 2: %d", st)
+	}
+	took("node 1 refusing the certificate unmapped on node 2", func() bool {
+		a := certGet(t, alice1, n1)
+		return a.status == 401 && a.detail == "client_cert_unknown"
+	})
 }
