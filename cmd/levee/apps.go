@@ -42,7 +42,7 @@ const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow 
 
 Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token: admin.token_file, or one of
-admin.tokens; list and get need scope read, every other command scope
+admin.tokens; list, get and cert-list need scope read, every other command scope
 write) and -config FILE (the levee's configuration: its admin.listen and
 its token, configured or generated under state_dir).
 Defaults, each used when the one before is not set: the flags, then
