@@ -160,13 +160,23 @@ func canonicalURI(v string) (string, error) {
 	}
 	u, err := url.Parse(v)
 	if err != nil {
-		return "", fmt.Errorf("must be a URI: %s", strings.TrimPrefix(err.Error(), "parse "))
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err // without the value, which may be long
+		}
+		return "", fmt.Errorf("must be a URI: %v", err)
 	}
 	switch {
 	case u.Scheme == "" || u.Host == "":
 		return "", fmt.Errorf("must be an absolute URI with a host, as spiffe://trust-domain/path")
 	case u.Opaque != "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(v, "#"):
 		return "", fmt.Errorf("must be scheme://host/path without user, query or fragment")
+	}
+	for i := 0; i < len(u.Host); i++ {
+		// Letters, digits, '.', '-', '_' (a SPIFFE trust domain), and a port
+		// or an IPv6 literal; no percent-encoding.
+		if c := u.Host[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".-_:[]", c) >= 0) {
+			return "", fmt.Errorf("host must be letters, digits, '.', '-', '_' (and a port), not percent-encoded")
+		}
 	}
 	c := u.Scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath()
 	// The canonical form must parse back to the same parts, or a
