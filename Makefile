@@ -45,6 +45,7 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzSchemaAgrees:2000 \
 	./internal/config:FuzzEffectiveRoundTrips:2000 \
 	./internal/clusterstore:FuzzDecodeRecord:2000 \
+	./internal/auth:FuzzCanonicalCertValue:5000 \
 	./internal/clusterstore:FuzzDecodeEntry:2000 \
 	./internal/clusterstore:FuzzPushValue:2000 \
 	./internal/config:FuzzParseDataAPI:3000 \

@@ -33,10 +33,16 @@ const appsUsage = `Usage: levee apps COMMAND [flags] [args]   (flags may follow 
                                        generated and printed once, or read from F
                                        ("-": stdin; 12 to 128 bytes, no colon)
   password-revoke ID PWID              revoke a basic-auth password
+  cert-add ID -fingerprint SHA256 | -cert-file PEM | -san-dns NAME | -san-uri URI
+                                       map a client certificate to the app (auth:
+                                       client_cert); -cert-file maps the fingerprint
+                                       of the PEM file's first certificate
+  cert-list ID                         list the app's certificate mappings
+  cert-delete ID CERTID                delete a certificate mapping
 
 Every command takes -admin URL (default http://127.0.0.1:9901),
 -token-file FILE (an admin API token: admin.token_file, or one of
-admin.tokens; list and get need scope read, every other command scope
+admin.tokens; list, get and cert-list need scope read, every other command scope
 write) and -config FILE (the levee's configuration: its admin.listen and
 its token, configured or generated under state_dir).
 Defaults, each used when the one before is not set: the flags, then
@@ -76,7 +82,7 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	want := map[string]int{"list": 0, "create": 0, "get": 1, "patch": 1, "delete": 1, "key-create": 1, "key-revoke": 2,
-		"password-create": 1, "password-revoke": 2}[sub]
+		"password-create": 1, "password-revoke": 2, "cert-add": 1, "cert-list": 1, "cert-delete": 2}[sub]
 	if len(pos) != want {
 		fmt.Fprintf(stderr, "levee apps %s: want %d argument(s), got %d\n\n%s", sub, want, len(pos), appsUsage)
 		return 2
@@ -122,6 +128,17 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 		out, err = c.Do(ctx, "POST", "/api/v1/apps/"+url.PathEscape(pos[0])+"/passwords", body)
 	case "password-revoke":
 		out, err = c.Do(ctx, "DELETE", "/api/v1/apps/"+url.PathEscape(pos[0])+"/passwords/"+url.PathEscape(pos[1]), nil)
+	case "cert-add":
+		body, berr := f.cert.body()
+		if berr != nil {
+			fmt.Fprintf(stderr, "levee apps %s: %v\n", sub, berr)
+			return 2
+		}
+		out, err = c.Do(ctx, "POST", "/api/v1/apps/"+url.PathEscape(pos[0])+"/certificates", body)
+	case "cert-list":
+		out, err = c.Do(ctx, "GET", "/api/v1/apps/"+url.PathEscape(pos[0])+"/certificates", nil)
+	case "cert-delete":
+		out, err = c.Do(ctx, "DELETE", "/api/v1/apps/"+url.PathEscape(pos[0])+"/certificates/"+url.PathEscape(pos[1]), nil)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "levee apps %s: %v%s\n", sub, err, refusalHint(err, target))
@@ -132,7 +149,8 @@ func cmdApps(args []string, stdout, stderr io.Writer) int {
 }
 
 // appsCommands are the commands of "levee apps", in appsUsage's order.
-var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke", "password-create", "password-revoke"}
+var appsCommands = []string{"list", "get", "create", "patch", "delete", "key-create", "key-revoke", "password-create", "password-revoke",
+	"cert-add", "cert-list", "cert-delete"}
 
 // appsFlagSet returns the flag set of "levee apps sub" (nil for an
 // unknown sub), the app flags it fills, and -admin and -token-file. The
@@ -151,7 +169,9 @@ func appsFlagSet(sub string) (fs *flag.FlagSet, f *appFlags, adminURL, tokenFile
 		f.all = fs.Bool("all", false, "follow every page")
 	case "password-create":
 		f.passwordFile = fs.String("password-file", "", `file holding the password to set ("-": stdin); a generated one when omitted`)
-	case "get", "delete", "key-create", "key-revoke", "password-revoke":
+	case "cert-add":
+		f.cert.register(fs)
+	case "get", "delete", "key-create", "key-revoke", "password-revoke", "cert-list", "cert-delete":
 	default:
 		return nil, nil, nil, nil
 	}
@@ -188,6 +208,7 @@ type appFlags struct {
 	rate                   *float64
 	burst, maxConcurrency  *int
 	passwordFile           *string // password-create
+	cert                   certFlags
 	limit                  *int
 	after                  *string
 	all                    *bool

@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,6 +104,35 @@ routes:
 	}
 	if code, doc, _ = cli("get", "safety"); code != 0 || len(doc["passwords"].([]any)) != 2 {
 		t.Errorf("get after passwords: %d %v", code, doc)
+	}
+	// Certificate mappings: by a PEM file's fingerprint and by a SAN,
+	// listed, a value twice refused, deleted.
+	certFile := filepath.Join(t.TempDir(), "c.pem")
+	der := []byte("not really DER, but the fingerprint is of these bytes")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	sum := sha256.Sum256(der)
+	code, doc, stderr = cli("cert-add", "safety", "-cert-file", certFile)
+	certID, _ := doc["id"].(string)
+	if code != 0 || doc["fingerprint_sha256"] != hex.EncodeToString(sum[:]) || certID == "" {
+		t.Fatalf("cert-add -cert-file: %d %v %s", code, doc, stderr)
+	}
+	if code, doc, stderr = cli("cert-add", "safety", "-san-uri", "spiffe://Example.org/ns/a"); code != 0 || doc["san_uri"] != "spiffe://example.org/ns/a" {
+		t.Errorf("cert-add -san-uri: %d %v %s", code, doc, stderr)
+	}
+	if code, _, stderr = cli("cert-add", "safety", "-san-uri", "spiffe://example.org/ns/a"); code != 1 || !strings.Contains(stderr, "409 conflict") {
+		t.Errorf("cert-add twice: %d %q", code, stderr)
+	}
+	if code, _, stderr = cli("cert-add", "safety", "-san-dns", "a.b", "-san-uri", "x://y"); code != 2 || !strings.Contains(stderr, "exactly one") {
+		t.Errorf("cert-add with two: %d %q", code, stderr)
+	}
+	if code, _, stderr = cli("cert-add", "safety", "-san-dns", "*.b"); code != 1 || !strings.Contains(stderr, "422") {
+		t.Errorf("cert-add of a wildcard: %d %q", code, stderr)
+	}
+	if code, doc, _ = cli("cert-list", "safety"); code != 0 || len(doc["certificates"].([]any)) != 2 {
+		t.Errorf("cert-list: %d %v", code, doc)
+	}
+	if code, doc, _ = cli("cert-delete", "safety", certID); code != 0 || doc["id"] != certID {
+		t.Errorf("cert-delete: %d %v", code, doc)
 	}
 	cli("create", "-id", "second")
 	if code, doc, _ = cli("list", "-limit", "1"); code != 0 || doc["next"] != "safety" {

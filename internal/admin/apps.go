@@ -111,12 +111,13 @@ func appRoutes(mux *adminMux, store AppStore) {
 		writeJSON(w, http.StatusOK, k)
 	})
 	passwordRoutes(mux, store)
+	certificateRoutes(mux, store)
 }
 
 // passwordRoutes registers the basic-auth password routes: a password is
 // created (generated, or chosen in {"password": "..."}), revoked, and
 // listed with its app (GET /api/v1/apps/{id}: "passwords", never a digest).
-// A store without passwords (cluster mode) answers 501.
+// A store without passwords answers 501 (both levee's stores keep them).
 func passwordRoutes(mux *adminMux, store AppStore) {
 	pb, _ := store.(apps.PasswordBackend)
 	mux.HandleFunc("POST /api/v1/apps/{id}/passwords", func(w http.ResponseWriter, r *http.Request) {

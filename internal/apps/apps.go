@@ -183,10 +183,13 @@ type App struct {
 	Keys   []Key  `json:"keys"` // oldest first
 	// Passwords are the app's basic-auth passwords (passwords.go), oldest
 	// first; the basic-auth user name is the app's id.
-	Passwords   []Password            `json:"passwords"`
-	Grants      []string              `json:"grants"` // sorted route names
-	Limits      Limits                `json:"limits"`
-	RouteLimits map[string]RouteLimit `json:"route_limits"`
+	Passwords []Password `json:"passwords"`
+	// Certificates map verified client certificates to the app
+	// (certs.go, auth: client_cert), oldest first.
+	Certificates []Certificate         `json:"certificates"`
+	Grants       []string              `json:"grants"` // sorted route names
+	Limits       Limits                `json:"limits"`
+	RouteLimits  map[string]RouteLimit `json:"route_limits"`
 	// Source is where the app was first defined: SourceFile or SourceAPI.
 	Source string `json:"source"`
 	// Overridden is true for a file app changed through the admin API

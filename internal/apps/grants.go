@@ -59,14 +59,14 @@ func GrantedTo(all []*App, route string, max int) (n int, ids []string, truncate
 }
 
 // PasswordBackend is a Backend that keeps basic-auth passwords
-// (passwords.go): *Store. The cluster store does not yet.
+// (passwords.go): *Store and cluster mode's store.
 type PasswordBackend interface {
 	CreatePassword(ctx context.Context, id, plaintext string) (NewPassword, error)
 	RevokePassword(ctx context.Context, id, pwID string) (Password, error)
 }
 
-// ErrUnsupported: the store cannot do this (basic-auth passwords in
-// cluster mode). HTTP 501.
+// ErrUnsupported: the store cannot do this (a Backend without passwords
+// or certificate mappings). HTTP 501.
 var ErrUnsupported = errors.New("not supported by this app store")
 
 // CreatePassword is the Backend's, when it keeps passwords.
@@ -74,7 +74,7 @@ func (c GrantChecked) CreatePassword(ctx context.Context, id, plaintext string) 
 	if pb, ok := c.Backend.(PasswordBackend); ok {
 		return pb.CreatePassword(ctx, id, plaintext)
 	}
-	return NewPassword{}, fmt.Errorf("basic-auth passwords are not kept by the cluster app store yet: %w", ErrUnsupported)
+	return NewPassword{}, fmt.Errorf("basic-auth passwords are not kept by this app store: %w", ErrUnsupported)
 }
 
 // RevokePassword is the Backend's, when it keeps passwords.
@@ -82,5 +82,21 @@ func (c GrantChecked) RevokePassword(ctx context.Context, id, pwID string) (Pass
 	if pb, ok := c.Backend.(PasswordBackend); ok {
 		return pb.RevokePassword(ctx, id, pwID)
 	}
-	return Password{}, fmt.Errorf("basic-auth passwords are not kept by the cluster app store yet: %w", ErrUnsupported)
+	return Password{}, fmt.Errorf("basic-auth passwords are not kept by this app store: %w", ErrUnsupported)
+}
+
+// AddCertificate is the Backend's, when it keeps certificate mappings.
+func (c GrantChecked) AddCertificate(ctx context.Context, id string, spec CertificateSpec) (Certificate, error) {
+	if cb, ok := c.Backend.(CertificateBackend); ok {
+		return cb.AddCertificate(ctx, id, spec)
+	}
+	return Certificate{}, fmt.Errorf("certificate mappings are not kept by this app store: %w", ErrUnsupported)
+}
+
+// DeleteCertificate is the Backend's, when it keeps certificate mappings.
+func (c GrantChecked) DeleteCertificate(ctx context.Context, id, certID string) (Certificate, error) {
+	if cb, ok := c.Backend.(CertificateBackend); ok {
+		return cb.DeleteCertificate(ctx, id, certID)
+	}
+	return Certificate{}, fmt.Errorf("certificate mappings are not kept by this app store: %w", ErrUnsupported)
 }

@@ -78,27 +78,12 @@ func CheckPassword(pw string) string {
 // MaxActivePasswords active ones is ErrConflict. The argon2id digest is
 // computed before the write lock is taken.
 func (s *Store) CreatePassword(ctx context.Context, id, plaintext string) (NewPassword, error) {
-	var np NewPassword
-	if plaintext == "" {
-		var b [32]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return np, err
-		}
-		plaintext = passwordPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-		np.Plaintext = plaintext
-	} else if problem := CheckPassword(plaintext); problem != "" {
-		return np, invalid("password", "%s", problem)
-	}
-	digest, err := auth.HashPassword(plaintext)
+	now := s.st.Now()
+	np, err := MakePassword(plaintext, now)
 	if err != nil {
 		return np, err
 	}
-	var rid [6]byte
-	if _, err := rand.Read(rid[:]); err != nil {
-		return np, err
-	}
-	now := s.st.Now()
-	np.Password = Password{ID: hex.EncodeToString(rid[:]), Digest: digest, Created: now.UTC()}
+	digest := np.Digest
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		r, err := getRecord(ctx, tx, id)
 		if err != nil {
@@ -125,6 +110,34 @@ func (s *Store) CreatePassword(ctx context.Context, id, plaintext string) (NewPa
 	if err != nil {
 		return NewPassword{}, err
 	}
+	return np, nil
+}
+
+// MakePassword makes a password record at now: of plaintext when given
+// (CheckPassword), else of a generated one ("lvp_" and 32 random bytes in
+// base64url), which is then in the result's Plaintext only. It runs
+// argon2id (tens of milliseconds): call it before taking any lock.
+func MakePassword(plaintext string, now time.Time) (NewPassword, error) {
+	var np NewPassword
+	if plaintext == "" {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return np, err
+		}
+		plaintext = passwordPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+		np.Plaintext = plaintext
+	} else if problem := CheckPassword(plaintext); problem != "" {
+		return np, invalid("password", "%s", problem)
+	}
+	digest, err := auth.HashPassword(plaintext)
+	if err != nil {
+		return np, err
+	}
+	var rid [6]byte
+	if _, err := rand.Read(rid[:]); err != nil {
+		return np, err
+	}
+	np.Password = Password{ID: hex.EncodeToString(rid[:]), Digest: digest, Created: now.UTC()}
 	return np, nil
 }
 

@@ -50,6 +50,17 @@ var migrations = []string{
 		revoked_at INTEGER,                     -- NULL while active
 		PRIMARY KEY (app_id, id)
 	);`,
+	// 4: client certificate mappings (certs.go): one value maps to one
+	// app at most.
+	`CREATE TABLE app_certificates (
+		app_id     TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+		id         TEXT NOT NULL,
+		kind       TEXT NOT NULL CHECK (kind IN ('fingerprint_sha256', 'san_dns', 'san_uri')),
+		value      TEXT NOT NULL,               -- canonical (auth.CanonicalCertValue)
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (app_id, id),
+		UNIQUE (kind, value)
+	);`,
 }
 
 // SchemaVersion returns the database's schema version.

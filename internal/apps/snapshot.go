@@ -66,7 +66,9 @@ func newSnapshot(byID map[string]*App) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.keys = x
+	certs := certMappings(byID)
+	slices.SortStableFunc(certs, func(a, b auth.CertMapping) int { return cmp.Compare(a.AppID, b.AppID) })
+	s.keys = x.WithCerts(certs)
 	return s, nil
 }
 

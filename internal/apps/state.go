@@ -53,6 +53,18 @@ type Record struct {
 	App      App         `json:"app"`
 	Keys     []StoredKey `json:"keys"`
 	FileHash string      `json:"file_hash,omitempty"`
+	// Passwords are the app's basic-auth passwords with their argon2id
+	// digests, and Certificates its certificate mappings (both left out
+	// of App, which does not marshal digests).
+	Passwords    []SharedPassword `json:"passwords,omitempty"`
+	Certificates []Certificate    `json:"certificates,omitempty"`
+}
+
+// SharedPassword is a password as a shared store keeps it: with its
+// digest, which Password does not marshal.
+type SharedPassword struct {
+	Password
+	Digest string `json:"digest"`
 }
 
 // State is every app and tombstone of a shared store. Its write methods
@@ -96,13 +108,22 @@ func (r *Record) app() *App {
 	if a.RouteLimits == nil {
 		a.RouteLimits = map[string]RouteLimit{}
 	}
+	a.Passwords = make([]Password, len(r.Passwords))
+	for i, p := range r.Passwords {
+		a.Passwords[i] = p.Password
+		a.Passwords[i].Digest = p.Digest
+	}
+	a.Certificates = append([]Certificate{}, r.Certificates...)
 	return &a
 }
 
-// clone returns a copy of r that may be changed (its key list copied).
+// clone returns a copy of r that may be changed (its key, password and
+// certificate lists copied).
 func (r *Record) clone() *Record {
 	c := *r
 	c.Keys = slices.Clone(r.Keys)
+	c.Passwords = slices.Clone(r.Passwords)
+	c.Certificates = slices.Clone(r.Certificates)
 	return &c
 }
 
@@ -462,5 +483,8 @@ func (r *Record) Check(id string) error {
 	if active > MaxActiveKeys {
 		return invalid("keys", "at most %d active, got %d", MaxActiveKeys, active)
 	}
-	return nil
+	if err := checkSharedPasswords(r.Passwords); err != nil {
+		return err
+	}
+	return checkCertificates(r.Certificates)
 }

@@ -130,6 +130,7 @@ func scanApp(sc interface{ Scan(...any) error }) (record, error) {
 	a.Created, a.Updated = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
 	a.Keys = []Key{}
 	a.Passwords = []Password{}
+	a.Certificates = []Certificate{}
 	return record{app: &a, fileHash: fileHash}, nil
 }
 
@@ -176,7 +177,8 @@ func getRecord(ctx context.Context, q querier, id string) (record, error) {
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return record{}, err
 	}
-	return r, loadPasswords(ctx, q, map[string]*App{id: r.app}, id)
+	byID := map[string]*App{id: r.app}
+	return r, errors.Join(loadPasswords(ctx, q, byID, id), loadCertificates(ctx, q, byID, id))
 }
 
 // load reads every app and key into a new snapshot: O(apps + keys),
@@ -223,6 +225,9 @@ func (s *Store) load(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	if err := loadPasswords(ctx, tx, byID, ""); err != nil {
+		return nil, err
+	}
+	if err := loadCertificates(ctx, tx, byID, ""); err != nil {
 		return nil, err
 	}
 	snap, err := newSnapshot(byID)

@@ -67,7 +67,10 @@ type Index struct {
 	byKeyID   map[string]int32
 	entries   []Credential
 	conflicts []Conflict
-	trace     func(step string) // tests only: records the steps taken
+	// certs maps client certificates to apps (clientcert.go; WithCerts);
+	// nil: none.
+	certs *certIndex
+	trace func(step string) // tests only: records the steps taken
 }
 
 // NewIndex builds an index from creds in O(len(creds)). The same

@@ -6,7 +6,8 @@
 //
 // Layout under the prefix P:
 //
-//	P state/apps/<id>        one app: apps.Record as JSON (key digests only)
+//	P state/apps/<id>        one app: apps.Record as JSON (key and password
+//	                         digests only; certificate mappings; creds.go)
 //	P state/tombstones/<id>  a file app deleted at runtime: its definition's hash
 //	P state/version          written by every change; a write commits only if
 //	                         it is unchanged since the state it read (one

@@ -24,6 +24,12 @@ func FuzzDecodeRecord(f *testing.F) {
 	_ = st.AddKey("shop", nk, now)
 	b, _ := json.Marshal(st.Apps["shop"])
 	f.Add("shop", b)
+	np, _ := apps.MakePassword("a-chosen-password", now)
+	_ = st.AddPassword("shop", np, now)
+	c, _ := apps.NewCertificate(apps.CertificateSpec{SANURI: "spiffe://example.org/shop"}, now)
+	_ = st.AddCertificate("shop", c, now)
+	b, _ = json.Marshal(st.Apps["shop"])
+	f.Add("shop", b)
 	f.Add("shop", []byte(`{"app":{"id":"shop"}}`))
 	f.Add("x", []byte(`{"app":{"id":"x","name":"x","status":"active","source":"api"},"keys":[{"id":"000000000000","sha256":"`+
 		"0000000000000000000000000000000000000000000000000000000000000000"+`","source":"api","created":"2026-01-01T00:00:00Z"}]}`))

@@ -129,11 +129,15 @@ const (
 	// AuthBasic admits requests with HTTP basic credentials: an active
 	// app's id as the user and one of its passwords (docs/authentication.md).
 	AuthBasic = "basic"
+	// AuthClientCert admits requests over a connection whose verified
+	// client certificate (tls.client_auth) maps to an active app
+	// (route_client_cert.go, docs/authentication.md).
+	AuthClientCert = "client_cert"
 )
 
 var (
 	appStatuses = []string{AppStatusActive, AppStatusSuspended}
-	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthForward, AuthBasic}
+	authModes   = []string{AuthNone, AuthAPIKey, AuthHMAC, AuthJWT, AuthForward, AuthBasic, AuthClientCert}
 )
 
 // AuthModes returns every value routes[].auth accepts, so the code that

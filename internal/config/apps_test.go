@@ -77,7 +77,7 @@ func TestParseAppsRejects(t *testing.T) {
 		{"route limit unknown field", appsBase + "apps: [{id: a, grants: [api], route_limits: {api: {max_concurrency: 1}}}]\n", []string{
 			"apps[0].route_limits.api.max_concurrency: unknown field"}},
 		{"route auth unknown", head + upstreams + routes + "    auth: token\n", []string{
-			`routes[0].auth: must be one of "none", "api_key", "hmac", "jwt", "forward", "basic", got "token"`}},
+			`routes[0].auth: must be one of "none", "api_key", "hmac", "jwt", "forward", "basic", "client_cert", got "token"`}},
 		{"anonymous limits with api_key", head + upstreams + routes + "    auth: api_key\n    anonymous_limits: {rate: 1}\n", []string{
 			`routes[0].anonymous_limits: only allowed with auth: none (apps are limited by their own limits), got auth "api_key"`}},
 		{"anonymous limits without rate", head + upstreams + routes + "    anonymous_limits: {burst: 3}\n", []string{

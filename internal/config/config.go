@@ -244,6 +244,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	}
 	p.routes(c, f["routes"], root, declared, upstreamsOK)
 	p.checkRouteIdentity(c, root)
+	p.checkRouteClientCert(c, root)
 	if v := f["apps"]; v != nil {
 		var routeNames []string
 		for _, r := range c.Routes {

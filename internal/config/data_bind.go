@@ -140,7 +140,7 @@ func (p *parser) dataBindRules(r *Route, path string, n *yaml.Node) {
 		case fr.NeedsJWT() && r.Auth != AuthJWT:
 			p.Add(n, at, "%s needs auth: jwt on the route (a verified token carries it), got auth %s", from, engine.Quote(r.Auth))
 		case r.Auth == AuthNone || r.Auth == AuthForward:
-			p.Add(n, at, "%s needs an auth that identifies an app (api_key, hmac or jwt), got auth %s", from, engine.Quote(r.Auth))
+			p.Add(n, at, "%s needs an auth that identifies an app (api_key, hmac, jwt, basic or client_cert), got auth %s", from, engine.Quote(r.Auth))
 		}
 	}
 	for _, name := range d.ParamOrder {

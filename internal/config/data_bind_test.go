@@ -73,7 +73,7 @@ func TestDataBindRejects(t *testing.T) {
 	for _, tc := range []struct{ name, route, want string }{
 		{"claim without jwt", sql("api_key"), "routes[2].data.params.tenant.from: claim.tenant_id needs auth: jwt on the route"},
 		{"subject without jwt", sql("hmac"), "routes[2].data.params.owner.from: subject needs auth: jwt"},
-		{"app.id without auth", strings.ReplaceAll(sql("none"), "from: claim.tenant_id", "from: app.id"), `routes[2].data.params.app.from: app.id needs an auth that identifies an app (api_key, hmac or jwt), got auth "none"`},
+		{"app.id without auth", strings.ReplaceAll(sql("none"), "from: claim.tenant_id", "from: app.id"), `routes[2].data.params.app.from: app.id needs an auth that identifies an app (api_key, hmac, jwt, basic or client_cert), got auth "none"`},
 		{"bad source", strings.Replace(sql("jwt"), "claim.tenant_id", "header.x", 1), `routes[2].data.params.tenant.from: want app.id, subject or claim.<name>, got "header.x"`},
 		{"empty claim", strings.Replace(sql("jwt"), "claim.tenant_id", "claim.", 1), `routes[2].data.params.tenant.from: want app.id, subject or claim.<name>`},
 		{"required with from", strings.Replace(sql("jwt"), "from: subject}", "from: subject, required: true}", 1), "routes[2].data.params.owner.required: does not apply with from"},

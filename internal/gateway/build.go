@@ -229,6 +229,8 @@ func authMode(a string) (proxy.AuthMode, error) {
 		return proxy.AuthForward, nil
 	case config.AuthBasic:
 		return proxy.AuthBasic, nil
+	case config.AuthClientCert:
+		return proxy.AuthClientCert, nil
 	}
 	return proxy.AuthNone, fmt.Errorf("auth mode %q has no request-path mode", a)
 }

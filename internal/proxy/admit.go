@@ -233,8 +233,10 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, x *exchange,
 		if h.consumers.shared != nil && rt.Auth == AuthHMAC {
 			sig = signatureMAC(r.Header)
 		}
-		delete(r.Header, "X-Api-Key")
-		delete(r.Header, "Authorization")
+		if rt.Auth != AuthClientCert { // its credential is the connection's, not a header
+			delete(r.Header, "X-Api-Key")
+			delete(r.Header, "Authorization")
+		}
 		r.Header[AppHeader] = app.header
 	}
 	if x.subject != "" && !h.limitSubject(w, r, x, now) {
@@ -311,6 +313,8 @@ func challenge(mode AuthMode, detail string) []string {
 		return hmacChallenge
 	case AuthBasic:
 		return basicChallenge
+	case AuthClientCert:
+		return clientCertChallenge
 	case AuthJWT:
 		if detail == string(jwtauth.DetailMissing) {
 			return bearerChallenge

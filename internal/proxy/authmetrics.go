@@ -12,7 +12,7 @@ import (
 // fixed arrays of atomics (no allocation), read at scrape time.
 var (
 	authRequestsDesc = prometheus.NewDesc("levee_auth_requests_total",
-		"Requests on routes with auth, by scheme (api_key, hmac, jwt, basic) and result: accepted (credentials verified, app active and granted), unauthenticated (401) or forbidden (403).",
+		"Requests on routes with auth, by scheme (api_key, hmac, jwt, basic, forward, client_cert) and result: accepted (credentials verified, app active and granted), unauthenticated (401) or forbidden (403).",
 		[]string{"scheme", "result"}, nil)
 	authFailuresDesc = prometheus.NewDesc("levee_auth_failures_total",
 		"Refused credentials by scheme and reason: the stable detail of the 401 or 403 (docs/authentication.md), \"other\" for none of them. A series appears with its first count.",
@@ -20,7 +20,7 @@ var (
 )
 
 // authSchemes are the scheme labels by AuthMode (AuthNone is not counted).
-var authSchemes = [...]string{AuthAPIKey: "api_key", AuthHMAC: "hmac", AuthJWT: "jwt", AuthForward: "forward", AuthBasic: "basic"}
+var authSchemes = [...]string{AuthAPIKey: "api_key", AuthHMAC: "hmac", AuthJWT: "jwt", AuthForward: "forward", AuthBasic: "basic", AuthClientCert: "client_cert"}
 
 const (
 	authAccepted = iota
@@ -40,6 +40,7 @@ var authReasons = [...]string{
 	"wrong_issuer", "wrong_audience", "no_app_claim", "key_unavailable",
 	"suspended", "no_grant", "no_scope", "unknown_app", "bad_password",
 	"denied",
+	"client_cert_missing", "client_cert_unknown", "client_cert_ambiguous",
 	"other",
 }
 

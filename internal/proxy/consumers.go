@@ -52,6 +52,9 @@ const (
 	// AuthBasic admits requests with basic credentials of a granted app
 	// (basic.go).
 	AuthBasic
+	// AuthClientCert admits requests over a connection whose verified
+	// client certificate maps to a granted app (clientcert.go).
+	AuthClientCert
 )
 
 // AppHeader carries the authenticated app's id to the upstream. levee
@@ -271,6 +274,14 @@ func (h *Handler) identify(r *http.Request, x *exchange, rt *Route, apps *Apps, 
 		var detail string
 		if app, reason, detail = h.identifyBasic(r, x, apps, now); app == nil {
 			return nil, reason, detail
+		}
+	case AuthClientCert:
+		id, _, err := apps.identifyClientCert(r.TLS)
+		if err != nil {
+			return nil, ReasonUnauthenticated, authDetail(err)
+		}
+		if app = apps.App(id); app == nil {
+			return nil, ReasonUnauthenticated, string(auth.ReasonClientCertUnknown)
 		}
 	default:
 		return nil, "", ""
