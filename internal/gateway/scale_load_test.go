@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,10 +152,13 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	// and one publish: the same proof in a fraction of the time.
 	full := os.Getenv("LEVEE_SCALE_FULL") != ""
 	runs := 1
+	if n, err := strconv.Atoi(os.Getenv("LEVEE_SCALE_RUNS")); err == nil && n > 0 && n <= 20 {
+		runs = n // reloads and publishes (bench/scale.sh RUNS=n), at most 20
+	}
 	var heap0, heapRoutes uint64
 	var perRoute float64
 	if full {
-		runs = 5
+		runs = max(runs, 5)
 		// Memory: the heap with one route, then with every route, then
 		// with every app as well (each a fresh levee, in this process).
 		t0 := time.Now()
@@ -172,6 +176,11 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	h := start(t, scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, scaleApps, 0))
 	startTime := time.Since(begin)
 	heapAll := liveHeap()
+	// The cost of one full collection at this heap (what a reload's
+	// collection after the parse costs, gateway/reload.go).
+	gcWall, gcCPU := time.Now(), cpuTime()
+	runtime.GC()
+	gcCost, gcCostCPU := time.Since(gcWall), cpuTime()-gcCPU
 	perApp := float64(int64(heapAll)-int64(heapRoutes)-int64(heapRoutes-heap0)) / scaleApps
 	rssBefore := rssBaseline(t) // after debug.FreeOSMemory: the start's garbage returned
 
@@ -192,6 +201,28 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		}
 	}
 
+	// LEVEE_SCALE_HEAPPROF=PREFIX (bench/scale.sh MEM=1) writes heap
+	// profiles before and after the reloads (PREFIX.before, PREFIX.after):
+	// go tool pprof -sample_index=alloc_space -diff_base PREFIX.before
+	// shows what the reloads allocated.
+	heapProf := func(suffix string) {
+		if prefix := os.Getenv("LEVEE_SCALE_HEAPPROF"); prefix != "" {
+			writeHeapProfile(t, prefix+suffix)
+		}
+	}
+	heapProf(".before")
+	// LEVEE_SCALE_CPUPROF=FILE: a CPU profile of the reloads alone.
+	if path := os.Getenv("LEVEE_SCALE_CPUPROF"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile() // also when the test fails
+	}
 	// Reloads: runs of them, each changing one header.
 	var reloads, reloadCPU []time.Duration
 	var reloadAlloc, reloadPeak uint64
@@ -220,7 +251,11 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	if want := strconv.Itoa(runs); resp.Header.Get("X-Generation") != want {
 		t.Fatalf("after %d reloads the header is %q, want %s", runs, resp.Header.Get("X-Generation"), want)
 	}
+	if os.Getenv("LEVEE_SCALE_CPUPROF") != "" {
+		pprof.StopCPUProfile()
+	}
 	heapAfter := liveHeap()
+	heapProf(".after")
 	// What the target's "extra memory" means for an operator: the
 	// process's RSS across the reloads (the Go runtime returns freed
 	// pages lazily, so this is an upper bound), and the live heap after
@@ -274,6 +309,7 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		t.Logf("SCALE heap_mib one_route=%.1f routes=%.1f routes_and_apps=%.1f after_reloads=%.1f (three levees in this process: each figure adds one)",
 			float64(heap0)/mib, float64(heapRoutes)/mib, float64(heapAll)/mib, float64(heapAfter)/mib)
 	}
+	t.Logf("SCALE full_gc_ms=%d full_gc_cpu_ms=%d (one runtime.GC at %.0f MiB of live heap)", gcCost.Milliseconds(), gcCostCPU.Milliseconds(), float64(heapAll)/mib)
 	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system)", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds())
 	if full {
 		t.Logf("SCALE bytes_per_route=%.0f bytes_per_app=%.0f", perRoute, perApp)
@@ -309,6 +345,18 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	}
 	if m := median(publishes); m > 30*time.Second {
 		t.Errorf("data-API publish at %d APIs: median %s", scaleDataAPIs+5, m)
+	}
+}
+
+func writeHeapProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 
