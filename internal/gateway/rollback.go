@@ -277,13 +277,30 @@ func (g *Gateway) watchConfig(now time.Time, file, prev *config.Config, state st
 		g.logger.Error("rollback: recording a configuration version", "error", err)
 		return
 	}
+	// The revert keeps the previous configuration's source, not the
+	// configuration: a pending change held a whole parsed configuration
+	// (about 9 MiB at 5,000 routes and 10,000 apps) until judged, and up
+	// to maxPending are (docs/performance.md, "Scale"); the source is
+	// held anyway (the previous change's content). One built in code (no
+	// source) is kept as it is.
+	prevCfg, prevSrc := prev, []byte(nil)
+	if prev != nil && prev.Source() != nil {
+		prevCfg, prevSrc = nil, prev.Source()
+	}
 	revert := func() error {
-		target := prev
+		target := prevCfg
 		if good := rb.store.Good(); good != nil && rollback.Digest(good) != digest {
 			if c, err := config.Parse(good); err == nil {
 				target = c
 			} else {
 				g.logger.Error("rollback: the last good configuration no longer parses", "error", err.Error())
+			}
+		}
+		if target == nil && prevSrc != nil {
+			if c, err := config.Parse(prevSrc); err == nil {
+				target = c
+			} else {
+				g.logger.Error("rollback: the previous configuration no longer parses", "error", err.Error())
 			}
 		}
 		if target == nil {

@@ -26,9 +26,10 @@ import (
 // heap: a load test (!race, LOAD_TEST_NAMES). bench/scale.sh runs it and
 // prints the figures; docs/performance.md ("Scale") has them.
 //
-// The bounds it asserts are regression guards for a busy 2-core machine;
-// the figures it logs ("SCALE ...") are compared with the targets
-// in docs/performance.md.
+// It asserts the targets where a busy 2-core machine does not
+// decide them: a reload's memory (peak and allocation) and its CPU, and
+// a publish's CPU; wall times are logged ("SCALE ...") and compared with
+// the targets in docs/performance.md.
 
 const (
 	scaleHTTPRoutes = 4005
@@ -310,38 +311,44 @@ func TestScaleReloadAndPublish(t *testing.T) {
 			float64(heap0)/mib, float64(heapRoutes)/mib, float64(heapAll)/mib, float64(heapAfter)/mib)
 	}
 	t.Logf("SCALE full_gc_ms=%d full_gc_cpu_ms=%d (one runtime.GC at %.0f MiB of live heap)", gcCost.Milliseconds(), gcCostCPU.Milliseconds(), float64(heapAll)/mib)
-	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system)", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds())
+	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system) reload_cpu_ms=%v reload_ms=%v", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds(),
+		msList(reloadCPU), msList(reloads))
 	if full {
 		t.Logf("SCALE bytes_per_route=%.0f bytes_per_app=%.0f", perRoute, perApp)
 	}
 	t.Logf("SCALE publish_ms_median=%d publish_ms_max=%d (an admin round trip each, at %d to %d data APIs)",
 		median(publishes).Milliseconds(), slicesMax(publishes).Milliseconds(), scaleDataAPIs+1, scaleDataAPIs+runs)
 
-	// The bounds are regression guards with room for a busy 2-core
-	// machine, NOT the targets (reload under 1 s and 100 MiB
-	// extra, publish under 200 ms), which docs/performance.md ("Scale")
-	// compares the figures with: a reload costs about 0.9 s of CPU, so
-	// its wall time here went from 1.2 s to 5 s with the machine's load
-	// (load average 25 to 30); its live heap peaked about 245 MiB above
-	// the start (the target is missed: the parsed file and the new table
-	// beside the old).
-	// Time is judged as CPU (the machine's load multiplies wall time: 1.2
-	// to 5.9 s medians were seen for the same work); wall time only has a
-	// bound against a hang.
-	if m := median(reloadCPU); m > 3*time.Second {
-		t.Errorf("reload with %d routes: median %s of CPU; want under 3 s (about 0.9 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
+	// The targets, asserted where the machine's load does not
+	// decide them (docs/performance.md, "Scale"):
+	//   - memory, deterministic: a reload's live heap peak above its
+	//     start under 100 MiB (70 MiB measured since session 27: the
+	//     parse's garbage collected before the build, data-API
+	//     definitions not parsed again), and all it allocates under
+	//     140 MiB (99 MiB measured; 211 MiB before), which catches a
+	//     cache that stopped working before the peak does;
+	//   - time, as CPU: the machine's load multiplies wall time (0.5 to
+	//     1.9 s were seen for the same 0.35 to 0.6 s of CPU at a load
+	//     average of 40), so a reload's CPU (process user + system) is
+	//     held to the 1 s target and a publish's to the 200 ms one; wall
+	//     time is reported, and bounded only against a hang.
+	if m := median(reloadCPU); m > time.Second {
+		t.Errorf("reload with %d routes: median %s of CPU; want under 1 s (0.35 to 0.6 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
 	}
 	if m := median(reloads); m > 60*time.Second {
 		t.Errorf("reload with %d routes: median %s", scaleHTTPRoutes+scaleDataAPIs, m)
 	}
-	if reloadPeak > 400*mib {
-		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 400 MiB here (target 100 MiB)", float64(reloadPeak)/mib)
+	if reloadPeak > 100*mib {
+		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 100 MiB (70 MiB measured)", float64(reloadPeak)/mib)
+	}
+	if reloadAlloc > 140*mib {
+		t.Errorf("a reload allocated %.1f MiB; want under 140 MiB (99 MiB measured)", float64(reloadAlloc)/mib)
 	}
 	if heapAfter > heapAll+64*mib {
 		t.Errorf("heap after %d reloads %.1f MiB, before %.1f MiB: reloads retain memory", runs, float64(heapAfter)/mib, float64(heapAll)/mib)
 	}
-	if m := median(pubCPU); m > 1500*time.Millisecond {
-		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 1.5 s (target 200 ms of wall time on a quiet machine)", scaleDataAPIs+5, m)
+	if m := median(pubCPU); m > 200*time.Millisecond {
+		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 200 ms (30 to 70 ms measured)", scaleDataAPIs+5, m)
 	}
 	if m := median(publishes); m > 30*time.Second {
 		t.Errorf("data-API publish at %d APIs: median %s", scaleDataAPIs+5, m)
@@ -358,6 +365,14 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func msList(d []time.Duration) []int64 {
+	out := make([]int64, len(d))
+	for i, v := range d {
+		out[i] = v.Milliseconds()
+	}
+	return out
 }
 
 func slicesMax(d []time.Duration) time.Duration {
