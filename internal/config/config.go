@@ -16,6 +16,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -135,6 +136,16 @@ func Load(path string) (*Config, error) {
 		return nil, engine.FileError(fmt.Sprintf("reading config: %v", err))
 	}
 	defer f.Close()
+	// Read into a buffer of the file's size (io.ReadAll grows one by
+	// doubling: about as much again of garbage at every reload of a 4 MiB
+	// file); a file that grows meanwhile is read on, to the same limit.
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= maxFileBytes {
+		buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
+		if _, err := buf.ReadFrom(io.LimitReader(f, maxFileBytes+1)); err != nil {
+			return nil, engine.FileError(fmt.Sprintf("reading config: %v", err))
+		}
+		return Parse(buf.Bytes())
+	}
 	return Read(f)
 }
 
@@ -252,7 +263,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 				routeNames = append(routeNames, r.Name)
 			}
 		}
-		p.apps(c, v, routeNames, len(c.Routes) > 0)
+		p.apps(c, v, newRouteNames(routeNames), len(c.Routes) > 0)
 	}
 	return c
 }

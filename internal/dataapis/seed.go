@@ -47,9 +47,21 @@ func (s *Store) Seed(ctx context.Context, file []FileAPI) (SeedResult, error) {
 	}
 	s.st.Lock()
 	defer s.st.Unlock()
+	// The APIs whose file definition is the one last seeded, without a
+	// pending file change, read at once: for those seedOne would write
+	// nothing (Unchanged, pending_file already 0), so a reload that
+	// changes no data route opens no transaction per API (1,000 of them
+	// were about 70 ms of every reload at scale). The write lock is held:
+	// nothing changes them meanwhile. A failed read only costs the
+	// shortcut.
+	settled := s.settledHashes(ctx)
 	listed := make(map[string]bool, len(file))
 	for _, fa := range file {
 		listed[fa.Name] = true
+		if h, ok := settled[fa.Name]; ok && checkName(fa.Name) == nil && checkDefinition(fa.Definition) == nil && h == DefinitionHash(fa.Definition) {
+			res.Record(statedb.Unchanged, fa.Name)
+			continue
+		}
 		if err := s.seedOne(ctx, fa, &res); err != nil {
 			res.Failed[fa.Name] = err
 			s.st.Logger.Error("data APIs: seeding from the file failed; this API keeps its stored state", "data_api", fa.Name, "error", err)
@@ -60,6 +72,28 @@ func (s *Store) Seed(ctx context.Context, file []FileAPI) (SeedResult, error) {
 	defer cancel()
 	s.publishLocked(ctx)
 	return res, err
+}
+
+// settledHashes returns the file hash of each API with one and no
+// pending file change (nil when they cannot be read): at most MaxAPIs.
+func (s *Store) settledHashes(ctx context.Context) map[string]string {
+	ctx, cancel := s.st.Deadline(ctx)
+	defer cancel()
+	out := map[string]string{}
+	err := s.st.InTx(ctx, func(tx *sql.Tx) error {
+		return eachRow(ctx, tx, `SELECT name, file_hash FROM data_apis WHERE pending_file = 0 AND file_hash != '' LIMIT ?`, func(rows *sql.Rows) error {
+			var name, hash string
+			if err := rows.Scan(&name, &hash); err != nil {
+				return err
+			}
+			out[name] = hash
+			return nil
+		})
+	})
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 func (s *Store) seedOne(ctx context.Context, fa FileAPI, res *SeedResult) error {

@@ -1,8 +1,10 @@
 package dataapis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -161,6 +163,19 @@ func (rs Routes[R]) PublishConflict(cur []R, name string, r R) (why string, ok b
 		}
 	}
 	return "", false
+}
+
+// SameServing reports whether s and o publish the same versions with the
+// same definitions (what Routes.Effective reads of a snapshot); nil
+// snapshots are the same only as each other. O(APIs), bounded by
+// MaxAPIs.
+func (s *Snapshot) SameServing(o *Snapshot) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return slices.EqualFunc(s.Serving, o.Serving, func(a, b Serving) bool {
+		return a.Name == b.Name && a.Version == b.Version && bytes.Equal(a.Definition, b.Definition)
+	})
 }
 
 // oneLine joins a multi-line error's lines with "; ".

@@ -113,13 +113,13 @@ func (g *Gateway) servingConfig(file *config.Config, snap *dataapis.Snapshot) (*
 	g.fleet.mu.Lock()
 	defer g.fleet.mu.Unlock()
 	if g.fleet.shared == nil || snap == nil {
-		return effectiveConfig(file, snap)
+		return g.effectiveConfig(file, snap)
 	}
 	snap, sts := g.fleet.fleet.Resolve(snap, func(name string, def []byte) error {
-		_, err := config.ParseDataAPI(file, name, def)
+		_, err := g.dataAPIs.parsed.Parse(file, name, def)
 		return err
 	})
-	eff, problems := effectiveConfig(file, snap)
+	eff, problems := g.effectiveConfig(file, snap)
 	in := make(map[string]bool, len(eff.Routes))
 	for _, r := range eff.Routes {
 		in[r.Name] = true

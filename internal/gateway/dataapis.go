@@ -32,6 +32,14 @@ import (
 type dataAPIs struct {
 	store dataapis.Backend
 	notes atomic.Pointer[[]string]
+	// parsed keeps the routes read from the published definitions, so a
+	// reload or rebuild that serves the same versions under the same data
+	// sources does not parse them again; swept after each serving set is
+	// built, it holds the versions that serve (config.DataAPICache).
+	parsed config.DataAPICache
+	// reusedTables counts the reloads whose seed changed no published
+	// version, so the table swapped was kept (reseedDataAPIs; tests).
+	reusedTables atomic.Uint64
 }
 
 // dataAPIsDBName is the data-API store's file under state_dir.
@@ -80,46 +88,65 @@ func (g *Gateway) closeDataAPIs(store dataapis.Backend, when string) {
 	}
 }
 
+// reloadData is what a reload's check of the data APIs found: the store
+// (nil before Start) and the snapshot the effective configuration was
+// built from, with the versions it left out.
+type reloadData struct {
+	store    dataapis.Backend
+	snap     *dataapis.Snapshot
+	problems []string
+}
+
 // reloadDataAPIs is a reload's check of the data APIs against the new
-// file (checkReloadDataAPIs) and the effective configuration to swap in:
-// the new file with the store's versions as they are (those the seed
-// after the swap replaces may not read under the new file, their data
-// source gone: they are left out until it has). Before Start it returns
-// cfg and no store.
+// file (dataapis.Routes.CheckReload) and the effective configuration to
+// swap in: the new file with the store's versions as they are (those the
+// seed after the swap replaces may not read under the new file, their
+// data source gone: they are left out until it has). Before Start it
+// returns cfg and no store.
 // A reload already refused (err not nil) is passed through.
-func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (dataapis.Backend, *config.Config, error) {
+func (g *Gateway) reloadDataAPIs(cfg *config.Config, err error) (reloadData, *config.Config, error) {
 	if err != nil {
-		return nil, nil, err
+		return reloadData{}, nil, err
 	}
 	g.mu.Lock()
 	store := g.dataAPIs.store
 	g.mu.Unlock()
 	if store == nil {
-		return nil, cfg, nil
+		return reloadData{}, cfg, nil
 	}
+	snap := store.Current()
 	// With cluster.etcd a version this node cannot compile is not served
 	// here (the fleet's rule, cluster_dataapis.go), so it does not refuse
 	// the reload either.
 	if _, shared := store.(*sharedDataAPIs); !shared {
-		if err := checkReloadDataAPIs(cfg, store.Current()); err != nil {
-			return nil, nil, err
+		if err := g.dataRoutes(cfg).CheckReload(cfg.Routes, snap); err != nil {
+			return reloadData{}, nil, err
 		}
 	}
-	eff, _ := g.servingConfig(cfg, store.Current())
-	return store, eff, nil
+	eff, problems := g.servingConfig(cfg, snap)
+	return reloadData{store, snap, problems}, eff, nil
 }
 
 // reseedDataAPIs seeds the store from the reloaded file, after the swap,
-// and rebuilds the table from what it then publishes (store nil: before
-// Start, nothing). A failed rebuild is logged; the swapped table serves.
-func (g *Gateway) reseedDataAPIs(store dataapis.Backend, cfg *config.Config) {
-	if store == nil {
+// and rebuilds the table from what it then publishes (no store: before
+// Start, nothing). When the seed left the published versions as they were
+// (a reload that changed no data route), the table swapped is already
+// built from them and is kept: only the notes of the versions left out
+// are recorded (without cluster.etcd; the fleet's view may have moved).
+// A failed rebuild is logged; the swapped table serves.
+func (g *Gateway) reseedDataAPIs(rd reloadData, cfg *config.Config) {
+	if rd.store == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 	defer cancel()
-	g.seedDataAPIs(ctx, store, cfg)
-	_ = g.applyDataAPIs(store)
+	g.seedDataAPIs(ctx, rd.store, cfg)
+	if _, shared := rd.store.(*sharedDataAPIs); !shared && rd.store.Current().SameServing(rd.snap) {
+		g.dataAPIs.reusedTables.Add(1)
+		g.noteDataAPIs(rd.problems)
+		return
+	}
+	_ = g.applyDataAPIs(rd.store)
 }
 
 // seedDataAPIs applies the file's data routes to the store and logs the
@@ -141,11 +168,16 @@ func (g *Gateway) seedDataAPIs(ctx context.Context, store dataapis.Backend, cfg 
 }
 
 // dataRoutes are config's routes as the data-API lifecycle's rules
-// (dataapis.Routes) read them.
-func dataRoutes(file *config.Config) dataapis.Routes[config.Route] {
+// (dataapis.Routes) read them, the published definitions parsed through
+// the gateway's cache (nil g: parsed every time).
+func (g *Gateway) dataRoutes(file *config.Config) dataapis.Routes[config.Route] {
+	var cache *config.DataAPICache
+	if g != nil {
+		cache = &g.dataAPIs.parsed
+	}
 	return dataapis.Routes[config.Route]{
 		Parse: func(name string, def []byte) (config.Route, error) {
-			r, err := config.ParseDataAPI(file, name, def)
+			r, err := cache.Parse(file, name, def)
 			if err != nil {
 				return config.Route{}, err
 			}
@@ -165,21 +197,17 @@ func dataRoutes(file *config.Config) dataapis.Routes[config.Route] {
 
 // effectiveConfig returns file with its data routes replaced by the
 // store's published versions (dataapis.Routes.Effective), and the
-// problems of the versions left out.
-func effectiveConfig(file *config.Config, snap *dataapis.Snapshot) (*config.Config, []string) {
+// problems of the versions left out. The parse cache is swept after:
+// it keeps what this serving set asked for.
+func (g *Gateway) effectiveConfig(file *config.Config, snap *dataapis.Snapshot) (*config.Config, []string) {
 	if snap == nil {
 		return file, nil
 	}
 	eff := *file
 	var problems []string
-	eff.Routes, problems = dataRoutes(file).Effective(file.Routes, snap)
+	eff.Routes, problems = g.dataRoutes(file).Effective(file.Routes, snap)
+	g.dataAPIs.parsed.Sweep()
 	return &eff, problems
-}
-
-// checkReloadDataAPIs refuses a reload under which a data API changed at
-// runtime would stop serving (dataapis.Routes.CheckReload).
-func checkReloadDataAPIs(file *config.Config, snap *dataapis.Snapshot) error {
-	return dataRoutes(file).CheckReload(file.Routes, snap)
 }
 
 // applyDataAPIs rebuilds the table from the file's configuration and the
@@ -233,11 +261,11 @@ func (g *Gateway) dataAPIWriter(store dataapis.Backend) dataapis.Writer {
 			if err := g.checkDataAPIPinned(name, n, def); err != nil {
 				return err
 			}
-			r, err := config.ParseDataAPI(file, name, def)
+			r, err := g.dataAPIs.parsed.Parse(file, name, def)
 			if err != nil {
 				return invalidDefinition(err)
 			}
-			if why, ok := dataRoutes(file).PublishConflict(cur.Routes, name, *r); ok {
+			if why, ok := g.dataRoutes(file).PublishConflict(cur.Routes, name, *r); ok {
 				return fmt.Errorf("version %d of data API %s: %s: %w", n, name, why, admin.ErrRouteConflict)
 			}
 			return nil

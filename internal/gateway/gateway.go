@@ -235,6 +235,8 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
+	feeds := g.feeds
+	g.rb.feeds.Store(&feeds)
 	if err := g.obsReload.init(out, g.registry); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/levee-gw/levee/internal/admin"
 	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/dataapis"
+	"github.com/levee-gw/levee/internal/proxy"
 	"github.com/levee-gw/levee/internal/rollback"
 )
 
@@ -50,6 +51,10 @@ type rollbackState struct {
 	survived  bool
 
 	stop, done chan struct{}
+	// feeds are the discovery feeds that serve (g.feeds, stored at each
+	// assignment): healthSample reads them without g.mu, which its
+	// callers may hold.
+	feeds atomic.Pointer[map[string]*feed]
 }
 
 type pendingChange struct {
@@ -180,11 +185,46 @@ func (g *Gateway) rollbackLoop(stop <-chan struct{}, done chan<- struct{}, tick 
 // healthSample is the node's health now, as the watcher reads it.
 func (g *Gateway) healthSample() rollback.Sample {
 	n, errs := g.metrics.HealthCounts()
-	s := rollback.Sample{Requests: n, Errors: errs, Ready: g.ready.Load()}
+	s := rollback.Sample{Requests: n, Errors: errs, Ready: g.ready.Load(), Waiting: g.waitingForEndpoints()}
 	if h1 := g.h1.Load(); h1 != nil {
 		s.Panics = h1.Panics()
 	}
 	return s
+}
+
+// waitingForEndpoints reports whether a discovered upstream has no
+// endpoint set yet (its registry has not delivered since it started, and
+// it has no static endpoints or snapshot), or has its first set but not
+// yet in the table that serves (the swap follows the delivery): its 503s
+// then are not a change's harm (rollback.Sample.Waiting). A set delivered
+// empty is not waiting. At most one feed per upstream.
+func (g *Gateway) waitingForEndpoints() bool {
+	feeds := g.rb.feeds.Load()
+	if feeds == nil {
+		return false
+	}
+	var t *proxy.Table
+	for name, f := range *feeds {
+		cur, origin := f.Instances()
+		if origin == "" {
+			return true
+		}
+		if len(cur) == 0 {
+			continue
+		}
+		if t == nil && g.handler != nil {
+			t = g.handler.Table()
+		}
+		if t == nil {
+			continue
+		}
+		if up := t.Upstream(name); up != nil {
+			if b := up.Balance(); b == nil || len(b.Endpoints) == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rollbackTick judges the watched changes at now and applies the verdict.
@@ -277,13 +317,30 @@ func (g *Gateway) watchConfig(now time.Time, file, prev *config.Config, state st
 		g.logger.Error("rollback: recording a configuration version", "error", err)
 		return
 	}
+	// The revert keeps the previous configuration's source, not the
+	// configuration: a pending change held a whole parsed configuration
+	// (about 9 MiB at 5,000 routes and 10,000 apps) until judged, and up
+	// to maxPending are (docs/performance.md, "Scale"); the source is
+	// held anyway (the previous change's content). One built in code (no
+	// source) is kept as it is.
+	prevCfg, prevSrc := prev, []byte(nil)
+	if prev != nil && prev.Source() != nil {
+		prevCfg, prevSrc = nil, prev.Source()
+	}
 	revert := func() error {
-		target := prev
+		target := prevCfg
 		if good := rb.store.Good(); good != nil && rollback.Digest(good) != digest {
 			if c, err := config.Parse(good); err == nil {
 				target = c
 			} else {
 				g.logger.Error("rollback: the last good configuration no longer parses", "error", err.Error())
+			}
+		}
+		if target == nil && prevSrc != nil {
+			if c, err := config.Parse(prevSrc); err == nil {
+				target = c
+			} else {
+				g.logger.Error("rollback: the previous configuration no longer parses", "error", err.Error())
 			}
 		}
 		if target == nil {

@@ -334,13 +334,16 @@ func TestRollbackBadDataAPIVersion(t *testing.T) {
 	if a["state"] != "offline" {
 		t.Fatalf("fresh: %v", a)
 	}
-	resp, err := http.Get(in.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if v := testkit.Parse(t, string(page)).Value(t, `levee_rollbacks_total{kind="data_api"}`); v != 2 {
-		t.Errorf("levee_rollbacks_total{kind=data_api} = %v, want 2", v)
-	}
+	// The revert's effect is seen before it is counted (the pin is
+	// written between): poll the counter.
+	testkit.Eventually(t, 10*time.Second, func() (bool, string) {
+		resp, err := http.Get(in.admin + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		v := testkit.Parse(t, string(page)).Value(t, `levee_rollbacks_total{kind="data_api"}`)
+		return v == 2, fmt.Sprintf("levee_rollbacks_total{kind=data_api} = %v, want 2", v)
+	})
 }

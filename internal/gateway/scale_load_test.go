@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +26,10 @@ import (
 // heap: a load test (!race, LOAD_TEST_NAMES). bench/scale.sh runs it and
 // prints the figures; docs/performance.md ("Scale") has them.
 //
-// The bounds it asserts are regression guards for a busy 2-core machine;
-// the figures it logs ("SCALE ...") are compared with the issue's targets
-// in docs/performance.md.
+// It asserts the issue's targets where a busy 2-core machine does not
+// decide them: a reload's memory (peak and allocation) and its CPU, and
+// a publish's CPU; wall times are logged ("SCALE ...") and compared with
+// the targets in docs/performance.md.
 
 const (
 	scaleHTTPRoutes = 4005
@@ -147,14 +149,21 @@ func TestScaleReloadAndPublish(t *testing.T) {
 
 	// LEVEE_SCALE_FULL=1 (bench/scale.sh) adds the memory per route and
 	// per app (two more levees) and five reloads and publishes for the
-	// medians; the load step runs one levee at full scale, one reload
-	// and one publish: the same proof in a fraction of the time.
+	// medians; the load step runs one levee at full scale, three reloads
+	// and three publishes: the same proof in a fraction of the time (the
+	// median of three, since a reload right after the start costs more
+	// CPU than the next: 0.6 to 0.9 s against 0.35 to 0.55 s).
 	full := os.Getenv("LEVEE_SCALE_FULL") != ""
-	runs := 1
+	runs := 3
+	if full {
+		runs = 5
+	}
+	if n, err := strconv.Atoi(os.Getenv("LEVEE_SCALE_RUNS")); err == nil && n > 0 && n <= 20 {
+		runs = n // reloads and publishes (bench/scale.sh RUNS=n), at most 20
+	}
 	var heap0, heapRoutes uint64
 	var perRoute float64
 	if full {
-		runs = 5
 		// Memory: the heap with one route, then with every route, then
 		// with every app as well (each a fresh levee, in this process).
 		t0 := time.Now()
@@ -172,6 +181,11 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	h := start(t, scaleYAML(hostPort(up), dbPath, scaleHTTPRoutes, scaleDataAPIs, scaleApps, 0))
 	startTime := time.Since(begin)
 	heapAll := liveHeap()
+	// The cost of one full collection at this heap (what a reload's
+	// collection after the parse costs, gateway/reload.go).
+	gcWall, gcCPU := time.Now(), cpuTime()
+	runtime.GC()
+	gcCost, gcCostCPU := time.Since(gcWall), cpuTime()-gcCPU
 	perApp := float64(int64(heapAll)-int64(heapRoutes)-int64(heapRoutes-heap0)) / scaleApps
 	rssBefore := rssBaseline(t) // after debug.FreeOSMemory: the start's garbage returned
 
@@ -192,6 +206,28 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		}
 	}
 
+	// LEVEE_SCALE_HEAPPROF=PREFIX (bench/scale.sh MEM=1) writes heap
+	// profiles before and after the reloads (PREFIX.before, PREFIX.after):
+	// go tool pprof -sample_index=alloc_space -diff_base PREFIX.before
+	// shows what the reloads allocated.
+	heapProf := func(suffix string) {
+		if prefix := os.Getenv("LEVEE_SCALE_HEAPPROF"); prefix != "" {
+			writeHeapProfile(t, prefix+suffix)
+		}
+	}
+	heapProf(".before")
+	// LEVEE_SCALE_CPUPROF=FILE: a CPU profile of the reloads alone.
+	if path := os.Getenv("LEVEE_SCALE_CPUPROF"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile() // also when the test fails
+	}
 	// Reloads: runs of them, each changing one header.
 	var reloads, reloadCPU []time.Duration
 	var reloadAlloc, reloadPeak uint64
@@ -220,7 +256,11 @@ func TestScaleReloadAndPublish(t *testing.T) {
 	if want := strconv.Itoa(runs); resp.Header.Get("X-Generation") != want {
 		t.Fatalf("after %d reloads the header is %q, want %s", runs, resp.Header.Get("X-Generation"), want)
 	}
+	if os.Getenv("LEVEE_SCALE_CPUPROF") != "" {
+		pprof.StopCPUProfile()
+	}
 	heapAfter := liveHeap()
+	heapProf(".after")
 	// What the target's "extra memory" means for an operator: the
 	// process's RSS across the reloads (the Go runtime returns freed
 	// pages lazily, so this is an upper bound), and the live heap after
@@ -249,21 +289,22 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		return el
 	}
 	var publishes, pubCPU []time.Duration
-	for i := 0; i < runs; i++ {
+	pubs := min(runs, 5) // 995 + 5 fill the store's cap of 1,000
+	for i := 0; i < pubs; i++ {
 		name := fmt.Sprintf("scale-api-%d", i)
 		admin("POST", "/api/v1/data-apis", fmt.Sprintf(`{"name": %q, `, name)+versionDef(fmt.Sprintf("/v1/scale%d", i), 1)[1:], 201)
 		publishCPU = publishCPU[:0:0]
 		publishes = append(publishes, admin("POST", "/api/v1/data-apis/"+name+"/publish", "", 200))
 		pubCPU = append(pubCPU, publishCPU[0])
 	}
-	resp = h.get(fmt.Sprintf("/v1/scale%d?customer_id=1", runs-1))
+	resp = h.get(fmt.Sprintf("/v1/scale%d?customer_id=1", pubs-1))
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("the published API answers %d", resp.StatusCode)
 	}
 
-	t.Logf("SCALE test_s=%.1f (start, %d reloads, %d publishes)", time.Since(testBegin).Seconds(), runs, runs)
+	t.Logf("SCALE test_s=%.1f (start, %d reloads, %d publishes)", time.Since(testBegin).Seconds(), runs, pubs)
 	t.Logf("SCALE routes=%d (http %d, data %d) upstreams=%d apps=%d", scaleHTTPRoutes+scaleDataAPIs, scaleHTTPRoutes, scaleDataAPIs, scaleUpstreams, scaleApps)
 	t.Logf("SCALE start_ms=%d reload_ms_median=%d reload_ms_max=%d reload_peak_extra_mib=%.1f reload_alloc_mib=%.1f", startTime.Milliseconds(),
 		median(reloads).Milliseconds(), slicesMax(reloads).Milliseconds(), float64(reloadPeak)/mib, float64(reloadAlloc)/mib)
@@ -274,42 +315,69 @@ func TestScaleReloadAndPublish(t *testing.T) {
 		t.Logf("SCALE heap_mib one_route=%.1f routes=%.1f routes_and_apps=%.1f after_reloads=%.1f (three levees in this process: each figure adds one)",
 			float64(heap0)/mib, float64(heapRoutes)/mib, float64(heapAll)/mib, float64(heapAfter)/mib)
 	}
-	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system)", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds())
+	t.Logf("SCALE full_gc_ms=%d full_gc_cpu_ms=%d (one runtime.GC at %.0f MiB of live heap)", gcCost.Milliseconds(), gcCostCPU.Milliseconds(), float64(heapAll)/mib)
+	t.Logf("SCALE reload_cpu_ms_median=%d publish_cpu_ms_median=%d (process CPU, user+system) reload_cpu_ms=%v reload_ms=%v", median(reloadCPU).Milliseconds(), median(pubCPU).Milliseconds(),
+		msList(reloadCPU), msList(reloads))
 	if full {
 		t.Logf("SCALE bytes_per_route=%.0f bytes_per_app=%.0f", perRoute, perApp)
 	}
 	t.Logf("SCALE publish_ms_median=%d publish_ms_max=%d (an admin round trip each, at %d to %d data APIs)",
-		median(publishes).Milliseconds(), slicesMax(publishes).Milliseconds(), scaleDataAPIs+1, scaleDataAPIs+runs)
+		median(publishes).Milliseconds(), slicesMax(publishes).Milliseconds(), scaleDataAPIs+1, scaleDataAPIs+pubs)
 
-	// The bounds are regression guards with room for a busy 2-core
-	// machine, NOT the issue's targets (reload under 1 s and 100 MiB
-	// extra, publish under 200 ms), which docs/performance.md ("Scale")
-	// compares the figures with: a reload costs about 0.9 s of CPU, so
-	// its wall time here went from 1.2 s to 5 s with the machine's load
-	// (load average 25 to 30); its live heap peaked about 245 MiB above
-	// the start (the target is missed: the parsed file and the new table
-	// beside the old).
-	// Time is judged as CPU (the machine's load multiplies wall time: 1.2
-	// to 5.9 s medians were seen for the same work); wall time only has a
-	// bound against a hang.
-	if m := median(reloadCPU); m > 3*time.Second {
-		t.Errorf("reload with %d routes: median %s of CPU; want under 3 s (about 0.9 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
+	// The issue's targets, asserted where the machine's load does not
+	// decide them (docs/performance.md, "Scale"):
+	//   - memory, deterministic: a reload's live heap peak above its
+	//     start under 100 MiB (70 MiB measured since session 27: the
+	//     parse's garbage collected before the build, data-API
+	//     definitions not parsed again), and all it allocates under
+	//     140 MiB (99 MiB measured; 211 MiB before), which catches a
+	//     cache that stopped working before the peak does;
+	//   - time, as CPU: the machine's load multiplies wall time (0.5 to
+	//     1.9 s were seen for the same 0.35 to 0.6 s of CPU at a load
+	//     average of 40), so a reload's CPU (process user + system) is
+	//     held to the 1 s target and a publish's to the 200 ms one; wall
+	//     time is reported, and bounded only against a hang.
+	if m := median(reloadCPU); m > time.Second {
+		t.Errorf("reload with %d routes: median %s of CPU; want under 1 s (0.35 to 0.6 s measured)", scaleHTTPRoutes+scaleDataAPIs, m)
 	}
 	if m := median(reloads); m > 60*time.Second {
 		t.Errorf("reload with %d routes: median %s", scaleHTTPRoutes+scaleDataAPIs, m)
 	}
-	if reloadPeak > 400*mib {
-		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 400 MiB here (target 100 MiB)", float64(reloadPeak)/mib)
+	if reloadPeak > 100*mib {
+		t.Errorf("a reload's live heap peaked %.1f MiB above its start; want under 100 MiB (70 MiB measured)", float64(reloadPeak)/mib)
+	}
+	if reloadAlloc > 140*mib {
+		t.Errorf("a reload allocated %.1f MiB; want under 140 MiB (99 MiB measured)", float64(reloadAlloc)/mib)
 	}
 	if heapAfter > heapAll+64*mib {
 		t.Errorf("heap after %d reloads %.1f MiB, before %.1f MiB: reloads retain memory", runs, float64(heapAfter)/mib, float64(heapAll)/mib)
 	}
-	if m := median(pubCPU); m > 1500*time.Millisecond {
-		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 1.5 s (target 200 ms of wall time on a quiet machine)", scaleDataAPIs+5, m)
+	if m := median(pubCPU); m > 200*time.Millisecond {
+		t.Errorf("data-API publish at %d APIs: median %s of CPU; want under 200 ms (30 to 70 ms measured)", scaleDataAPIs+5, m)
 	}
 	if m := median(publishes); m > 30*time.Second {
 		t.Errorf("data-API publish at %d APIs: median %s", scaleDataAPIs+5, m)
 	}
+}
+
+func writeHeapProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func msList(d []time.Duration) []int64 {
+	out := make([]int64, len(d))
+	for i, v := range d {
+		out[i] = v.Milliseconds()
+	}
+	return out
 }
 
 func slicesMax(d []time.Duration) time.Duration {

@@ -49,6 +49,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -235,7 +236,7 @@ func New(o Options) (*Server, error) {
 		inner = http.DefaultServeMux
 	}
 	if _, done := inner.(oneRequest); !done {
-		o.Fallback.Handler = oneRequest{inner}
+		o.Fallback.Handler = oneRequest{h: inner, srv: s}
 	}
 	return s, nil
 }
@@ -250,7 +251,16 @@ func New(o Options) (*Server, error) {
 // loop serves itself (nearly all) keep their connection. HTTP/2 streams
 // (h2c, its own framing) and protocol switches (101; the connection is
 // hijacked) are not affected.
-type oneRequest struct{ h http.Handler }
+//
+// It also counts the handler panics net/http recovers on this path
+// (HTTP/2 streams, upgrades, handed-off requests) in the server's Panics,
+// as the loop counts its own (not http.ErrAbortHandler), logs them with
+// their stack the same way, then lets the panic go on to net/http, which
+// resets the stream or closes the connection as before.
+type oneRequest struct {
+	h   http.Handler
+	srv *Server
+}
 
 func (o oneRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
@@ -258,13 +268,23 @@ func (o oneRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (other than a 101), and keeps the header on the wire.
 		w.Header()["Connection"] = connectionClose
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler && o.srv != nil {
+				o.srv.panics.Add(1)
+				o.srv.logger.Error("h1server: panic serving "+r.RemoteAddr+" (net/http path)", "panic", v, "stack", string(debug.Stack()))
+			}
+			panic(v)
+		}
+	}()
 	o.h.ServeHTTP(w, r)
 }
 
 var connectionClose = []string{"close"}
 
 // Panics returns how many handler panics the server recovered since it
-// was made (http.ErrAbortHandler, a deliberate abort, is not counted).
+// was made, its loop's and those net/http recovered on the fallback path
+// (oneRequest); http.ErrAbortHandler, a deliberate abort, is not counted.
 func (s *Server) Panics() uint64 { return s.panics.Load() }
 
 // Stats returns the server's counters.

@@ -315,3 +315,79 @@ func TestWatcherPanics(t *testing.T) {
 	}
 	t.Fatal("version 4 never judged good")
 }
+
+// TestWatcherWaitsForFirstEndpoints (issue 28 loose end): a start with
+// file discovery and no static endpoints answers 503 until its registry
+// delivers; those answers are not the start's harm. The change is
+// measured from when no upstream waits: Good one window after that,
+// Bad on errors made after it; and when the registry never delivers,
+// counting starts one window after the change at the latest.
+func TestWatcherWaitsForFirstEndpoints(t *testing.T) {
+	start := Change{Version: 1, Kind: KindReload, Subject: "config", Digest: "d"}
+	t.Run("good once the endpoints arrive", func(t *testing.T) {
+		clock := testkit.NewClock(t0)
+		w := NewWatcher(opts())
+		s := Sample{Ready: true, Waiting: true}
+		w.Begin(clock.Now(), s, start)
+		for range 5 { // 5 s of 100 requests a second, every one an own 503
+			s.Requests += 100
+			s.Errors += 100
+			clock.Advance(time.Second)
+			if v := w.Tick(clock.Now(), s); v.Bad.Version+len(v.Good) != 0 {
+				t.Fatalf("verdict while waiting for the first endpoints: %+v", v)
+			}
+		}
+		s.Waiting = false // the registry delivered
+		arrived := clock.Now().Add(time.Second)
+		for clock.Now().Add(time.Second).Before(arrived.Add(opts().Window)) {
+			s.Requests += 100 // served, no own error
+			clock.Advance(time.Second)
+			if v := w.Tick(clock.Now(), s); v.Bad.Version+len(v.Good) != 0 {
+				t.Fatalf("a verdict %s after the endpoints arrived, before a window: %+v", clock.Now().Sub(arrived), v)
+			}
+		}
+		clock.Advance(time.Second)
+		if v := w.Tick(clock.Now(), s); len(v.Good) != 1 || v.Good[0].Version != 1 {
+			t.Fatalf("a window after the endpoints arrived: %+v, want the start good", v)
+		}
+	})
+	t.Run("bad on errors after the endpoints arrive", func(t *testing.T) {
+		clock := testkit.NewClock(t0)
+		w := NewWatcher(opts())
+		s := Sample{Ready: true, Waiting: true}
+		w.Begin(clock.Now(), s, start)
+		s.Requests, s.Errors = 50, 50
+		clock.Advance(time.Second)
+		w.Tick(clock.Now(), s)
+		s.Waiting = false
+		clock.Advance(time.Second)
+		if v := w.Tick(clock.Now(), s); v.Bad.Version != 0 {
+			t.Fatalf("the waiting 503s were counted: %s", v.Why)
+		}
+		s.Requests += 20
+		s.Errors += 20
+		clock.Advance(time.Second)
+		if v := w.Tick(clock.Now(), s); v.Bad.Version != 1 || v.Why != "own 5xx ratio 1.00 (before 0.00) over 20 requests" {
+			t.Fatalf("errors after the endpoints arrived: %+v, want version 1 bad", v)
+		}
+	})
+	t.Run("a registry that never delivers", func(t *testing.T) {
+		clock := testkit.NewClock(t0)
+		w := NewWatcher(opts())
+		s := Sample{Ready: true, Waiting: true}
+		w.Begin(clock.Now(), s, start)
+		var v Verdict
+		for i := 0; i < 30 && v.Bad.Version == 0; i++ {
+			s.Requests += 10
+			s.Errors += 10
+			clock.Advance(time.Second)
+			v = w.Tick(clock.Now(), s)
+			if len(v.Good) != 0 {
+				t.Fatalf("judged good while every answer is an own 503: %+v", v)
+			}
+		}
+		if took := clock.Now().Sub(t0); v.Bad.Version != 1 || took < opts().Window || took > opts().Window+3*time.Second {
+			t.Fatalf("after %s: %+v, want the change bad once counting starts one window after it", took, v)
+		}
+	})
+}

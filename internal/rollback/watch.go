@@ -49,6 +49,10 @@ type Sample struct {
 	Ready bool
 	// Panics counts the handler panics recovered (cumulative).
 	Panics uint64
+	// Waiting is set while an upstream has no endpoint set yet (its
+	// registry has not delivered since it started, and it has no static
+	// endpoints): the node's own 503s then are its start's, not a change's.
+	Waiting bool
 }
 
 // Change is one applied change being watched.
@@ -82,6 +86,10 @@ type watch struct {
 	before float64 // own-5xx ratio over the window before it
 	// panicsBefore: handler panics recovered over the window before it.
 	panicsBefore uint64
+	// waiting: begun while an upstream waited for its first endpoint set;
+	// measured from when none waits (base and at moved there), or from one
+	// window after the change at the latest.
+	waiting bool
 }
 
 // Verdict is what Tick decided: Good changes survived their window; Bad,
@@ -129,8 +137,27 @@ func (w *Watcher) Begin(now time.Time, cur Sample, c Change) (early Change) {
 		early = w.pending[0].c
 		w.pending = append(w.pending[:0], w.pending[1:]...)
 	}
-	w.pending = append(w.pending, watch{c: c, at: now, base: cur, before: before, panicsBefore: panicsBefore})
+	w.pending = append(w.pending, watch{c: c, at: now, base: cur, before: before, panicsBefore: panicsBefore, waiting: cur.Waiting})
 	return early
+}
+
+// settle moves the start of each watch begun while an upstream waited
+// for its first endpoint set: while one still waits (for at most one
+// window after the change), what the node answered does not count; once
+// none does, or the window has passed, the change is measured from now,
+// for a whole window. A start with file discovery and no static endpoints
+// answers 503 until its registry delivers: that is not the change's harm.
+func (w *Watcher) settle(now time.Time, cur Sample) {
+	for i := range w.pending {
+		p := &w.pending[i]
+		if !p.waiting {
+			continue
+		}
+		p.base = cur
+		if !cur.Waiting || now.Sub(p.at) >= w.opts.Window {
+			p.waiting, p.at = false, now
+		}
+	}
 }
 
 // Watching reports how many changes are being watched.
@@ -156,8 +183,12 @@ func (w *Watcher) Tick(now time.Time, cur Sample) Verdict {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.add(now, cur)
+	w.settle(now, cur)
 	var v Verdict
 	for _, p := range w.pending {
+		if p.waiting {
+			continue
+		}
 		if why, hurt := w.hurt(now, cur, p); hurt {
 			v.Why = why
 			last := len(w.pending) - 1
@@ -171,7 +202,7 @@ func (w *Watcher) Tick(now time.Time, cur Sample) Verdict {
 	}
 	keep := w.pending[:0]
 	for _, p := range w.pending {
-		if now.Sub(p.at) >= w.opts.Window {
+		if !p.waiting && now.Sub(p.at) >= w.opts.Window {
 			v.Good = append(v.Good, p.c)
 		} else {
 			keep = append(keep, p)

@@ -21,7 +21,13 @@ type Pair struct {
 // is not a scalar, is a merge key (<<) or an alias, or repeats an earlier
 // key are reported (aliases already were, by scan) and left out.
 func (p *Parser) Pairs(path string, n *yaml.Node) []Pair {
-	first := make(map[string]int, len(n.Content)/2)
+	// Duplicates: a linear search of out in a small mapping (most are:
+	// a route, an app), a map from firstIndex pairs on. A reload at
+	// 15,000 routes and apps reads about 40,000 mappings: a map and a
+	// key path each were about 10 MiB of garbage (docs/performance.md,
+	// "Scale").
+	const firstIndex = 16
+	var first map[string]int // key -> index in out
 	out := make([]Pair, 0, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -35,13 +41,32 @@ func (p *Parser) Pairs(path string, n *yaml.Node) []Pair {
 			p.Add(k, path, "merge keys (<<) are not allowed")
 			continue
 		}
-		kp := Key(path, k.Value)
-		if line, dup := first[k.Value]; dup {
-			p.Add(k, kp, "duplicate key (first at line %d)", line)
+		dup := -1
+		if first != nil {
+			if j, ok := first[k.Value]; ok {
+				dup = j
+			}
+		} else {
+			for j := range out {
+				if out[j].Key == k.Value {
+					dup = j
+					break
+				}
+			}
+		}
+		if dup >= 0 {
+			p.Add(k, Key(path, k.Value), "duplicate key (first at line %d)", out[dup].K.Line)
 			continue
 		}
-		first[k.Value] = k.Line
 		out = append(out, Pair{Key: k.Value, K: k, V: v})
+		if len(out) == firstIndex {
+			first = make(map[string]int, len(n.Content)/2)
+			for j := range out {
+				first[out[j].Key] = j
+			}
+		} else if first != nil {
+			first[k.Value] = len(out) - 1
+		}
 	}
 	return out
 }
@@ -61,8 +86,9 @@ func (p *Parser) Fields(path string, n *yaml.Node, known ...string) (map[string]
 		p.Add(n, path, "must be a mapping, got %s", Describe(n))
 		return nil, false
 	}
-	set := make(map[string]*yaml.Node, len(known))
-	for _, kv := range p.Pairs(path, n) {
+	pairs := p.Pairs(path, n)
+	set := make(map[string]*yaml.Node, min(len(known), len(pairs))) // not len(known): a route's 40 fields for the 4 it sets
+	for _, kv := range pairs {
 		if !slices.Contains(known, kv.Key) {
 			p.Add(kv.K, Key(path, kv.Key), "unknown field%s", Suggest(kv.Key, known))
 			continue
@@ -270,7 +296,11 @@ func (p *Parser) Bind(f map[string]*yaml.Node, n *yaml.Node, path string, b *Blo
 		if fd.Bind == nil {
 			continue
 		}
-		fp, v, ok := Key(path, fd.Name), f[fd.Name], true
+		v, ok := f[fd.Name], true
+		if v == nil && !fd.Required {
+			continue // omitted: nothing to read (and no path to build)
+		}
+		fp := Key(path, fd.Name)
 		switch {
 		case v != nil:
 			ok = p.BindOne(fp, v, fd, fd.Bind(dst))
