@@ -235,8 +235,7 @@ func New(o Options) (_ *Gateway, err error) {
 	if g.feeds, _, _, err = g.reconcileFeeds(cfg, nil); err != nil {
 		return nil, err
 	}
-	feeds := g.feeds
-	g.rb.feeds.Store(&feeds)
+	g.rb.noteFeeds(g.feeds)
 	if err := g.obsReload.init(out, g.registry); err != nil {
 		return nil, err
 	}
@@ -311,10 +310,9 @@ func New(o Options) (_ *Gateway, err error) {
 // Registry returns the gateway's metrics registry.
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
-// Start opens both listeners and serves them on their own goroutines. It
-// returns once both listen. A partial start is undone before returning an
-// error: every step that can fail comes before any goroutine starts, and
-// each one's resource is released (in reverse order) if a later one fails.
+// Start opens the listeners and serves them on their own goroutines; it
+// returns once all listen. A partial start is undone: every step that can
+// fail comes before any goroutine starts, each released in reverse order.
 func (g *Gateway) Start() (err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

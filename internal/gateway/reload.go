@@ -151,7 +151,7 @@ func (g *Gateway) swapConfig(cfg, file *config.Config, feeds map[string]*feed, f
 		g.feeds, g.upTLS = prev, prevTLS
 		return nil, err
 	}
-	g.rb.feeds.Store(&feeds)
+	g.rb.noteFeeds(feeds)
 	if g.started {
 		for _, f := range fresh {
 			f.Start()

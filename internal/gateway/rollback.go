@@ -57,6 +57,9 @@ type rollbackState struct {
 	feeds atomic.Pointer[map[string]*feed]
 }
 
+// noteFeeds records the feeds now serving, which the registry watch reads.
+func (rb *rollbackState) noteFeeds(feeds map[string]*feed) { rb.feeds.Store(&feeds) }
+
 type pendingChange struct {
 	revert  func() error
 	content []byte // a configuration version's file content (marked good: saved)
