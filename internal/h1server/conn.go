@@ -2,7 +2,6 @@ package h1server
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -115,7 +114,7 @@ type conn struct {
 	bodyDeadline atomic.Bool
 
 	mu        sync.Mutex
-	cancel    context.CancelFunc // the current request's
+	ctx       *reqCtx // the current request's context (reqctx.go)
 	watch     int
 	inHandler bool      // the watcher may be armed only while the handler runs
 	aborted   bool      // the watcher's read was stopped on purpose
@@ -447,7 +446,7 @@ func (c *conn) serveRequest(n int) bool {
 	if h.nHost == 1 {
 		host = text[h.host.v0:h.host.v1]
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := &reqCtx{}
 	tmpl := http.Request{
 		Method: text[:h.m1], URL: u, Proto: proto, ProtoMajor: 1, ProtoMinor: h.minor,
 		Header: h.header(text), Host: host, RemoteAddr: c.remote, RequestURI: target,
@@ -463,10 +462,10 @@ func (c *conn) serveRequest(n int) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		cancel()
+		ctx.cancel()
 		return false
 	}
-	c.cancel = cancel
+	c.ctx = ctx
 	c.inHandler = true
 	c.mu.Unlock()
 
@@ -483,9 +482,9 @@ func (c *conn) serveRequest(n int) bool {
 	}
 	c.putWriter()
 	c.mu.Lock()
-	c.cancel = nil
+	c.ctx = nil
 	c.mu.Unlock()
-	cancel()
+	ctx.cancel()
 	if b != nil {
 		b.finish()
 	}

@@ -54,8 +54,8 @@ func (c *conn) watchClient(gen uint64) {
 	c.w += n
 	if err != nil && !c.aborted {
 		c.broken.Store(true)
-		if c.cancel != nil {
-			c.cancel()
+		if c.ctx != nil {
+			c.ctx.cancel()
 		}
 	}
 	c.watch = watchEnded
@@ -114,8 +114,8 @@ func (c *conn) abort() {
 	}
 	c.mu.Lock()
 	c.closed = true
-	if c.cancel != nil {
-		c.cancel()
+	if c.ctx != nil {
+		c.ctx.cancel()
 	}
 	c.mu.Unlock()
 }

@@ -363,8 +363,11 @@ type h1Conn struct {
 	readLimit int64     // bytes the head may still take; MaxInt64 for bodies
 
 	abort func()      // c.setPastDeadline, bound once
-	stop  func() bool // stops the current request's abort hook
-	body  h1Body      // the current response's body
+	stop  func() bool // stops the current request's abort hook (context.AfterFunc's)
+	// hooked is the current request's context when the abort hook sits in
+	// its allocation-free slot (doneHooker) instead of stop.
+	hooked doneHooker
+	body   h1Body // the current response's body
 	// timing receives the current exchange's first-byte time; nil: not
 	// measured (set by roundTrip around exchange).
 	timing *Timing
@@ -406,14 +409,18 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 	// A client that goes away frees this connection's I/O at once: the
 	// pending write or read fails, and the caller (seeing ctx done)
 	// classifies the request as abandoned rather than as a timeout.
-	c.stop = context.AfterFunc(ctx, c.abort)
+	if dh, ok := ctx.(doneHooker); ok && dh.DoneHook(c.abort) {
+		c.hooked = dh
+	} else {
+		c.stop = context.AfterFunc(ctx, c.abort)
+	}
 	resp, err := c.exchangeHead(ctx, r, addr, reqID, xff, headerTimeout)
 	if err == nil && ctx.Err() != nil {
 		// The hook may have fired before the header deadline was cleared.
 		err = ctx.Err()
 	}
 	if err != nil {
-		c.stop()
+		c.stopHook()
 		return nil, err
 	}
 	if resp.Body == nil { // fastHead's: ContentLength bytes follow in c.br
@@ -423,6 +430,29 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 	}
 	resp.Body = &c.body
 	return resp, nil
+}
+
+// doneHooker is a request context with one allocation-free slot for a
+// function to run when it is done (h1server's request context): the abort
+// hook takes it when free, so that a request costs no context.AfterFunc.
+// DoneHook reports false when the slot is taken; StopDoneHook frees it and
+// reports whether the function had not run, as AfterFunc's stop does.
+type doneHooker interface {
+	DoneHook(f func()) bool
+	StopDoneHook() bool
+}
+
+// stopHook stops the current request's abort hook, however it was set,
+// and reports whether it stopped it before it ran.
+func (c *h1Conn) stopHook() bool {
+	if c.hooked != nil {
+		stopped := c.hooked.StopDoneHook()
+		c.hooked = nil
+		return stopped
+	}
+	stopped := c.stop()
+	c.stop = nil
+	return stopped
 }
 
 // testHookHeadWritten, when set by a test, runs between writing a request
@@ -504,10 +534,9 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 // release ends the current request on c: c goes back to the pool when
 // reuse is set and nothing spoils it, otherwise it is closed.
 func (c *h1Conn) release(reuse bool) {
-	if !c.stop() {
+	if !c.stopHook() {
 		reuse = false // the abort hook ran: the deadline is in the past
 	}
-	c.stop = nil
 	c.body = h1Body{}
 	if reuse && c.br.Buffered() > 0 {
 		reuse = false // bytes beyond the response: the framing is off
