@@ -79,7 +79,7 @@ func (c *conn) disarmWatch() {
 		c.mu.Unlock()
 		_ = c.nc.SetReadDeadline(pastDeadline)
 		<-c.watchDone
-		c.deadlineSet = true
+		c.deadlineSet, c.idleUntil = true, time.Time{}
 	case watchEnded:
 		c.mu.Unlock()
 		<-c.watchDone

@@ -361,6 +361,14 @@ type h1Conn struct {
 	idleSince time.Time // set when pooled
 	reused    bool      // served a request before
 	readLimit int64     // bytes the head may still take; MaxInt64 for bodies
+	// headDeadline is the read deadline set for response heads (zero:
+	// none), kept across requests while it still bounds the next head
+	// within [headerTimeout, headerTimeout+slack] (exchangeHead), cleared
+	// before a body read reaches the socket (Read).
+	headDeadline time.Time
+	// aborted is set by the abort hook before its past deadline, so that
+	// a deadline cleared after it is set past again.
+	aborted atomic.Bool
 
 	abort func()      // c.setPastDeadline, bound once
 	stop  func() bool // stops the current request's abort hook (context.AfterFunc's)
@@ -384,7 +392,40 @@ func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
 	return c
 }
 
-func (c *h1Conn) setPastDeadline() { _ = c.nc.SetDeadline(pastDeadline) }
+func (c *h1Conn) setPastDeadline() {
+	c.aborted.Store(true)
+	_ = c.nc.SetDeadline(pastDeadline)
+}
+
+// deadlineSlack is how much later than headerTimeout a response head's
+// deadline may fall, so that the deadline (a runtime timer modification
+// each time it is set) is set about once per slack per connection under
+// load instead of twice per request: a head is cut off between
+// headerTimeout and headerTimeout+headerTimeout/16 after the request.
+func deadlineSlack(headerTimeout time.Duration) time.Duration { return headerTimeout / 16 }
+
+// armHeadDeadline makes sure a read deadline between now+headerTimeout and
+// that plus deadlineSlack bounds the response head, setting one only when
+// the deadline kept from an earlier request falls outside.
+func (c *h1Conn) armHeadDeadline(now time.Time, headerTimeout time.Duration) {
+	want := now.Add(headerTimeout)
+	if d := c.headDeadline; !d.Before(want) && d.Sub(want) <= deadlineSlack(headerTimeout) {
+		return
+	}
+	c.headDeadline = want.Add(deadlineSlack(headerTimeout))
+	_ = c.nc.SetReadDeadline(c.headDeadline)
+}
+
+// clearHeadDeadline removes the head's read deadline before a body read
+// (a body has no deadline of its own here); an abort that came first
+// stands.
+func (c *h1Conn) clearHeadDeadline() {
+	c.headDeadline = time.Time{}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.aborted.Load() {
+		_ = c.nc.SetDeadline(pastDeadline)
+	}
+}
 
 // Read reads from the connection, failing once the head has used up
 // readLimit.
@@ -394,6 +435,9 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 	}
 	if int64(len(p)) > c.readLimit {
 		p = p[:c.readLimit]
+	}
+	if c.readLimit == math.MaxInt64 && !c.headDeadline.IsZero() {
+		c.clearHeadDeadline() // a body read: the head's deadline must not cut it
 	}
 	n, err := c.nc.Read(p)
 	c.readLimit -= int64(n)
@@ -409,6 +453,7 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 	// A client that goes away frees this connection's I/O at once: the
 	// pending write or read fails, and the caller (seeing ctx done)
 	// classifies the request as abandoned rather than as a timeout.
+	c.aborted.Store(false)
 	if dh, ok := ctx.(doneHooker); ok && dh.DoneHook(c.abort) {
 		c.hooked = dh
 	} else {
@@ -478,7 +523,7 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 		testHookHeadWritten()
 	}
 	if headerTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+		c.armHeadDeadline(time.Now(), headerTimeout)
 		if ctx.Err() != nil {
 			// The abort hook may have set its past deadline before this
 			// one replaced it (the client left while the head was being
@@ -524,10 +569,7 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 		// with a 408 before closing; it answers no request of ours.
 		return nil, staleError{errIdle408}
 	}
-	c.readLimit = math.MaxInt64
-	if headerTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Time{})
-	}
+	c.readLimit = math.MaxInt64 // the head's deadline stays until a body read needs the socket (Read)
 	return resp, nil
 }
 
