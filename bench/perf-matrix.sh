@@ -23,7 +23,8 @@
 #
 # A run whose answers were not all 2xx (levee-defended's adaptive limit
 # sheds when a saturated machine's latency rises) counts refusals in its
-# req/s: the summary's non-2xx column says how many.
+# req/s: the summary's non-2xx column says how many, and 2xx/s is the
+# goodput (median of each round's req/s less its non-2xx share).
 # Per proxy and round: start it, check a 200, warm up 2 s, wrk -t1 -c64
 # -dDURATION --latency (saturation: req/s, p99), CPU = the proxy's
 # utime+stime from /proc over the wrk run, divided by wrk's requests.
@@ -180,16 +181,18 @@ summary() {
       for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
       k = name SUBSEP v["size"]; if (!(k in n)) { order[++no] = k }
       n[k]++; R[k, n[k]] = v["req/s"]; C[k, n[k]] = v["cpu_us_per_req"]; E[k] += v["non2xx"]; Q[k] += v["requests"]
+      G[k, n[k]] = (v["requests"] > 0) ? v["req/s"] * (1 - v["non2xx"] / v["requests"]) : 0
       p = v["p99"]; P[k, n[k]] = (p ~ /us$/) ? p / 1000 : (p ~ /ms$/) ? p + 0 : (p + 0) * 1000
     }
     END {
       for (o = 1; o <= no; o++) { k = order[o]
         for (i = 1; i <= n[k]; i++) { a[i] = R[k, i] } mr[k] = med(a, n[k])
         for (i = 1; i <= n[k]; i++) { a[i] = C[k, i] } mc[k] = med(a, n[k])
-        for (i = 1; i <= n[k]; i++) { a[i] = P[k, i] } mp[k] = med(a, n[k]) }
-      printf "%-16s %6s %10s %9s %12s %9s %10s %8s %8s\n", "proxy", "size", "req/s", "x " base, "cpu us/req", "x " base, "p99 ms", "x " base, "non-2xx"
+        for (i = 1; i <= n[k]; i++) { a[i] = P[k, i] } mp[k] = med(a, n[k])
+        for (i = 1; i <= n[k]; i++) { a[i] = G[k, i] } mg[k] = med(a, n[k]) }
+      printf "%-16s %6s %10s %9s %12s %9s %10s %8s %8s %8s\n", "proxy", "size", "req/s", "x " base, "cpu us/req", "x " base, "p99 ms", "x " base, "non-2xx", "2xx/s"
       for (o = 1; o <= no; o++) { k = order[o]; split(k, ks, SUBSEP); b = base SUBSEP ks[2]
-        printf "%-16s %6s %10.0f %9.2f %12.1f %9.2f %10.2f %8.2f %7.1f%%\n", ks[1], ks[2], mr[k], (b in mr && mr[b] > 0) ? mr[k]/mr[b] : 0, mc[k], (b in mc && mc[b] > 0) ? mc[k]/mc[b] : 0, mp[k], (b in mp && mp[b] > 0) ? mp[k]/mp[b] : 0, (Q[k] > 0) ? 100 * E[k] / Q[k] : 0 }
+        printf "%-16s %6s %10.0f %9.2f %12.1f %9.2f %10.2f %8.2f %7.1f%% %8.0f\n", ks[1], ks[2], mr[k], (b in mr && mr[b] > 0) ? mr[k]/mr[b] : 0, mc[k], (b in mc && mc[b] > 0) ? mc[k]/mc[b] : 0, mp[k], (b in mp && mp[b] > 0) ? mp[k]/mp[b] : 0, (Q[k] > 0) ? 100 * E[k] / Q[k] : 0, mg[k] }
     }' "$1"
 }
 
