@@ -211,3 +211,48 @@ func BenchmarkParseHead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRequestContext is a request context's own cost, made fresh per
+// request as the loop makes it: the upstream fast path's abort hook
+// (context.AfterFunc on a context.WithCancel context, as before the
+// loop had reqCtx, against reqCtx's DoneHook), and a context derived
+// from it (as net/http's Transport derives one per request).
+func BenchmarkRequestContext(b *testing.B) {
+	f := func() {}
+	b.Run("withcancel+afterfunc", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithCancel(context.Background())
+			stop := context.AfterFunc(ctx, f)
+			stop()
+			cancel()
+		}
+	})
+	b.Run("reqctx+donehook", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := &reqCtx{}
+			c.DoneHook(f)
+			c.StopDoneHook()
+			c.cancel()
+		}
+	})
+	b.Run("withcancel+derived", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithCancel(context.Background())
+			_, cancel2 := context.WithCancel(ctx)
+			cancel2()
+			cancel()
+		}
+	})
+	b.Run("reqctx+derived", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := &reqCtx{}
+			_, cancel2 := context.WithCancel(c)
+			cancel2()
+			c.cancel()
+		}
+	})
+}

@@ -111,7 +111,7 @@ func (b *body) drainLocked() {
 	c := b.c
 	if c.r == c.w {
 		_ = c.nc.SetReadDeadline(time.Now().Add(drainTimeout))
-		c.deadlineSet = true
+		c.deadlineSet, c.idleUntil = true, time.Time{}
 	}
 	var scratch [512]byte
 	for !b.sawEOF {

@@ -54,8 +54,8 @@ func (c *conn) watchClient(gen uint64) {
 	c.w += n
 	if err != nil && !c.aborted {
 		c.broken.Store(true)
-		if c.cancel != nil {
-			c.cancel()
+		if c.ctx != nil {
+			c.ctx.cancel()
 		}
 	}
 	c.watch = watchEnded
@@ -79,7 +79,7 @@ func (c *conn) disarmWatch() {
 		c.mu.Unlock()
 		_ = c.nc.SetReadDeadline(pastDeadline)
 		<-c.watchDone
-		c.deadlineSet = true
+		c.deadlineSet, c.idleUntil = true, time.Time{}
 	case watchEnded:
 		c.mu.Unlock()
 		<-c.watchDone
@@ -114,8 +114,8 @@ func (c *conn) abort() {
 	}
 	c.mu.Lock()
 	c.closed = true
-	if c.cancel != nil {
-		c.cancel()
+	if c.ctx != nil {
+		c.ctx.cancel()
 	}
 	c.mu.Unlock()
 }

@@ -59,7 +59,7 @@ func (c *conn) handshake() (serve, handedOff bool) {
 	// The write deadline goes; the read deadline is the loop's from here
 	// (readHead sets or clears it: deadlineSet).
 	_ = c.raw.SetWriteDeadline(time.Time{})
-	c.deadlineSet = true
+	c.deadlineSet, c.idleUntil = true, time.Time{}
 	st := tc.ConnectionState()
 	c.tlsState = &st
 	if st.NegotiatedProtocol == "h2" {

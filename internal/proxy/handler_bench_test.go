@@ -12,6 +12,7 @@ import (
 
 	"github.com/levee-gw/levee/internal/balance"
 	"github.com/levee-gw/levee/internal/endpoint"
+	"github.com/levee-gw/levee/internal/h1server"
 	"github.com/levee-gw/levee/internal/ratelimit"
 	"github.com/levee-gw/levee/internal/telemetry"
 	"github.com/levee-gw/levee/internal/upstream"
@@ -113,12 +114,18 @@ type handlerCase struct {
 	// headers gives the route two header changes of fixed values (a
 	// request set and a response set; headers.go).
 	headers bool
+	// stdctx gives the request a context.WithCancel context (as net/http's
+	// server does, for HTTP/2) instead of h1server's request context, the
+	// one every HTTP/1 request levee serves has.
+	stdctx bool
 }
 
 var handlerCases = []handlerCase{
-	{"fast", false, false, 6, false, false}, {"std", true, false, 0, false, false}, {"fast+auth+ratelimit", false, true, 8, false, false},
-	{"fast+accesslog", false, false, 6, true, false}, {"std+accesslog", true, false, 0, true, false},
-	{"fast+headers", false, false, 6, false, true},
+	{"fast", false, false, 4, false, false, false}, {"std", true, false, 0, false, false, false}, {"fast+auth+ratelimit", false, true, 6, false, false, false},
+	{"fast+accesslog", false, false, 4, true, false, false}, {"std+accesslog", true, false, 0, true, false, false},
+	{"fast+headers", false, false, 4, false, true, false},
+	// context.AfterFunc's two allocations for the upstream's abort hook
+	{"fast+stdctx", false, false, 6, false, false, true},
 }
 
 // handlerServe builds a handler for c against the upstream at addr and
@@ -171,7 +178,10 @@ func handlerServe(tb testing.TB, addr string, c handlerCase, extra ...func(*Opti
 		apps[7].Limit = ratelimit.Policy{Rate: mustRate(tb, 1e9, 1e9)}
 		h.SwapApps(NewApps(apps, mustIndex(tb, keys), nil))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := h1server.NewRequestContext()
+	if c.stdctx {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	tb.Cleanup(cancel)
 	req := httptest.NewRequest(http.MethodGet, "/bench?x=1", nil).WithContext(ctx)
 	req.RemoteAddr = "192.0.2.1:1234"

@@ -365,10 +365,21 @@ type h1Conn struct {
 	idleSince time.Time // set when pooled
 	reused    bool      // served a request before
 	readLimit int64     // bytes the head may still take; MaxInt64 for bodies
+	// headDeadline is the read deadline set for response heads (zero:
+	// none), kept across requests while it still bounds the next head
+	// within [headerTimeout, headerTimeout+slack] (exchangeHead), cleared
+	// before a body read reaches the socket (Read).
+	headDeadline time.Time
+	// aborted is set by the abort hook before its past deadline, so that
+	// a deadline cleared after it is set past again.
+	aborted atomic.Bool
 
 	abort func()      // c.setPastDeadline, bound once
-	stop  func() bool // stops the current request's abort hook
-	body  h1Body      // the current response's body
+	stop  func() bool // stops the current request's abort hook (context.AfterFunc's)
+	// hooked is the current request's context when the abort hook sits in
+	// its allocation-free slot (doneHooker) instead of stop.
+	hooked doneHooker
+	body   h1Body // the current response's body
 	// timing receives the current exchange's first-byte time; nil: not
 	// measured (set by roundTrip around exchange).
 	timing *Timing
@@ -385,7 +396,40 @@ func newH1Conn(nc net.Conn, home *h1Idle, p *h1Pool) *h1Conn {
 	return c
 }
 
-func (c *h1Conn) setPastDeadline() { _ = c.nc.SetDeadline(pastDeadline) }
+func (c *h1Conn) setPastDeadline() {
+	c.aborted.Store(true)
+	_ = c.nc.SetDeadline(pastDeadline)
+}
+
+// deadlineSlack is how much later than headerTimeout a response head's
+// deadline may fall, so that the deadline (a runtime timer modification
+// each time it is set) is set about once per slack per connection under
+// load instead of twice per request: a head is cut off between
+// headerTimeout and headerTimeout+headerTimeout/16 after the request.
+func deadlineSlack(headerTimeout time.Duration) time.Duration { return headerTimeout / 16 }
+
+// armHeadDeadline makes sure a read deadline between now+headerTimeout and
+// that plus deadlineSlack bounds the response head, setting one only when
+// the deadline kept from an earlier request falls outside.
+func (c *h1Conn) armHeadDeadline(now time.Time, headerTimeout time.Duration) {
+	want := now.Add(headerTimeout)
+	if d := c.headDeadline; !d.Before(want) && d.Sub(want) <= deadlineSlack(headerTimeout) {
+		return
+	}
+	c.headDeadline = want.Add(deadlineSlack(headerTimeout))
+	_ = c.nc.SetReadDeadline(c.headDeadline)
+}
+
+// clearHeadDeadline removes the head's read deadline before a body read
+// (a body has no deadline of its own here); an abort that came first
+// stands.
+func (c *h1Conn) clearHeadDeadline() {
+	c.headDeadline = time.Time{}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.aborted.Load() {
+		_ = c.nc.SetDeadline(pastDeadline)
+	}
+}
 
 // Read reads from the connection, failing once the head has used up
 // readLimit.
@@ -395,6 +439,9 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 	}
 	if int64(len(p)) > c.readLimit {
 		p = p[:c.readLimit]
+	}
+	if c.readLimit == math.MaxInt64 && !c.headDeadline.IsZero() {
+		c.clearHeadDeadline() // a body read: the head's deadline must not cut it
 	}
 	n, err := c.nc.Read(p)
 	c.readLimit -= int64(n)
@@ -410,14 +457,19 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 	// A client that goes away frees this connection's I/O at once: the
 	// pending write or read fails, and the caller (seeing ctx done)
 	// classifies the request as abandoned rather than as a timeout.
-	c.stop = context.AfterFunc(ctx, c.abort)
+	c.aborted.Store(false)
+	if dh, ok := ctx.(doneHooker); ok && dh.DoneHook(c.abort) {
+		c.hooked = dh
+	} else {
+		c.stop = context.AfterFunc(ctx, c.abort)
+	}
 	resp, err := c.exchangeHead(ctx, r, addr, reqID, xff, headerTimeout)
 	if err == nil && ctx.Err() != nil {
 		// The hook may have fired before the header deadline was cleared.
 		err = ctx.Err()
 	}
 	if err != nil {
-		c.stop()
+		c.stopHook()
 		return nil, err
 	}
 	if resp.Body == nil { // fastHead's: ContentLength bytes follow in c.br
@@ -427,6 +479,29 @@ func (c *h1Conn) exchange(ctx context.Context, r *http.Request, addr, reqID, xff
 	}
 	resp.Body = &c.body
 	return resp, nil
+}
+
+// doneHooker is a request context with one allocation-free slot for a
+// function to run when it is done (h1server's request context): the abort
+// hook takes it when free, so that a request costs no context.AfterFunc.
+// DoneHook reports false when the slot is taken; StopDoneHook frees it and
+// reports whether the function had not run, as AfterFunc's stop does.
+type doneHooker interface {
+	DoneHook(f func()) bool
+	StopDoneHook() bool
+}
+
+// stopHook stops the current request's abort hook, however it was set,
+// and reports whether it stopped it before it ran.
+func (c *h1Conn) stopHook() bool {
+	if c.hooked != nil {
+		stopped := c.hooked.StopDoneHook()
+		c.hooked = nil
+		return stopped
+	}
+	stopped := c.stop()
+	c.stop = nil
+	return stopped
 }
 
 // testHookHeadWritten, when set by a test, runs between writing a request
@@ -452,7 +527,7 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 		testHookHeadWritten()
 	}
 	if headerTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
+		c.armHeadDeadline(time.Now(), headerTimeout)
 		if ctx.Err() != nil {
 			// The abort hook may have set its past deadline before this
 			// one replaced it (the client left while the head was being
@@ -498,20 +573,16 @@ func (c *h1Conn) exchangeHead(ctx context.Context, r *http.Request, addr, reqID,
 		// with a 408 before closing; it answers no request of ours.
 		return nil, staleError{errIdle408}
 	}
-	c.readLimit = math.MaxInt64
-	if headerTimeout > 0 {
-		_ = c.nc.SetReadDeadline(time.Time{})
-	}
+	c.readLimit = math.MaxInt64 // the head's deadline stays until a body read needs the socket (Read)
 	return resp, nil
 }
 
 // release ends the current request on c: c goes back to the pool when
 // reuse is set and nothing spoils it, otherwise it is closed.
 func (c *h1Conn) release(reuse bool) {
-	if !c.stop() {
+	if !c.stopHook() {
 		reuse = false // the abort hook ran: the deadline is in the past
 	}
-	c.stop = nil
 	c.body = h1Body{}
 	if reuse && c.br.Buffered() > 0 {
 		reuse = false // bytes beyond the response: the framing is off
@@ -519,63 +590,4 @@ func (c *h1Conn) release(reuse bool) {
 	if !reuse || !c.pool.put(c, time.Now()) {
 		_ = c.nc.Close()
 	}
-}
-
-// h1Body is a fast-path response body. It reads the stdlib body and never
-// closes it (whose Close would drain an unread remainder without bound):
-// Close gives the connection back when the body was read to EOF and the
-// response allows reuse, and closes the connection otherwise. It lives
-// inside its h1Conn, so it costs no allocation, and it must not be used
-// after Close.
-//
-// src nil: the head was parsed by fastHead, and the body is the next n
-// bytes of the connection's reader, read as net/http's body over an
-// io.LimitReader reads them (EOF with the last bytes, ErrUnexpectedEOF
-// when the connection ends early, then EOF).
-type h1Body struct {
-	c    *h1Conn
-	src  io.Reader
-	n    int64 // src nil: bytes of the body not yet read
-	keep bool  // the response leaves the connection open
-	eof  bool
-}
-
-func (b *h1Body) Read(p []byte) (int, error) {
-	if b.eof {
-		return 0, io.EOF
-	}
-	if b.src == nil {
-		return b.readFramed(p)
-	}
-	n, err := b.src.Read(p)
-	if err == io.EOF {
-		b.eof = true
-	}
-	return n, err
-}
-
-func (b *h1Body) readFramed(p []byte) (int, error) {
-	if b.n <= 0 {
-		b.eof = true
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.n {
-		p = p[:b.n]
-	}
-	n, err := b.c.br.Read(p)
-	b.n -= int64(n)
-	switch {
-	case err == io.EOF && b.n > 0:
-		b.n = 0 // the next read says EOF, as net/http's body does
-		return n, io.ErrUnexpectedEOF
-	case err == io.EOF, err == nil && n > 0 && b.n == 0:
-		b.eof = true
-		return n, io.EOF
-	}
-	return n, err
-}
-
-func (b *h1Body) Close() error {
-	b.c.release(b.eof && b.keep)
-	return nil
 }

@@ -271,3 +271,83 @@ func TestClientGoneWhileHeadIsWritten(t *testing.T) {
 		t.Fatalf("exchange returned %v after %v; want an error at once (not after the 10s header timeout)", err, took)
 	}
 }
+
+// TestHeadDeadlineKeptAcrossRequests: the response-head deadline, kept on
+// a pooled connection from one request to the next (armHeadDeadline), does
+// not cut a body that takes longer than the header timeout, is not set
+// again for a request within its slack, and still cuts a head that does
+// not come: all on one real connection of the fast path.
+func TestHeadDeadlineKeptAcrossRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const headerTimeout = 300 * time.Millisecond
+	served := make(chan struct{})
+	go func() { // three requests on one connection: quick, a slow body, none
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for i := 0; i < 3; i++ {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			switch i {
+			case 0:
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			case 1:
+				// The head at once, then the body's bytes over 3 header
+				// timeouts: a body has no deadline of its own here.
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n")
+				for j := 0; j < 4; j++ {
+					time.Sleep(headerTimeout * 3 / 4) // the body's pace, not a wait for a state
+					c.Write([]byte("b"))
+				}
+			case 2:
+				// No answer: the head's deadline must end the wait.
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br.ReadByte()
+			}
+		}
+	}()
+	tr := NewTransport(Options{Connect: time.Second, ResponseHeader: headerTimeout, Idle: time.Minute, MaxIdlePerEndpoint: 8})
+	defer tr.Close()
+	get := func() (*http.Response, error) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		return tr.Forward(context.Background(), r, Outbound{Addr: ln.Addr().String(), RequestID: "id"})
+	}
+	read := func(want string) {
+		t.Helper()
+		resp, err := get()
+		if err != nil {
+			t.Fatalf("want %q: %v", want, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != want {
+			t.Fatalf("body %q, %v; want %q", b, err, want)
+		}
+	}
+	read("ok")
+	first := tr.h1.endpoint(ln.Addr().String()).conns[0].headDeadline
+	read("bbbb") // 2.25 header timeouts of body after a head kept from the first request
+	if tr.h1.idleCount(ln.Addr().String()) != 1 {
+		t.Fatal("the connection was not pooled again")
+	}
+	if first.IsZero() {
+		t.Fatal("no head deadline was kept from the first request")
+	}
+	start := time.Now()
+	_, err = get()
+	took := time.Since(start)
+	if err == nil || took < headerTimeout || took > headerTimeout+deadlineSlack(headerTimeout)+2*time.Second {
+		t.Fatalf("an unanswered request returned %v after %v; want a timeout between %v and %v (and a margin)",
+			err, took, headerTimeout, headerTimeout+deadlineSlack(headerTimeout))
+	}
+	<-served
+}
