@@ -25,7 +25,8 @@ import (
 //
 // Bounds: at most MaxEntries entries (spread over cacheShards shards of
 // MaxEntries/cacheShards each); an entry lives at most
-// min(exp+skew, inserted+MaxTTL). A full shard evicts one entry chosen by
+// min(exp+skew, inserted+MaxTTL) (past exp+skew, as the JOSE
+// library's own check). A full shard evicts one entry chosen by
 // Go's randomised map iteration (O(1) expected): random eviction keeps the
 // hot tokens with high probability and needs no list per entry.
 
@@ -91,7 +92,7 @@ func (c *verifyCache) get(h *[32]byte, now time.Time, skew time.Duration) *cache
 	s := c.shard(h)
 	s.mu.Lock()
 	e := s.m[*h]
-	if e != nil && (!now.Before(e.exp.Add(skew)) || !now.Before(e.until)) {
+	if e != nil && (now.After(e.exp.Add(skew)) || !now.Before(e.until)) {
 		delete(s.m, *h)
 		e = nil
 	}
