@@ -75,6 +75,7 @@ func (g *Gateway) jwtIssuers(cfg *config.Config, rc *config.Route) ([]*jwtauth.I
 			ClockSkew: ic.ClockSkew, MaxTokenBytes: int(ic.MaxTokenBytes),
 			AppClaim: ic.AppClaim, App: ic.App, ScopesClaim: ic.ScopesClaim, Keys: ks,
 			Claims: boundClaims(rc),
+			Cache:  jwtauth.CacheOptions{MaxEntries: jwtauth.DefaultCacheEntries, MaxTTL: jwtauth.DefaultCacheTTL},
 		}).Init())
 	}
 	return out, nil

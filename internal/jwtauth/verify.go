@@ -38,8 +38,12 @@ type Issuer struct {
 	// cost.
 	Claims []string
 	Keys   *KeySet
+	// Cache configures the verification cache (cache.go); MaxEntries 0:
+	// none.
+	Cache CacheOptions
 
-	algs []jose.SignatureAlgorithm
+	algs  []jose.SignatureAlgorithm
+	cache *verifyCache
 }
 
 // Init prepares is for Verify; call it once, before any Verify.
@@ -48,6 +52,7 @@ func (is *Issuer) Init() *Issuer {
 	for _, a := range is.Algorithms {
 		is.algs = append(is.algs, jose.SignatureAlgorithm(a))
 	}
+	is.cache = newVerifyCache(is.Cache)
 	return is
 }
 
@@ -78,23 +83,45 @@ const MaxScopes = 256
 // Verify checks token at now: PreCheck, then the signature with the key
 // its kid names in the issuer's key set (the JOSE library refuses a key
 // whose type does not fit the alg), then iss, aud, exp (required), nbf
-// and iat with the clock skew. Failures are *Error.
+// and iat with the clock skew. Failures are *Error. With the cache on, a
+// token verified before is answered from it (cache.go). The Identity's
+// Scopes and Claims may be shared between calls: read them, never write.
 func (is *Issuer) Verify(ctx context.Context, token string, now time.Time) (Identity, error) {
+	if is.cache == nil {
+		id, _, err := is.verify(ctx, token, now)
+		return id, err
+	}
+	h := tokenHash(token)
+	if id, ok := is.cached(ctx, &h, now); ok {
+		return id, nil
+	}
+	id, e, err := is.verify(ctx, token, now)
+	if err == nil {
+		e.id = id
+		e.until = now.Add(is.cache.ttl)
+		is.cache.put(&h, e)
+	}
+	return id, err
+}
+
+// verify is Verify without the cache; on success it also returns the
+// entry to cache (all but id and until).
+func (is *Issuer) verify(ctx context.Context, token string, now time.Time) (Identity, *cacheEntry, error) {
 	var id Identity
 	h, err := PreCheck(token, is.MaxTokenBytes, is.Algorithms)
 	if err != nil {
-		return id, err
+		return id, nil, err
 	}
 	tok, err := jwt.ParseSigned(token, is.algs)
 	if err != nil || len(tok.Headers) != 1 {
-		return id, errMalformed
+		return id, nil, errMalformed
 	}
 	key, have := is.Keys.Lookup(ctx, h.Kid)
 	if !have {
-		return id, errKeyUnavailable
+		return id, nil, errKeyUnavailable
 	}
 	if key == nil || !keyFits(key, h.Alg) {
-		return id, errInvalid
+		return id, nil, errInvalid
 	}
 	var claims jwt.Claims
 	extra := map[string]any{}
@@ -105,33 +132,33 @@ func (is *Issuer) Verify(ctx context.Context, token string, now time.Time) (Iden
 		dest = append(dest, &kept)
 	}
 	if err := tok.Claims(key.Key, dest...); err != nil {
-		return id, errInvalid
+		return id, nil, errInvalid
 	}
 	if err := claims.ValidateWithLeeway(jwt.Expected{Issuer: is.Issuer, AnyAudience: is.Audiences, Time: now}, is.ClockSkew); err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrExpired):
-			return id, errExpired
+			return id, nil, errExpired
 		case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
-			return id, errNotYetValid
+			return id, nil, errNotYetValid
 		case errors.Is(err, jwt.ErrInvalidIssuer):
-			return id, errWrongIssuer
+			return id, nil, errWrongIssuer
 		case errors.Is(err, jwt.ErrInvalidAudience):
-			return id, errWrongAudience
+			return id, nil, errWrongAudience
 		}
-		return id, errInvalid
+		return id, nil, errInvalid
 	}
 	if claims.Expiry == nil {
-		return id, errExpired // a token that never expires is not accepted
+		return id, nil, errExpired // a token that never expires is not accepted
 	}
 	if len(is.Audiences) > 0 && len(claims.Audience) == 0 {
-		return id, errWrongAudience
+		return id, nil, errWrongAudience
 	}
 	id.Subject = claims.Subject
 	id.App = is.App
 	if is.AppClaim != "" {
 		s, ok := extra[is.AppClaim].(string)
 		if !ok || s == "" {
-			return id, errNoApp
+			return id, nil, errNoApp
 		}
 		id.App = s
 	}
@@ -139,7 +166,11 @@ func (is *Issuer) Verify(ctx context.Context, token string, now time.Time) (Iden
 		id.Scopes = scopes(extra[is.ScopesClaim])
 	}
 	id.Claims = kept.got
-	return id, nil
+	e := &cacheEntry{kid: h.Kid, key: key, exp: claims.Expiry.Time()}
+	if claims.NotBefore != nil {
+		e.nbf = claims.NotBefore.Time()
+	}
+	return id, e, nil
 }
 
 // scopes reads a scope claim: "a b c" or ["a","b","c"]; at most MaxScopes.
