@@ -43,10 +43,23 @@ const memoryMargin = 32 << 20
 // without one served; the memory budget must have refused reservations
 // (the load is beyond it); 1 s after the load stops, sheddable and normal
 // requests are served, none refused memory_pressure.
+//
+// It runs twice: with the memory block, and with none while GOMEMLIMIT is
+// 256MiB (issue 28: the guard is on by default, its limit taken from
+// GOMEMLIMIT or the cgroup's memory.max), and must hold the same bound.
 func TestMemoryLimitHolds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 20 s load test")
+		t.Skip("a 2 x 20 s load test")
 	}
+	t.Run("memory block", func(t *testing.T) { memoryStorm(t, "memory: {limit: 256MiB}\n") })
+	t.Run("no memory block, GOMEMLIMIT", func(t *testing.T) {
+		t.Setenv("GOMEMLIMIT", "256MiB") // the child levee inherits it
+		memoryStorm(t, "")
+	})
+}
+
+// memoryStorm runs the storm against a levee whose config has memoryBlock.
+func memoryStorm(t *testing.T, memoryBlock string) {
 	const (
 		mib       = 1 << 20
 		limit     = 256 * mib
@@ -97,8 +110,7 @@ func TestMemoryLimitHolds(t *testing.T) {
 listen: 127.0.0.1:0
 admin: {listen: 127.0.0.1:0}
 log: {access: false}
-memory: {limit: 256MiB}
-upstreams:
+%supstreams:
   slow:
     endpoints: [{address: %s}]
     retry: {attempts: 2, on: [503], replay_body_limit: 16MiB, backoff: {base: 5ms, max: 10ms}, budget: {ratio: 1, min_per_second: 1000}}
@@ -107,7 +119,7 @@ routes:
   - {name: download, match: {path_prefix: /down/}, upstream: slow, priority: critical}
   - {name: shed, match: {path_prefix: /shed/}, upstream: slow, priority: sheddable}
   - {name: normal, match: {path_prefix: /}, upstream: slow}
-`, hostPort(be)))
+`, memoryBlock, hostPort(be)))
 	base := "http://" + lv.addr
 
 	// RSS every 100 ms, from before the load until the test's last request.
@@ -309,6 +321,9 @@ routes:
 	}
 	if criticalGap > 3*time.Second {
 		t.Errorf("%v passed without a critical request served, want at most 3 s", criticalGap)
+	}
+	if got := metrics["levee_memory_limit_bytes"]; got != limit {
+		t.Errorf("levee_memory_limit_bytes = %v, want %d (%q)", got, limit, memoryBlock)
 	}
 	if metrics["levee_memory_reservations_refused_total"] == 0 {
 		t.Errorf("the memory budget refused no reservation: the load did not test it")
