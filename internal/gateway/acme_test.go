@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/levee-gw/levee/internal/config"
 	"github.com/levee-gw/levee/internal/testkit"
 	"github.com/levee-gw/levee/internal/testsvc"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,7 +29,7 @@ import (
 type acmeNode struct {
 	h        *harness
 	httpsAdr string
-	stopOnce sync.Once
+	stop     func() // drains the node once (startStoppable)
 }
 
 // acmePorts picks two loopback ports free a moment ago: the redirect
@@ -81,36 +79,8 @@ routes:
 // startACMENode starts levee on yaml; Cleanup (or stop) shuts it down.
 func startACMENode(t *testing.T, yaml string) *acmeNode {
 	t.Helper()
-	dir := t.TempDir()
-	h := &harness{t: t, cfgPath: filepath.Join(dir, "levee.yaml"), logs: &lockedBuffer{}}
-	h.writeConfig(yaml)
-	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(h.cfgPath) }, LogOutput: h.logs})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := g.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	h.g = g
-	h.admin = "http://" + g.AdminAddr().String()
-	tr := &http.Transport{}
-	h.client = &http.Client{Transport: adminTokenTransport{g: g, next: tr}, Timeout: 30 * time.Second}
-	n := &acmeNode{h: h, httpsAdr: g.ListenerAddr("https").String()}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		n.stop()
-	})
-	return n
-}
-
-func (n *acmeNode) stop() {
-	n.stopOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.h.g.Shutdown(ctx); err != nil {
-			n.h.t.Errorf("Shutdown: %v", err)
-		}
-	})
+	h, stop := startStoppable(t, yaml)
+	return &acmeNode{h: h, httpsAdr: h.g.ListenerAddr("https").String(), stop: stop}
 }
 
 // leafFor handshakes with the TLS listener for name, verifying the chain

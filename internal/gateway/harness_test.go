@@ -45,8 +45,18 @@ type harness struct {
 // starts levee on it; Cleanup drains it.
 func start(t *testing.T, yaml string) *harness {
 	t.Helper()
+	h, _ := startStoppable(t, yaml)
+	h.base = "http://" + h.g.Addr().String()
+	return h
+}
+
+// startStoppable is start without h.base (for configs whose listeners
+// are named) and with the drain handed back: stop drains levee once, for
+// a test that stops a node midway; Cleanup calls it too.
+func startStoppable(t *testing.T, yaml string) (h *harness, stop func()) {
+	t.Helper()
 	dir := t.TempDir()
-	h := &harness{t: t, cfgPath: filepath.Join(dir, "levee.yaml"), logs: &lockedBuffer{}}
+	h = &harness{t: t, cfgPath: filepath.Join(dir, "levee.yaml"), logs: &lockedBuffer{}}
 	h.writeConfig(yaml)
 	g, err := New(Options{Load: func() (*config.Config, error) { return config.Load(h.cfgPath) }, LogOutput: h.logs})
 	if err != nil {
@@ -56,19 +66,22 @@ func start(t *testing.T, yaml string) *harness {
 		t.Fatalf("Start: %v", err)
 	}
 	h.g = g
-	h.base = "http://" + g.Addr().String()
 	h.admin = "http://" + g.AdminAddr().String()
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	h.client = &http.Client{Transport: adminTokenTransport{g: g, next: tr}, Timeout: 30 * time.Second}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := g.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return h
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := g.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return h, stop
 }
 
 // writeConfig writes yaml as the config file. Without a state_dir in
